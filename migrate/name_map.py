@@ -1,0 +1,41 @@
+"""The declarative TF1 -> TF2 weight name map.
+
+The Keras model names its layers after the TF1 scopes and its variables after slim's leaf
+names (see `ssd_mobilenet.layers`), so the map is two renames. Everything in a TF1
+checkpoint that is not a model weight must match an ignore rule, with its reason.
+"""
+
+from __future__ import annotations
+
+import re
+
+# (TF1 name pattern, TF2 Keras variable path template). First match wins.
+RULES = (
+    (r"^FeatureExtractor/MobilenetV1/(?P<rest>.+)$", r"\g<rest>"),
+    (r"^(?P<rest>BoxPredictor_\d+/.+)$", r"\g<rest>"),
+)
+
+# (TF1 name pattern, reason it carries no inference weight).
+IGNORE = (
+    (r"(^|/)global_step$", "training step counter"),
+    (r"/(RMSProp|RMSProp_1|Momentum|Adam|Adam_1|Adagrad|Ftrl|Ftrl_1)$", "optimizer slot"),
+    (r"^(beta1_power|beta2_power)$", "optimizer state"),
+    (r"/ExponentialMovingAverage$", "moving-average shadow (used only with --use-moving-averages)"),
+    (r"/(min|max)$", "quantization range of a FakeQuant op"),
+)
+
+
+def tf2_path(tf1_name: str):
+    """The Keras variable path a TF1 variable maps to, or None when no rule matches."""
+    for pattern, template in RULES:
+        m = re.match(pattern, tf1_name)
+        if m:
+            return m.expand(template)
+    return None
+
+
+def ignore_reason(tf1_name: str):
+    for pattern, reason in IGNORE:
+        if re.search(pattern, tf1_name):
+            return reason
+    return None

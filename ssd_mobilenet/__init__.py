@@ -1,0 +1,22 @@
+"""Native TF2 Keras SSD MobileNet v1, numerically faithful to the TF1 Object Detection API graph.
+
+Stages, each in its own module: `preprocessing`, `backbone` (MobileNet v1 feature
+extractor), `box_predictor`, `anchors`, `box_coder`, `postprocessing`; `model` holds the
+Keras network and `detector` the `tf.function` inference wrapper and `load`.
+Boxes are [ymin, xmin, ymax, xmax], normalised to the image, everywhere.
+"""
+
+from ssd_mobilenet.config import ConfigError, SSDConfig
+from ssd_mobilenet.model import SSDMobileNetV1, count_parameters
+
+__version__ = "0.1.0"
+
+__all__ = ["ConfigError", "SSDConfig", "SSDMobileNetV1", "count_parameters", "load", "Detector", "__version__"]
+
+
+def __getattr__(name):
+    # The detector pulls in saving/loading helpers; import it on first use.
+    if name in ("load", "Detector"):
+        from ssd_mobilenet import detector
+        return getattr(detector, name)
+    raise AttributeError(name)

@@ -1,0 +1,443 @@
+"""`SSDConfig`: everything the SSD MobileNet v1 inference graph depends on.
+
+`SSDConfig.from_pipeline_config` reads a TF1 Object Detection API `pipeline.config`. Fields
+that only matter for training (losses, matcher, optimizer, input readers) are ignored;
+settings this model cannot reproduce raise `ConfigError` naming the field and its value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ssd_mobilenet import pipeline_text
+from ssd_mobilenet.pipeline_text import Scalar, TextMessage
+
+# How the exporter's post-processing orders thresholding, clipping and NMS. It changed in
+# the Object Detection API in mid 2018 and the pipeline.config does not record which one a
+# graph has; `migrate` reads it off the graph (a `FilterGreaterThan` scope means the old one).
+NMS_CLIP_BEFORE = "clip_before_nms"  # TF 1.3 .. ~1.8 exports: threshold, clip, drop empty, NMS
+NMS_CLIP_AFTER = "clip_after_sort"  # ~1.9+ exports: NMS with threshold, sort, clip, drop empty
+NMS_VARIANTS = (NMS_CLIP_BEFORE, NMS_CLIP_AFTER)
+
+SCORE_CONVERTERS = ("SIGMOID", "SOFTMAX", "IDENTITY")
+RESIZE_METHODS = ("BILINEAR", "NEAREST_NEIGHBOR", "BICUBIC", "AREA")
+
+
+class ConfigError(ValueError):
+    """A pipeline.config that cannot be read or that asks for something unsupported."""
+
+
+def _f32(x) -> float:
+    """The value a float proto field holds: the float32 nearest to the spelled number."""
+    return float(np.float32(x))
+
+
+@dataclass(frozen=True)
+class SSDConfig:
+    """Hyper-parameters of an SSD MobileNet v1 inference graph.
+
+    Floats that the TF1 graph holds as float32 proto fields are stored as the float32
+    value (e.g. `score_threshold=0.300000011920929`), so arithmetic on them reproduces
+    the graph's constants.
+    """
+
+    num_classes: int = 90
+    image_height: int = 300
+    image_width: int = 300
+    resize_method: str = "BILINEAR"
+    # Feature extractor.
+    depth_multiplier: float = 1.0
+    min_depth: int = 16
+    pad_to_multiple: int = 1
+    use_explicit_padding: bool = False
+    use_depthwise: bool = False
+    batch_norm_epsilon: float = _f32(0.001)
+    # TF >= 1.9 (and some earlier) exports use the FusedBatchNorm kernel, whose rounding
+    # differs from the unfused op sequence at ~1e-6 relative; reproduce whichever the graph has.
+    fused_batch_norm: bool = False
+    # OD API exports of 2017 (TF 1.3 era) zero-pad the input of every extra 3x3 stride-2
+    # layer at the bottom/right to an even size (`ops.pad_to_multiple(x, 2)`) before the
+    # SAME conv, which shifts the sampling grid for odd sizes (5x5 -> 3x3 maps). Not in
+    # pipeline.config; `migrate` reads it off the graph.
+    pad_extra_layers_to_even: bool = False
+    # Box predictor (ConvolutionalBoxPredictor).
+    box_predictor_kernel_size: int = 1
+    box_predictor_use_depthwise: bool = False
+    add_background_class: bool = True
+    # Anchors (ssd_anchor_generator).
+    num_layers: int = 6
+    min_scale: float = _f32(0.2)
+    max_scale: float = _f32(0.95)
+    scales: tuple = ()
+    aspect_ratios: tuple = (1.0, 2.0, 0.5, 3.0, _f32(0.3333))
+    interpolated_scale_aspect_ratio: float = 1.0
+    base_anchor_height: float = 1.0
+    base_anchor_width: float = 1.0
+    anchor_strides: tuple = ()  # ((height_stride, width_stride), ...) in pixels, or () for 1/grid
+    anchor_offsets: tuple = ()
+    reduce_boxes_in_lowest_layer: bool = True
+    # 2017 exports (TF 1.3 era) place the interpolated-scale anchor right after each 1.0
+    # aspect ratio instead of last; the box predictor's channel order follows it.
+    # Not in pipeline.config; `migrate` reads it off the graph's anchors.
+    interpolated_anchor_after_unit_ratio: bool = False
+    # Box coder (faster_rcnn_box_coder): [ty, tx, th, tw] divided by these.
+    box_coder_scales: tuple = (10.0, 10.0, 5.0, 5.0)
+    # Post-processing.
+    score_converter: str = "SIGMOID"
+    logit_scale: float = 1.0
+    score_threshold: float = _f32(1e-8)
+    iou_threshold: float = _f32(0.6)
+    max_detections_per_class: int = 100
+    max_total_detections: int = 100
+    nms_variant: str = NMS_CLIP_BEFORE
+
+    def __post_init__(self):
+        problems = []
+        if self.num_classes < 1:
+            problems.append(f"num_classes must be >= 1, got {self.num_classes}")
+        if self.image_height < 1 or self.image_width < 1:
+            problems.append(f"image size must be positive, got {self.image_height}x{self.image_width}")
+        if self.depth_multiplier <= 0:
+            problems.append(f"depth_multiplier must be > 0, got {self.depth_multiplier}")
+        if self.num_layers != 6:
+            problems.append(f"anchor_generator.ssd_anchor_generator.num_layers: {self.num_layers} "
+                            "(SSD MobileNet v1 has 6 feature maps)")
+        if self.score_converter not in SCORE_CONVERTERS:
+            problems.append(f"score_converter: {self.score_converter} (supported: {', '.join(SCORE_CONVERTERS)})")
+        if self.resize_method not in RESIZE_METHODS:
+            problems.append(f"resize_method: {self.resize_method} (supported: {', '.join(RESIZE_METHODS)})")
+        if self.nms_variant not in NMS_VARIANTS:
+            problems.append(f"nms_variant: {self.nms_variant} (one of {', '.join(NMS_VARIANTS)})")
+        if self.scales and len(self.scales) != self.num_layers:
+            problems.append(f"anchor_generator.ssd_anchor_generator.scales: {len(self.scales)} values "
+                            f"for {self.num_layers} layers")
+        if len(self.anchor_strides) not in (0, self.num_layers) or len(self.anchor_offsets) not in (0, self.num_layers):
+            problems.append("anchor_generator.ssd_anchor_generator: height_stride/width_stride/"
+                            "height_offset/width_offset need one value per layer")
+        if len(self.box_coder_scales) != 4 or min(self.box_coder_scales) <= 0:
+            problems.append(f"box_coder.faster_rcnn_box_coder scales: {self.box_coder_scales}")
+        if problems:
+            raise ConfigError("; ".join(problems))
+
+    # ---- derived quantities -------------------------------------------------------------
+
+    @property
+    def num_class_slots(self) -> int:
+        """Columns of the class predictor: the classes plus background (column 0) if any."""
+        return self.num_classes + (1 if self.add_background_class else 0)
+
+    def depth(self, d: float) -> int:
+        """Channels of a layer whose depth is `d` at multiplier 1 (slim's `depth` function)."""
+        return max(int(d * self.depth_multiplier), self.min_depth)
+
+    def anchors_per_location(self) -> list:
+        """Anchors per feature map cell, per layer: [3, 6, 6, 6, 6, 6] for the zoo config."""
+        if self.interpolated_anchor_after_unit_ratio:
+            extra = sum(1 for r in self.aspect_ratios if r == 1.0)
+        else:
+            extra = 1 if self.interpolated_scale_aspect_ratio > 0.0 else 0
+        return [3 if (i == 0 and self.reduce_boxes_in_lowest_layer) else len(self.aspect_ratios) + extra
+                for i in range(self.num_layers)]
+
+    def replace(self, **changes) -> "SSDConfig":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SSDConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ConfigError(f"unknown SSDConfig fields: {', '.join(unknown)}")
+        return cls(**{k: (tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v)
+                      for k, v in d.items()})
+
+    # ---- pipeline.config -------------------------------------------------------------------
+
+    @classmethod
+    def from_pipeline_config(cls, path_or_text: str) -> "SSDConfig":
+        """Reads a TF1 OD API `pipeline.config` (a file path or its text).
+
+        Raises:
+          ConfigError: naming the field and value the model cannot honour, or the parse error.
+        """
+        text = path_or_text
+        if "\n" not in path_or_text and os.path.exists(path_or_text):
+            try:
+                with open(path_or_text, encoding="utf-8") as f:
+                    text = f.read()
+            except (OSError, UnicodeDecodeError) as e:
+                raise ConfigError(f"cannot read: {e}") from None
+        try:
+            root = pipeline_text.parse(text)
+        except pipeline_text.TextFormatError as e:
+            raise ConfigError(f"not valid protobuf text format: {e}") from None
+        return _PipelineReader(root).config()
+
+    def to_pipeline_config(self) -> str:
+        """The inference-relevant part of a TF1 `pipeline.config` for this config."""
+        def f(x):
+            return repr(float(x))
+        fe_extra = "      use_explicit_padding: true\n" if self.use_explicit_padding else ""
+        fe_extra += "      use_depthwise: true\n" if self.use_depthwise else ""
+        fe_extra += f"      pad_to_multiple: {self.pad_to_multiple}\n" if self.pad_to_multiple != 1 else ""
+        anchors = "".join(f"        aspect_ratios: {f(r)}\n" for r in self.aspect_ratios)
+        anchors += "".join(f"        scales: {f(s)}\n" for s in self.scales)
+        for (hs, ws), (ho, wo) in zip(self.anchor_strides, self.anchor_offsets or [(None, None)] * 6):
+            anchors += f"        height_stride: {hs}\n        width_stride: {ws}\n"
+            if ho is not None:
+                anchors += f"        height_offset: {ho}\n        width_offset: {wo}\n"
+        if not self.reduce_boxes_in_lowest_layer:
+            anchors += "        reduce_boxes_in_lowest_layer: false\n"
+        ys, xs, hs, ws = self.box_coder_scales
+        return f"""model {{
+  ssd {{
+    num_classes: {self.num_classes}
+    add_background_class: {str(self.add_background_class).lower()}
+    image_resizer {{
+      fixed_shape_resizer {{
+        height: {self.image_height}
+        width: {self.image_width}
+        resize_method: {self.resize_method}
+      }}
+    }}
+    feature_extractor {{
+      type: "ssd_mobilenet_v1"
+      depth_multiplier: {f(self.depth_multiplier)}
+      min_depth: {self.min_depth}
+{fe_extra}      conv_hyperparams {{
+        activation: RELU_6
+        regularizer {{ l2_regularizer {{ weight: 4e-05 }} }}
+        initializer {{ truncated_normal_initializer {{ stddev: 0.03 }} }}
+        batch_norm {{ decay: 0.9997 center: true scale: true epsilon: {f(self.batch_norm_epsilon)} }}
+      }}
+    }}
+    box_coder {{
+      faster_rcnn_box_coder {{ y_scale: {f(ys)} x_scale: {f(xs)} height_scale: {f(hs)} width_scale: {f(ws)} }}
+    }}
+    box_predictor {{
+      convolutional_box_predictor {{
+        conv_hyperparams {{
+          activation: RELU_6
+          regularizer {{ l2_regularizer {{ weight: 4e-05 }} }}
+          initializer {{ truncated_normal_initializer {{ stddev: 0.03 }} }}
+          batch_norm {{ decay: 0.9997 center: true scale: true epsilon: {f(self.batch_norm_epsilon)} }}
+        }}
+        num_layers_before_predictor: 0
+        kernel_size: {self.box_predictor_kernel_size}
+        box_code_size: 4
+        use_depthwise: {str(self.box_predictor_use_depthwise).lower()}
+      }}
+    }}
+    anchor_generator {{
+      ssd_anchor_generator {{
+        num_layers: {self.num_layers}
+        min_scale: {f(self.min_scale)}
+        max_scale: {f(self.max_scale)}
+{anchors}        interpolated_scale_aspect_ratio: {f(self.interpolated_scale_aspect_ratio)}
+        base_anchor_height: {f(self.base_anchor_height)}
+        base_anchor_width: {f(self.base_anchor_width)}
+      }}
+    }}
+    post_processing {{
+      batch_non_max_suppression {{
+        score_threshold: {f(self.score_threshold)}
+        iou_threshold: {f(self.iou_threshold)}
+        max_detections_per_class: {self.max_detections_per_class}
+        max_total_detections: {self.max_total_detections}
+      }}
+      score_converter: {self.score_converter}
+      logit_scale: {f(self.logit_scale)}
+    }}
+  }}
+}}
+"""
+
+
+class _PipelineReader:
+    """Turns the `model.ssd` part of a parsed pipeline.config into an `SSDConfig`."""
+
+    def __init__(self, root: TextMessage):
+        self.root = root
+
+    def fail(self, field_path: str, value, why: str):
+        raise ConfigError(f"{field_path}: {value} — {why}")
+
+    def get(self, msg, name, path, kind, default):
+        value = msg.scalar(name) if msg is not None else None
+        if value is None:
+            return default
+        text = value.text if isinstance(value, Scalar) else value
+        try:
+            if kind is float:
+                return _f32(float(text.rstrip("fF")))
+            if kind is int:
+                return int(text, 0)
+            if kind is bool:
+                if text in ("true", "True", "t", "1"):
+                    return True
+                if text in ("false", "False", "f", "0"):
+                    return False
+                raise ValueError(text)
+            return str(text)
+        except ValueError:
+            self.fail(f"{path}.{name}", text, f"expected a {kind.__name__}")
+
+    def config(self) -> SSDConfig:
+        model = self.root.child("model")
+        if model is None:
+            raise ConfigError("no `model { ... }` block: not an Object Detection API pipeline.config")
+        arch, ssd = model.oneof(("ssd", "faster_rcnn", "center_net", "experimental_model"))
+        if arch != "ssd":
+            self.fail("model", arch or "(empty)", "only SSD models are supported")
+        c = {}
+        get = self.get
+        c["num_classes"] = get(ssd, "num_classes", "model.ssd", int, None)
+        if c["num_classes"] is None:
+            raise ConfigError("model.ssd.num_classes is missing")
+        c["add_background_class"] = get(ssd, "add_background_class", "model.ssd", bool, True)
+        self._resizer(ssd, c)
+        self._feature_extractor(ssd, c)
+        self._box_predictor(ssd, c)
+        self._anchors(ssd, c)
+        self._box_coder(ssd, c)
+        self._post_processing(ssd, c)
+        rewriter = self.root.child("graph_rewriter")
+        if rewriter is not None and rewriter.child("quantization") is not None:
+            self.fail("graph_rewriter.quantization", "{...}",
+                      "quantization-aware graphs (FakeQuant ops) are not supported")
+        return SSDConfig(**c)
+
+    def _resizer(self, ssd, c):
+        resizer = ssd.child("image_resizer")
+        kind, r = resizer.oneof(("fixed_shape_resizer", "keep_aspect_ratio_resizer", "identity_resizer",
+                                 "conditional_shape_resizer", "pad_to_multiple_resizer")) if resizer else (None, None)
+        if kind != "fixed_shape_resizer":
+            self.fail("model.ssd.image_resizer", kind or "(missing)", "only fixed_shape_resizer is supported")
+        p = "model.ssd.image_resizer.fixed_shape_resizer"
+        c["image_height"] = self.get(r, "height", p, int, 300)
+        c["image_width"] = self.get(r, "width", p, int, 300)
+        c["resize_method"] = self.get(r, "resize_method", p, str, "BILINEAR")
+        if c["resize_method"] not in RESIZE_METHODS:
+            self.fail(f"{p}.resize_method", c["resize_method"], "unsupported resize method")
+        if self.get(r, "convert_to_grayscale", p, bool, False):
+            self.fail(f"{p}.convert_to_grayscale", "true", "grayscale conversion is not supported")
+
+    def _check_hyperparams(self, hp, path):
+        if hp is None:
+            return
+        activation = self.get(hp, "activation", path, str, "RELU")
+        if activation != "RELU_6":
+            self.fail(f"{path}.activation", activation, "SSD MobileNet v1 layers use RELU_6")
+        bn = hp.child("batch_norm")
+        if bn is None:
+            self.fail(f"{path}.batch_norm", "(missing)", "the feature extractor needs batch norm")
+        for flag in ("center", "scale"):
+            if not self.get(bn, flag, f"{path}.batch_norm", bool, flag == "center"):
+                self.fail(f"{path}.batch_norm.{flag}", "false", "batch norm without beta/gamma is not supported")
+
+    def _feature_extractor(self, ssd, c):
+        p = "model.ssd.feature_extractor"
+        fe = ssd.child("feature_extractor")
+        if fe is None:
+            raise ConfigError(f"{p} is missing")
+        kind = self.get(fe, "type", p, str, "")
+        if kind not in ("ssd_mobilenet_v1", "ssd_mobilenet_v1_keras"):
+            self.fail(f"{p}.type", kind, "only ssd_mobilenet_v1 is supported (FPN, PPN and other backbones are not)")
+        c["depth_multiplier"] = self.get(fe, "depth_multiplier", p, float, 1.0)
+        c["min_depth"] = self.get(fe, "min_depth", p, int, 16)
+        c["pad_to_multiple"] = self.get(fe, "pad_to_multiple", p, int, 1)
+        c["use_explicit_padding"] = self.get(fe, "use_explicit_padding", p, bool, False)
+        c["use_depthwise"] = self.get(fe, "use_depthwise", p, bool, False)
+        if fe.child("fpn") is not None:
+            self.fail(f"{p}.fpn", "{...}", "FPN feature extractors are not supported")
+        hp = fe.child("conv_hyperparams")
+        self._check_hyperparams(hp, f"{p}.conv_hyperparams")
+        bn = hp.child("batch_norm") if hp is not None else None
+        c["batch_norm_epsilon"] = self.get(bn, "epsilon", f"{p}.conv_hyperparams.batch_norm", float, _f32(0.001))
+
+    def _box_predictor(self, ssd, c):
+        bp = ssd.child("box_predictor")
+        kind, cbp = bp.oneof(("convolutional_box_predictor", "weight_shared_convolutional_box_predictor",
+                              "mask_rcnn_box_predictor", "rfcn_box_predictor")) if bp else (None, None)
+        if kind != "convolutional_box_predictor":
+            self.fail("model.ssd.box_predictor", kind or "(missing)", "only convolutional_box_predictor is supported")
+        p = "model.ssd.box_predictor.convolutional_box_predictor"
+        layers = self.get(cbp, "num_layers_before_predictor", p, int, 0)
+        if layers != 0:
+            self.fail(f"{p}.num_layers_before_predictor", layers, "only 0 is supported")
+        code_size = self.get(cbp, "box_code_size", p, int, 4)
+        if code_size != 4:
+            self.fail(f"{p}.box_code_size", code_size, "faster_rcnn_box_coder codes have 4 values")
+        if self.get(cbp, "apply_sigmoid_to_scores", p, bool, False):
+            self.fail(f"{p}.apply_sigmoid_to_scores", "true", "not supported")
+        c["box_predictor_kernel_size"] = self.get(cbp, "kernel_size", p, int, 1)
+        c["box_predictor_use_depthwise"] = self.get(cbp, "use_depthwise", p, bool, False)
+        if c["box_predictor_use_depthwise"]:
+            self._check_hyperparams(cbp.child("conv_hyperparams"), f"{p}.conv_hyperparams")
+
+    def _anchors(self, ssd, c):
+        ag = ssd.child("anchor_generator")
+        kind, a = ag.oneof(("ssd_anchor_generator", "multiscale_anchor_generator",
+                            "grid_anchor_generator", "flexible_grid_anchor_generator")) if ag else (None, None)
+        if kind != "ssd_anchor_generator":
+            self.fail("model.ssd.anchor_generator", kind or "(missing)", "only ssd_anchor_generator is supported")
+        p = "model.ssd.anchor_generator.ssd_anchor_generator"
+        fl = lambda name: tuple(self._float(v, f"{p}.{name}") for v in a.scalars(name))
+        c["num_layers"] = self.get(a, "num_layers", p, int, 6)
+        c["min_scale"] = self.get(a, "min_scale", p, float, _f32(0.2))
+        c["max_scale"] = self.get(a, "max_scale", p, float, _f32(0.95))
+        c["scales"] = fl("scales")
+        c["aspect_ratios"] = fl("aspect_ratios")
+        c["interpolated_scale_aspect_ratio"] = self.get(a, "interpolated_scale_aspect_ratio", p, float, 1.0)
+        c["base_anchor_height"] = self.get(a, "base_anchor_height", p, float, 1.0)
+        c["base_anchor_width"] = self.get(a, "base_anchor_width", p, float, 1.0)
+        c["reduce_boxes_in_lowest_layer"] = self.get(a, "reduce_boxes_in_lowest_layer", p, bool, True)
+        hs, ws = a.scalars("height_stride"), a.scalars("width_stride")
+        ho, wo = a.scalars("height_offset"), a.scalars("width_offset")
+        ints = lambda vs, name: tuple(int(self._float(v, f"{p}.{name}")) for v in vs)
+        c["anchor_strides"] = tuple(zip(ints(hs, "height_stride"), ints(ws, "width_stride")))
+        c["anchor_offsets"] = tuple(zip(ints(ho, "height_offset"), ints(wo, "width_offset")))
+
+    def _float(self, value, path):
+        try:
+            return _f32(float(value.text.rstrip("fF")))
+        except (AttributeError, ValueError):
+            self.fail(path, value, "expected a number")
+
+    def _box_coder(self, ssd, c):
+        bc = ssd.child("box_coder")
+        kind, b = bc.oneof(("faster_rcnn_box_coder", "mean_stddev_box_coder", "square_box_coder",
+                            "keypoint_box_coder")) if bc else (None, None)
+        if kind != "faster_rcnn_box_coder":
+            self.fail("model.ssd.box_coder", kind or "(missing)", "only faster_rcnn_box_coder is supported")
+        p = "model.ssd.box_coder.faster_rcnn_box_coder"
+        c["box_coder_scales"] = tuple(self.get(b, n, p, float, d) for n, d in
+                                      (("y_scale", 10.0), ("x_scale", 10.0), ("height_scale", 5.0), ("width_scale", 5.0)))
+
+    def _post_processing(self, ssd, c):
+        pp = ssd.child("post_processing")
+        p = "model.ssd.post_processing"
+        nms = pp.child("batch_non_max_suppression") if pp is not None else None
+        if nms is None:
+            raise ConfigError(f"{p}.batch_non_max_suppression is missing")
+        q = f"{p}.batch_non_max_suppression"
+        c["score_threshold"] = self.get(nms, "score_threshold", q, float, 0.0)
+        c["iou_threshold"] = self.get(nms, "iou_threshold", q, float, _f32(0.6))
+        c["max_detections_per_class"] = self.get(nms, "max_detections_per_class", q, int, 100)
+        c["max_total_detections"] = self.get(nms, "max_total_detections", q, int, 100)
+        for flag in ("use_combined_nms", "use_class_agnostic_nms", "use_partitioned_nms"):
+            if self.get(nms, flag, q, bool, False):
+                self.fail(f"{q}.{flag}", "true", "only per-class NMS is supported")
+        if nms.child("soft_nms_sigma") is not None or self.get(nms, "soft_nms_sigma", q, float, 0.0):
+            self.fail(f"{q}.soft_nms_sigma", nms.scalar("soft_nms_sigma"), "soft NMS is not supported")
+        c["score_converter"] = self.get(pp, "score_converter", p, str, "IDENTITY")
+        if c["score_converter"] not in SCORE_CONVERTERS:
+            self.fail(f"{p}.score_converter", c["score_converter"], f"supported: {', '.join(SCORE_CONVERTERS)}")
+        c["logit_scale"] = self.get(pp, "logit_scale", p, float, 1.0)

@@ -1,0 +1,145 @@
+"""Keras layers whose variables carry the TF1 slim names.
+
+A slim layer `scope/weights` (+ `scope/BatchNorm/{gamma,beta,moving_mean,moving_variance}`
+or `scope/biases`) becomes one Keras layer named `scope` with variables of the same leaf
+names, so a Keras variable path is the TF1 name without its outer scope
+(`FeatureExtractor/MobilenetV1/`). That makes the weight map a rename, not a lookup table.
+
+Tensors are NHWC float32. Convolutions use TensorFlow's SAME padding (for stride 2 with an
+odd total pad, the extra row/column goes at the bottom/right), which is what the TF1 graph
+does and what `keras.applications.MobileNet` does not.
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+
+class BatchNorm(keras.layers.Layer):
+    """Inference batch norm with slim's variable names and either TF1 arithmetic.
+
+    Unfused (`fused=False`) is the op sequence slim builds when the fused kernel is off:
+    `inv = rsqrt(var + eps) * gamma; y = x * inv + (beta - mean * inv)`. `fused=True` runs
+    the FusedBatchNorm kernel that newer exports contain. The two round differently
+    (~1e-6 relative), so the model reproduces whichever the source graph used.
+    """
+
+    def __init__(self, epsilon=0.001, fused=False, **kwargs):
+        super().__init__(**kwargs)
+        self.epsilon = epsilon
+        self.fused = fused
+
+    def build(self, input_shape):
+        c = int(input_shape[-1])
+        self.gamma = self.add_weight(name="gamma", shape=(c,), initializer="ones")
+        self.beta = self.add_weight(name="beta", shape=(c,), initializer="zeros")
+        self.moving_mean = self.add_weight(name="moving_mean", shape=(c,), initializer="zeros", trainable=False)
+        self.moving_variance = self.add_weight(name="moving_variance", shape=(c,), initializer="ones",
+                                               trainable=False)
+
+    def call(self, x):
+        if self.fused:
+            y, _, _ = tf.compat.v1.nn.fused_batch_norm(
+                x, self.gamma, self.beta, self.moving_mean, self.moving_variance,
+                epsilon=self.epsilon, is_training=False)
+            return y
+        inv = tf.math.rsqrt(self.moving_variance + self.epsilon) * self.gamma
+        return x * inv + (self.beta - self.moving_mean * inv)
+
+    def get_config(self):
+        return {**super().get_config(), "epsilon": self.epsilon, "fused": self.fused}
+
+
+class SlimConv(keras.layers.Layer):
+    """`slim.conv2d` / `slim.separable_conv2d(num_outputs=None)` with optional BN and ReLU6.
+
+    Args:
+      filters: output channels of a regular conv; ignored for `depthwise=True`
+        (channel multiplier 1, as every depthwise layer of this model has).
+      kernel_size, stride: square kernel and stride.
+      depthwise: a depthwise conv with variable `depthwise_weights` [k, k, C, 1]
+        instead of a conv with `weights` [k, k, C_in, filters].
+      batch_norm: add a `BatchNorm` sublayer (slim: `normalizer_fn`); otherwise a `biases` variable.
+      relu6: apply ReLU6 at the end (slim: `activation_fn=tf.nn.relu6`).
+      explicit_padding: pad symmetrically by (k-1)/2 and convolve VALID
+        (`use_explicit_padding` in the OD API) instead of SAME.
+    """
+
+    def __init__(self, filters=None, kernel_size=1, stride=1, depthwise=False, batch_norm=True, relu6=True,
+                 explicit_padding=False, bn_epsilon=0.001, fused_batch_norm=False, **kwargs):
+        super().__init__(**kwargs)
+        self.filters = filters
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.depthwise = depthwise
+        self.batch_norm = batch_norm
+        self.relu6 = relu6
+        self.explicit_padding = explicit_padding
+        self.bn_epsilon = bn_epsilon
+        self.fused_batch_norm = fused_batch_norm
+        self.norm = BatchNorm(bn_epsilon, fused_batch_norm, name="BatchNorm") if batch_norm else None
+
+    def build(self, input_shape):
+        c_in = int(input_shape[-1])
+        k = self.kernel_size
+        if self.depthwise:
+            self.kernel = self.add_weight(name="depthwise_weights", shape=(k, k, c_in, 1))
+            c_out = c_in
+        else:
+            self.kernel = self.add_weight(name="weights", shape=(k, k, c_in, self.filters))
+            c_out = self.filters
+        if self.norm is not None:
+            self.norm.build(tuple(input_shape[:-1]) + (c_out,))
+            self.bias = None
+        else:
+            self.bias = self.add_weight(name="biases", shape=(c_out,), initializer="zeros")
+
+    def call(self, x):
+        padding = "SAME"
+        if self.explicit_padding and self.kernel_size > 1:
+            beg = (self.kernel_size - 1) // 2
+            end = self.kernel_size - 1 - beg
+            x = tf.pad(x, [[0, 0], [beg, end], [beg, end], [0, 0]])
+            padding = "VALID"
+        strides = [1, self.stride, self.stride, 1]
+        if self.depthwise:
+            y = tf.nn.depthwise_conv2d(x, self.kernel, strides, padding)
+        else:
+            y = tf.nn.conv2d(x, self.kernel, strides, padding)
+        if self.norm is not None:
+            y = self.norm(y)
+        else:
+            y = tf.nn.bias_add(y, self.bias)
+        return tf.nn.relu6(y) if self.relu6 else y
+
+    def compute_output_shape(self, input_shape):
+        n, h, w, c = input_shape
+        c_out = c if self.depthwise else self.filters
+
+        def out(size):
+            if size is None:
+                return None
+            if self.explicit_padding:
+                return (size + self.kernel_size - 1 - self.kernel_size) // self.stride + 1
+            return -(-size // self.stride)
+        return (n, out(h), out(w), c_out)
+
+    def get_config(self):
+        return {**super().get_config(), "filters": self.filters, "kernel_size": self.kernel_size,
+                "stride": self.stride, "depthwise": self.depthwise, "batch_norm": self.batch_norm,
+                "relu6": self.relu6, "explicit_padding": self.explicit_padding,
+                "bn_epsilon": self.bn_epsilon, "fused_batch_norm": self.fused_batch_norm}
+
+
+class PadToEven(keras.layers.Layer):
+    """Zero-pads [N, H, W, C] at the bottom/right to even H and W (TF1 `ops.pad_to_multiple(x, 2)`)."""
+
+    def call(self, x):
+        shape = tf.shape(x)
+        return tf.pad(x, [[0, 0], [0, shape[1] % 2], [0, shape[2] % 2], [0, 0]])
+
+    def compute_output_shape(self, input_shape):
+        n, h, w, c = input_shape
+        even = lambda s: None if s is None else s + s % 2
+        return (n, even(h), even(w), c)

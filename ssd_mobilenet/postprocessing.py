@@ -1,0 +1,154 @@
+"""Post-processing of the TF1 SSD graph (scope `Postprocessor`): scores, per-class NMS, top-k.
+
+Two orders exist in TF1 exports (`SSDConfig.nms_variant`):
+
+- `clip_before_nms` (OD API until mid 2018, e.g. the 2018_01_28 zoo graph and TF 1.3 exports):
+  per class keep scores strictly above the threshold, clip boxes to [0, 0, 1, 1], drop boxes
+  whose clipped area is <= 0, then NMS on the clipped boxes.
+- `clip_after_sort` (later exports): per class NMS on the *unclipped* boxes with the
+  threshold inside NMS; then the global sort, and clipping/dropping empty boxes after it.
+
+Both then concatenate classes in class order, sort by score with TopK's tie order (lower
+position first: lower class, then NMS order), keep `max_total_detections` and pad with zeros.
+
+The per-class NMS is TensorFlow's own kernel (NonMaxSuppressionV4, the V1..V3 kernels'
+padded form): run on all anchors with the excluded ones masked below the threshold, it
+selects what the TF1 graph selects on its filtered subset, because the kernel breaks score
+ties by index and filtering keeps index order.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from ssd_mobilenet.config import NMS_CLIP_BEFORE, SSDConfig
+
+OUTPUT_KEYS = ("detection_boxes", "detection_scores", "detection_classes", "num_detections",
+               "raw_detection_boxes", "raw_detection_scores", "detection_multiclass_scores",
+               "detection_anchor_indices")
+
+
+def convert_scores(class_logits, config: SSDConfig):
+    """Logits [N, A, slots] -> scores [N, A, slots] (logit_scale, then the score converter)."""
+    x = tf.divide(class_logits, config.logit_scale)
+    if config.score_converter == "SIGMOID":
+        return tf.sigmoid(x)
+    if config.score_converter == "SOFTMAX":
+        return tf.nn.softmax(x, axis=-1)
+    return x
+
+
+def clip_to_unit_window(boxes):
+    """Clips [..., 4] [ymin, xmin, ymax, xmax] boxes to [0, 0, 1, 1]; returns (boxes, area)."""
+    ymin, xmin, ymax, xmax = tf.unstack(boxes, axis=-1)
+    ymin = tf.maximum(tf.minimum(ymin, 1.0), 0.0)
+    ymax = tf.maximum(tf.minimum(ymax, 1.0), 0.0)
+    xmin = tf.maximum(tf.minimum(xmin, 1.0), 0.0)
+    xmax = tf.maximum(tf.minimum(xmax, 1.0), 0.0)
+    return tf.stack([ymin, xmin, ymax, xmax], axis=-1), (ymax - ymin) * (xmax - xmin)
+
+
+def _per_class_nms(boxes, scores, keep, config: SSDConfig):
+    """NMS of every class on one image.
+
+    Args:
+      boxes: float32 [A, 4] boxes NMS compares.
+      scores: float32 [A, K] class scores (background dropped).
+      keep: bool [A, K] or [A, 1]: candidates allowed into NMS besides the score test.
+    Returns:
+      indices int32 [K, M] (anchor indices, NMS order, padded) and valid bool [K, M],
+      M = min(max_detections_per_class, A).
+    """
+    max_out = config.max_detections_per_class
+    threshold = tf.constant(config.score_threshold, tf.float32)
+    # Anything not kept is pushed to -inf, which the kernel's strict `score > threshold` rejects.
+    masked = tf.where(keep, scores, tf.constant(-float("inf"), tf.float32))
+
+    def one_class(class_scores):
+        selected, count = tf.raw_ops.NonMaxSuppressionV4(
+            boxes=boxes, scores=class_scores, max_output_size=max_out,
+            iou_threshold=tf.constant(config.iou_threshold, tf.float32), score_threshold=threshold,
+            pad_to_max_output_size=True)
+        return selected, count
+
+    selected, counts = tf.map_fn(one_class, tf.transpose(masked),
+                                 fn_output_signature=(tf.TensorSpec([max_out], tf.int32), tf.TensorSpec([], tf.int32)))
+    # The TF1 graph asks NMS for min(max_detections_per_class, candidates) boxes.
+    m = min(max_out, boxes.shape[0])
+    selected = selected[:, :m]
+    valid = tf.range(m)[None, :] < counts[:, None]
+    return selected, valid
+
+
+def _postprocess_image(boxes, scores, multiclass_scores, config: SSDConfig):
+    """One image: decoded boxes [A, 4], scores [A, K], scores with background [A, slots]."""
+    num_classes = config.num_classes
+    clipped, area = clip_to_unit_window(boxes)
+    if config.nms_variant == NMS_CLIP_BEFORE:
+        selected, valid = _per_class_nms(clipped, scores, (area > 0.0)[:, None], config)
+    else:
+        selected, valid = _per_class_nms(boxes, scores, tf.ones_like(scores, tf.bool), config)
+    m = selected.shape[1]
+    flat_idx = tf.reshape(selected, [-1])
+    flat_cls = tf.reshape(tf.tile(tf.range(num_classes)[:, None], [1, m]), [-1])
+    flat_valid = tf.reshape(valid, [-1])
+    flat_scores = tf.gather_nd(scores, tf.stack([flat_idx, flat_cls], axis=1))
+    flat_boxes = tf.gather(clipped, flat_idx)
+    if config.nms_variant != NMS_CLIP_BEFORE:
+        # Boxes NMS kept but that are empty once clipped are dropped after the sort.
+        flat_valid = tf.logical_and(flat_valid, tf.gather(area, flat_idx) > 0.0)
+    # TopK over [class-major, NMS order] with invalid entries at -inf reproduces the TF1
+    # sort of the compacted list, ties included (top_k puts the lower position first).
+    key = tf.where(flat_valid, flat_scores, tf.constant(-float("inf"), tf.float32))
+    k = min(config.max_total_detections, num_classes * m)
+    _, order = tf.math.top_k(key, k=k, sorted=True)
+    num = tf.minimum(tf.reduce_sum(tf.cast(flat_valid, tf.int32)), k)
+    real = tf.range(k) < num
+    pad = config.max_total_detections - k
+
+    def take(values, dtype):
+        v = tf.gather(values, order)
+        mask = tf.reshape(real, [-1] + [1] * (len(v.shape) - 1))
+        v = tf.where(mask, v, tf.zeros_like(v))
+        v = tf.pad(v, [[0, pad]] + [[0, 0]] * (len(v.shape) - 1))
+        return tf.cast(v, dtype)
+
+    anchor_idx = tf.gather(flat_idx, order)
+    return (take(flat_boxes, tf.float32), take(flat_scores, tf.float32),
+            take(flat_cls, tf.float32), tf.cast(num, tf.float32),
+            take(tf.gather(multiclass_scores, flat_idx), tf.float32),
+            tf.pad(tf.where(real, anchor_idx, 0), [[0, pad]]))
+
+
+def postprocess(box_encodings_decoded, class_logits, config: SSDConfig) -> dict:
+    """Detections from decoded boxes and class logits.
+
+    Args:
+      box_encodings_decoded: float32 [N, A, 4] decoded boxes [ymin, xmin, ymax, xmax], unclipped.
+      class_logits: float32 [N, A, num_class_slots] (column 0 is background when present).
+    Returns:
+      dict of float32 tensors, TF2 OD API export layout:
+        detection_boxes [N, D, 4] (clipped, normalised), detection_scores [N, D],
+        detection_classes [N, D] (1-based class ids; padded rows read 1.0), num_detections [N],
+        raw_detection_boxes [N, A, 4], raw_detection_scores [N, A, slots],
+        detection_multiclass_scores [N, D, slots], detection_anchor_indices [N, D];
+      D = max_total_detections.
+    """
+    raw_scores = convert_scores(class_logits, config)
+    scores = raw_scores[:, :, 1:] if config.add_background_class else raw_scores
+    d, slots = config.max_total_detections, config.num_class_slots
+    signature = (tf.TensorSpec([d, 4], tf.float32), tf.TensorSpec([d], tf.float32), tf.TensorSpec([d], tf.float32),
+                 tf.TensorSpec([], tf.float32), tf.TensorSpec([d, slots], tf.float32), tf.TensorSpec([d], tf.int32))
+    boxes, det_scores, classes, num, multiclass, anchor_idx = tf.map_fn(
+        lambda args: _postprocess_image(*args, config),
+        (box_encodings_decoded, scores, raw_scores), fn_output_signature=signature)
+    return {
+        "detection_boxes": boxes,
+        "detection_scores": det_scores,
+        "detection_classes": classes + 1.0,  # label_id_offset: class ids start at 1
+        "num_detections": num,
+        "raw_detection_boxes": box_encodings_decoded,
+        "raw_detection_scores": raw_scores,
+        "detection_multiclass_scores": multiclass,
+        "detection_anchor_indices": tf.cast(anchor_idx, tf.float32),
+    }

@@ -1,0 +1,50 @@
+"""Image preprocessing of the TF1 SSD graph (scope `Preprocessor`).
+
+uint8 [N, H, W, 3] -> float32 cast -> resize to the config size with TF1's *legacy* resize
+kernels (`half_pixel_centers=False`, `align_corners=False`) -> `x * float32(2/255) - 1`.
+TF2's `tf.image.resize` uses half-pixel centres and differs from the TF1 graph by up to
+1.25 after scaling, so the raw ops are called directly. The TF1 graph resizes image by
+image in a `map_fn`; the kernels work per image, so resizing the batch at once is the same.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from ssd_mobilenet.config import SSDConfig
+
+# float32(2.0 / 255.0): the graph's `Preprocessor/mul/x`; dividing by 127.5 differs by an ulp.
+SCALE = np.float32(2.0 / 255.0)
+
+_RESIZE_OPS = {
+    "BILINEAR": tf.raw_ops.ResizeBilinear,
+    "NEAREST_NEIGHBOR": tf.raw_ops.ResizeNearestNeighbor,
+    "BICUBIC": tf.raw_ops.ResizeBicubic,
+    "AREA": tf.raw_ops.ResizeArea,
+}
+
+
+def resize(images, config: SSDConfig):
+    """float32 [N, H, W, 3] -> float32 [N, image_height, image_width, 3] (legacy TF1 kernels)."""
+    size = tf.constant([config.image_height, config.image_width], tf.int32)
+    op = _RESIZE_OPS[config.resize_method]
+    if config.resize_method == "AREA":
+        return op(images=images, size=size, align_corners=False)
+    out = op(images=images, size=size, align_corners=False, half_pixel_centers=False)
+    return tf.cast(out, tf.float32)
+
+
+def preprocess(images, config: SSDConfig):
+    """uint8 (or float) [N, H, W, 3] images -> float32 [N, h, w, 3] in [-1, 1].
+
+    With `pad_to_multiple > 1` the result is zero-padded at the bottom/right to a multiple,
+    as the feature extractor does before the first conv.
+    """
+    x = resize(tf.cast(images, tf.float32), config)
+    x = SCALE * x - 1.0
+    m = config.pad_to_multiple
+    if m > 1:
+        ph, pw = -config.image_height % m, -config.image_width % m
+        x = tf.pad(x, [[0, 0], [0, ph], [0, pw], [0, 0]])
+    return x

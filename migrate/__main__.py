@@ -1,0 +1,5 @@
+import sys
+
+from migrate.cli import main
+
+sys.exit(main())

@@ -1,0 +1,90 @@
+"""The SSDConfig of a source: pipeline.config + graph traits + what the weights prove.
+
+Weights decide the architecture facts they encode (class count, depth multiplier,
+use_depthwise, predictor kernel); a pipeline.config that disagrees is an error unless the
+user trusts the weights.
+"""
+
+from __future__ import annotations
+
+import re
+
+from migrate.graph_traits import graph_traits
+from ssd_mobilenet.config import ConfigError, SSDConfig
+
+FE = "FeatureExtractor/MobilenetV1/"
+
+
+class MismatchError(ValueError):
+    """pipeline.config and the weights disagree."""
+
+
+def weight_facts(weights: dict, anchors_layer0: int = 3) -> dict:
+    """SSDConfig fields the TF1 weights determine (only those they hold evidence for)."""
+    facts = {}
+    cls_bias = weights.get("BoxPredictor_0/ClassPredictor/biases")
+    if cls_bias is not None:
+        facts["num_classes"] = int(cls_bias.shape[0]) // anchors_layer0 - 1
+    pw13 = weights.get(FE + "Conv2d_13_pointwise/weights")
+    if pw13 is not None:
+        facts["depth_multiplier"] = float(pw13.shape[-1]) / 1024.0
+    facts["use_depthwise"] = any(re.match(FE + r"Conv2d_13_pointwise_2_Conv2d_\d+_3x3_s2_\d+_depthwise/", n)
+                                 for n in weights)
+    dw = weights.get("BoxPredictor_0/BoxEncodingPredictor_depthwise/depthwise_weights")
+    facts["box_predictor_use_depthwise"] = dw is not None
+    kernel = dw if dw is not None else weights.get("BoxPredictor_0/BoxEncodingPredictor/weights")
+    if kernel is not None:
+        facts["box_predictor_kernel_size"] = int(kernel.shape[0])
+    return facts
+
+
+def infer_config(source, trust_weights=False, image_size=None):
+    """(SSDConfig, notes): the config to convert with and what was inferred or overridden.
+
+    Raises:
+      ConfigError: the pipeline.config is unreadable or unsupported.
+      MismatchError: pipeline.config and weights disagree (without `trust_weights`).
+    """
+    notes = []
+    if source.pipeline_config is not None:
+        try:
+            config = SSDConfig.from_pipeline_config(source.pipeline_config)
+        except ConfigError as e:
+            raise ConfigError(f"{source.pipeline_config_from}: {e}") from None
+    else:
+        config = SSDConfig()
+        notes.append("no pipeline.config: starting from the zoo defaults (ssd_mobilenet_v1_coco)")
+    if source.graph_def is not None:
+        traits = graph_traits(source.graph_def)
+        if source.pipeline_config is not None:
+            for key in ("image_height", "image_width"):
+                if key in traits and traits[key] != getattr(config, key):
+                    raise MismatchError(f"{source.pipeline_config_from} says {key} {getattr(config, key)}, "
+                                        f"the graph {source.graph_from} resizes to {traits[key]}")
+        config = config.replace(**traits)
+        notes.append(f"from the graph: " + ", ".join(f"{k}={v}" for k, v in sorted(traits.items())))
+    if image_size is not None:
+        config = config.replace(image_height=image_size[0], image_width=image_size[1])
+        notes.append(f"image size {image_size[0]}x{image_size[1]} from --image-size")
+    elif source.graph_def is None and source.pipeline_config is None:
+        notes.append("image size 300x300 assumed (no graph, no pipeline.config): override with --image-size H W")
+    facts = weight_facts(source.weights, config.anchors_per_location()[0])
+    mismatches = []
+    for key, value in facts.items():
+        configured = getattr(config, key)
+        if configured != value:
+            if source.pipeline_config is not None:
+                mismatches.append((key, configured, value))
+    if mismatches and not trust_weights:
+        detail = "; ".join(f"{k} is {c} in the config but {v} in the weights" for k, c, v in mismatches)
+        raise MismatchError(f"{source.pipeline_config_from} disagrees with {source.weights_from}: {detail} "
+                            "(--trust-weights takes the weights' values)")
+    for key, configured, value in mismatches:
+        notes.append(f"{key}: {value} from the weights overrides {configured} from pipeline.config (--trust-weights)")
+    if source.pipeline_config is None:
+        notes.append("from the weights: " + ", ".join(f"{k}={v}" for k, v in sorted(facts.items())))
+    try:
+        config = config.replace(**facts)
+    except ConfigError as e:
+        raise ConfigError(f"{source.weights_from}: {e}") from None
+    return config, notes

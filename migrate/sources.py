@@ -1,0 +1,205 @@
+"""Finding and reading a TF1 model source: checkpoint, frozen graph, SavedModel, pipeline.config.
+
+Every reader returns the same `Source`: weights as {tf1_variable_name: ndarray}, the graph if
+there is one, and the pipeline.config text if there is one, so that what follows does not care
+which form the user had. No graph is executed here; frozen-graph weights are read from Const nodes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.framework import tensor_util
+
+from migrate import name_map
+
+
+class SourceError(ValueError):
+    """A source that cannot be read; the message names the file and the problem."""
+
+
+@dataclasses.dataclass
+class Source:
+    path: str                       # what the user named
+    weights: dict                   # {tf1 name: ndarray}
+    weights_from: str               # the file the weights came from
+    graph_def: object = None        # tf.compat.v1.GraphDef or None
+    graph_from: str = None
+    pipeline_config: str = None     # text
+    pipeline_config_from: str = None
+    files: list = dataclasses.field(default_factory=list)  # every file read
+
+
+# slim leaf names of the variables a model weight can have.
+_WEIGHT_LEAF = re.compile(r"/(weights|depthwise_weights|biases|BatchNorm/(gamma|beta|moving_mean|moving_variance))$")
+
+
+def _checkpoint_prefix(directory: str):
+    """The checkpoint prefix in `directory`: from its `checkpoint` file, else the one `.index`."""
+    state = os.path.join(directory, "checkpoint")
+    if os.path.isfile(state):
+        try:
+            prefix = tf.train.latest_checkpoint(directory)
+        except Exception:  # noqa: BLE001 - a corrupt state file is reported below
+            prefix = None
+        if prefix and os.path.isfile(prefix + ".index"):
+            return prefix
+    indexes = sorted(f for f in os.listdir(directory) if f.endswith(".index"))
+    if len(indexes) > 1:
+        raise SourceError(f"{directory}: several checkpoints ({', '.join(indexes)}); name one, e.g. "
+                          f"{os.path.join(directory, indexes[-1][:-len('.index')])}")
+    return os.path.join(directory, indexes[0][:-len(".index")]) if indexes else None
+
+
+def read_checkpoint(prefix: str) -> dict:
+    index = prefix + ".index"
+    if not os.path.isfile(index):
+        raise SourceError(f"{index}: not found")
+    data = [f for f in os.listdir(os.path.dirname(prefix) or ".")
+            if f.startswith(os.path.basename(prefix) + ".data-")]
+    if not data:
+        raise SourceError(f"{index}: checkpoint index without its data file ({os.path.basename(prefix)}.data-*)")
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+    except Exception as e:  # noqa: BLE001 - TF raises several types for corrupt files
+        raise SourceError(f"{index}: unreadable checkpoint ({_first_line(e)})") from None
+
+
+def read_graph_def(path: str):
+    graph_def = tf.compat.v1.GraphDef()
+    try:
+        with open(path, "rb") as f:
+            graph_def.ParseFromString(f.read())
+    except Exception as e:  # noqa: BLE001 - DecodeError and friends
+        raise SourceError(f"{path}: not a readable GraphDef ({_first_line(e)})") from None
+    if not graph_def.node:
+        raise SourceError(f"{path}: empty graph")
+    return graph_def
+
+
+def read_meta_graph(path: str):
+    meta = tf.compat.v1.MetaGraphDef()
+    try:
+        with open(path, "rb") as f:
+            meta.ParseFromString(f.read())
+    except Exception as e:  # noqa: BLE001
+        raise SourceError(f"{path}: not a readable MetaGraphDef ({_first_line(e)})") from None
+    if not meta.graph_def.node:
+        raise SourceError(f"{path}: meta graph without a graph")
+    return meta.graph_def
+
+
+def read_saved_model(directory: str):
+    """(graph_def, weights or None) of a TF1 SavedModel; weights come from `variables/` if present,
+    else from the graph's constants."""
+    from tensorflow.core.protobuf import saved_model_pb2
+    pb = os.path.join(directory, "saved_model.pb")
+    sm = saved_model_pb2.SavedModel()
+    try:
+        with open(pb, "rb") as f:
+            sm.ParseFromString(f.read())
+    except Exception as e:  # noqa: BLE001
+        raise SourceError(f"{pb}: not a readable SavedModel ({_first_line(e)})") from None
+    if not sm.meta_graphs:
+        raise SourceError(f"{pb}: SavedModel without a meta graph")
+    graph_def = sm.meta_graphs[0].graph_def
+    prefix = os.path.join(directory, "variables", "variables")
+    weights = read_checkpoint(prefix) if os.path.isfile(prefix + ".index") else None
+    return graph_def, weights
+
+
+def graph_constants(graph_def) -> dict:
+    """Model weights frozen into a graph: Const nodes named like slim variables."""
+    out = {}
+    for node in graph_def.node:
+        if node.op == "Const" and _WEIGHT_LEAF.search(node.name) and name_map.tf2_path(node.name) is not None:
+            out[node.name] = np.asarray(tensor_util.MakeNdarray(node.attr["value"].tensor))
+    return out
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:200] if text else type(e).__name__
+
+
+def open_source(path: str) -> Source:
+    """Reads whatever TF1 model forms `path` (a directory or a file in one) holds.
+
+    Weights come from, in order of preference: a checkpoint, a SavedModel's variables, a
+    frozen graph's constants, a SavedModel's constants. The graph from: a frozen graph, a
+    SavedModel, a checkpoint's `.meta`.
+    """
+    if not os.path.exists(path) and not os.path.exists(path + ".index"):
+        raise SourceError(f"{path}: no such file or directory")
+    if os.path.isdir(path):
+        directory, named = path, None
+    else:
+        directory, named = os.path.dirname(path) or ".", path
+    src = Source(path=path, weights=None, weights_from=None)
+
+    def take_config(p):
+        try:
+            with open(p, encoding="utf-8") as f:
+                src.pipeline_config = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise SourceError(f"{p}: unreadable ({e})") from None
+        src.pipeline_config_from = p
+        src.files.append(p)
+
+    prefix = None
+    if named is not None:
+        base = os.path.basename(named)
+        if base.endswith(".pb") and base != "saved_model.pb":
+            src.graph_def, src.graph_from = read_graph_def(named), named
+            src.files.append(named)
+        elif base == "saved_model.pb":
+            directory = os.path.dirname(named) or "."
+        elif base.endswith(".config") or base.endswith(".pbtxt"):
+            take_config(named)
+        elif re.search(r"\.(index|meta|data-\d+-of-\d+)$", base) or os.path.isfile(named + ".index"):
+            prefix = re.sub(r"\.(index|meta|data-\d+-of-\d+)$", "", named)
+        else:
+            raise SourceError(f"{named}: not a TF1 model file (checkpoint, .pb graph or pipeline.config)")
+    else:
+        entries = os.listdir(directory)
+        if not entries:
+            raise SourceError(f"{directory}: empty directory")
+        prefix = _checkpoint_prefix(directory)
+        frozen = os.path.join(directory, "frozen_inference_graph.pb")
+        if os.path.isfile(frozen):
+            src.graph_def, src.graph_from = read_graph_def(frozen), frozen
+            src.files.append(frozen)
+        config = os.path.join(directory, "pipeline.config")
+        if os.path.isfile(config):
+            take_config(config)
+        sm_dir = os.path.join(directory, "saved_model")
+        if os.path.isfile(os.path.join(directory, "saved_model.pb")):
+            sm_dir = directory
+        if os.path.isfile(os.path.join(sm_dir, "saved_model.pb")):
+            graph_def, weights = read_saved_model(sm_dir)
+            src.files.append(os.path.join(sm_dir, "saved_model.pb"))
+            if src.graph_def is None:
+                src.graph_def, src.graph_from = graph_def, os.path.join(sm_dir, "saved_model.pb")
+            if weights is not None and prefix is None:
+                src.weights, src.weights_from = weights, os.path.join(sm_dir, "variables", "variables.index")
+    if prefix is not None:
+        src.weights, src.weights_from = read_checkpoint(prefix), prefix + ".index"
+        src.files += [prefix + ".index"] + sorted(
+            os.path.join(os.path.dirname(prefix), f) for f in os.listdir(os.path.dirname(prefix) or ".")
+            if f.startswith(os.path.basename(prefix) + ".data-"))
+        if src.graph_def is None and os.path.isfile(prefix + ".meta"):
+            src.graph_def, src.graph_from = read_meta_graph(prefix + ".meta"), prefix + ".meta"
+            src.files.append(prefix + ".meta")
+    if src.weights is None and src.graph_def is not None:
+        consts = graph_constants(src.graph_def)
+        if consts:
+            src.weights, src.weights_from = consts, src.graph_from
+    if src.weights is None:
+        what = "a pipeline.config" if src.pipeline_config else "no model files"
+        raise SourceError(f"{path}: {what} but no weights (a checkpoint, frozen graph or SavedModel is needed)")
+    return src

@@ -1,0 +1,180 @@
+"""`python -m migrate convert` on the real TF1 graphs, from each single source form."""
+
+import glob
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import DEPTHWISE, TF13, ZOO_2018, needs_shared
+from migrate.cli import main
+
+
+def _only(src_dir, dst, patterns):
+    os.makedirs(dst)
+    for pattern in patterns:
+        for path in glob.glob(os.path.join(src_dir, pattern)):
+            shutil.copy(path, dst)
+    return str(dst)
+
+
+FORMS = {
+    "checkpoint": ["checkpoint", "model.ckpt.*"],
+    "frozen_graph": ["frozen_inference_graph.pb"],
+    "zoo_dir": ["*"],
+}
+
+
+@needs_shared
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [ZOO_2018, DEPTHWISE, TF13])
+@pytest.mark.parametrize("form", list(FORMS))
+def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, tmp_path, name, form, capsys):
+    fx = zoo_fixture(name)
+    src = _only(fx, tmp_path / "src", FORMS[form])
+    out = str(tmp_path / "out")
+    args = ["convert", src, "--out", out, "--quiet"]
+    if name == TF13 and form == "zoo_dir":
+        # Its pipeline.config says 1 class, its weights 3: refused, then resolved.
+        assert main(args) == 2
+        assert "num_classes is 1 in the config but 3 in the weights" in capsys.readouterr().err
+        assert not os.path.exists(out)
+        args.append("--trust-weights")
+    assert main(args) == 0
+    assert sorted(os.listdir(out)) == ["checkpoint", "conversion_report.json", "model_config.json",
+                                       "pipeline.config", "saved_model"]
+    serve = tf.saved_model.load(os.path.join(out, "saved_model")).signatures["serving_default"]
+    images = np.load(os.path.join(fx, "inputs.npz"))["images"]
+    ref = np.load(os.path.join(fx, "reference.npz"))
+    got = {k: v.numpy() for k, v in serve(input_tensor=tf.constant(images)).items()}
+    np.testing.assert_array_equal(got["num_detections"], ref["num_detections"])
+    np.testing.assert_array_equal(got["detection_classes"], ref["detection_classes"])
+    np.testing.assert_allclose(got["detection_boxes"], ref["detection_boxes"], rtol=0, atol=1e-4)
+    np.testing.assert_allclose(got["detection_scores"], ref["detection_scores"], rtol=0, atol=1e-4)
+    # Other image sizes go through the same legacy resize as the TF1 graph.
+    from conftest import random_images
+    from migrate.tf1_graph import DETECTION_OUTPUTS, FrozenGraphRunner
+    from conftest import read_graph_def
+    # Exact arithmetic: with Grappler's BN folding two detections of one class whose scores
+    # differ by ~1e-7 can swap places (measured on the 2018 graph at 257x311).
+    runner = FrozenGraphRunner(read_graph_def(os.path.join(fx, "frozen_inference_graph.pb")), exact_arithmetic=True)
+    for shape in [(2, 257, 311), (1, 480, 640)]:
+        imgs = random_images(11, *shape)
+        expected = runner.run(imgs, {k: f"{k}:0" for k in DETECTION_OUTPUTS})
+        got = {k: v.numpy() for k, v in serve(input_tensor=tf.constant(imgs)).items()}
+        np.testing.assert_array_equal(got["num_detections"], expected["num_detections"])
+        np.testing.assert_array_equal(got["detection_classes"], expected["detection_classes"])
+        np.testing.assert_allclose(got["detection_boxes"], expected["detection_boxes"], rtol=0, atol=1e-4)
+
+
+@needs_shared
+def test_report_accounts_for_every_weight(zoo_fixture, tmp_path):
+    import json
+    out = str(tmp_path / "out")
+    assert main(["convert", zoo_fixture(ZOO_2018), "--out", out, "--quiet"]) == 0
+    with open(os.path.join(out, "conversion_report.json")) as f:
+        report = json.load(f)
+    assert len(report["name_map"]) == 199 and report["ignored"] == {"global_step": "training step counter"}
+    assert all(len(h) == 64 for h in report["source"]["files"].values())
+    assert report["config"]["nms_variant"] == "clip_before_nms"
+    import ssd_mobilenet
+    det = ssd_mobilenet.load(out)
+    assert det(np.zeros((1, 300, 300, 3), np.uint8))["detection_boxes"].shape == (1, 100, 4)
+
+
+# ---- bad input: exit 2, one line naming the file, nothing written ----------------------------
+
+def _bad(tmp_path, capsys, args, expect):
+    out = tmp_path / "out"
+    code = main(["convert", *args, "--out", str(out), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1 and err.startswith("error: ") and "Traceback" not in err
+    assert expect in err
+    assert not out.exists() or not any(out.iterdir())
+    assert not list(tmp_path.glob(".convert-*"))
+
+
+def test_missing_path(tmp_path, capsys):
+    _bad(tmp_path, capsys, [str(tmp_path / "nope")], "no such file")
+
+
+def test_empty_directory(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    _bad(tmp_path, capsys, [str(tmp_path / "empty")], "empty directory")
+
+
+def test_truncated_frozen_graph(tmp_path, capsys):
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "frozen_inference_graph.pb").write_bytes(b"\x0a\xff\xff\x01garbage")
+    _bad(tmp_path, capsys, [str(d)], "frozen_inference_graph.pb")
+
+
+def test_pipeline_config_alone(tmp_path, capsys):
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "pipeline.config").write_text("model { ssd { num_classes: 3 } }")
+    _bad(tmp_path, capsys, [str(d)], "no weights")
+
+
+@needs_shared
+def test_index_without_data(zoo_fixture, tmp_path, capsys):
+    src = _only(zoo_fixture(ZOO_2018), tmp_path / "m", ["model.ckpt.index"])
+    _bad(tmp_path, capsys, [src], "without its data file")
+
+
+@needs_shared
+def test_corrupt_index(zoo_fixture, tmp_path, capsys):
+    src = _only(zoo_fixture(ZOO_2018), tmp_path / "m", ["model.ckpt.index", "model.ckpt.data-*"])
+    with open(os.path.join(src, "model.ckpt.index"), "r+b") as f:
+        f.truncate(100)
+    _bad(tmp_path, capsys, [src], "model.ckpt.index")
+
+
+@needs_shared
+def test_truncated_checkpoint_data(zoo_fixture, tmp_path, capsys):
+    src = _only(zoo_fixture(ZOO_2018), tmp_path / "m", ["model.ckpt.index", "model.ckpt.data-*"])
+    data = glob.glob(os.path.join(src, "model.ckpt.data-*"))[0]
+    with open(data, "r+b") as f:
+        f.truncate(1000)
+    _bad(tmp_path, capsys, [src], "model.ckpt")
+
+
+@needs_shared
+def test_corrupt_pipeline_config(zoo_fixture, tmp_path, capsys):
+    src = _only(zoo_fixture(ZOO_2018), tmp_path / "m", ["model.ckpt.*", "checkpoint"])
+    with open(os.path.join(src, "pipeline.config"), "w") as f:
+        f.write("model { ssd { num_classes: 90 \n")
+    _bad(tmp_path, capsys, [src], "pipeline.config")
+
+
+@needs_shared
+def test_unsupported_pipeline_config(zoo_fixture, tmp_path, capsys):
+    from conftest import zoo_path
+    src = _only(zoo_fixture(ZOO_2018), tmp_path / "m", ["model.ckpt.*", "checkpoint"])
+    shutil.copy(zoo_path("sample_configs", "ssd_mobilenet_v1_fpn_shared_box_predictor_640x640_coco14_sync.config"),
+                os.path.join(src, "pipeline.config"))
+    _bad(tmp_path, capsys, [src], "feature_extractor.type")
+
+
+def test_checkpoint_of_another_model(tmp_path, capsys):
+    d = tmp_path / "m"
+    d.mkdir()
+    v = tf.Variable(np.zeros((3, 3), np.float32), name="dense/kernel")
+    tf.compat.v1.train.Saver  # noqa: B018 - name-based TF1 checkpoint below
+    tf.raw_ops.SaveV2(prefix=str(d / "model.ckpt"), tensor_names=["dense/kernel"], shape_and_slices=[""],
+                      tensors=[v])
+    _bad(tmp_path, capsys, [str(d)], "fit no model variable")
+
+
+@needs_shared
+def test_existing_output_is_not_overwritten(zoo_fixture, tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    code = main(["convert", zoo_fixture(ZOO_2018), "--out", str(out), "--quiet"])
+    assert code == 2 and "--force" in capsys.readouterr().err
+    assert os.listdir(out) == ["keep.txt"]

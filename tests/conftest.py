@@ -69,12 +69,12 @@ def random_images(seed, n, h, w) -> np.ndarray:
 def model_for_fixture(fixture_dir):
     """The Keras model configured from a TF1 model directory's pipeline.config, graph and
     weights, with the TF1 checkpoint's weights assigned."""
-    from migrate import assign, readers
+    from migrate import assign, sources
     from migrate.graph_traits import graph_traits
     from ssd_mobilenet import SSDConfig, SSDMobileNetV1
 
     graph_def = read_graph_def(os.path.join(fixture_dir, "frozen_inference_graph.pb"))
-    weights = readers.read_checkpoint(os.path.join(fixture_dir, "model.ckpt"))
+    weights = sources.read_checkpoint(os.path.join(fixture_dir, "model.ckpt"))
     config = SSDConfig.from_pipeline_config(os.path.join(fixture_dir, "pipeline.config"))
     config = config.replace(**graph_traits(graph_def))
     # The TF 1.3 export's config says 1 class where its weights have 3 (a real mismatch).

@@ -62,7 +62,11 @@ def infer_config(source, trust_weights=False, image_size=None):
                     raise MismatchError(f"{source.pipeline_config_from} says {key} {getattr(config, key)}, "
                                         f"the graph {source.graph_from} resizes to {traits[key]}")
         config = config.replace(**traits)
-        notes.append(f"from the graph: " + ", ".join(f"{k}={v}" for k, v in sorted(traits.items())))
+        notes.append("from the graph: " + ", ".join(f"{k}={v}" for k, v in sorted(traits.items())))
+    else:
+        notes.append("no graph: NMS order, batch-norm kernel and 2017-era padding/anchor order cannot be read "
+                     f"off a graph and are assumed as in SSDConfig defaults ({config.nms_variant}); "
+                     "convert with the .meta or frozen graph beside the checkpoint to be sure")
     if image_size is not None:
         config = config.replace(image_height=image_size[0], image_width=image_size[1])
         notes.append(f"image size {image_size[0]}x{image_size[1]} from --image-size")

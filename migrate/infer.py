@@ -73,12 +73,9 @@ def infer_config(source, trust_weights=False, image_size=None):
     elif source.graph_def is None and source.pipeline_config is None:
         notes.append("image size 300x300 assumed (no graph, no pipeline.config): override with --image-size H W")
     facts = weight_facts(source.weights, config.anchors_per_location()[0])
-    mismatches = []
-    for key, value in facts.items():
-        configured = getattr(config, key)
-        if configured != value:
-            if source.pipeline_config is not None:
-                mismatches.append((key, configured, value))
+    # Without a pipeline.config the defaults are only a starting point, not a claim to check.
+    mismatches = [(key, getattr(config, key), value) for key, value in facts.items()
+                  if source.pipeline_config is not None and getattr(config, key) != value]
     if mismatches and not trust_weights:
         detail = "; ".join(f"{k} is {c} in the config but {v} in the weights" for k, c, v in mismatches)
         raise MismatchError(f"{source.pipeline_config_from} disagrees with {source.weights_from}: {detail} "

@@ -8,7 +8,6 @@ import sys
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("SSD_MIGRATE_SHARED", os.path.join(os.path.dirname(REPO), "shared"))
@@ -55,31 +54,20 @@ def zoo_fixture(tmp_path_factory):
     return build
 
 
-def read_graph_def(path: str):
-    graph_def = tf.compat.v1.GraphDef()
-    with open(path, "rb") as f:
-        graph_def.ParseFromString(f.read())
-    return graph_def
-
-
 def random_images(seed, n, h, w) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, (n, h, w, 3)).astype(np.uint8)
 
 
 def model_for_fixture(fixture_dir):
-    """The Keras model configured from a TF1 model directory's pipeline.config, graph and
-    weights, with the TF1 checkpoint's weights assigned."""
-    from migrate import assign, sources
-    from migrate.graph_traits import graph_traits
-    from ssd_mobilenet import SSDConfig, SSDMobileNetV1
+    """(model, graph_def): the Keras model of a TF1 model directory, configured the way
+    `convert` configures it (pipeline.config + graph traits + weights; the TF 1.3 export's
+    config says 1 class where its weights have 3, so the weights are trusted) and with the
+    TF1 checkpoint's weights assigned."""
+    from migrate import assign, infer, sources
+    from ssd_mobilenet import SSDMobileNetV1
 
-    graph_def = read_graph_def(os.path.join(fixture_dir, "frozen_inference_graph.pb"))
-    weights = sources.read_checkpoint(os.path.join(fixture_dir, "model.ckpt"))
-    config = SSDConfig.from_pipeline_config(os.path.join(fixture_dir, "pipeline.config"))
-    config = config.replace(**graph_traits(graph_def))
-    # The TF 1.3 export's config says 1 class where its weights have 3 (a real mismatch).
-    slots = weights["BoxPredictor_0/ClassPredictor/biases"].shape[0] // config.anchors_per_location()[0]
-    config = config.replace(num_classes=slots - 1)
+    source = sources.open_source(fixture_dir)
+    config, _ = infer.infer_config(source, trust_weights=True)
     model = SSDMobileNetV1(config)
-    assign.assign(weights, model)
-    return model, graph_def
+    assign.assign(source.weights, model)
+    return model, source.graph_def

@@ -1,6 +1,7 @@
 """`python -m migrate convert` on the real TF1 graphs, from each single source form."""
 
 import glob
+import json
 import os
 import shutil
 
@@ -8,8 +9,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import DEPTHWISE, TF13, ZOO_2018, needs_shared
+import ssd_mobilenet
+from conftest import DEPTHWISE, TF13, ZOO_2018, needs_shared, random_images, zoo_path
 from migrate.cli import main
+from migrate.sources import read_graph_def
+from migrate.tf1_graph import DETECTION_OUTPUTS, FrozenGraphRunner
 
 
 def _only(src_dir, dst, patterns):
@@ -54,12 +58,10 @@ def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, tmp_pa
     np.testing.assert_allclose(got["detection_boxes"], ref["detection_boxes"], rtol=0, atol=1e-4)
     np.testing.assert_allclose(got["detection_scores"], ref["detection_scores"], rtol=0, atol=1e-4)
     # Other image sizes go through the same legacy resize as the TF1 graph.
-    from conftest import random_images
-    from migrate.tf1_graph import DETECTION_OUTPUTS, FrozenGraphRunner
-    from conftest import read_graph_def
     # Exact arithmetic: with Grappler's BN folding two detections of one class whose scores
     # differ by ~1e-7 can swap places (measured on the 2018 graph at 257x311).
-    runner = FrozenGraphRunner(read_graph_def(os.path.join(fx, "frozen_inference_graph.pb")), exact_arithmetic=True)
+    runner = FrozenGraphRunner(read_graph_def(os.path.join(fx, "frozen_inference_graph.pb")),
+                               exact_arithmetic=True)
     for shape in [(2, 257, 311), (1, 480, 640)]:
         imgs = random_images(11, *shape)
         expected = runner.run(imgs, {k: f"{k}:0" for k in DETECTION_OUTPUTS})
@@ -71,7 +73,6 @@ def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, tmp_pa
 
 @needs_shared
 def test_report_accounts_for_every_weight(zoo_fixture, tmp_path):
-    import json
     out = str(tmp_path / "out")
     assert main(["convert", zoo_fixture(ZOO_2018), "--out", out, "--quiet"]) == 0
     with open(os.path.join(out, "conversion_report.json")) as f:
@@ -79,7 +80,6 @@ def test_report_accounts_for_every_weight(zoo_fixture, tmp_path):
     assert len(report["name_map"]) == 199 and report["ignored"] == {"global_step": "training step counter"}
     assert all(len(h) == 64 for h in report["source"]["files"].values())
     assert report["config"]["nms_variant"] == "clip_before_nms"
-    import ssd_mobilenet
     det = ssd_mobilenet.load(out)
     assert det(np.zeros((1, 300, 300, 3), np.uint8))["detection_boxes"].shape == (1, 100, 4)
 
@@ -153,7 +153,6 @@ def test_corrupt_pipeline_config(zoo_fixture, tmp_path, capsys):
 
 @needs_shared
 def test_unsupported_pipeline_config(zoo_fixture, tmp_path, capsys):
-    from conftest import zoo_path
     src = _only(zoo_fixture(ZOO_2018), tmp_path / "m", ["model.ckpt.*", "checkpoint"])
     shutil.copy(zoo_path("sample_configs", "ssd_mobilenet_v1_fpn_shared_box_predictor_640x640_coco14_sync.config"),
                 os.path.join(src, "pipeline.config"))
@@ -164,7 +163,7 @@ def test_checkpoint_of_another_model(tmp_path, capsys):
     d = tmp_path / "m"
     d.mkdir()
     v = tf.Variable(np.zeros((3, 3), np.float32), name="dense/kernel")
-    tf.compat.v1.train.Saver  # noqa: B018 - name-based TF1 checkpoint below
+    # A name-based (TF1-style) checkpoint holding one variable of some other network.
     tf.raw_ops.SaveV2(prefix=str(d / "model.ckpt"), tensor_names=["dense/kernel"], shape_and_slices=[""],
                       tensors=[v])
     _bad(tmp_path, capsys, [str(d)], "fit no model variable")

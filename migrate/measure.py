@@ -14,8 +14,9 @@ is pickled.
 
 The worker, in order: sets the environment (`TF_CPU_ALLOCATOR_USE_BFC=true` before TensorFlow
 starts: without it `get_memory_info('CPU:0')` raises "Allocator stats not available" on CPUs
-where TensorFlow leaves oneDNN off), enables memory growth on every visible GPU, builds the
-runner, and for each batch: `warmup` untimed runs, `reset_memory_stats(device)`, reads the
+where TensorFlow leaves oneDNN off), enables memory growth on every visible GPU (unless the
+factory gets a `memory_limit_mb`: a capped logical device cannot also grow), builds the runner,
+and for each batch: `warmup` untimed runs, `reset_memory_stats(device)`, reads the
 allocator's current bytes (the baseline), `repeats` timed runs, reads the allocator peak.
 
 Result (JSON-able dict):
@@ -125,8 +126,11 @@ def _worker(request: dict) -> dict:
     import tensorflow as tf
 
     gpus = tf.config.list_physical_devices("GPU")
-    for gpu in gpus:
-        tf.config.experimental.set_memory_growth(gpu, True)
+    # Growth by default, so the GPU peak is what the run used; not when the factory caps the
+    # device: a logical device with a memory limit cannot also have memory growth.
+    if request["factory_kwargs"].get("memory_limit_mb") is None:
+        for gpu in gpus:
+            tf.config.experimental.set_memory_growth(gpu, True)
     device = "GPU:0" if gpus else "CPU:0"
     with np.load(request["images_npz"]) as data:
         batches = [np.asarray(data[k]) for k in sorted(data.files)]

@@ -10,7 +10,7 @@ from ssd_mobilenet import anchors as anchors_lib
 from ssd_mobilenet import box_coder, postprocessing, preprocessing
 from ssd_mobilenet import layers as layers_lib
 from ssd_mobilenet.backbone import build_feature_extractor
-from ssd_mobilenet.box_predictor import build_box_predictors
+from ssd_mobilenet.box_predictor import BoxPredictor, build_box_predictors
 from ssd_mobilenet.config import SSDConfig
 
 # Where `predict_raw(slice_size=...)` stops slicing: the end of the 150x150 and 75x75 layers
@@ -43,7 +43,8 @@ class SSDMobileNetV1(keras.Model):
     Args:
       config: an `SSDConfig`.
       fold_batch_norm: build the feature extractor without batch norm layers, for weights
-        with batch norm folded in (see `fold_batch_norm`; not the checkpoint's layout).
+        with batch norm folded in, and plain conv heads merged (see `fold_batch_norm`; not
+        the checkpoint's layout).
     Call:
       float32 [N, h, w, 3] preprocessed images (h, w: the config size, padded to
       `pad_to_multiple`) -> dict with
@@ -65,7 +66,8 @@ class SSDMobileNetV1(keras.Model):
         # === Layers and functional graph ===
         image = keras.Input((h, w, 3), dtype="float32", name="preprocessed_image")
         feature_maps, endpoints = build_feature_extractor(image, config, fold_batch_norm)
-        box_encodings, class_logits = build_box_predictors(feature_maps, config)
+        # The inference copy (batch norm folded) also runs each map's two heads as one conv.
+        box_encodings, class_logits = build_box_predictors(feature_maps, config, merge_heads=fold_batch_norm)
         super().__init__(inputs=image,
                          outputs={"box_encodings": box_encodings,
                                   "class_predictions_with_background": class_logits},
@@ -164,7 +166,8 @@ def fold_batch_norm(model: SSDMobileNetV1, precision: str = "float32") -> SSDMob
     lets Grappler fuse conv + bias + ReLU6 into one kernel. It rounds like a TF1 session
     with default optimisations (which folds the same way), ~1e-6 relative from the graph
     as written; `model` stays the exact reference. Heads with their own batch norm
-    (`box_predictor_use_depthwise`) keep it unfolded.
+    (`box_predictor_use_depthwise`) keep it unfolded; plain conv heads are merged, one conv
+    per feature map for box codes and class logits (`BoxPredictor(merge_heads=True)`).
 
     Args:
       model: an `SSDMobileNetV1` with unfolded batch norm and its weights.
@@ -185,7 +188,9 @@ def fold_batch_norm(model: SSDMobileNetV1, precision: str = "float32") -> SSDMob
         if not source.weights:
             continue
         target = folded.get_layer(source.name)
-        if isinstance(source, layers_lib.SlimConv) and source.norm is not None and target.norm is None:
+        if isinstance(target, BoxPredictor) and target.merge_heads:
+            target.merge_from(source)
+        elif isinstance(source, layers_lib.SlimConv) and source.norm is not None and target.norm is None:
             kernel, bias = layers_lib.fold_batch_norm(source)
             target.kernel.assign(kernel)
             target.bias.assign(bias)

@@ -17,6 +17,7 @@ import tensorflow as tf
 from conftest import REPO, ZOO_2018, model_for_fixture, needs_shared, random_images
 from migrate.tf1_graph import DETECTION_OUTPUTS, FrozenGraphRunner
 from ssd_mobilenet import SSDConfig, SSDMobileNetV1, detector, runtime
+from ssd_mobilenet.box_predictor import MERGED_CHANNEL_MULTIPLE, BoxPredictor
 from ssd_mobilenet.model import fold_batch_norm
 
 SMALL = SSDConfig(num_classes=3, image_height=96, image_width=96)
@@ -38,13 +39,16 @@ def zoo(zoo_fixture):
 
 
 @needs_shared
-def test_folded_detector_matches_the_tf1_session_with_default_optimisations(zoo):
+@pytest.mark.parametrize("freeze_weights", [False, True])
+def test_folded_detector_matches_the_tf1_session_with_default_optimisations(zoo, freeze_weights):
     model, graph_def = zoo
-    # The TF1 session folds batch norm the same way, so the folded model is held to it, at 1e-5,
-    # with exact counts and classes; the exact model stays the graph-as-written reference.
+    # The TF1 session folds batch norm the same way, so the folded model (heads merged; with
+    # freeze_weights its weights graph constants, as the TF1 frozen graph's are) is held to
+    # it, at 1e-5, with exact counts and classes; the exact model stays the reference.
     runner = FrozenGraphRunner(graph_def)
-    det = detector.Detector(model, fold_batch_norm=True)
+    det = detector.Detector(model, fold_batch_norm=True, freeze_weights=freeze_weights)
     assert det.model.batch_norm_folded and not model.batch_norm_folded
+    assert det.weights_frozen == freeze_weights
     assert len(det.model.weights) < len(model.weights)
     for shape in [(2, 300, 300), (1, 480, 640)]:
         images = random_images(sum(shape) + 1, *shape)
@@ -75,6 +79,33 @@ def test_folding_keeps_every_layer_within_float32_rounding():
         fold_batch_norm(folded)
     with pytest.raises(ValueError, match="precision"):
         fold_batch_norm(model, precision="float64")
+
+
+@pytest.mark.parametrize("heads", [{}, {"box_predictor_kernel_size": 3},
+                                   {"box_predictor_kernel_size": 3, "box_predictor_use_depthwise": True}])
+def test_folded_copy_runs_plain_conv_heads_as_one_conv(heads):
+    model = SSDMobileNetV1(SSDConfig(num_classes=5, image_height=96, image_width=96, **heads))
+    rng = np.random.default_rng(1)
+    for v in model.weights:  # non-zero biases, so a bias put in the wrong channel shows
+        if "BoxPredictor" in v.path and v.path.endswith("biases"):
+            v.assign(rng.normal(0, 1, v.shape).astype(np.float32))
+    folded = fold_batch_norm(model)
+    predictors = [layer for layer in folded.layers if isinstance(layer, BoxPredictor)]
+    assert len(predictors) == 6
+    merged = not heads.get("box_predictor_use_depthwise", False)
+    for p in predictors:
+        assert p.merge_heads == merged
+        if merged:  # box codes + class logits (6 classes with background), padded to 16
+            assert p.merged.filters % MERGED_CHANNEL_MULTIPLE == 0
+            assert p.num_anchors * (4 + 6) <= p.merged.filters < p.num_anchors * (4 + 6) + 16
+    x = rng.uniform(-1, 1, (2, 96, 96, 3)).astype(np.float32)
+    exact, fast = model(x), folded(x)
+    for key in exact:
+        scale = float(np.max(np.abs(exact[key])))
+        np.testing.assert_allclose(fast[key], exact[key], rtol=0, atol=1e-5 * max(scale, 1.0), err_msg=key)
+    if merged:
+        with pytest.raises(ValueError, match="unmerged"):
+            predictors[0].merge_from(predictors[1])
 
 
 @pytest.mark.parametrize("slice_size", [1, 3])

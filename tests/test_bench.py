@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import ZOO_2018, needs_shared
+from conftest import ZOO_2018, check_detections, needs_shared, random_images
 from migrate import bench
 from migrate.cli import main
 
@@ -56,7 +56,7 @@ def test_existing_outputs_are_not_replaced_without_force(converted, tmp_path, ca
 def test_bench_measures_every_side_against_the_tf1_session(converted, tmp_path, capsys):
     src, out = converted
     json_path, md_path = tmp_path / "bench.json", tmp_path / "benchmarks.md"
-    sides = "tf1_session,tf1_wrap_function,saved_model,detector"
+    sides = "tf1_session,saved_model,detector"  # tf1_wrap_function: test_wrap_function_runner_...
     assert main(["bench", src, out, "--batch", "1,2", "--size", "300x300", "--sides", sides, "--repeats", "2",
                  "--warmup", "1", "--json", str(json_path), "--markdown", str(md_path), "--quiet"]) == 0
     table = capsys.readouterr().out
@@ -76,3 +76,12 @@ def test_bench_measures_every_side_against_the_tf1_session(converted, tmp_path, 
     md = md_path.read_text()
     assert "python -m migrate bench" in md and "| tf1_session |" in md and "## Targets" in md
     assert report["env"]["TF_CPU_ALLOCATOR_USE_BFC"] == "true"
+
+
+@needs_shared
+def test_wrap_function_runner_gives_the_tf1_detections(converted):
+    src, out = converted
+    images = random_images(5, 2, 300, 300)
+    ref = bench.runner("tf1_session", src, out)(images)
+    assert ref["num_detections"].min() > 0
+    check_detections(bench.runner("tf1_wrap_function", src, out)(images), ref)

@@ -373,8 +373,9 @@ def _machine() -> str:
     return f"{model}, {os.cpu_count()} logical cores"
 
 
-def write_markdown(report: dict, path: str, command: str, force: bool = False) -> None:
-    """docs/benchmarks.md: how it was run, the table, the targets, scaling and the notes (atomic write)."""
+def write_markdown(report: dict, path: str, command: str, force: bool = False, plot: str = None) -> None:
+    """docs/benchmarks.md: how it was run, the table, the targets, scaling and the notes (atomic write).
+    `plot`: a PNG written by `write_plot`, shown under the scaling section (path relative to `path`)."""
     if os.path.exists(path) and not force:
         raise BenchInputError(f"{path}: exists (use --force to replace it)")
     spreads = [r["latency_ms"]["spread"] for r in report["rows"]]
@@ -392,7 +393,10 @@ def write_markdown(report: dict, path: str, command: str, force: bool = False) -
     for text, measured, passed in targets(report):
         lines.append(f"- {text}: **{measured}** {'(met)' if passed else '(NOT met)'}")
     lines += ["", "## Results", "", format_table(report, markdown=True), "", "## Scaling with the batch", ""]
-    lines += scaling(report) + ["",
+    lines += scaling(report)
+    if plot:
+        lines += ["", f"![latency per image and allocator transient peak against the batch size]({plot})"]
+    lines += ["",
               "`spread` of the latency samples ((p90 - p10) / median) per row is in the `--json` report; "
               f"in this run it was {min(spreads):.0%} to {max(spreads):.0%} (median {sorted(spreads)[len(spreads) // 2]:.0%}). "
               "On a machine shared with other jobs it runs to tens of percent: compare ratios, not times, "
@@ -401,6 +405,71 @@ def write_markdown(report: dict, path: str, command: str, force: bool = False) -
     lines += [f"- `{name}`: {text}" for name, text in _SIDE_TEXT.items() if name in report["sides"]]
     lines += ["", _NOTES]
     outputs.write_text(path, "\n".join(lines) + "\n")
+
+
+PLOT_EXTRA = "pip install 'ssd-mobilenet-migrate[plot]'"
+
+
+def plot_available() -> bool:
+    """Whether matplotlib (the optional `plot` extra) can be imported."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def write_plot(report: dict, path: str, force: bool = False) -> None:
+    """A PNG of latency per image and allocator transient peak against the batch size, one line
+    per side, at the report's first image size and oneDNN setting (atomic write).
+
+    Raises:
+      BenchInputError: matplotlib is not installed (the optional `plot` extra), `path` exists
+        without `force`, or the report has fewer than two batch sizes.
+    """
+    if not plot_available():
+        raise BenchInputError(f"{path}: plotting needs matplotlib ({PLOT_EXTRA})")
+    if os.path.exists(path) and not force:
+        raise BenchInputError(f"{path}: exists (use --force to replace it)")
+    if len(report["batches"]) < 2:
+        raise BenchInputError(f"{path}: a plot against the batch size needs at least two batch sizes")
+    import io
+
+    import matplotlib
+    import matplotlib.ticker
+    matplotlib.use("Agg")  # no display: render to a buffer
+    from matplotlib.figure import Figure
+
+    size, label = report["sizes"][0], report["onednn"][0]
+    rows = [r for r in report["rows"] if r["size"] == size and r["onednn"] == label]
+    fig = Figure(figsize=(10, 4), dpi=100)
+    latency, memory = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    for side in report["sides"]:
+        mine = sorted((r for r in rows if r["side"] == side), key=lambda r: r["batch"])
+        batches = [r["batch"] for r in mine]
+        style = {"marker": "o", "linewidth": 2.5 if side == BASELINE else 1.5}
+        latency.plot(batches, [r["latency_ms"]["median"] / r["batch"] for r in mine], label=side, **style)
+        mem = [(r["batch"], r["alloc_transient_bytes"] / 2**20) for r in mine if r.get("alloc_transient_bytes")]
+        if mem:
+            memory.plot(*zip(*mem), label=side, **style)
+    for ax, title in ((latency, "median latency per image (ms)"), (memory, "allocator transient peak (MiB)")):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(report["batches"], [str(b) for b in report["batches"]])
+        ax.set_xlabel("batch size")
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+    for ax in (latency, memory):
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())  # 20, not 2x10^1
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    latency.legend(fontsize=7)
+    fig.suptitle(f"TF1 session vs converted TF2 model, {size[0]}x{size[1]}, {report['device']}, "
+                 f"TensorFlow {report['tensorflow']}")
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    outputs.write_bytes(path, buffer.getvalue())
 
 
 _SIDE_TEXT = {

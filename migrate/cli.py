@@ -122,16 +122,23 @@ def _add_bench_parser(sub):
     p.add_argument("--trace", metavar="DIR", help="also write a TensorBoard profiler trace of each side to DIR/SIDE")
     p.add_argument("--json", metavar="FILE", help="write the full report as JSON")
     p.add_argument("--markdown", metavar="FILE", help="write the table and the command as Markdown (docs/benchmarks.md)")
-    p.add_argument("--force", action="store_true", help="replace an existing --json / --markdown file")
+    p.add_argument("--plot", metavar="FILE", help="write latency and memory against the batch size as a PNG "
+                   "(needs matplotlib: the optional `plot` extra)")
+    p.add_argument("--force", action="store_true", help="replace an existing --json / --markdown / --plot file")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
 
 
 def _bench(args) -> int:
     from migrate import bench
     try:
-        for path in (args.json, args.markdown):
+        for path in (args.json, args.markdown, args.plot):
             if path and os.path.exists(path) and not args.force:
                 raise bench.BenchInputError(f"{path}: exists (use --force to replace it)")
+        if args.plot:  # refused before the run, not after minutes of measuring
+            if not bench.plot_available():
+                raise bench.BenchInputError(f"{args.plot}: plotting needs matplotlib ({bench.PLOT_EXTRA})")
+            if len(bench.parse_batches(args.batch)) < 2:
+                raise bench.BenchInputError(f"--plot {args.plot}: needs at least two batch sizes (--batch 1,8,...)")
         env = {}
         if args.threads:
             env = {"TF_NUM_INTRAOP_THREADS": str(args.threads), "TF_NUM_INTEROP_THREADS": str(args.threads)}
@@ -158,6 +165,8 @@ def _bench(args) -> int:
                    + (f" --sides {args.sides}" if args.sides != ",".join(bench.SIDES) else "")
                    + (" --no-memory" if args.no_memory else "") + f" --markdown {args.markdown}")
         bench.write_markdown(report, args.markdown, command, force=True)
+    if args.plot:
+        bench.write_plot(report, args.plot, force=True)
     return EXIT_OK
 
 

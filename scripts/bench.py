@@ -6,7 +6,7 @@ Without --src it takes the 2018 zoo graph from ../shared (built into a full TF1 
 with synthetic weights by ../shared/tools/make_zoo_fixture.py) when present, else the built-in
 default model (`migrate.default_model`). It converts the model into a temporary directory,
 runs the benchmark of `python -m migrate bench` with every side, and writes docs/benchmarks.md and
-docs/benchmarks.json (replacing them).
+docs/benchmarks.json, and docs/benchmarks.png where matplotlib is installed (replacing them).
 """
 
 from __future__ import annotations
@@ -54,7 +54,11 @@ def main() -> int:
         command = (f"python scripts/bench.py --batch {args.batch} --size {args.size} --repeats {args.repeats}"
                    + (f" --onednn {args.onednn}" if args.onednn else "")
                    + ("" if args.src is None else f" --src {args.src}"))
-        bench.write_markdown(report, os.path.join(args.out_dir, "benchmarks.md"), command, force=True)
+        plot = None
+        if bench.plot_available() and len(report["batches"]) > 1:  # matplotlib: the optional `plot` extra
+            bench.write_plot(report, os.path.join(args.out_dir, "benchmarks.png"), force=True)
+            plot = "benchmarks.png"
+        bench.write_markdown(report, os.path.join(args.out_dir, "benchmarks.md"), command, force=True, plot=plot)
     return 0
 
 

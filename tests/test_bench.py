@@ -1,6 +1,7 @@
 """`python -m migrate bench`: the TF1 graph against the converted model, side by side."""
 
 import json
+import sys
 
 import pytest
 
@@ -36,13 +37,23 @@ def converted(zoo_fixture, tmp_path_factory):
 
 
 @needs_shared
-def test_existing_outputs_are_not_replaced_without_force(converted, tmp_path, capsys):
+def test_existing_outputs_are_not_replaced_without_force(converted, tmp_path, capsys, monkeypatch):
     src, out = converted
     existing = tmp_path / "bench.json"
     existing.write_text("keep")
     assert main(["bench", src, out, "--json", str(existing), "--quiet"]) == 2
     assert "exists" in capsys.readouterr().err and existing.read_text() == "keep"
     assert main(["bench", src, out, "--sides", "tf1_session,nonsense", "--quiet"]) == 2
+    assert "nonsense" in capsys.readouterr().err
+    # --plot without matplotlib (the optional extra): refused before anything runs.
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert main(["bench", src, out, "--plot", str(tmp_path / "p.png"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "matplotlib" in err and "p.png" in err
+    assert not (tmp_path / "p.png").exists()
+    monkeypatch.delitem(sys.modules, "matplotlib")
+    assert main(["bench", src, out, "--plot", str(tmp_path / "p.png"), "--batch", "8", "--quiet"]) == 2
+    assert "two batch sizes" in capsys.readouterr().err
     assert main(["bench", src, out, "--memory-growth", "--memory-limit", "100", "--quiet"]) == 2
     assert "exclude" in capsys.readouterr().err
     for bad in (["--repeats", "0"], ["--warmup", "-1"], ["--memory-limit", "-5"]):
@@ -55,10 +66,11 @@ def test_existing_outputs_are_not_replaced_without_force(converted, tmp_path, ca
 @pytest.mark.slow
 def test_bench_measures_every_side_against_the_tf1_session(converted, tmp_path, capsys):
     src, out = converted
-    json_path, md_path = tmp_path / "bench.json", tmp_path / "benchmarks.md"
+    json_path, md_path, png_path = tmp_path / "bench.json", tmp_path / "benchmarks.md", tmp_path / "bench.png"
     sides = "tf1_session,saved_model,detector"  # tf1_wrap_function: test_wrap_function_runner_...
     assert main(["bench", src, out, "--batch", "1,2", "--size", "300x300", "--sides", sides, "--repeats", "2",
-                 "--warmup", "1", "--json", str(json_path), "--markdown", str(md_path), "--quiet"]) == 0
+                 "--warmup", "1", "--json", str(json_path), "--markdown", str(md_path), "--plot", str(png_path),
+                 "--quiet"]) == 0
     table = capsys.readouterr().out
     report = json.loads(json_path.read_text())
     rows = report["rows"]
@@ -76,6 +88,9 @@ def test_bench_measures_every_side_against_the_tf1_session(converted, tmp_path, 
     md = md_path.read_text()
     assert "python -m migrate bench" in md and "| tf1_session |" in md and "## Targets" in md
     assert report["env"]["TF_CPU_ALLOCATOR_USE_BFC"] == "true"
+    # The plot (matplotlib is in the dev extra): a PNG of a real figure, not an empty canvas.
+    data = png_path.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 20_000
 
 
 @needs_shared

@@ -58,8 +58,9 @@ class Detector:
         0.86x of the TF1 session's latency instead of 1.0x (the TF1 frozen graph has
         constant filters too), batch 8 unchanged (0.87x); outputs within 6e-7. But the
         constant graph is held several times over (graph, function library, Grappler's
-        copy, kernels): steady RSS 1157 MB instead of 684 MB (TF1 session: 1036 MB), and
-        `Detector()` takes ~3.5 s longer. Ignored with `jit_compile` (XLA folds weights itself).
+        copy, kernels): RSS after load and 4 batch-8 calls 1157 MB instead of 684 MB (peak
+        RSS in docs/benchmarks.md 1251 vs 862 MiB, TF1 session 1540 MiB), and `Detector()`
+        takes ~3.5 s longer. Ignored with `jit_compile` (XLA folds weights itself).
       slice_size: run preprocessing and the high-resolution early layers on slices of this
         many images (`SSDMobileNetV1.predict_raw`), so the allocator's peak holds one
         slice's large activations instead of the whole batch's; None: the batch at once

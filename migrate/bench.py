@@ -86,7 +86,8 @@ def runner(side: str, src: str, converted: str):
     import warnings
 
     import ssd_mobilenet
-    options = {"detector": {}, "detector_frozen": {"freeze_weights": True}, "detector_exact": {"fold_batch_norm": False, "slice_size": None},
+    options = {"detector": {}, "detector_frozen": {"freeze_weights": True},
+               "detector_exact": {"fold_batch_norm": False, "slice_size": None},
                "detector_xla": {"jit_compile": True}, "detector_mixed": {"precision": mixed_precision()}}
     if side not in options:
         raise BenchInputError(f"unknown side {side!r}; one of {', '.join(SIDES)}")
@@ -435,10 +436,8 @@ def write_plot(report: dict, path: str, force: bool = False) -> None:
         raise BenchInputError(f"{path}: a plot against the batch size needs at least two batch sizes")
     import io
 
-    import matplotlib
     import matplotlib.ticker
-    matplotlib.use("Agg")  # no display: render to a buffer
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # not pyplot: no display backend, no global state touched
 
     size, label = report["sizes"][0], report["onednn"][0]
     rows = [r for r in report["rows"] if r["size"] == size and r["onednn"] == label]
@@ -458,7 +457,6 @@ def write_plot(report: dict, path: str, force: bool = False) -> None:
         ax.set_xlabel("batch size")
         ax.set_title(title)
         ax.grid(True, alpha=0.3)
-    for ax in (latency, memory):
         ax.set_yscale("log")
         ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())  # 20, not 2x10^1

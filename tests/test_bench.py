@@ -67,7 +67,7 @@ def test_existing_outputs_are_not_replaced_without_force(converted, tmp_path, ca
 def test_bench_measures_every_side_against_the_tf1_session(converted, tmp_path, capsys):
     src, out = converted
     json_path, md_path, png_path = tmp_path / "bench.json", tmp_path / "benchmarks.md", tmp_path / "bench.png"
-    sides = "tf1_session,saved_model,detector"  # tf1_wrap_function: test_wrap_function_runner_...
+    sides = "tf1_session,detector"  # the other runners' outputs: test_runners_give_the_tf1_detections
     assert main(["bench", src, out, "--batch", "1,2", "--size", "300x300", "--sides", sides, "--repeats", "2",
                  "--warmup", "1", "--json", str(json_path), "--markdown", str(md_path), "--plot", str(png_path),
                  "--quiet"]) == 0
@@ -94,9 +94,10 @@ def test_bench_measures_every_side_against_the_tf1_session(converted, tmp_path, 
 
 
 @needs_shared
-def test_wrap_function_runner_gives_the_tf1_detections(converted):
+def test_runners_give_the_tf1_detections(converted):
     src, out = converted
     images = random_images(5, 2, 300, 300)
     ref = bench.runner("tf1_session", src, out)(images)
     assert ref["num_detections"].min() > 0
-    check_detections(bench.runner("tf1_wrap_function", src, out)(images), ref)
+    for side in ("tf1_wrap_function", "saved_model"):
+        check_detections(bench.runner(side, src, out)(images), ref)

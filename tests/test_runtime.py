@@ -199,24 +199,30 @@ def test_max_batch_size_stays_under_the_budget():
     proc = _run_python("""
         import numpy as np, tensorflow as tf
         from ssd_mobilenet import SSDConfig, SSDMobileNetV1, detector, runtime
-        det = detector.Detector(SSDMobileNetV1(SSDConfig(num_classes=3, image_height=96, image_width=96)),
+        det = detector.Detector(SSDMobileNetV1(SSDConfig(num_classes=3, image_height=192, image_width=192)),
                                 slice_size=None)
 
-        def peak(n):
-            images = tf.constant(np.random.default_rng(0).integers(0, 256, (n, 120, 160, 3), dtype=np.uint8))
+        def peak(n):  # measured as max_batch_size measures it (same images, the highest of 3 runs)
+            images = tf.constant(np.random.default_rng(0).integers(0, 256, (n, 240, 320, 3), dtype=np.uint8))
             run = lambda: [t.numpy() for t in det(images).values()]
             run()
-            return runtime.measure_peak(run)
+            return max(runtime.measure_peak(run) for _ in range(3))
 
-        p2, p3 = peak(2), peak(3)
-        assert p3 > p2 > 0, (p2, p3)
-        budget = (p2 + p3) // 2
-        n = runtime.max_batch_size(det, budget, image_size=(120, 160), limit=16)
-        print("n", n, peak(n) <= budget, peak(n + 1) > budget)
-        print("none fits", runtime.max_batch_size(det, 1024, image_size=(120, 160)))
+        peaks = {n: peak(n) for n in range(1, 7)}
+        # The peak grows by the BFC allocator's chunks, in uneven steps (0.1 to 9 MB here), and
+        # moves by up to ~1 MB between runs and processes (batch 3 measured below batch 2 once),
+        # so the budget goes halfway across the widest gap between all batches <= k and all > k.
+        def gap(k):
+            return min(peaks[j] for j in range(k + 1, 7)) - max(peaks[j] for j in range(1, k + 1))
+        k = max(range(2, 6), key=gap)
+        assert gap(k) > 2**20, peaks
+        budget = max(peaks[j] for j in range(1, k + 1)) + gap(k) // 2
+        n = runtime.max_batch_size(det, budget, image_size=(240, 320), limit=16)
+        print("n", n == k, peak(n) <= budget, peak(n + 1) > budget, n, k, peaks)
+        print("none fits", runtime.max_batch_size(det, 1024, image_size=(240, 320)))
     """, env={"TF_CPU_ALLOCATOR_USE_BFC": "true"})
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "n 2 True True" in proc.stdout and "none fits 0" in proc.stdout
+    assert "n True True True" in proc.stdout and "none fits 0" in proc.stdout, proc.stdout
 
 
 def test_trace_writes_a_profiler_trace(tmp_path):

@@ -420,6 +420,16 @@ def plot_available() -> bool:
     return True
 
 
+def check_plot(path: str, num_batches: int) -> None:
+    """Raises BenchInputError when a plot to `path` cannot be drawn: no matplotlib (the
+    optional `plot` extra), or fewer than two batch sizes to plot against."""
+    if not plot_available():
+        raise BenchInputError(f"{path}: plotting needs matplotlib ({PLOT_EXTRA})")
+    if num_batches < 2:
+        raise BenchInputError(f"{path}: a plot against the batch size needs at least two batch sizes "
+                              "(--batch 1,8,...)")
+
+
 def write_plot(report: dict, path: str, force: bool = False) -> None:
     """A PNG of latency per image and allocator transient peak against the batch size, one line
     per side, at the report's first image size and oneDNN setting (atomic write).
@@ -428,12 +438,9 @@ def write_plot(report: dict, path: str, force: bool = False) -> None:
       BenchInputError: matplotlib is not installed (the optional `plot` extra), `path` exists
         without `force`, or the report has fewer than two batch sizes.
     """
-    if not plot_available():
-        raise BenchInputError(f"{path}: plotting needs matplotlib ({PLOT_EXTRA})")
+    check_plot(path, len(report["batches"]))
     if os.path.exists(path) and not force:
         raise BenchInputError(f"{path}: exists (use --force to replace it)")
-    if len(report["batches"]) < 2:
-        raise BenchInputError(f"{path}: a plot against the batch size needs at least two batch sizes")
     import io
 
     import matplotlib.ticker

@@ -135,10 +135,7 @@ def _bench(args) -> int:
             if path and os.path.exists(path) and not args.force:
                 raise bench.BenchInputError(f"{path}: exists (use --force to replace it)")
         if args.plot:  # refused before the run, not after minutes of measuring
-            if not bench.plot_available():
-                raise bench.BenchInputError(f"{args.plot}: plotting needs matplotlib ({bench.PLOT_EXTRA})")
-            if len(bench.parse_batches(args.batch)) < 2:
-                raise bench.BenchInputError(f"--plot {args.plot}: needs at least two batch sizes (--batch 1,8,...)")
+            bench.check_plot(args.plot, len(bench.parse_batches(args.batch)))
         env = {}
         if args.threads:
             env = {"TF_NUM_INTRAOP_THREADS": str(args.threads), "TF_NUM_INTEROP_THREADS": str(args.threads)}

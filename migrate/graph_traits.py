@@ -29,7 +29,8 @@ def graph_traits(graph_def) -> dict:
     score filter and clipping run before NMS), `pad_extra_layers_to_even` (the extra
     layers' inputs are zero-padded by concatenation), `interpolated_anchor_after_unit_ratio`
     (the layer-1 aspect ratio constant has 1.0 twice at its start), `image_height`/`image_width`
-    (the resize op's constant size), the batch-norm epsilons (`base_batch_norm_epsilon`,
+    (the resize op's constant size), `pad_to_multiple` (the smallest multiple that gives the
+    image's zero padding before the first conv; 1 without padding), the batch-norm epsilons (`base_batch_norm_epsilon`,
     `batch_norm_epsilon`, `box_predictor_batch_norm_epsilon`), and the post-processing constants the graph computes with
     (`score_converter`, `logit_scale`, `score_threshold`, `iou_threshold`,
     `max_detections_per_class`, `max_total_detections`; see `postprocessing_traits`).
@@ -49,11 +50,15 @@ def graph_traits(graph_def) -> dict:
     # `use_explicit_padding` pads every k > 1 conv's input by hand and convolves VALID; the first
     # conv of the backbone (3x3, stride 2) is SAME otherwise.
     conv0 = next((n for n in graph_def.node if n.op == "Conv2D" and n.name.startswith("FeatureExtractor/")
-                  and n.name.endswith("/Conv2d_0/Conv2D")), None)
+                  and n.name.endswith(("/Conv2d_0/Conv2D", "/Conv2d_0/convolution"))), None)  # TF 1.3: convolution
+    input_pads = {}
     if conv0 is not None:
         traits["use_explicit_padding"] = conv0.attr["padding"].s == b"VALID"
+        input_pads = _input_zero_padding(nodes, conv0)
+    # The same zero concatenation pads the image (`pad_to_multiple`) and, in 2017 exports, the
+    # extra layers' inputs; only the latter count here.
     traits["pad_extra_layers_to_even"] = any(
-        n.op == "ConcatV2" and n.name.startswith("FeatureExtractor/MobilenetV1/concat")
+        n.op == "ConcatV2" and n.name.startswith("FeatureExtractor/MobilenetV1/concat") and n.name not in input_pads
         and any(i.startswith("FeatureExtractor/MobilenetV1/zeros") for i in n.input)
         for n in graph_def.node)
     ratios = _const_input(nodes, "MultipleGridAnchorGenerator/Sqrt_1")
@@ -66,6 +71,10 @@ def graph_traits(graph_def) -> dict:
             break
     if size is not None and size.size == 2:
         traits["image_height"], traits["image_width"] = int(size[0]), int(size[1])
+        if conv0 is not None:
+            multiple = _pad_multiple(traits["image_height"], traits["image_width"], input_pads.values())
+            if multiple is not None:
+                traits["pad_to_multiple"] = multiple
     for key, scope in _BN_SCOPES:
         epsilon = _batch_norm_epsilon(graph_def, nodes, scope)
         if epsilon is not None:
@@ -149,6 +158,48 @@ def postprocessing_traits(graph_def, nodes=None) -> dict:
         traits["max_detections_per_class"] = minimums[0][1]
         traits["max_total_detections"] = minimums[-1][1]
     return traits
+
+
+def _input_zero_padding(nodes, conv0) -> dict:
+    """{concat node name: (axis, rows or columns added)} for the zero concatenations between the
+    preprocessed image and the first conv (`ops.pad_to_multiple`: rows, then columns)."""
+    pads = {}
+    node = nodes.get(conv0.input[0].split(":")[0])
+    while node is not None and node.op in ("Identity", "Pad", "ConcatV2"):
+        if node.op == "ConcatV2" and len(node.input) == 3:
+            axis = _const_input(nodes, node.name, 2)
+            zeros = nodes.get(node.input[1].split(":")[0])
+            amount = None
+            if axis is not None and zeros is not None and zeros.op == "Fill":
+                dims = nodes.get(zeros.input[0].split(":")[0])
+                if dims is not None and dims.op == "Pack" and len(dims.input) == 4:
+                    value = _const_input(nodes, dims.name, int(axis))
+                    amount = None if value is None else int(value)
+                elif dims is not None and dims.op == "Const":
+                    amount = int(tensor_util.MakeNdarray(dims.attr["value"].tensor)[int(axis)])
+            elif axis is not None and zeros is not None and zeros.op == "Const":
+                amount = int(tensor_util.MakeNdarray(zeros.attr["value"].tensor).shape[int(axis)])
+            if amount is None:
+                break
+            pads[node.name] = (int(axis), amount)
+        node = nodes.get(node.input[0].split(":")[0])
+    return pads
+
+
+def _pad_multiple(height: int, width: int, pads) -> int | None:
+    """The smallest `pad_to_multiple` that pads height x width by `pads` [(axis, amount)] (the graph
+    shows the padded size, not the multiple; every multiple giving that size computes the same)."""
+    pads = list(pads)
+    if not pads:
+        return 1
+    added = {1: 0, 2: 0}
+    for axis, amount in pads:
+        added[axis] = added.get(axis, 0) + amount
+    target = (height + added[1], width + added[2])
+    for m in range(2, max(target) + 1):
+        if (-(-height // m) * m, -(-width // m) * m) == target:
+            return m
+    return None
 
 
 def _const_input(nodes, name, index=0):

@@ -64,6 +64,10 @@ def _refuse_quantized(source):
                               f"e.g. {fake[0]}): not supported")
 
 
+def _padded_size(size, multiple: int) -> tuple:
+    return tuple(-(-s // multiple) * multiple for s in size)
+
+
 def infer_config(source, trust_weights=False, image_size=None):
     """(SSDConfig, notes): the config to convert with and what was inferred or overridden.
 
@@ -96,6 +100,13 @@ def infer_config(source, trust_weights=False, image_size=None):
                 if traits[key] != getattr(config, key):
                     notes.append(f"{key}: {traits[key]} in the graph overrides {getattr(config, key)} "
                                  "from pipeline.config")
+        size = (traits.get("image_height", config.image_height), traits.get("image_width", config.image_width))
+        if "pad_to_multiple" in traits and (_padded_size(size, config.pad_to_multiple)
+                                            == _padded_size(size, traits["pad_to_multiple"])):
+            del traits["pad_to_multiple"]  # the configured multiple pads to the size the graph shows
+        elif "pad_to_multiple" in traits and source.pipeline_config is not None:
+            notes.append(f"pad_to_multiple: {traits['pad_to_multiple']} (the zero padding in the graph) overrides "
+                         f"{config.pad_to_multiple} from pipeline.config")
         config = config.replace(**traits)
         notes.append("from the graph: " + ", ".join(f"{k}={v}" for k, v in sorted(traits.items())))
     else:

@@ -114,6 +114,20 @@ def _pad_to_even(inputs):
     return tf.concat([net, tf.zeros(tf.stack([batch, padded_height, padded_width - width, depth]))], 2)
 
 
+def _pad_to_multiple(inputs, multiple: int):
+    """OD API `ops.pad_to_multiple` on a statically shaped input (the resized image): zero rows,
+    then zero columns, concatenated; `tf.zeros` of [batch, rows, width, depth] with the batch
+    read at run time and the rest static (nodes `zeros`, `concat`, `zeros_1`, `concat_1`)."""
+    _, height, width, depth = inputs.shape.as_list()
+    padded_height, padded_width = -(-height // multiple) * multiple, -(-width // multiple) * multiple
+    batch = tf.shape(inputs)[0]
+    if padded_height != height:
+        inputs = tf.concat([inputs, tf.zeros([batch, padded_height - height, width, depth])], 1)
+    if padded_width != width:
+        inputs = tf.concat([inputs, tf.zeros([batch, padded_height, padded_width - width, depth])], 2)
+    return inputs
+
+
 def _depth_fn(config: SSDConfig):
     return lambda d: max(int(d * config.depth_multiplier), config.min_depth)
 
@@ -153,12 +167,10 @@ def _feature_maps(preprocessed, config: SSDConfig) -> list:
     """
     depth = _depth_fn(config)
     net = preprocessed
-    if config.pad_to_multiple > 1:
-        m = config.pad_to_multiple
-        shape = tf.shape(net)
-        net = tf.pad(net, [[0, 0], [0, (m - shape[1] % m) % m], [0, (m - shape[2] % m) % m], [0, 0]])
     with tf1.variable_scope("FeatureExtractor", values=[net]):
         with tf1.variable_scope("MobilenetV1") as scope:
+            if config.pad_to_multiple > 1:
+                net = _pad_to_multiple(net, config.pad_to_multiple)
             with _conv_arg_scope(config.base_batch_norm_epsilon, config.fused_batch_norm):
                 end_points = _mobilenet_v1_base(net, config, scope)
             with _conv_arg_scope(config.batch_norm_epsilon, config.fused_batch_norm):

@@ -9,7 +9,7 @@ Conv2d_0 .. Conv2d_13 are slim's `mobilenet_v1_base`; the four extra feature map
 from __future__ import annotations
 
 from ssd_mobilenet.config import SSDConfig
-from ssd_mobilenet.layers import PadToEven, SlimConv
+from ssd_mobilenet.layers import PadToEven, PadToMultiple, SlimConv
 
 # (layer index, kind, stride, depth at multiplier 1); kernel 3 throughout.
 MOBILENET_V1_BLOCKS = (
@@ -48,7 +48,8 @@ def build_feature_extractor(x, config: SSDConfig, fold_batch_norm: bool = False)
     """Applies the feature extractor to a preprocessed image tensor.
 
     Args:
-      x: float32 [N, H, W, 3] in [-1, 1] (a Keras tensor).
+      x: float32 [N, H, W, 3] in [-1, 1] (a Keras tensor); zero-padded at the bottom/right
+        to a multiple of `config.pad_to_multiple` first.
       fold_batch_norm: build every layer as conv -> bias -> ReLU6 (variables `weights` or
         `depthwise_weights` and `biases`) for batch norm folded into the weights
         (`layers.fold_batch_norm`); Grappler then fuses each layer into one kernel.
@@ -67,6 +68,9 @@ def build_feature_extractor(x, config: SSDConfig, fold_batch_norm: bool = False)
         return net
 
     net = x
+    if config.pad_to_multiple > 1:
+        # Inside the feature extractor, as in TF1: the Preprocessor output stays unpadded.
+        net = PadToMultiple(config.pad_to_multiple, name="pad_to_multiple")(net)
     base = {**common, "bn_epsilon": config.base_batch_norm_epsilon}
     for i, kind, stride, depth in MOBILENET_V1_BLOCKS:
         if kind == "conv":

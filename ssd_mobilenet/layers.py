@@ -150,14 +150,31 @@ def fold_batch_norm(layer: SlimConv):
     return kernel, tf.convert_to_tensor(norm.beta) - tf.convert_to_tensor(norm.moving_mean) * inv
 
 
-class PadToEven(keras.layers.Layer):
-    """Zero-pads [N, H, W, C] at the bottom/right to even H and W (TF1 `ops.pad_to_multiple(x, 2)`)."""
+class PadToMultiple(keras.layers.Layer):
+    """Zero-pads [N, H, W, C] at the bottom/right to H and W that are multiples of `multiple`
+    (TF1 `ops.pad_to_multiple`, which concatenates zero rows, then zero columns)."""
+
+    def __init__(self, multiple: int, **kwargs):
+        super().__init__(**kwargs)
+        self.multiple = int(multiple)
 
     def call(self, x):
         shape = tf.shape(x)
-        return tf.pad(x, [[0, 0], [0, shape[1] % 2], [0, shape[2] % 2], [0, 0]])
+        m = self.multiple
+        return tf.pad(x, [[0, 0], [0, -shape[1] % m], [0, -shape[2] % m], [0, 0]])
 
     def compute_output_shape(self, input_shape):
         n, h, w, c = input_shape
-        even = lambda s: None if s is None else s + s % 2
-        return (n, even(h), even(w), c)
+        up = lambda s: None if s is None else -(-s // self.multiple) * self.multiple  # noqa: E731
+        return (n, up(h), up(w), c)
+
+    def get_config(self):
+        return {**super().get_config(), "multiple": self.multiple}
+
+
+class PadToEven(PadToMultiple):
+    """`PadToMultiple(2)`: the 2017 exports' padding of the extra layers' inputs."""
+
+    def __init__(self, **kwargs):
+        kwargs.pop("multiple", None)
+        super().__init__(2, **kwargs)

@@ -46,8 +46,8 @@ class SSDMobileNetV1(keras.Model):
         with batch norm folded in, and plain conv heads merged (see `fold_batch_norm`; not
         the checkpoint's layout).
     Call:
-      float32 [N, h, w, 3] preprocessed images (h, w: the config size, padded to
-      `pad_to_multiple`) -> dict with
+      float32 [N, h, w, 3] preprocessed images (h, w: the config size; the feature
+      extractor pads them to `pad_to_multiple`) -> dict with
         `box_encodings` [N, A, 4] ([ty, tx, th, tw], TF1 node `concat`),
         `class_predictions_with_background` [N, A, num_class_slots] (logits, `concat_1`).
       A = 1917 for the zoo config at 300x300.
@@ -60,11 +60,8 @@ class SSDMobileNetV1(keras.Model):
     def __init__(self, config: SSDConfig, fold_batch_norm: bool = False, **kwargs):
         if isinstance(config, dict):
             config = SSDConfig.from_dict(config)
-        m = config.pad_to_multiple
-        h = -(-config.image_height // m) * m
-        w = -(-config.image_width // m) * m
         # === Layers and functional graph ===
-        image = keras.Input((h, w, 3), dtype="float32", name="preprocessed_image")
+        image = keras.Input((config.image_height, config.image_width, 3), dtype="float32", name="preprocessed_image")
         feature_maps, endpoints = build_feature_extractor(image, config, fold_batch_norm)
         # The inference copy (batch norm folded) also runs each map's two heads as one conv.
         box_encodings, class_logits = build_box_predictors(feature_maps, config, merge_heads=fold_batch_norm)

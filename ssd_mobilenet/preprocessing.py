@@ -39,16 +39,8 @@ def resize(images, config: SSDConfig):
 
 
 def preprocess(images, config: SSDConfig):
-    """uint8 (or float) [N, H, W, 3] images -> float32 [N, h, w, 3] in [-1, 1].
-
-    With `pad_to_multiple > 1` the result is zero-padded at the bottom/right to a multiple,
-    as the feature extractor does before the first conv.
-    """
+    """uint8 (or float) [N, H, W, 3] images -> float32 [N, h, w, 3] in [-1, 1] (TF1 scope
+    `Preprocessor`; `pad_to_multiple` is applied later, by the feature extractor)."""
     images = tf.convert_to_tensor(images)
     x = resize(images if images.dtype == tf.uint8 else tf.cast(images, tf.float32), config)
-    x = SCALE * x - 1.0
-    m = config.pad_to_multiple
-    if m > 1:
-        ph, pw = -config.image_height % m, -config.image_width % m
-        x = tf.pad(x, [[0, 0], [0, ph], [0, pw], [0, 0]])
-    return x
+    return SCALE * x - 1.0

@@ -26,7 +26,7 @@ def _f32(x):
 F32_03 = _f32(0.3)
 
 FAMILY = {
-    "one_class": SSDConfig(num_classes=1),
+    "one_class_pad_to_32": SSDConfig(num_classes=1, pad_to_multiple=32),
     "depth_0.75_320_tf1.12_export": SSDConfig(num_classes=20, depth_multiplier=0.75, image_height=320,
                                               image_width=320, fused_batch_norm=True,
                                               nms_variant=NMS_CLIP_AFTER, score_threshold=F32_03),
@@ -38,11 +38,13 @@ FAMILY = {
                                                     box_predictor_kernel_size=3, image_height=257,
                                                     image_width=257, batch_norm_epsilon=_f32(0.01),
                                                     box_predictor_batch_norm_epsilon=_f32(0.005)),
-    "tf1.3_export_softmax_portrait": SSDConfig(num_classes=4, pad_extra_layers_to_even=True,
-                                               interpolated_anchor_after_unit_ratio=True,
-                                               score_converter="SOFTMAX", image_height=321, image_width=199,
-                                               # 2017 exports: conv_hyperparams' epsilon on every layer
-                                               batch_norm_epsilon=_f32(0.003), base_batch_norm_epsilon=_f32(0.003)),
+    # The image's zero padding and the extra layers' are the same ops in the graph.
+    "tf1.3_export_softmax_portrait_pad_to_16": SSDConfig(num_classes=4, pad_extra_layers_to_even=True,
+                                                         pad_to_multiple=16, interpolated_anchor_after_unit_ratio=True,
+                                                         score_converter="SOFTMAX", image_height=321, image_width=199,
+                                                         # 2017 exports: conv_hyperparams' epsilon on every layer
+                                                         batch_norm_epsilon=_f32(0.003),
+                                                         base_batch_norm_epsilon=_f32(0.003)),
 }
 
 
@@ -87,3 +89,17 @@ def test_family_member_reads_back_and_matches_its_tf1_graph(built, name):
         assert ref["num_detections"].min() > 0
         check_detections({k: v.numpy() for k, v in model.detect(images).items()}, ref)
     runner.close()
+
+
+@pytest.mark.parametrize("configured, expected", [(64, 64), (16, 32), (1, 32)])
+def test_image_padding_in_the_graph_decides_pad_to_multiple(built, tmp_path, configured, expected):
+    """The graph shows the padded size (300 -> 320), not the multiple: a configured multiple that
+    pads to that size stays (64), one that does not (16 -> 304, 1) gives way to the graph's."""
+    import shutil
+    src = tmp_path / "model"
+    shutil.copytree(built("one_class_pad_to_32"), src)
+    (src / "pipeline.config").write_text(FAMILY["one_class_pad_to_32"].replace(
+        pad_to_multiple=configured).to_pipeline_config())
+    config, notes = infer.infer_config(sources.open_source(str(src)))
+    assert config.pad_to_multiple == expected
+    assert any(n.startswith("pad_to_multiple: 32") for n in notes) == (configured != expected)

@@ -519,10 +519,16 @@ _NOTES = """## What made the difference
   after it. The box head's small conv cost about as much as the class head's at batch 1 (0.37 vs 1.0 ms
   at 10x10x1024); the merged one 0.97 ms. Detections unchanged (boxes within 6e-8).
 - **Weights as constants** (`freeze_weights=True`, `detector_frozen`): oneDNN reorders a constant filter
-  into its blocked layout once and caches it; a variable's filter is reordered on every call. That is
-  ~4 ms per call here, which shows at batch 1 (1.0x -> 0.86x of the TF1 session in one interleaved run)
-  and vanishes at batch 8. Not the default: the constant graph sits in process memory several times
-  over (steady RSS 1157 MB vs 684 MB).
+  into its blocked layout once and caches it; a variable's filter is reordered on every call. The
+  function is traced with each weight a Const node made where it is used (Keras `StatelessScope`; the
+  early layers' inside the slice loop and in the one-slice branch, since a constant passed into a loop
+  or branch reaches the conv through an Enter or Switch node and is not cached). One interleaved run:
+  batch 1 0.82x of the TF1 session instead of 0.90-0.92x, batch 8 0.80x instead of 0.83x. Not the
+  default: the constants sit in process memory several times over and Grappler's transient copies stay
+  in the C heap (steady RSS 1102 MB vs 700 MB).
+- **One slice runs without the loop**: a batch no larger than `slice_size` takes a `tf.cond` branch
+  without the slice loop's TensorArray and concatenation. With frozen weights at batch 1 it then runs as
+  fast as no slicing at all (0.82x vs 0.81x of the TF1 session, within the noise; 0.83-0.86x with the loop).
 
 ## Levers
 

@@ -14,9 +14,6 @@ import warnings
 
 import numpy as np
 import tensorflow as tf
-# Public in effect: the TFLite converter and tf.compat.v1 freezing rest on it; TF has no
-# other API that turns a tf.function's captured variables into constants.
-from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
 from ssd_mobilenet import postprocessing
 from ssd_mobilenet.config import SSDConfig
@@ -51,16 +48,16 @@ class Detector:
         (detections within 1e-5 of the TF1 session, same classes and counts, tested). False
         (the default here; `load` folds) runs `model` itself, op for op the TF1 graph as
         written, which is what the exported SavedModel holds. Mixed precision needs True.
-      freeze_weights: a latency lever paid for in process memory. `__call__` then runs a
-        copy of the concrete function with every weight a graph constant: oneDNN reorders a
-        constant filter into its kernel layout once and caches it, where a variable's filter
-        is reordered on every call. Measured at 480x640 on a 2-core AVX-512 CPU: batch 1
-        0.86x of the TF1 session's latency instead of 1.0x (the TF1 frozen graph has
-        constant filters too), batch 8 unchanged (0.87x); outputs within 6e-7. But the
-        constant graph is held several times over (graph, function library, Grappler's
-        copy, kernels): RSS after load and 4 batch-8 calls 1157 MB instead of 684 MB (peak
-        RSS in docs/benchmarks.md 1251 vs 862 MiB, TF1 session 1540 MiB), and `Detector()`
-        takes ~3.5 s longer. Ignored with `jit_compile` (XLA folds weights itself).
+      freeze_weights: a latency lever paid for in process memory. The function is traced
+        with every weight a graph constant (`model.with_weights_as_constants`): oneDNN
+        reorders a constant filter into its kernel layout once and caches it, where a
+        variable's filter is reordered on every call (the TF1 frozen graph has constant
+        filters too). Measured at 480x640 on a 2-core AVX-512 CPU, interleaved with the TF1
+        session: batch 1 0.82x of its latency instead of 0.90-0.92x, batch 8 0.80x instead
+        of 0.83x; outputs within 6e-7 of each other. But the constants are held several
+        times over (graph, function library, kernels, oneDNN's cache) and Grappler's
+        transient copies stay in the C heap: RSS after load and 4 batch-8 calls 1102 MB
+        instead of 700 MB. Ignored with `jit_compile` (XLA folds weights itself).
       slice_size: run preprocessing and the high-resolution early layers on slices of this
         many images (`SSDMobileNetV1.predict_raw`), so the allocator's peak holds one
         slice's large activations instead of the whole batch's; None: the batch at once
@@ -88,6 +85,7 @@ class Detector:
         # XLA cannot compile the slice loop over a dynamic batch (its dynamic-dimension
         # inference fails); it schedules the buffers of a compiled batch itself.
         self.slice_size = None if jit_compile else slice_size
+        self.weights_frozen = freeze_weights and not jit_compile
         if self.slice_size is not None:
             self.model.split()  # built eagerly, outside the traced function
         if jit_compile:
@@ -104,16 +102,9 @@ class Detector:
 
         self.function = tf.function(serve, input_signature=INPUT_SIGNATURE)
         self.concrete_function = self.function.get_concrete_function()
-        self.weights_frozen = freeze_weights and not jit_compile
-        self._run = self.concrete_function
-        if self.weights_frozen:
-            frozen = convert_variables_to_constants_v2(self.concrete_function)
-            structure = self.concrete_function.structured_outputs
-            # The converted function returns its outputs flat, in tf.nest (sorted key) order.
-            self._run = lambda images: tf.nest.pack_sequence_as(structure, frozen(images))
 
     def _network(self, images):
-        return self.model.predict_raw(images, self.slice_size)
+        return self.model.predict_raw(images, self.slice_size, constant_weights=self.weights_frozen)
 
     def __call__(self, images) -> dict:
         if not isinstance(images, tf.Tensor):
@@ -126,7 +117,7 @@ class Detector:
             images = images[None]
         if len(images.shape) != 4 or images.shape[-1] != 3:
             raise ValueError(f"images must be [N, H, W, 3] or [H, W, 3], got shape {list(images.shape)}")
-        return self._run(tf.convert_to_tensor(images, tf.uint8))
+        return self.concrete_function(tf.convert_to_tensor(images, tf.uint8))
 
 
 def save(model: SSDMobileNetV1, directory: str) -> None:
@@ -161,8 +152,8 @@ def load(directory: str, jit_compile: bool = False, precision: str = "float32", 
 
     `precision`: "float32", "mixed_bfloat16" (CPUs with bfloat16 units, TPUs) or
     "mixed_float16" (GPUs). `fold_batch_norm` (default True: the fast path, rounding like
-    the TF1 session), `freeze_weights` (default False: faster at batch 1, ~1.7x the
-    process memory) and `options` (`slice_size`) are `Detector`'s.
+    the TF1 session), `freeze_weights` (default False: faster, ~1.6x the process
+    memory) and `options` (`slice_size`) are `Detector`'s.
     """
     if jit_compile and not tf.config.list_physical_devices("GPU"):
         warnings.warn("jit_compile=True on CPU: XLA was measured several times slower than the default "

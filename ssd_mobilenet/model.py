@@ -24,14 +24,43 @@ def run_in_slices(fn, images, size: int, element_shape, dtype=tf.float32):
     shorter), concatenated along the batch. `element_shape`: fn's output shape, batch None.
     parallel_iterations=1 keeps one slice's intermediate tensors alive at a time."""
     n = tf.shape(images)[0]
-    steps = (n + size - 1) // size
-    array = tf.TensorArray(dtype, size=steps, infer_shape=False, element_shape=element_shape)
 
-    def body(i, array):
-        return i + 1, array.write(i, fn(images[i * size:(i + 1) * size]))
+    def loop():
+        steps = (n + size - 1) // size
+        array = tf.TensorArray(dtype, size=steps, infer_shape=False, element_shape=element_shape)
 
-    _, array = tf.while_loop(lambda i, _: i < steps, body, (tf.constant(0), array), parallel_iterations=1)
-    return array.concat()
+        def body(i, array):
+            return i + 1, array.write(i, fn(images[i * size:(i + 1) * size]))
+
+        _, array = tf.while_loop(lambda i, _: i < steps, body, (tf.constant(0), array), parallel_iterations=1)
+        return array.concat()
+
+    # One slice's worth runs without the loop's slicing, TensorArray and concatenation.
+    return tf.cond(n <= size, lambda: fn(images), loop)
+
+
+def with_weights_as_constants(fn, variables):
+    """`fn` reading `variables` (Keras variables) as constants of whatever graph it is traced into.
+
+    Keras reads a variable inside a `StatelessScope` as the value mapped to it, and a value
+    made by `tf.constant` while tracing is a Const node holding the weights. oneDNN reorders
+    a constant filter into its kernel layout once and caches it (a variable's filter is
+    reordered on every call). Traced inside a `tf.cond` branch or a `tf.while_loop` body, the
+    constants are made there: a constant passed in from outside reaches the conv through a
+    Switch or Enter node and is not cached. Outside a `tf.function` it just runs `fn`.
+    """
+    variables = list(variables)
+
+    def traced(*args, **kwargs):
+        if tf.executing_eagerly():
+            return fn(*args, **kwargs)
+        with tf.init_scope():  # eager, also while tracing: the values to embed
+            values = [v.numpy() for v in variables]
+        mapping = [(v, tf.constant(a)) for v, a in zip(variables, values)]
+        del values
+        with keras.StatelessScope(state_mapping=mapping):
+            return fn(*args, **kwargs)
+    return traced
 
 
 class SSDMobileNetV1(keras.Model):
@@ -113,7 +142,7 @@ class SSDMobileNetV1(keras.Model):
             object.__setattr__(self, "_split", split)
         return self._split[1:]
 
-    def predict_raw(self, images, slice_size: int | None = None):
+    def predict_raw(self, images, slice_size: int | None = None, constant_weights: bool = False):
         """uint8 images -> (decoded boxes [N, A, 4], class logits [N, A, slots]).
 
         `slice_size`: run preprocessing and the stem (the high-resolution layers up to
@@ -121,13 +150,22 @@ class SSDMobileNetV1(keras.Model):
         of the network on the whole batch. The allocator then holds one slice's large early
         activations instead of the batch's, while the late layers, whose cost is mostly
         their weights, still run batched. None runs everything on the whole batch.
+        `constant_weights`: traced into a `tf.function`, every weight is a graph constant
+        (`with_weights_as_constants`), the stem's made inside the slice loop.
         """
         if slice_size is None:
-            return self.predict_preprocessed(self.preprocess(images))
+            run = lambda x: self.predict_preprocessed(self.preprocess(x))  # noqa: E731
+            return with_weights_as_constants(run, self.weights)(images) if constant_weights else run(images)
         stem, head = self.split()
-        features = run_in_slices(lambda x: stem(self.preprocess(x), training=False), images, slice_size,
-                                 stem.outputs[0].shape, tf.as_dtype(stem.outputs[0].dtype))
-        return self._decoded(head(features, training=False))
+        run_stem = lambda x: stem(self.preprocess(x), training=False)  # noqa: E731
+        run_head = lambda f: self._decoded(head(f, training=False))  # noqa: E731
+        if constant_weights:
+            run_stem = with_weights_as_constants(run_stem, stem.weights)
+            stem_ids = {id(v) for v in stem.weights}
+            run_head = with_weights_as_constants(run_head, [v for v in self.weights if id(v) not in stem_ids])
+        features = run_in_slices(run_stem, images, slice_size, stem.outputs[0].shape,
+                                 tf.as_dtype(stem.outputs[0].dtype))
+        return run_head(features)
 
     def predict_preprocessed(self, preprocessed):
         """float32 [N, h, w, 3] preprocessed images -> (decoded boxes [N, A, 4], logits [N, A, slots])."""

@@ -108,15 +108,19 @@ def test_folded_copy_runs_plain_conv_heads_as_one_conv(heads):
             predictors[0].merge_from(predictors[1])
 
 
-@pytest.mark.parametrize("slice_size", [1, 3])
-def test_batch_slices_give_the_whole_batch_result(slice_size):
+@pytest.mark.parametrize("slice_size, freeze_weights", [(1, False), (3, False), (3, True)])
+def test_batch_slices_give_the_whole_batch_result(slice_size, freeze_weights):
     model = SSDMobileNetV1(SMALL)
     whole = detector.Detector(model, slice_size=None)
-    sliced = detector.Detector(model, slice_size=slice_size)
-    images = random_images(5, 5, 120, 90)  # 5 images: the last slice is shorter
-    a, b = whole(images), sliced(images)
-    for key in a:
-        np.testing.assert_allclose(b[key].numpy(), a[key].numpy(), rtol=0, atol=1e-6, err_msg=key)
+    sliced = detector.Detector(model, slice_size=slice_size, freeze_weights=freeze_weights)
+    # With frozen weights every weight is a constant of the graph, inside the loop too.
+    assert len(sliced.concrete_function.captured_inputs) == (0 if freeze_weights else len(model.weights))
+    # 5 images: the last slice is shorter; 2 images: one slice of 3, run without the loop.
+    for n in (5, 2) if slice_size > 1 else (5,):
+        images = random_images(n + slice_size, n, 120, 90)
+        a, b = whole(images), sliced(images)
+        for key in a:
+            np.testing.assert_allclose(b[key].numpy(), a[key].numpy(), rtol=0, atol=1e-6, err_msg=f"{n} {key}")
     with pytest.raises(ValueError, match="slice_size"):
         detector.Detector(model, slice_size=0)
     # XLA compiles the batch whole (it cannot compile the slice loop over a dynamic batch).

@@ -522,8 +522,10 @@ _NOTES = """## What made the difference
   into its blocked layout once and caches it; a variable's filter is reordered on every call. The
   function is traced with each weight a Const node made where it is used (Keras `StatelessScope`; the
   early layers' inside the slice loop and in the one-slice branch, since a constant passed into a loop
-  or branch reaches the conv through an Enter or Switch node and is not cached). One interleaved run:
-  batch 1 0.82x of the TF1 session instead of 0.90-0.92x, batch 8 0.80x instead of 0.83x. Not the
+  or branch reaches the conv through an Enter or Switch node and is not cached). One interleaved run
+  with the TF1 session and the default detector: batch 1 0.82x of the TF1 session instead of 0.90-0.92x,
+  batch 8 0.80x instead of 0.83x. With all 8 sides in one process the TF2 sides' batch-1 ratios come out
+  ~0.06 higher (0.84x with 5 sides, 0.90x with 8; which side runs before which made no difference). Not the
   default: the constants sit in process memory several times over and Grappler's transient copies stay
   in the C heap (steady RSS 1102 MB vs 700 MB).
 - **One slice runs without the loop**: a batch no larger than `slice_size` takes a `tf.cond` branch

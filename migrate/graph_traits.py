@@ -25,15 +25,18 @@ def graph_traits(graph_def) -> dict:
     """SSDConfig fields implied by the graph's ops.
 
     Returns a dict with any of: `fused_batch_norm` (FusedBatchNorm* ops in the feature
-    extractor), `use_explicit_padding` (the first conv is VALID after a Pad), `nms_variant` (a `FilterGreaterThan` scope in post-processing means the
-    score filter and clipping run before NMS), `pad_extra_layers_to_even` (the extra
-    layers' inputs are zero-padded by concatenation), `interpolated_anchor_after_unit_ratio`
-    (the layer-1 aspect ratio constant has 1.0 twice at its start), `image_height`/`image_width`
-    (the resize op's constant size), `pad_to_multiple` (the smallest multiple that gives the
-    image's zero padding before the first conv; 1 without padding), the batch-norm epsilons (`base_batch_norm_epsilon`,
-    `batch_norm_epsilon`, `box_predictor_batch_norm_epsilon`), and the post-processing constants the graph computes with
-    (`score_converter`, `logit_scale`, `score_threshold`, `iou_threshold`,
-    `max_detections_per_class`, `max_total_detections`; see `postprocessing_traits`).
+    extractor), `use_explicit_padding` (the first conv is VALID after a Pad), `nms_variant`
+    (a `FilterGreaterThan` scope in post-processing means the score filter and clipping run
+    before NMS), `pad_extra_layers_to_even` (the extra layers' inputs are zero-padded by
+    concatenation; the image's own padding before Conv2d_0 is `pad_to_multiple`),
+    `interpolated_anchor_after_unit_ratio` (the layer-1 aspect ratio constant has 1.0 twice
+    at its start), `image_height`/`image_width` (the resize op's constant size),
+    `pad_to_multiple` (the smallest multiple that gives the image's zero padding before the
+    first conv; 1 without padding), the batch-norm epsilons (`base_batch_norm_epsilon`,
+    `batch_norm_epsilon`, `box_predictor_batch_norm_epsilon`), and the post-processing
+    constants the graph computes with (`score_converter`, `logit_scale`, `score_threshold`,
+    `iou_threshold`, `max_detections_per_class`, `max_total_detections`; see
+    `postprocessing_traits`).
 
     Raises:
       ConfigError: the graph post-processes in a way the TF2 model does not reproduce (soft NMS).

@@ -36,7 +36,7 @@ def graph_traits(graph_def) -> dict:
     `batch_norm_epsilon`, `box_predictor_batch_norm_epsilon`), and the post-processing
     constants the graph computes with (`score_converter`, `logit_scale`, `score_threshold`,
     `iou_threshold`, `max_detections_per_class`, `max_total_detections`; see
-    `postprocessing_traits`).
+    `postprocessing_traits`; for a TFLite export, `tflite_export_traits`).
 
     Raises:
       ConfigError: the graph post-processes in a way the TF2 model does not reproduce (soft NMS).
@@ -74,15 +74,16 @@ def graph_traits(graph_def) -> dict:
             break
     if size is not None and size.size == 2:
         traits["image_height"], traits["image_width"] = int(size[0]), int(size[1])
-        if conv0 is not None:
-            multiple = _pad_multiple(traits["image_height"], traits["image_width"], input_pads.values())
-            if multiple is not None:
-                traits["pad_to_multiple"] = multiple
     for key, scope in _BN_SCOPES:
         epsilon = _batch_norm_epsilon(graph_def, nodes, scope)
         if epsilon is not None:
             traits[key] = epsilon
     traits.update(postprocessing_traits(graph_def, nodes))
+    traits.update(tflite_export_traits(graph_def, nodes))
+    if conv0 is not None and "image_height" in traits:
+        multiple = _pad_multiple(traits["image_height"], traits["image_width"], input_pads.values())
+        if multiple is not None:
+            traits["pad_to_multiple"] = multiple
     return traits
 
 
@@ -106,6 +107,57 @@ def _batch_norm_epsilon(graph_def, nodes, scope):
             value = _const_input(nodes, n.name, index=1)
             return float(value) if value is not None and value.size == 1 else None
     return None
+
+
+TFLITE_POSTPROCESS_OP = "TFLite_Detection_PostProcess"
+TFLITE_INPUT = "normalized_input_image_tensor"
+TFLITE_CLASS_PREDICTIONS = "raw_outputs/class_predictions"
+
+
+def is_tflite_export(graph_def) -> bool:
+    """Whether the graph is what the OD API's `export_tflite_ssd_graph` writes (`tflite_graph.pb`):
+    the network with the checkpoint's weights as constants, fed by `normalized_input_image_tensor`
+    (the resized, scaled image: no `Preprocessor`), ending in `raw_outputs/*` and `anchors`, and
+    by default the TFLite-only `TFLite_Detection_PostProcess` op (`tflite_postprocess_node`)."""
+    return any(n.name in (TFLITE_INPUT, TFLITE_CLASS_PREDICTIONS) or n.op == TFLITE_POSTPROCESS_OP
+               for n in graph_def.node)
+
+
+def tflite_postprocess_node(graph_def):
+    """The `TFLite_Detection_PostProcess` node of a TFLite export, or None."""
+    return next((n for n in graph_def.node if n.op == TFLITE_POSTPROCESS_OP), None)
+
+
+def tflite_export_traits(graph_def, nodes=None) -> dict:
+    """SSDConfig fields a TFLite export records: the input size (its placeholder's static
+    shape), the score converter (the op before `raw_outputs/class_predictions`) and the
+    post-processing op's attributes (counts, thresholds, box coder scales)."""
+    if not is_tflite_export(graph_def):
+        return {}
+    nodes = nodes or _nodes(graph_def)
+    traits = {}
+    image = nodes.get(TFLITE_INPUT)
+    if image is not None and image.op == "Placeholder" and len(image.attr["shape"].shape.dim) == 4:
+        height, width = (d.size for d in image.attr["shape"].shape.dim[1:3])
+        if height > 0 and width > 0:
+            traits["image_height"], traits["image_width"] = int(height), int(width)
+    scores = nodes.get(TFLITE_CLASS_PREDICTIONS)
+    converter = nodes.get(scores.input[0].split(":")[0]) if scores is not None and scores.input else None
+    if converter is not None and converter.op in _SCORE_CONVERTERS:
+        traits["score_converter"] = _SCORE_CONVERTERS[converter.op]
+    node = tflite_postprocess_node(graph_def)
+    if node is None:
+        return traits
+    attr = node.attr
+    for key, field, kind in (("max_detections", "max_total_detections", "i"),
+                             ("detections_per_class", "max_detections_per_class", "i"),
+                             ("nms_score_threshold", "score_threshold", "f"),
+                             ("nms_iou_threshold", "iou_threshold", "f")):
+        if key in attr:
+            traits[field] = int(attr[key].i) if kind == "i" else float(attr[key].f)
+    if all(k in attr for k in ("y_scale", "x_scale", "h_scale", "w_scale")):
+        traits["box_coder_scales"] = tuple(float(attr[k].f) for k in ("y_scale", "x_scale", "h_scale", "w_scale"))
+    return traits
 
 
 def postprocessing_traits(graph_def, nodes=None) -> dict:

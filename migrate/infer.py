@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import re
 
-from migrate.graph_traits import graph_traits
+from migrate.graph_traits import TFLITE_POSTPROCESS_OP, graph_traits, is_tflite_export, tflite_postprocess_node
 from ssd_mobilenet.backbone import MOBILENET_V1_BLOCKS
 from ssd_mobilenet.config import ConfigError, SSDConfig
 
 FE = "FeatureExtractor/MobilenetV1/"
 POSTPROCESSING_FIELDS = frozenset({"score_converter", "logit_scale", "score_threshold", "iou_threshold",
-                                   "max_detections_per_class", "max_total_detections"})
+                                   "max_detections_per_class", "max_total_detections", "box_coder_scales"})
 
 
 class MismatchError(ValueError):
@@ -64,6 +64,19 @@ def _refuse_quantized(source):
                               f"e.g. {fake[0]}): not supported")
 
 
+def _tflite_note(source) -> str:
+    op = tflite_postprocess_node(source.graph_def)
+    if op is None:
+        return (f"{source.graph_from} is a TFLite export without its post-processing op: the TF2 model "
+                "preprocesses and post-processes as the OD API graph does, with pipeline.config's thresholds")
+    fast = "" if op.attr["use_regular_nms"].b else (
+        f"; that op's fast NMS (one NMS over each box's top {op.attr['max_classes_per_detection'].i} "
+        "class(es)) can keep other boxes than per-class NMS")
+    return (f"{source.graph_from} is a TFLite export: its {TFLITE_POSTPROCESS_OP} op runs in TFLite only, so the "
+            "TF2 model preprocesses and post-processes as the OD API graph does (resize and scale, per-class "
+            "NMS), with the op's counts, thresholds and box coder scales" + fast)
+
+
 def _padded_size(size, multiple: int) -> tuple:
     return tuple(-(-s // multiple) * multiple for s in size)
 
@@ -107,6 +120,8 @@ def infer_config(source, trust_weights=False, image_size=None):
         elif "pad_to_multiple" in traits and source.pipeline_config is not None:
             notes.append(f"pad_to_multiple: {traits['pad_to_multiple']} (the zero padding in the graph) overrides "
                          f"{config.pad_to_multiple} from pipeline.config")
+        if is_tflite_export(source.graph_def):
+            notes.append(_tflite_note(source))
         config = config.replace(**traits)
         notes.append("from the graph: " + ", ".join(f"{k}={v}" for k, v in sorted(traits.items())))
     else:

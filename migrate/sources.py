@@ -175,6 +175,9 @@ def open_source(path: str) -> Source:
             raise SourceError(f"{directory}: empty directory")
         prefix = _checkpoint_prefix(directory)
         frozen = os.path.join(directory, "frozen_inference_graph.pb")
+        if not os.path.isfile(frozen):
+            # export_tflite_ssd_graph's output: the network's weights as constants (`graph_traits`).
+            frozen = os.path.join(directory, "tflite_graph.pb")
         if os.path.isfile(frozen):
             src.graph_def, src.graph_from = read_graph_def(frozen), frozen
             src.files.append(frozen)
@@ -210,6 +213,6 @@ def open_source(path: str) -> Source:
         if consts:
             src.weights, src.weights_from = consts, src.graph_from
     if src.weights is None:
-        what = "a pipeline.config" if src.pipeline_config else "no model files"
-        raise SourceError(f"{path}: {what} but no weights (a checkpoint, frozen graph or SavedModel is needed)")
+        what = "a pipeline.config but no weights" if src.pipeline_config else "no TF1 model files"
+        raise SourceError(f"{path}: {what} (a checkpoint, frozen graph or SavedModel is needed)")
     return src

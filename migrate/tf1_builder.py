@@ -576,6 +576,58 @@ def frozen_graph_def(config: SSDConfig, weights: dict):
         return _freeze(session, graph)
 
 
+TFLITE_OUTPUTS = ("raw_outputs/box_encodings", "raw_outputs/class_predictions", "anchors")
+
+
+def tflite_graph_def(config: SSDConfig, weights: dict, postprocess_op: bool = True, max_detections: int = 10,
+                     max_classes_per_detection: int = 1, use_regular_nms: bool = False):
+    """The graph the OD API's `export_tflite_ssd_graph` writes (`tflite_graph.pb`), frozen.
+
+    Input `normalized_input_image_tensor` float32 [1, h, w, 3] (already resized and scaled, no
+    `Preprocessor`); outputs `raw_outputs/box_encodings` [1, A, 4], `raw_outputs/class_predictions`
+    [1, A, slots] (after the score converter) and `anchors` [A, 4] ([ycenter, xcenter, h, w]).
+    With `postprocess_op`, the TFLite-only `TFLite_Detection_PostProcess` node on those three
+    with the exporter's attributes (TensorFlow cannot run it; the rest of the graph runs).
+    """
+    graph = tf.Graph()
+    with graph.as_default(), _v1_control_flow(), warnings.catch_warnings(), \
+            tf1.variable_scope(tf1.get_variable_scope(), use_resource=False):
+        warnings.filterwarnings("ignore", message="`layer.apply` is deprecated")
+        tf1.train.get_or_create_global_step()
+        image = tf1.placeholder(tf.float32, [1, config.image_height, config.image_width, 3],
+                                name="normalized_input_image_tensor")
+        feature_maps = _feature_maps(image, config)
+        shapes = [tuple(_static_or_dynamic_shape(f)[1:3]) for f in feature_maps]
+        anchors = _anchors(config, shapes, config.image_height, config.image_width)
+        boxes, classes = _box_predictor(feature_maps, config.anchors_per_location(), config)
+        box_encodings = tf.squeeze(tf.concat(boxes, axis=1, name="concat"), axis=2)
+        class_logits = tf.concat(classes, axis=1, name="concat_1")
+        scaled = tf.divide(class_logits, config.logit_scale)
+        convert = {"SIGMOID": tf.sigmoid, "SOFTMAX": tf.nn.softmax, "IDENTITY": tf.identity}[config.score_converter]
+        with tf1.name_scope("raw_outputs"):
+            tf.identity(box_encodings, name="box_encodings")
+            tf.identity(convert(scaled), name="class_predictions")
+        ymin, xmin, ymax, xmax = tf.unstack(anchors, axis=1)
+        tf.identity(tf.stack([(ymin + ymax) / 2, (xmin + xmax) / 2, ymax - ymin, xmax - xmin], axis=1),
+                    name="anchors")
+    with _session_with(graph, weights) as session:
+        frozen = tf1.graph_util.convert_variables_to_constants(session, graph.as_graph_def(), list(TFLITE_OUTPUTS))
+    if postprocess_op:
+        node = frozen.node.add(name="TFLite_Detection_PostProcess", op="TFLite_Detection_PostProcess",
+                               input=list(TFLITE_OUTPUTS))
+        ys, xs, hs, ws = config.box_coder_scales
+        ints = {"max_detections": max_detections, "max_classes_per_detection": max_classes_per_detection,
+                "num_classes": config.num_classes, "detections_per_class": config.max_detections_per_class}
+        floats = {"nms_score_threshold": config.score_threshold, "nms_iou_threshold": config.iou_threshold,
+                  "y_scale": ys, "x_scale": xs, "h_scale": hs, "w_scale": ws}
+        for key, value in ints.items():
+            node.attr[key].i = value
+        for key, value in floats.items():
+            node.attr[key].f = value
+        node.attr["use_regular_nms"].b = use_regular_nms
+    return frozen
+
+
 def _synthetic_value(name: str, shape: list, rng) -> np.ndarray:
     """A plausible trained value: BN statistics in range, He-normal kernels, class biases
     around -3 (few anchors score high, as in a trained detector)."""

@@ -40,7 +40,7 @@ import numpy as np
 
 import migrate
 from migrate import convert as convert_lib
-from migrate import infer, op_allowlist, outputs, sources, tf1_graph
+from migrate import graph_traits, infer, op_allowlist, outputs, sources, tf1_graph
 
 DEFAULT_ATOL = 1e-5
 DEFAULT_RTOL = 1e-5
@@ -189,6 +189,9 @@ def tf1_inference_graph(src: str, stage_nodes, allow_ops=(), image_size=None):
     else:
         graph_def, graph_from = source.graph_def, source.graph_from
     names = {n.name for n in graph_def.node}
+    if graph_traits.is_tflite_export(graph_def):
+        raise VerifyInputError(f"{graph_from}: a TFLite export graph (no Preprocessor, post-processing in TFLite); "
+                               "verify against the checkpoint or frozen_inference_graph.pb it was exported from")
     missing = [n for n in ("image_tensor",) + tf1_graph.DETECTION_OUTPUTS if n not in names]
     if missing:
         raise VerifyInputError(f"{graph_from}: not an SSD inference graph (no {', '.join(missing)} node)")

@@ -103,3 +103,54 @@ def test_image_padding_in_the_graph_decides_pad_to_multiple(built, tmp_path, con
     config, notes = infer.infer_config(sources.open_source(str(src)))
     assert config.pad_to_multiple == expected
     assert any(n.startswith("pad_to_multiple: 32") for n in notes) == (configured != expected)
+
+
+TFLITE_CONFIG = SSDConfig(num_classes=5, depth_multiplier=0.25, image_height=240, image_width=320,
+                          pad_to_multiple=32, score_threshold=F32_03)
+
+
+@pytest.mark.parametrize("postprocess_op, with_config", [(True, False), (False, True)])
+def test_tflite_export_converts_its_network_and_refuses_verify(tmp_path, capsys, postprocess_op, with_config):
+    """`export_tflite_ssd_graph`'s tflite_graph.pb holds the same weights as constants, no
+    Preprocessor and (by default) a TFLite-only post-processing op: convert takes the network,
+    the input size and the op's counts and thresholds from it; verify cannot run it."""
+    import os
+    import tensorflow as tf
+    from migrate.cli import main
+    src = tmp_path / "tflite"
+    src.mkdir()
+    weights = tf1_builder.synthetic_weights(TFLITE_CONFIG, seed=3)
+    graph_def = tf1_builder.tflite_graph_def(TFLITE_CONFIG, weights, postprocess_op=postprocess_op,
+                                             max_detections=10)
+    (src / "tflite_graph.pb").write_bytes(graph_def.SerializeToString())
+    if with_config:
+        (src / "pipeline.config").write_text(TFLITE_CONFIG.replace(max_total_detections=7).to_pipeline_config())
+    out = str(tmp_path / "out")
+    assert main(["convert", str(src), "--out", out]) == 0
+    assert "is a TFLite export" in capsys.readouterr().err
+    from ssd_mobilenet import detector
+    model = detector.load_model(out)
+    assert model.config.image_height == 240 and model.config.pad_to_multiple == 32
+    assert model.config.max_total_detections == (10 if postprocess_op else 7)
+    assert model.config.score_threshold == F32_03 and model.config.score_converter == "SIGMOID"
+    # The network (raw outputs after the score converter) against the TFLite graph run by TF1,
+    # without the TFLite op, on the model's own preprocessing of a 480x640 image.
+    pre = model.preprocess(random_images(5, 1, 480, 640))
+    graph = tf.Graph()
+    with graph.as_default():
+        sub = tf.compat.v1.graph_util.extract_sub_graph(graph_def, list(tf1_builder.TFLITE_OUTPUTS[:2]))
+        tf.compat.v1.import_graph_def(sub, name="")
+    config = tf.compat.v1.ConfigProto()
+    config.graph_options.rewrite_options.disable_meta_optimizer = True
+    with tf.compat.v1.Session(graph=graph, config=config) as session:
+        ref = session.run([f"{n}:0" for n in tf1_builder.TFLITE_OUTPUTS[:2]],
+                          {"normalized_input_image_tensor:0": np.asarray(pre)})
+    raw = model(pre)
+    np.testing.assert_allclose(raw["box_encodings"].numpy(), ref[0], rtol=0, atol=ATOL)
+    scores = tf.sigmoid(raw["class_predictions_with_background"]).numpy()
+    np.testing.assert_allclose(scores, ref[1], rtol=0, atol=ATOL)
+    assert main(["verify", str(src), out]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"error: {os.path.join(str(src), 'tflite_graph.pb')}: a TFLite export graph (no Preprocessor, "
+                       "post-processing in TFLite); verify against the checkpoint or frozen_inference_graph.pb it was "
+                       "exported from")

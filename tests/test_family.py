@@ -33,11 +33,13 @@ FAMILY = {
     # min_depth 16 (the proto default) clamps Conv2d_0 (32 * 0.25 = 8) and Conv2d_1 to 16 channels.
     "depth_0.25_min_depth_landscape": SSDConfig(num_classes=5, depth_multiplier=0.25, min_depth=16,
                                                 image_height=240, image_width=416),
-    "explicit_padding_depthwise_kernel3": SSDConfig(num_classes=3, use_explicit_padding=True, use_depthwise=True,
-                                                    box_predictor_use_depthwise=True,
-                                                    box_predictor_kernel_size=3, image_height=257,
-                                                    image_width=257, batch_norm_epsilon=_f32(0.01),
-                                                    box_predictor_batch_norm_epsilon=_f32(0.005)),
+    # pad_to_multiple: the image's zero rows and columns, then the explicit padding of Conv2d_0.
+    "explicit_padding_depthwise_kernel3_pad_to_8": SSDConfig(num_classes=3, use_explicit_padding=True,
+                                                             use_depthwise=True, box_predictor_use_depthwise=True,
+                                                             pad_to_multiple=8, box_predictor_kernel_size=3,
+                                                             image_height=257, image_width=257,
+                                                             batch_norm_epsilon=_f32(0.01),
+                                                             box_predictor_batch_norm_epsilon=_f32(0.005)),
     # The image's zero padding and the extra layers' are the same ops in the graph.
     "tf1.3_export_softmax_portrait_pad_to_16": SSDConfig(num_classes=4, pad_extra_layers_to_even=True,
                                                          pad_to_multiple=16, interpolated_anchor_after_unit_ratio=True,

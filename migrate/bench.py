@@ -107,6 +107,9 @@ def _frozen_graph(src: str) -> str:
     path = src if os.path.isfile(src) else os.path.join(src, "frozen_inference_graph.pb")
     if not os.path.isfile(path):
         raise BenchInputError(f"{src}: no frozen_inference_graph.pb (the TF1 side needs the frozen graph)")
+    if os.path.basename(path) == "tflite_graph.pb":
+        raise BenchInputError(f"{path}: a TFLite export graph (no Preprocessor, post-processing in TFLite); "
+                              "benchmark the frozen_inference_graph.pb of the same checkpoint")
     return path
 
 

@@ -131,7 +131,8 @@ def tflite_postprocess_node(graph_def):
 def tflite_export_traits(graph_def, nodes=None) -> dict:
     """SSDConfig fields a TFLite export records: the input size (its placeholder's static
     shape), the score converter (the op before `raw_outputs/class_predictions`) and the
-    post-processing op's attributes (counts, thresholds, box coder scales)."""
+    `scale_logits` divisor before it, and the post-processing op's attributes (counts,
+    thresholds, box coder scales)."""
     if not is_tflite_export(graph_def):
         return {}
     nodes = nodes or _nodes(graph_def)
@@ -145,6 +146,12 @@ def tflite_export_traits(graph_def, nodes=None) -> dict:
     converter = nodes.get(scores.input[0].split(":")[0]) if scores is not None and scores.input else None
     if converter is not None and converter.op in _SCORE_CONVERTERS:
         traits["score_converter"] = _SCORE_CONVERTERS[converter.op]
+        # The exporter divides by logit_scale first (node `scale_logits`).
+        scale = nodes.get(converter.input[0].split(":")[0]) if converter.input else None
+        if scale is not None and scale.op in ("RealDiv", "Div"):
+            value = _const_input(nodes, scale.name, 1)
+            if value is not None and value.size == 1:
+                traits["logit_scale"] = float(value)
     node = tflite_postprocess_node(graph_def)
     if node is None:
         return traits

@@ -69,9 +69,11 @@ def _tflite_note(source) -> str:
     if op is None:
         return (f"{source.graph_from} is a TFLite export without its post-processing op: the TF2 model "
                 "preprocesses and post-processes as the OD API graph does, with pipeline.config's thresholds")
-    fast = "" if op.attr["use_regular_nms"].b else (
-        f"; that op's fast NMS (one NMS over each box's top {op.attr['max_classes_per_detection'].i} "
-        "class(es)) can keep other boxes than per-class NMS")
+    # attr[...] on a missing key would add it to the source's GraphDef; older exporters lack use_regular_nms.
+    regular = "use_regular_nms" in op.attr and op.attr["use_regular_nms"].b
+    top = op.attr["max_classes_per_detection"].i if "max_classes_per_detection" in op.attr else 1
+    fast = "" if regular else (f"; that op's fast NMS (one NMS over each box's top {top} class(es)) can keep "
+                               "other boxes than per-class NMS")
     return (f"{source.graph_from} is a TFLite export: its {TFLITE_POSTPROCESS_OP} op runs in TFLite only, so the "
             "TF2 model preprocesses and post-processes as the OD API graph does (resize and scale, per-class "
             "NMS), with the op's counts, thresholds and box coder scales" + fast)

@@ -155,7 +155,7 @@ def open_source(path: str) -> Source:
         src.pipeline_config_from = p
         src.files.append(p)
 
-    prefix = None
+    prefix = tflite = None
     if named is not None:
         base = os.path.basename(named)
         if base.endswith(".pb") and base != "saved_model.pb":
@@ -175,9 +175,9 @@ def open_source(path: str) -> Source:
             raise SourceError(f"{directory}: empty directory")
         prefix = _checkpoint_prefix(directory)
         frozen = os.path.join(directory, "frozen_inference_graph.pb")
-        if not os.path.isfile(frozen):
-            # export_tflite_ssd_graph's output: the network's weights as constants (`graph_traits`).
-            frozen = os.path.join(directory, "tflite_graph.pb")
+        # export_tflite_ssd_graph's output: the network's weights as constants (`graph_traits`);
+        # its graph is the last resort, after a checkpoint's .meta (whose graph verify can run).
+        tflite = os.path.join(directory, "tflite_graph.pb")
         if os.path.isfile(frozen):
             src.graph_def, src.graph_from = read_graph_def(frozen), frozen
             src.files.append(frozen)
@@ -206,6 +206,9 @@ def open_source(path: str) -> Source:
             src.tensorflow_version = meta.meta_info_def.tensorflow_version or src.tensorflow_version
             if src.graph_def is None:
                 src.graph_def, src.graph_from = meta.graph_def, prefix + ".meta"
+    if src.graph_def is None and tflite is not None and os.path.isfile(tflite):
+        src.graph_def, src.graph_from = read_graph_def(tflite), tflite
+        src.files.append(tflite)
     if src.graph_def is not None:
         src.graph_def_version = int(src.graph_def.versions.producer) or None
     if src.weights is None and src.graph_def is not None:

@@ -116,11 +116,12 @@ def _pad_to_even(inputs):
 
 def _pad_to_multiple(inputs, multiple: int):
     """OD API `ops.pad_to_multiple` on a statically shaped input (the resized image): zero rows,
-    then zero columns, concatenated; `tf.zeros` of [batch, rows, width, depth] with the batch
-    read at run time and the rest static (nodes `zeros`, `concat`, `zeros_1`, `concat_1`)."""
-    _, height, width, depth = inputs.shape.as_list()
+    then zero columns, concatenated; `tf.zeros` of [batch, rows, width, depth], the batch read
+    at run time unless static (nodes `zeros`, `concat`, `zeros_1`, `concat_1`)."""
+    batch, height, width, depth = inputs.shape.as_list()
     padded_height, padded_width = -(-height // multiple) * multiple, -(-width // multiple) * multiple
-    batch = tf.shape(inputs)[0]
+    if batch is None:  # a static batch (TFLite exports: 1) makes the zeros a constant shape
+        batch = tf.shape(inputs)[0]
     if padded_height != height:
         inputs = tf.concat([inputs, tf.zeros([batch, padded_height - height, width, depth])], 1)
     if padded_width != width:
@@ -602,11 +603,13 @@ def tflite_graph_def(config: SSDConfig, weights: dict, postprocess_op: bool = Tr
         boxes, classes = _box_predictor(feature_maps, config.anchors_per_location(), config)
         box_encodings = tf.squeeze(tf.concat(boxes, axis=1, name="concat"), axis=2)
         class_logits = tf.concat(classes, axis=1, name="concat_1")
-        scaled = tf.divide(class_logits, config.logit_scale)
+        # post_processing_builder's score conversion, outside any scope as the exporter calls it.
+        scaled = tf.divide(class_logits, config.logit_scale, name="scale_logits")
         convert = {"SIGMOID": tf.sigmoid, "SOFTMAX": tf.nn.softmax, "IDENTITY": tf.identity}[config.score_converter]
+        scores = convert(scaled, name="convert_scores")
         with tf1.name_scope("raw_outputs"):
             tf.identity(box_encodings, name="box_encodings")
-            tf.identity(convert(scaled), name="class_predictions")
+            tf.identity(scores, name="class_predictions")
         ymin, xmin, ymax, xmax = tf.unstack(anchors, axis=1)
         tf.identity(tf.stack([(ymin + ymax) / 2, (xmin + xmax) / 2, ymax - ymin, xmax - xmin], axis=1),
                     name="anchors")

@@ -106,6 +106,8 @@ class SSDConfig:
             problems.append(f"num_classes must be >= 1, got {self.num_classes}")
         if self.image_height < 1 or self.image_width < 1:
             problems.append(f"image size must be positive, got {self.image_height}x{self.image_width}")
+        if self.pad_to_multiple < 1:
+            problems.append(f"pad_to_multiple must be >= 1, got {self.pad_to_multiple}")
         if self.depth_multiplier <= 0:
             problems.append(f"depth_multiplier must be > 0, got {self.depth_multiplier}")
         if self.num_layers != 6:

@@ -142,7 +142,15 @@ def load_model(directory: str) -> SSDMobileNetV1:
     # otherwise keep its initial value without any error).
     if len(stored) != len(model.weights):
         raise ValueError(f"{prefix}: holds {len(stored)} variables, the model has {len(model.weights)}")
-    tf.train.Checkpoint(model=model).read(prefix).assert_consumed()
+    try:
+        tf.train.Checkpoint(model=model).read(prefix).assert_consumed()
+    except (ValueError, AssertionError) as e:
+        if config.pad_to_multiple > 1:
+            # Until 2026-11 the padding was part of preprocessing; the feature extractor's
+            # PadToMultiple layer now shifts the checkpoint's layer indices.
+            raise ValueError(f"{prefix}: written before pad_to_multiple moved into the feature extractor; "
+                             "convert the TF1 model again") from None
+        raise ValueError(f"{prefix}: does not match the model of {CONFIG_FILE}: {str(e).splitlines()[0]}") from None
     return model
 
 

@@ -107,8 +107,9 @@ def test_image_padding_in_the_graph_decides_pad_to_multiple(built, tmp_path, con
     assert any(n.startswith("pad_to_multiple: 32") for n in notes) == (configured != expected)
 
 
+# Static batch 1: the image's zero padding (240 -> 256) is a Fill of constant shape here.
 TFLITE_CONFIG = SSDConfig(num_classes=5, depth_multiplier=0.25, image_height=240, image_width=320,
-                          pad_to_multiple=32, score_threshold=F32_03)
+                          pad_to_multiple=32, score_threshold=F32_03, logit_scale=_f32(1.5))
 
 
 @pytest.mark.parametrize("postprocess_op, with_config", [(True, False), (False, True)])
@@ -135,6 +136,7 @@ def test_tflite_export_converts_its_network_and_refuses_verify(tmp_path, capsys,
     assert model.config.image_height == 240 and model.config.pad_to_multiple == 32
     assert model.config.max_total_detections == (10 if postprocess_op else 7)
     assert model.config.score_threshold == F32_03 and model.config.score_converter == "SIGMOID"
+    assert model.config.logit_scale == _f32(1.5)
     # The network (raw outputs after the score converter) against the TFLite graph run by TF1,
     # without the TFLite op, on the model's own preprocessing of a 480x640 image.
     pre = model.preprocess(random_images(5, 1, 480, 640))
@@ -149,10 +151,30 @@ def test_tflite_export_converts_its_network_and_refuses_verify(tmp_path, capsys,
                           {"normalized_input_image_tensor:0": np.asarray(pre)})
     raw = model(pre)
     np.testing.assert_allclose(raw["box_encodings"].numpy(), ref[0], rtol=0, atol=ATOL)
-    scores = tf.sigmoid(raw["class_predictions_with_background"]).numpy()
+    scores = tf.sigmoid(raw["class_predictions_with_background"] / model.config.logit_scale).numpy()
     np.testing.assert_allclose(scores, ref[1], rtol=0, atol=ATOL)
     assert main(["verify", str(src), out]) == 2
     err = capsys.readouterr().err.strip().splitlines()
+    assert main(["bench", str(src / "tflite_graph.pb"), out]) == 2
+    assert "a TFLite export graph" in capsys.readouterr().err
     assert err[-1] == (f"error: {os.path.join(str(src), 'tflite_graph.pb')}: a TFLite export graph (no Preprocessor, "
                        "post-processing in TFLite); verify against the checkpoint or frozen_inference_graph.pb it was "
                        "exported from")
+
+
+def test_a_checkpoint_graph_beside_a_tflite_export_is_preferred(built, tmp_path):
+    """tflite_graph.pb is the graph of last resort: a checkpoint's .meta beside it has the
+    Preprocessor and Postprocessor that verify runs."""
+    import os
+    import shutil
+    src = tmp_path / "model"
+    shutil.copytree(built("one_class_pad_to_32"), src)
+    shutil.rmtree(src / "saved_model")
+    os.remove(src / "frozen_inference_graph.pb")
+    config = FAMILY["one_class_pad_to_32"]
+    graph_def = tf1_builder.tflite_graph_def(config, sources.open_source(str(src)).weights)
+    (src / "tflite_graph.pb").write_bytes(graph_def.SerializeToString())
+    assert sources.open_source(str(src)).graph_from == str(src / "model.ckpt.meta")
+    os.remove(src / "model.ckpt.meta")
+    source = sources.open_source(str(src))
+    assert source.graph_from == str(src / "tflite_graph.pb") and source.weights_from == str(src / "model.ckpt.index")

@@ -131,6 +131,10 @@ def infer_config(source, trust_weights=False, image_size=None):
                      f"off a graph and are assumed as in SSDConfig defaults ({config.nms_variant}); "
                      "convert with the .meta or frozen graph beside the checkpoint to be sure")
     if image_size is not None:
+        if config.pad_to_multiple > 1 and source.pipeline_config is None:
+            notes.append(f"pad_to_multiple {config.pad_to_multiple}: the smallest multiple giving the graph's padded "
+                         "size; at --image-size it may pad otherwise than the model's own (a pipeline.config "
+                         "states it)")
         config = config.replace(image_height=image_size[0], image_width=image_size[1])
         notes.append(f"image size {image_size[0]}x{image_size[1]} from --image-size")
     elif source.graph_def is None and source.pipeline_config is None:

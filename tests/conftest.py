@@ -55,6 +55,17 @@ def zoo_fixture(tmp_path_factory):
     return build
 
 
+@pytest.fixture(scope="session")
+def zoo_converted(zoo_fixture, tmp_path_factory):
+    """(TF1 fixture dir, its conversion by `python -m migrate convert`) of the 2018 zoo graph,
+    once per session; tests read the conversion and write elsewhere."""
+    from migrate.cli import main
+    src = zoo_fixture(ZOO_2018)
+    out = str(tmp_path_factory.mktemp("zoo_converted") / "zoo_tf2")
+    assert main(["convert", src, "--out", out, "--quiet"]) == 0
+    return src, out
+
+
 def check_detections(ours: dict, ref: dict, atol: float = 1e-5) -> None:
     """Detections agree: counts and classes exactly, scores and boxes within `atol` (numpy dicts)."""
     np.testing.assert_array_equal(ours["num_detections"], ref["num_detections"])

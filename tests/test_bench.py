@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from conftest import ZOO_2018, check_detections, needs_shared, random_images
+from conftest import check_detections, needs_shared, random_images
 from migrate import bench
 from migrate.cli import main
 
@@ -29,11 +29,8 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys):
 
 
 @pytest.fixture(scope="module")
-def converted(zoo_fixture, tmp_path_factory):
-    src = zoo_fixture(ZOO_2018)
-    out = str(tmp_path_factory.mktemp("bench") / "converted")
-    assert main(["convert", src, "--out", out, "--quiet"]) == 0
-    return src, out
+def converted(zoo_converted):
+    return zoo_converted
 
 
 @needs_shared

@@ -75,9 +75,8 @@ def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, tmp_pa
 
 
 @needs_shared
-def test_report_accounts_for_every_weight(zoo_fixture, tmp_path):
-    out = str(tmp_path / "out")
-    assert main(["convert", zoo_fixture(ZOO_2018), "--out", out, "--quiet"]) == 0
+def test_report_accounts_for_every_weight(zoo_converted):
+    _, out = zoo_converted
     with open(os.path.join(out, "conversion_report.json")) as f:
         report = json.load(f)
     assert len(report["name_map"]) == 199 and report["ignored"] == {"global_step": "training step counter"}

@@ -112,8 +112,7 @@ TFLITE_CONFIG = SSDConfig(num_classes=5, depth_multiplier=0.25, image_height=240
                           pad_to_multiple=32, score_threshold=F32_03, logit_scale=_f32(1.5))
 
 
-@pytest.mark.parametrize("postprocess_op, with_config", [(True, False), (False, True)])
-def test_tflite_export_converts_its_network_and_refuses_verify(tmp_path, capsys, postprocess_op, with_config):
+def test_tflite_export_converts_its_network_and_refuses_verify(tmp_path, capsys):
     """`export_tflite_ssd_graph`'s tflite_graph.pb holds the same weights as constants, no
     Preprocessor and (by default) a TFLite-only post-processing op: convert takes the network,
     the input size and the op's counts and thresholds from it; verify cannot run it."""
@@ -123,18 +122,15 @@ def test_tflite_export_converts_its_network_and_refuses_verify(tmp_path, capsys,
     src = tmp_path / "tflite"
     src.mkdir()
     weights = tf1_builder.synthetic_weights(TFLITE_CONFIG, seed=3)
-    graph_def = tf1_builder.tflite_graph_def(TFLITE_CONFIG, weights, postprocess_op=postprocess_op,
-                                             max_detections=10)
+    graph_def = tf1_builder.tflite_graph_def(TFLITE_CONFIG, weights, max_detections=10)
     (src / "tflite_graph.pb").write_bytes(graph_def.SerializeToString())
-    if with_config:
-        (src / "pipeline.config").write_text(TFLITE_CONFIG.replace(max_total_detections=7).to_pipeline_config())
     out = str(tmp_path / "out")
     assert main(["convert", str(src), "--out", out]) == 0
     assert "is a TFLite export" in capsys.readouterr().err
     from ssd_mobilenet import detector
     model = detector.load_model(out)
     assert model.config.image_height == 240 and model.config.pad_to_multiple == 32
-    assert model.config.max_total_detections == (10 if postprocess_op else 7)
+    assert model.config.max_total_detections == 10
     assert model.config.score_threshold == F32_03 and model.config.score_converter == "SIGMOID"
     assert model.config.logit_scale == _f32(1.5)
     # The network (raw outputs after the score converter) against the TFLite graph run by TF1,
@@ -160,6 +156,18 @@ def test_tflite_export_converts_its_network_and_refuses_verify(tmp_path, capsys,
     assert err[-1] == (f"error: {os.path.join(str(src), 'tflite_graph.pb')}: a TFLite export graph (no Preprocessor, "
                        "post-processing in TFLite); verify against the checkpoint or frozen_inference_graph.pb it was "
                        "exported from")
+
+
+def test_tflite_export_without_its_op_takes_the_thresholds_of_pipeline_config(tmp_path):
+    src = tmp_path / "tflite"
+    src.mkdir()
+    weights = tf1_builder.synthetic_weights(TFLITE_CONFIG, seed=3)
+    graph_def = tf1_builder.tflite_graph_def(TFLITE_CONFIG, weights, postprocess_op=False)
+    (src / "tflite_graph.pb").write_bytes(graph_def.SerializeToString())
+    (src / "pipeline.config").write_text(TFLITE_CONFIG.replace(max_total_detections=7).to_pipeline_config())
+    config, notes = infer.infer_config(sources.open_source(str(src)))
+    assert config.to_dict() == TFLITE_CONFIG.replace(max_total_detections=7).to_dict()
+    assert any("is a TFLite export without its post-processing op" in n for n in notes)
 
 
 def test_a_checkpoint_graph_beside_a_tflite_export_is_preferred(built, tmp_path):

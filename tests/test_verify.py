@@ -33,10 +33,9 @@ def _convert(src, out):
 
 
 @pytest.fixture(scope="module")
-def zoo(zoo_fixture, tmp_path_factory):
-    """(TF1 fixture dir, its conversion) of the 2018 zoo graph, shared by the module."""
-    fx = zoo_fixture(ZOO_2018)
-    return fx, _convert(fx, tmp_path_factory.mktemp("verify") / "zoo_tf2")
+def zoo(zoo_converted):
+    """(TF1 fixture dir, its conversion) of the 2018 zoo graph, shared by the session."""
+    return zoo_converted
 
 
 @pytest.fixture(scope="module")

@@ -41,12 +41,12 @@ import numpy as np
 import migrate
 from migrate import convert as convert_lib
 from migrate import graph_traits, infer, op_allowlist, outputs, sources, tf1_graph
+from ssd_mobilenet.model import PRECISIONS
 
 DEFAULT_ATOL = 1e-5
 DEFAULT_RTOL = 1e-5
 DEFAULT_BATCH = 4
 MODES = ("eager", "function", "xla")
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 # Mixed precision: per tensor the float32 rule `|tf2 - tf1| <= atol + rtol * max|tf1|` at a
 # looser rtol, and the score margin of `match_detections`. Measured on the 2018 zoo graph with
 # synthetic weights (the test fixture), generated images, Detector: a faithful conversion's

@@ -107,10 +107,16 @@ def _frozen_graph(src: str) -> str:
     path = src if os.path.isfile(src) else os.path.join(src, "frozen_inference_graph.pb")
     if not os.path.isfile(path):
         raise BenchInputError(f"{src}: no frozen_inference_graph.pb (the TF1 side needs the frozen graph)")
-    if os.path.basename(path) == "tflite_graph.pb":
-        raise BenchInputError(f"{path}: a TFLite export graph (no Preprocessor, post-processing in TFLite); "
-                              "benchmark the frozen_inference_graph.pb of the same checkpoint")
     return path
+
+
+def _check_frozen_graph(src: str) -> None:
+    """Before any worker starts: the TF1 side's graph exists and is one a session can run."""
+    from migrate import graph_traits
+    from migrate.sources import read_graph_def
+    path = _frozen_graph(src)
+    if graph_traits.is_tflite_export(read_graph_def(path)):
+        raise BenchInputError(f"{path}: {graph_traits.TFLITE_REFUSAL}")
 
 
 def _images(size, batch, seed=0):
@@ -222,7 +228,7 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=S
         memory growth together with a memory limit.
     """
     say = progress or (lambda msg: None)
-    _frozen_graph(src)
+    _check_frozen_graph(src)
     if not os.path.isfile(os.path.join(converted, "model_config.json")):
         raise BenchInputError(f"{converted}: not a converted model directory (no model_config.json)")
     if repeats < 1 or warmup < 0:

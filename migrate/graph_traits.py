@@ -123,6 +123,11 @@ def is_tflite_export(graph_def) -> bool:
                for n in graph_def.node)
 
 
+# The one-line reason verify and bench give for not running a TFLite export.
+TFLITE_REFUSAL = ("a TFLite export graph (no Preprocessor, post-processing in TFLite); use the checkpoint or "
+                  "frozen_inference_graph.pb it was exported from")
+
+
 def tflite_postprocess_node(graph_def):
     """The `TFLite_Detection_PostProcess` node of a TFLite export, or None."""
     return next((n for n in graph_def.node if n.op == TFLITE_POSTPROCESS_OP), None)

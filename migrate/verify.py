@@ -190,8 +190,7 @@ def tf1_inference_graph(src: str, stage_nodes, allow_ops=(), image_size=None):
         graph_def, graph_from = source.graph_def, source.graph_from
     names = {n.name for n in graph_def.node}
     if graph_traits.is_tflite_export(graph_def):
-        raise VerifyInputError(f"{graph_from}: a TFLite export graph (no Preprocessor, post-processing in TFLite); "
-                               "verify against the checkpoint or frozen_inference_graph.pb it was exported from")
+        raise VerifyInputError(f"{graph_from}: {graph_traits.TFLITE_REFUSAL}")
     missing = [n for n in ("image_tensor",) + tf1_graph.DETECTION_OUTPUTS if n not in names]
     if missing:
         raise VerifyInputError(f"{graph_from}: not an SSD inference graph (no {', '.join(missing)} node)")

@@ -63,7 +63,8 @@ class Detector:
         slice's large activations instead of the whole batch's; None: the batch at once
         (always with `jit_compile`).
     Call:
-      images: uint8 [N, H, W, 3] or [H, W, 3] (numpy or tensor), any N, H, W.
+      images: uint8 [N, H, W, 3] or [H, W, 3] (numpy or tensor), any N (0 gives empty
+        outputs), H, W.
     Returns:
       dict of float32 tensors (`postprocessing.OUTPUT_KEYS`); boxes are
       [ymin, xmin, ymax, xmax] normalised to the input image.
@@ -117,6 +118,13 @@ class Detector:
             images = images[None]
         if len(images.shape) != 4 or images.shape[-1] != 3:
             raise ValueError(f"images must be [N, H, W, 3] or [H, W, 3], got shape {list(images.shape)}")
+        if images.shape[0] == 0:
+            # The convolutions reject an empty batch (so does the TF1 graph, and the exported
+            # SavedModel signature): no images, no detections, in the outputs' shapes.
+            # Unknown inner sizes (the per-anchor outputs' row count) are the anchor count.
+            anchors = len(self.model.anchors)
+            return {k: tf.zeros([0] + [anchors if d is None else d for d in spec.shape[1:]], spec.dtype)
+                    for k, spec in self.concrete_function.structured_outputs.items()}
         return self.concrete_function(tf.convert_to_tensor(images, tf.uint8))
 
 

@@ -3,6 +3,7 @@
 import json
 import sys
 
+import numpy as np
 import pytest
 
 from conftest import check_detections, needs_shared, random_images
@@ -19,6 +20,33 @@ def test_sizes_and_batches_parse_or_fail_with_the_flag_named():
     for bad in ("0", "1,x", ""):
         with pytest.raises(bench.BenchInputError, match="--batch"):
             bench.parse_batches(bad)
+
+
+def test_ratio_interval_resamples_rounds_in_pairs():
+    rng = np.random.default_rng(3)
+    # A drift that slows both sides in the same rounds (x1 .. x2) cancels in every resample.
+    base = 30.0 * rng.uniform(1.0, 2.0, 15)
+    assert bench.ratio_interval(0.8 * base, base) == pytest.approx([0.8, 0.8])
+    # Independent noise on each side: an interval around the measured ratio, wider with fewer rounds.
+    side = 24.0 * rng.uniform(0.9, 1.1, 40)
+    base = 30.0 * rng.uniform(0.9, 1.1, 40)
+    lo, hi = bench.ratio_interval(side, base)
+    assert lo < np.median(side) / np.median(base) < hi and hi - lo < 0.1
+    lo5, hi5 = bench.ratio_interval(side[:5], base[:5])
+    assert hi5 - lo5 > hi - lo
+    with pytest.raises(ValueError, match="paired"):
+        bench.ratio_interval(side[:5], base[:4])
+
+
+def test_targets_say_when_the_interval_reaches_across_the_limit():
+    def row(batch, ratio, ci):
+        return {"side": "detector", "size": [480, 640], "onednn": "default", "batch": batch,
+                "latency_ratio": ratio, "latency_ratio_ci95": ci, "alloc_ratio": 0.5}
+    report = {"onednn": ["default"], "rows": [row(1, 0.78, [0.74, 0.83]), row(8, 0.75, [0.72, 0.78])]}
+    (b1_text, b1, b1_met), (b8_text, b8, b8_met), (_, alloc, alloc_met) = bench.targets(report)
+    assert "batch 1" in b1_text and b1_met and "0.74-0.83" in b1 and "reaches across 0.8x" in b1
+    assert "batch 8" in b8_text and b8_met and "reaches across" not in b8
+    assert alloc_met and "interval" not in alloc
 
 
 def test_bad_input_exits_2_with_one_line(tmp_path, capsys):
@@ -78,6 +106,9 @@ def test_bench_measures_every_side_against_the_tf1_session(converted, tmp_path, 
         assert r["alloc_transient_bytes"] > 0 and r["peak_rss_bytes"] > 100 * 2**20
         if r["side"] == "tf1_session":
             assert r["latency_ratio"] == 1.0 and r["alloc_ratio"] == 1.0
+            assert r["latency_ratio_ci95"] == [1.0, 1.0]
+        lo, hi = r["latency_ratio_ci95"]
+        assert lo <= r["latency_ratio"] <= hi
         assert r["side"] in table
     # The allocator peak grows with the batch for the TF1 graph (one activation set per image).
     peak = {r["batch"]: r["alloc_transient_bytes"] for r in rows if r["side"] == "tf1_session"}

@@ -43,6 +43,11 @@ def test_detector_is_a_concrete_function_for_any_batch_and_size(saved):
             np.testing.assert_allclose(out[k].numpy(), expected[k].numpy(), rtol=0, atol=1e-6)
     single = det(random_images(7, 1, 300, 300)[0])
     assert single["detection_boxes"].shape == (1, 100, 4)
+    # No images: every output empty along the batch, with the shapes and dtypes of a batch.
+    empty = det(np.zeros((0, 480, 640, 3), np.uint8))
+    assert set(empty) == set(single)
+    for k, v in empty.items():
+        assert v.shape == (0,) + tuple(single[k].shape[1:]) and v.dtype == single[k].dtype, k
 
 
 def test_detector_rejects_wrong_inputs():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from migrate.graph_traits import TFLITE_POSTPROCESS_OP, graph_traits, is_tflite_export, tflite_postprocess_node
-from ssd_mobilenet.backbone import MOBILENET_V1_BLOCKS
+from ssd_mobilenet.backbone import EXTRA_LAYER_DEPTHS, MOBILENET_V1_BLOCKS
 from ssd_mobilenet.config import ConfigError, SSDConfig
 
 FE = "FeatureExtractor/MobilenetV1/"
@@ -22,6 +22,28 @@ class MismatchError(ValueError):
     """pipeline.config and the weights disagree."""
 
 
+# Every layer depth the multiplier scales: the MobileNet blocks, the extra layers and their 1x1 halves.
+_DEPTH_BASES = sorted({base for *_, base in MOBILENET_V1_BLOCKS} | set(EXTRA_LAYER_DEPTHS)
+                      | {d // 2 for d in EXTRA_LAYER_DEPTHS})
+
+
+def _layer_depths(depth_multiplier: float) -> list:
+    """The channel counts `depth_multiplier` gives (before min_depth): int(base * multiplier), as
+    the OD API computes them. Multipliers giving the same list build the same network."""
+    return [int(base * depth_multiplier) for base in _DEPTH_BASES]
+
+
+def _depth_multiplier(pointwise13_channels: int) -> float:
+    """The multiplier Conv2d_13_pointwise's channels show: channels / 1024 builds the same layers as
+    the model's own (every base divides 1024), but a 1.4 model has 1433 channels, 1.3994140625; the
+    shortest decimal that builds the same layers is the multiplier written in its config."""
+    exact = pointwise13_channels / 1024.0
+    for digits in (1, 2, 3, 4):
+        if _layer_depths(round(exact, digits)) == _layer_depths(exact):
+            return round(exact, digits)
+    return exact
+
+
 def weight_facts(weights: dict, anchors_layer0: int = 3) -> dict:
     """SSDConfig fields the TF1 weights determine (only those they hold evidence for)."""
     facts = {}
@@ -30,7 +52,7 @@ def weight_facts(weights: dict, anchors_layer0: int = 3) -> dict:
         facts["num_classes"] = int(cls_bias.shape[0]) // anchors_layer0 - 1
     pw13 = weights.get(FE + "Conv2d_13_pointwise/weights")
     if pw13 is not None:
-        facts["depth_multiplier"] = float(pw13.shape[-1]) / 1024.0
+        facts["depth_multiplier"] = _depth_multiplier(int(pw13.shape[-1]))
         # min_depth shows only where it clamped a layer: max(int(d * multiplier), min_depth).
         clamped = set()
         for i, kind, _, base in MOBILENET_V1_BLOCKS:
@@ -140,11 +162,16 @@ def infer_config(source, trust_weights=False, image_size=None):
     elif source.graph_def is None and source.pipeline_config is None:
         notes.append("image size 300x300 assumed (no graph, no pipeline.config): override with --image-size H W")
     facts = weight_facts(source.weights, config.anchors_per_location()[0])
+    if "depth_multiplier" in facts and _layer_depths(facts["depth_multiplier"]) == _layer_depths(config.depth_multiplier):
+        # The weights show layer depths, not the float that made them: a configured multiplier
+        # that builds the same layers agrees with them (1.4 -> 1433 channels, read back 1.3994).
+        facts["depth_multiplier"] = config.depth_multiplier
     # Without a pipeline.config the defaults are only a starting point, not a claim to check.
     mismatches = [(key, getattr(config, key), value) for key, value in facts.items()
                   if source.pipeline_config is not None and getattr(config, key) != value]
     if mismatches and not trust_weights:
-        detail = "; ".join(f"{k} is {c} in the config but {v} in the weights" for k, c, v in mismatches)
+        show = lambda x: f"{x:.7g}" if isinstance(x, float) else str(x)  # noqa: E731 (0.35, not 0.3499999940395355)
+        detail = "; ".join(f"{k} is {show(c)} in the config but {show(v)} in the weights" for k, c, v in mismatches)
         raise MismatchError(f"{source.pipeline_config_from} disagrees with {source.weights_from}: {detail} "
                             "(--trust-weights takes the weights' values)")
     for key, configured, value in mismatches:

@@ -30,8 +30,10 @@ FAMILY = {
     "depth_0.75_320_tf1.12_export": SSDConfig(num_classes=20, depth_multiplier=0.75, image_height=320,
                                               image_width=320, fused_batch_norm=True,
                                               nms_variant=NMS_CLIP_AFTER, score_threshold=F32_03),
-    # min_depth 16 (the proto default) clamps Conv2d_0 (32 * 0.25 = 8) and Conv2d_1 to 16 channels.
-    "depth_0.25_min_depth_landscape": SSDConfig(num_classes=5, depth_multiplier=0.25, min_depth=16,
+    # min_depth 16 (the proto default) clamps Conv2d_0 (int(32 * 0.35) = 11) to 16 channels. The
+    # weights show int(1024 * 0.35) = 358 channels at Conv2d_13: 358 / 1024 = 0.3496 builds the same
+    # layers, and 0.35 is what the config says.
+    "depth_0.35_min_depth_landscape": SSDConfig(num_classes=5, depth_multiplier=_f32(0.35), min_depth=16,
                                                 image_height=240, image_width=416),
     # pad_to_multiple: the image's zero rows and columns, then the explicit padding of Conv2d_0.
     "explicit_padding_depthwise_kernel3_pad_to_8": SSDConfig(num_classes=3, use_explicit_padding=True,
@@ -70,6 +72,8 @@ def test_family_member_reads_back_and_matches_its_tf1_graph(built, name):
     assert config.to_dict() == FAMILY[name].to_dict()
     # What the weights alone show agrees with the config, and so does what the graph alone shows.
     facts = infer.weight_facts(source.weights, config.anchors_per_location()[0])
+    # Without a config the weights' multiplier is the shortest decimal building their layer depths.
+    assert facts.pop("depth_multiplier") == pytest.approx(config.depth_multiplier, abs=1e-7)
     assert {k: getattr(config, k) for k in facts} == facts
     assert infer.graph_traits(source.graph_def).items() <= config.to_dict().items()
     model = SSDMobileNetV1(config)

@@ -14,6 +14,8 @@ from tensorflow.python.framework import tensor_util
 from ssd_mobilenet.config import NMS_CLIP_AFTER, NMS_CLIP_BEFORE, ConfigError
 
 _SCORE_CONVERTERS = {"Sigmoid": "SIGMOID", "Softmax": "SOFTMAX", "Identity": "IDENTITY"}
+_RESIZE_METHODS = {"ResizeBilinear": "BILINEAR", "ResizeBicubic": "BICUBIC", "ResizeArea": "AREA",
+                   "ResizeNearestNeighbor": "NEAREST_NEIGHBOR"}
 _NMS = re.compile(r"^Postprocessor/.*/MultiClassNonMaxSuppression/")
 
 
@@ -30,12 +32,13 @@ def graph_traits(graph_def) -> dict:
     before NMS), `pad_extra_layers_to_even` (the extra layers' inputs are zero-padded by
     concatenation; the image's own padding before Conv2d_0 is `pad_to_multiple`),
     `interpolated_anchor_after_unit_ratio` (the layer-1 aspect ratio constant has 1.0 twice
-    at its start), `image_height`/`image_width` (the resize op's constant size),
+    at its start), `image_height`/`image_width` (the resize op's constant size), `resize_method`
+    (the resize op),
     `pad_to_multiple` (the smallest multiple that gives the image's zero padding before the
     first conv; 1 without padding), the batch-norm epsilons (`base_batch_norm_epsilon`,
     `batch_norm_epsilon`, `box_predictor_batch_norm_epsilon`), and the post-processing
     constants the graph computes with (`score_converter`, `logit_scale`, `score_threshold`,
-    `iou_threshold`, `max_detections_per_class`, `max_total_detections`; see
+    `iou_threshold`, `max_detections_per_class`, `max_total_detections`, `box_coder_scales`; see
     `postprocessing_traits`; for a TFLite export, `tflite_export_traits`).
 
     Raises:
@@ -71,6 +74,8 @@ def graph_traits(graph_def) -> dict:
     for n in graph_def.node:
         if n.op.startswith("Resize") and n.name.startswith("Preprocessor/"):
             size = _const_input(nodes, n.name, index=1)
+            if n.op in _RESIZE_METHODS:
+                traits["resize_method"] = _RESIZE_METHODS[n.op]
             break
     if size is not None and size.size == 2:
         traits["image_height"], traits["image_width"] = int(size[0]), int(size[1])
@@ -85,6 +90,36 @@ def graph_traits(graph_def) -> dict:
         if multiple is not None:
             traits["pad_to_multiple"] = multiple
     return traits
+
+
+def anchor_box_specs(graph_def, nodes=None):
+    """Per anchor layer, the graph's (scales, aspect ratios) as float32 arrays, or None.
+
+    `tile_anchors` divides each layer's scale constant by the square root of its aspect-ratio
+    constant (heights = scales / sqrt(ratios) * base height): one `Sqrt` per layer under
+    `MultipleGridAnchorGenerator`, named `Sqrt`, `Sqrt_1`, ... in layer order, in every OD API
+    release seen (2017 to 2020 graphs).
+    """
+    nodes = nodes or _nodes(graph_def)
+    sqrts, divides = {}, {}
+    for n in graph_def.node:
+        if not n.name.startswith("MultipleGridAnchorGenerator/"):
+            continue
+        m = re.fullmatch(r"MultipleGridAnchorGenerator/Sqrt(?:_(\d+))?", n.name)
+        if m and n.op == "Sqrt":
+            sqrts[int(m.group(1) or 0)] = n.name
+        elif n.op == "RealDiv" and len(n.input) == 2:
+            divides[n.input[1].split(":")[0]] = n.name
+    if not sqrts or sorted(sqrts) != list(range(len(sqrts))):
+        return None
+    layers = []
+    for k in range(len(sqrts)):
+        ratios = _const_input(nodes, sqrts[k])
+        scales = _const_input(nodes, divides[sqrts[k]]) if sqrts[k] in divides else None
+        if ratios is None or scales is None or ratios.ndim != 1 or ratios.shape != scales.shape:
+            return None
+        layers.append((scales.astype(np.float32), ratios.astype(np.float32)))
+    return layers
 
 
 # Where each batch-norm epsilon of SSDConfig is seen: the first MobileNet layer, the first extra
@@ -172,6 +207,21 @@ def tflite_export_traits(graph_def, nodes=None) -> dict:
     return traits
 
 
+def _box_coder_scales(graph_def, nodes):
+    """faster_rcnn_box_coder's scale factors: `Postprocessor/Decode` unstacks the codes into
+    ty, tx, th, tw and divides each by its factor (the anchors' unstacked corners are only
+    subtracted), so the divisors of an Unpack's outputs 0..3 are the factors in order."""
+    found = {}
+    for n in graph_def.node:
+        if n.name.startswith("Postprocessor/Decode/") and n.op in ("RealDiv", "Div") and len(n.input) == 2:
+            src, _, index = n.input[0].partition(":")
+            if src in nodes and nodes[src].op == "Unpack":
+                value = _const_input(nodes, n.name, index=1)
+                if value is not None and value.size == 1:
+                    found[int(index or 0)] = float(value)
+    return tuple(found[k] for k in range(4)) if sorted(found) == [0, 1, 2, 3] else None
+
+
 def postprocessing_traits(graph_def, nodes=None) -> dict:
     """The post-processing constants of an OD API graph (scope `Postprocessor`).
 
@@ -186,6 +236,9 @@ def postprocessing_traits(graph_def, nodes=None) -> dict:
     """
     nodes = nodes or _nodes(graph_def)
     traits = {}
+    scales = _box_coder_scales(graph_def, nodes)
+    if scales is not None:
+        traits["box_coder_scales"] = scales
     convert = nodes.get("Postprocessor/convert_scores")
     if convert is not None and convert.op in _SCORE_CONVERTERS:
         traits["score_converter"] = _SCORE_CONVERTERS[convert.op]

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import re
 
-from migrate.graph_traits import TFLITE_POSTPROCESS_OP, graph_traits, is_tflite_export, tflite_postprocess_node
+import numpy as np
+
+from migrate.graph_traits import (TFLITE_POSTPROCESS_OP, anchor_box_specs, graph_traits, is_tflite_export,
+                                  tflite_postprocess_node)
+from ssd_mobilenet.anchors import box_specs
 from ssd_mobilenet.backbone import EXTRA_LAYER_DEPTHS, MOBILENET_V1_BLOCKS
+from ssd_mobilenet.box_predictor import BOX_CODE_SIZE
 from ssd_mobilenet.config import ConfigError, SSDConfig
 
 FE = "FeatureExtractor/MobilenetV1/"
@@ -44,8 +49,13 @@ def _depth_multiplier(pointwise13_channels: int) -> float:
     return exact
 
 
-def weight_facts(weights: dict, anchors_layer0: int = 3) -> dict:
-    """SSDConfig fields the TF1 weights determine (only those they hold evidence for)."""
+def weight_facts(weights: dict, anchors_layer0: int = 3, min_depth: int = 16) -> dict:
+    """SSDConfig fields the TF1 weights determine (only those they hold evidence for).
+
+    `min_depth` shows where it clamped a layer (that layer's depth); where it clamped none, any
+    value up to the shallowest layer builds the same network, so it is only a fact when the
+    given (configured) `min_depth` would clamp a layer the weights show shallower.
+    """
     facts = {}
     cls_bias = weights.get("BoxPredictor_0/ClassPredictor/biases")
     if cls_bias is not None:
@@ -54,13 +64,17 @@ def weight_facts(weights: dict, anchors_layer0: int = 3) -> dict:
     if pw13 is not None:
         facts["depth_multiplier"] = _depth_multiplier(int(pw13.shape[-1]))
         # min_depth shows only where it clamped a layer: max(int(d * multiplier), min_depth).
-        clamped = set()
+        clamped, depths = set(), []
         for i, kind, _, base in MOBILENET_V1_BLOCKS:
             w = weights.get(FE + (f"Conv2d_{i}/weights" if kind == "conv" else f"Conv2d_{i}_pointwise/weights"))
-            if w is not None and int(w.shape[-1]) > int(base * facts["depth_multiplier"]):
-                clamped.add(int(w.shape[-1]))
+            if w is not None:
+                depths.append(int(w.shape[-1]))
+                if depths[-1] > int(base * facts["depth_multiplier"]):
+                    clamped.add(depths[-1])
         if len(clamped) == 1:
             facts["min_depth"] = clamped.pop()
+        elif not clamped and depths and min(depths) < min_depth:
+            facts["min_depth"] = min(depths)
     facts["use_depthwise"] = any(re.match(FE + r"Conv2d_13_pointwise_2_Conv2d_\d+_3x3_s2_\d+_depthwise/", n)
                                  for n in weights)
     dw = weights.get("BoxPredictor_0/BoxEncodingPredictor_depthwise/depthwise_weights")
@@ -69,6 +83,57 @@ def weight_facts(weights: dict, anchors_layer0: int = 3) -> dict:
     if kernel is not None:
         facts["box_predictor_kernel_size"] = int(kernel.shape[0])
     return facts
+
+
+def _specs_match(config: SSDConfig, layers) -> bool:
+    """Whether `config`'s anchor generator gives the graph's per-layer (scales, ratios) in float32."""
+    mine = [(np.float32([sc for sc, _ in spec]), np.float32([r for _, r in spec])) for spec in box_specs(config)]
+    return len(mine) == len(layers) and all(np.array_equal(a, c) and np.array_equal(b, d)
+                                            for (a, b), (c, d) in zip(mine, layers))
+
+
+def anchor_fields(layers, config: SSDConfig):
+    """The ssd_anchor_generator fields of `config` that give the graph's anchors, or None.
+
+    `layers`: `graph_traits.anchor_box_specs`. Layer 0 with `reduce_boxes_in_lowest_layer` is
+    (0.1, 1), (s0, 2), (s0, 0.5); every other layer is its scale with each aspect ratio, plus the
+    interpolated anchor (scale sqrt(s_i * s_i+1)) last or, in 2017 graphs, after the 1.0 ratio.
+    Read back and then checked by generating the specs again: None when no SSDConfig gives them.
+    """
+    s0, r0 = layers[0]
+    reduce = bool(s0.size == 3 and r0.tolist() == [1.0, 2.0, 0.5] and s0[0] == np.float32(0.1) and s0[1] == s0[2])
+    nominal = [float(s[1] if (i == 0 and reduce) else s[0]) for i, (s, _) in enumerate(layers)]
+    ref = 1 if reduce else 0
+    if ref >= len(layers):
+        return None
+    scales, ratios = layers[ref]
+    own = scales == np.float32(nominal[ref])
+    fields = {"reduce_boxes_in_lowest_layer": reduce, "aspect_ratios": tuple(float(r) for r in ratios[own])}
+    if not config.interpolated_anchor_after_unit_ratio:
+        odd = ratios[~own]
+        fields["interpolated_scale_aspect_ratio"] = float(odd[0]) if odd.size else 0.0
+    n = len(layers)
+    linear = [nominal[0] + (nominal[-1] - nominal[0]) * i / (n - 1) for i in range(n)] if n > 1 else nominal
+    if np.array_equal(np.float32(linear), np.float32(nominal)):
+        fields.update(min_scale=nominal[0], max_scale=nominal[-1], scales=())
+    else:
+        fields["scales"] = tuple(nominal)
+    try:
+        candidate = config.replace(num_layers=n, **fields)
+    except ConfigError:
+        return None
+    return fields if _specs_match(candidate, layers) else None
+
+
+def _box_predictor_anchors(weights: dict) -> list | None:
+    """Anchors per location of each feature map, from the box encoding heads' output channels."""
+    counts = []
+    for i in range(6):
+        bias = weights.get(f"BoxPredictor_{i}/BoxEncodingPredictor/biases")
+        if bias is None:
+            return None
+        counts.append(int(bias.shape[0]) // BOX_CODE_SIZE)
+    return counts
 
 
 def _refuse_quantized(source):
@@ -99,6 +164,15 @@ def _tflite_note(source) -> str:
     return (f"{source.graph_from} is a TFLite export: its {TFLITE_POSTPROCESS_OP} op runs in TFLite only, so the "
             "TF2 model preprocesses and post-processes as the OD API graph does (resize and scale, per-class "
             "NMS), with the op's counts, thresholds and box coder scales" + fast)
+
+
+def _show(value) -> str:
+    """A config value as its proto spells it: 0.35, not 0.3499999940395355 (float32 fields)."""
+    if isinstance(value, float):
+        return f"{value:.7g}"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_show(v) for v in value) + "]"
+    return str(value)
 
 
 def _padded_size(size, multiple: int) -> tuple:
@@ -132,8 +206,8 @@ def infer_config(source, trust_weights=False, image_size=None):
                 if key in traits and traits[key] != getattr(config, key):
                     raise MismatchError(f"{source.pipeline_config_from} says {key} {getattr(config, key)}, "
                                         f"the graph {source.graph_from} resizes to {traits[key]}")
-            # The graph's post-processing constants are what produced the TF1 detections.
-            for key in sorted(POSTPROCESSING_FIELDS & set(traits)):
+            # The graph's post-processing constants and resize op are what produced the TF1 detections.
+            for key in sorted((POSTPROCESSING_FIELDS | {"resize_method"}) & set(traits)):
                 if traits[key] != getattr(config, key):
                     notes.append(f"{key}: {traits[key]} in the graph overrides {getattr(config, key)} "
                                  "from pipeline.config")
@@ -161,7 +235,28 @@ def infer_config(source, trust_weights=False, image_size=None):
         notes.append(f"image size {image_size[0]}x{image_size[1]} from --image-size")
     elif source.graph_def is None and source.pipeline_config is None:
         notes.append("image size 300x300 assumed (no graph, no pipeline.config): override with --image-size H W")
-    facts = weight_facts(source.weights, config.anchors_per_location()[0])
+    layers = anchor_box_specs(source.graph_def) if source.graph_def is not None else None
+    if layers is not None and not _specs_match(config, layers):
+        # The anchors the graph computes are what the box predictor was trained against.
+        fields = anchor_fields(layers, config)
+        if fields is None:
+            shown = "; ".join(f"layer {i}: scales {s.tolist()} ratios {r.tolist()}" for i, (s, r) in enumerate(layers[:2]))
+            raise ConfigError(f"{source.graph_from}: its anchors are not an ssd_anchor_generator's this tool "
+                              f"reproduces ({shown}; ...)")
+        changed = {k: v for k, v in fields.items() if getattr(config, k) != v}
+        origin = "pipeline.config's" if source.pipeline_config is not None else "the zoo defaults'"
+        notes.append("anchors from the graph's anchor generator, not " + origin + ": "
+                     + ", ".join(f"{k}={_show(v)}" for k, v in sorted(changed.items())))
+        config = config.replace(**fields)
+    held = _box_predictor_anchors(source.weights)
+    if held is not None and held != config.anchors_per_location():
+        where = (f"{source.pipeline_config_from}'s anchor_generator" if source.pipeline_config is not None
+                 else "the zoo defaults' anchor generator (no pipeline.config, no graph to read it from)")
+        fix = ("" if source.pipeline_config is not None
+               else ": convert with the model's pipeline.config or its graph (.meta, frozen graph) beside the weights")
+        raise MismatchError(f"{source.weights_from}: the box predictors hold {held} anchors per location, {where} "
+                            f"gives {config.anchors_per_location()}{fix}")
+    facts = weight_facts(source.weights, config.anchors_per_location()[0], config.min_depth)
     if "depth_multiplier" in facts and _layer_depths(facts["depth_multiplier"]) == _layer_depths(config.depth_multiplier):
         # The weights show layer depths, not the float that made them: a configured multiplier
         # that builds the same layers agrees with them (1.4 -> 1433 channels, read back 1.3994).
@@ -170,8 +265,7 @@ def infer_config(source, trust_weights=False, image_size=None):
     mismatches = [(key, getattr(config, key), value) for key, value in facts.items()
                   if source.pipeline_config is not None and getattr(config, key) != value]
     if mismatches and not trust_weights:
-        show = lambda x: f"{x:.7g}" if isinstance(x, float) else str(x)  # noqa: E731 (0.35, not 0.3499999940395355)
-        detail = "; ".join(f"{k} is {show(c)} in the config but {show(v)} in the weights" for k, c, v in mismatches)
+        detail = "; ".join(f"{k} is {_show(c)} in the config but {_show(v)} in the weights" for k, c, v in mismatches)
         raise MismatchError(f"{source.pipeline_config_from} disagrees with {source.weights_from}: {detail} "
                             "(--trust-weights takes the weights' values)")
     for key, configured, value in mismatches:

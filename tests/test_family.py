@@ -13,7 +13,7 @@ import pytest
 from conftest import check_detections, random_images
 from migrate import assign, infer, sources, tf1_builder
 from migrate.tf1_graph import DETECTION_OUTPUTS, FrozenGraphRunner, endpoint_candidates
-from ssd_mobilenet import SSDConfig, SSDMobileNetV1
+from ssd_mobilenet import SSDConfig, SSDMobileNetV1, anchors
 from ssd_mobilenet.config import NMS_CLIP_AFTER
 
 ATOL = 1e-5
@@ -26,15 +26,24 @@ def _f32(x):
 F32_03 = _f32(0.3)
 
 FAMILY = {
-    "one_class_pad_to_32": SSDConfig(num_classes=1, pad_to_multiple=32),
+    # Three aspect ratios and no interpolated anchor: 3 anchors per location everywhere.
+    "one_class_pad_to_32": SSDConfig(num_classes=1, pad_to_multiple=32, aspect_ratios=(1.0, 2.0, 0.5),
+                                     interpolated_scale_aspect_ratio=0.0),
+    # Explicit anchor scales and an interpolated anchor of aspect ratio 2.
     "depth_0.75_320_tf1.12_export": SSDConfig(num_classes=20, depth_multiplier=0.75, image_height=320,
                                               image_width=320, fused_batch_norm=True,
-                                              nms_variant=NMS_CLIP_AFTER, score_threshold=F32_03),
+                                              nms_variant=NMS_CLIP_AFTER, score_threshold=F32_03,
+                                              scales=tuple(_f32(x) for x in (0.1, 0.25, 0.4, 0.55, 0.7, 0.85)),
+                                              interpolated_scale_aspect_ratio=2.0),
     # min_depth 16 (the proto default) clamps Conv2d_0 (int(32 * 0.35) = 11) to 16 channels. The
     # weights show int(1024 * 0.35) = 358 channels at Conv2d_13: 358 / 1024 = 0.3496 builds the same
     # layers, and 0.35 is what the config says.
+    # Also: every layer with the configured ratios, other scales, box coder and resize method.
     "depth_0.35_min_depth_landscape": SSDConfig(num_classes=5, depth_multiplier=_f32(0.35), min_depth=16,
-                                                image_height=240, image_width=416),
+                                                image_height=240, image_width=416,
+                                                reduce_boxes_in_lowest_layer=False, min_scale=_f32(0.1),
+                                                max_scale=_f32(0.8), box_coder_scales=(5.0, 5.0, 2.0, 2.0),
+                                                resize_method="BICUBIC"),
     # pad_to_multiple: the image's zero rows and columns, then the explicit padding of Conv2d_0.
     "explicit_padding_depthwise_kernel3_pad_to_8": SSDConfig(num_classes=3, use_explicit_padding=True,
                                                              use_depthwise=True, box_predictor_use_depthwise=True,
@@ -75,7 +84,7 @@ def test_family_member_reads_back_and_matches_its_tf1_graph(built, name):
     # Without a config the weights' multiplier is the shortest decimal building their layer depths.
     assert facts.pop("depth_multiplier") == pytest.approx(config.depth_multiplier, abs=1e-7)
     assert {k: getattr(config, k) for k in facts} == facts
-    assert infer.graph_traits(source.graph_def).items() <= config.to_dict().items()
+    assert config.replace(**infer.graph_traits(source.graph_def)) == config
     model = SSDMobileNetV1(config)
     assign.assign(source.weights, model)
     runner = FrozenGraphRunner(source.graph_def, exact_arithmetic=True)
@@ -95,6 +104,37 @@ def test_family_member_reads_back_and_matches_its_tf1_graph(built, name):
         assert ref["num_detections"].min() > 0
         check_detections({k: v.numpy() for k, v in model.detect(images).items()}, ref)
     runner.close()
+
+
+@pytest.mark.parametrize("name", list(FAMILY))
+def test_frozen_graph_alone_gives_the_same_network(built, tmp_path, name):
+    """Without pipeline.config the graph shows the anchors (each layer's scale and aspect-ratio
+    constants), box coder scales and resize op; the weights the rest. The config read back may
+    spell a field otherwise (min_depth where it clamps no layer), but builds the same model."""
+    import shutil
+    shutil.copy(f"{built(name)}/frozen_inference_graph.pb", tmp_path)
+    source = sources.open_source(str(tmp_path))
+    config, _ = infer.infer_config(source)
+    want = FAMILY[name]
+    model = SSDMobileNetV1(config)
+    assign.assign(source.weights, model)  # every weight finds a variable of its shape
+    np.testing.assert_array_equal(model.anchors, anchors.generate_anchors(want, model.feature_map_shapes))
+    for key in ("num_classes", "image_height", "image_width", "resize_method", "box_coder_scales", "score_converter",
+                "score_threshold", "iou_threshold", "max_detections_per_class", "max_total_detections", "nms_variant"):
+        assert getattr(config, key) == getattr(want, key), key
+
+
+def test_anchors_the_weights_cannot_hold_are_refused_without_config(built, tmp_path):
+    """A checkpoint alone shows how many anchors each location has, not their shapes: when the
+    zoo defaults' count differs, the error says so and what to add, instead of a shape error."""
+    import glob
+    import shutil
+    for path in glob.glob(f"{built('one_class_pad_to_32')}/model.ckpt.data*") + glob.glob(
+            f"{built('one_class_pad_to_32')}/model.ckpt.index"):
+        shutil.copy(path, tmp_path)
+    with pytest.raises(infer.MismatchError, match=r"hold \[3, 3, 3, 3, 3, 3\] anchors per location.*"
+                                                   r"gives \[3, 6, 6, 6, 6, 6\].*pipeline.config"):
+        infer.infer_config(sources.open_source(str(tmp_path)))
 
 
 @pytest.mark.parametrize("configured, expected", [(64, 64), (16, 32), (1, 32)])

@@ -71,7 +71,13 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
     timings = {}
     t0 = time.perf_counter()
     out = os.path.abspath(out or default_out(src))
-    if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)) and not force:
+    real_out, real_src = os.path.realpath(out), os.path.realpath(src)
+    if real_src == real_out or real_src.startswith(real_out.rstrip(os.sep) + os.sep):
+        # --force replaces the output folder whole: it would delete the model being converted.
+        raise OutputExistsError(f"{out}: holds the source {src}; choose another --out")
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise OutputExistsError(f"{out}: is a file (--out takes a folder)")
+    if os.path.exists(out) and os.listdir(out) and not force:
         raise OutputExistsError(f"{out}: exists and is not empty (use --force to replace it)")
     say(f"reading {src}")
     source = sources.open_source(src)

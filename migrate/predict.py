@@ -234,6 +234,18 @@ def _check_output(path: str | None, force: bool, is_dir: bool) -> None:
     raise OutputExistsError(f"{path}: exists (use --force to replace it)")
 
 
+def _check_not_an_input(out: str | None, png_dir: str | None, inputs) -> None:
+    """--force replaces `out` and the `png_dir` folder whole: never an image read or the model."""
+    for path, what in ((out, "--out"), (png_dir, "--png")):
+        if path is None:
+            continue
+        real = os.path.realpath(path)
+        for item in inputs:
+            item_real = os.path.realpath(item)
+            if item_real == real or item_real.startswith(real.rstrip(os.sep) + os.sep):
+                raise OutputExistsError(f"{path}: {what} would replace {item}, an input; choose another {what}")
+
+
 def run(converted: str, inputs, out: str | None = None, png_dir: str | None = None, force: bool = False,
         batch_size: int | None = None, max_memory_mb: float | None = None, labels: str | None = None,
         min_score: float = 0.0, png_min_score: float = 0.5, jit_compile: bool = False,
@@ -270,6 +282,7 @@ def run(converted: str, inputs, out: str | None = None, png_dir: str | None = No
     _check_output(out, force, is_dir=False)
     _check_output(png_dir, force, is_dir=True)
     paths = images.list_images(inputs)
+    _check_not_an_input(out, png_dir, [converted, *paths])
     names = label_map.read(labels) if labels else None
     with warnings.catch_warnings(record=True) as caught:  # e.g. XLA on a CPU: one line, not a source excerpt
         warnings.simplefilter("always")

@@ -189,6 +189,25 @@ def test_existing_output_is_not_overwritten(zoo_fixture, tmp_path, capsys):
     assert os.listdir(out) == ["keep.txt"]
 
 
+def test_force_never_replaces_the_source_or_a_file(tmp_path, capsys):
+    # --force replaces the output folder whole: as the source or a folder holding it, that deleted the model.
+    parent = tmp_path / "models"
+    src = parent / "ssd"
+    src.mkdir(parents=True)
+    (src / "frozen_inference_graph.pb").write_bytes(b"the TF1 model")
+    for out in (src, parent, src / ".." / "ssd"):
+        assert main(["convert", str(src), "--out", str(out), "--force", "--quiet"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "holds the source" in err, err
+    assert (src / "frozen_inference_graph.pb").read_bytes() == b"the TF1 model"
+    existing = tmp_path / "out.txt"
+    existing.write_text("mine")
+    assert main(["convert", str(src), "--out", str(existing), "--force", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "is a file" in err and existing.read_text() == "mine"
+    assert sorted(os.listdir(tmp_path)) == ["models", "out.txt"]
+
+
 def _save_tf1_checkpoint(prefix, weights):
     names = sorted(weights)
     tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),

@@ -142,6 +142,14 @@ def test_stdout_by_default_and_no_overwrite_without_force(converted, folder, tmp
     assert 0 < expected[0]["num_detections"] < printed[0]["num_detections"]
     assert sorted(os.listdir(tmp_path)) == ["results.jsonl"]  # no temporary file left behind
     assert oct(os.stat(out).st_mode & 0o777) == oct(0o666 & ~_umask())
+    # --force never replaces an input: the images' folder as --png, an image as --out, the model.
+    before = sorted(os.listdir(folder))
+    capsys.readouterr()
+    for flag, target in (("--png", folder), ("--out", two[0]), ("--png", converted)):
+        assert main(["predict", converted, *two, flag, target, "--force"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "an input" in err and flag in err, err
+    assert sorted(os.listdir(folder)) == before and os.path.isfile(two[0])
 
 
 def _umask():

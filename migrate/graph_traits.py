@@ -38,7 +38,8 @@ def graph_traits(graph_def) -> dict:
     first conv; 1 without padding), the batch-norm epsilons (`base_batch_norm_epsilon`,
     `batch_norm_epsilon`, `box_predictor_batch_norm_epsilon`), and the post-processing
     constants the graph computes with (`score_converter`, `logit_scale`, `score_threshold`,
-    `iou_threshold`, `max_detections_per_class`, `max_total_detections`, `box_coder_scales`; see
+    `iou_threshold`, `max_detections_per_class`, `max_total_detections`, `box_coder_scales`,
+    `add_background_class`; see
     `postprocessing_traits`; for a TFLite export, `tflite_export_traits`).
 
     Raises:
@@ -242,6 +243,12 @@ def postprocessing_traits(graph_def, nodes=None) -> dict:
     convert = nodes.get("Postprocessor/convert_scores")
     if convert is not None and convert.op in _SCORE_CONVERTERS:
         traits["score_converter"] = _SCORE_CONVERTERS[convert.op]
+        # With a background class its column is sliced off the converted scores ([0, 0, 1] on).
+        traits["add_background_class"] = any(
+            n.op == "Slice" and n.name.startswith("Postprocessor/") and n.input
+            and _through_identities(nodes, n.input[0]) == convert.name
+            and np.array_equal(_const_input(nodes, n.name, 1), [0, 0, 1])
+            for n in graph_def.node)
     scale = _const_input(nodes, "Postprocessor/scale_logits", index=1)
     if scale is not None and scale.size == 1:
         traits["logit_scale"] = float(scale)
@@ -320,6 +327,14 @@ def _pad_multiple(height: int, width: int, pads) -> int | None:
         if (-(-height // m) * m, -(-width // m) * m) == target:
             return m
     return None
+
+
+def _through_identities(nodes, name: str) -> str:
+    """The node an input name refers to, past Identity nodes (e.g. `raw_box_scores`)."""
+    name = name.split(":")[0].lstrip("^")
+    while name in nodes and nodes[name].op == "Identity" and nodes[name].input:
+        name = nodes[name].input[0].split(":")[0]
+    return name
 
 
 def _const_input(nodes, name, index=0):

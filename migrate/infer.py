@@ -49,7 +49,7 @@ def _depth_multiplier(pointwise13_channels: int) -> float:
     return exact
 
 
-def weight_facts(weights: dict, anchors_layer0: int = 3, min_depth: int = 16) -> dict:
+def weight_facts(weights: dict, anchors_layer0: int = 3, min_depth: int = 16, background: bool = True) -> dict:
     """SSDConfig fields the TF1 weights determine (only those they hold evidence for).
 
     `min_depth` shows where it clamped a layer (that layer's depth); where it clamped none, any
@@ -59,7 +59,7 @@ def weight_facts(weights: dict, anchors_layer0: int = 3, min_depth: int = 16) ->
     facts = {}
     cls_bias = weights.get("BoxPredictor_0/ClassPredictor/biases")
     if cls_bias is not None:
-        facts["num_classes"] = int(cls_bias.shape[0]) // anchors_layer0 - 1
+        facts["num_classes"] = int(cls_bias.shape[0]) // anchors_layer0 - (1 if background else 0)
     pw13 = weights.get(FE + "Conv2d_13_pointwise/weights")
     if pw13 is not None:
         facts["depth_multiplier"] = _depth_multiplier(int(pw13.shape[-1]))
@@ -195,7 +195,9 @@ def infer_config(source, trust_weights=False, image_size=None):
             raise ConfigError(f"{source.pipeline_config_from}: {e}") from None
     else:
         config = SSDConfig()
-        notes.append("no pipeline.config: starting from the zoo defaults (ssd_mobilenet_v1_coco)")
+        notes.append("no pipeline.config: starting from the zoo defaults (ssd_mobilenet_v1_coco); the base anchor "
+                     "size and explicit anchor strides/offsets are not read off a graph and stay the defaults "
+                     "(`migrate verify` shows it at Postprocessor/Decode if the model's differ)")
     if source.graph_def is not None:
         try:
             traits = graph_traits(source.graph_def)
@@ -207,7 +209,7 @@ def infer_config(source, trust_weights=False, image_size=None):
                     raise MismatchError(f"{source.pipeline_config_from} says {key} {getattr(config, key)}, "
                                         f"the graph {source.graph_from} resizes to {traits[key]}")
             # The graph's post-processing constants and resize op are what produced the TF1 detections.
-            for key in sorted((POSTPROCESSING_FIELDS | {"resize_method"}) & set(traits)):
+            for key in sorted((POSTPROCESSING_FIELDS | {"resize_method", "add_background_class"}) & set(traits)):
                 if traits[key] != getattr(config, key):
                     notes.append(f"{key}: {traits[key]} in the graph overrides {getattr(config, key)} "
                                  "from pipeline.config")
@@ -256,7 +258,8 @@ def infer_config(source, trust_weights=False, image_size=None):
                else ": convert with the model's pipeline.config or its graph (.meta, frozen graph) beside the weights")
         raise MismatchError(f"{source.weights_from}: the box predictors hold {held} anchors per location, {where} "
                             f"gives {config.anchors_per_location()}{fix}")
-    facts = weight_facts(source.weights, config.anchors_per_location()[0], config.min_depth)
+    facts = weight_facts(source.weights, config.anchors_per_location()[0], config.min_depth,
+                         config.add_background_class)
     if "depth_multiplier" in facts and _layer_depths(facts["depth_multiplier"]) == _layer_depths(config.depth_multiplier):
         # The weights show layer depths, not the float that made them: a configured multiplier
         # that builds the same layers agrees with them (1.4 -> 1433 channels, read back 1.3994).

@@ -26,9 +26,10 @@ def _f32(x):
 F32_03 = _f32(0.3)
 
 FAMILY = {
-    # Three aspect ratios and no interpolated anchor: 3 anchors per location everywhere.
+    # Three aspect ratios and no interpolated anchor: 3 anchors per location everywhere. No
+    # background column: the class head has num_classes columns, class ids count from 1 still.
     "one_class_pad_to_32": SSDConfig(num_classes=1, pad_to_multiple=32, aspect_ratios=(1.0, 2.0, 0.5),
-                                     interpolated_scale_aspect_ratio=0.0),
+                                     interpolated_scale_aspect_ratio=0.0, add_background_class=False),
     # Explicit anchor scales and an interpolated anchor of aspect ratio 2.
     "depth_0.75_320_tf1.12_export": SSDConfig(num_classes=20, depth_multiplier=0.75, image_height=320,
                                               image_width=320, fused_batch_norm=True,
@@ -80,7 +81,8 @@ def test_family_member_reads_back_and_matches_its_tf1_graph(built, name):
     config, _ = infer.infer_config(source)
     assert config.to_dict() == FAMILY[name].to_dict()
     # What the weights alone show agrees with the config, and so does what the graph alone shows.
-    facts = infer.weight_facts(source.weights, config.anchors_per_location()[0])
+    facts = infer.weight_facts(source.weights, config.anchors_per_location()[0], config.min_depth,
+                               config.add_background_class)
     # Without a config the weights' multiplier is the shortest decimal building their layer depths.
     assert facts.pop("depth_multiplier") == pytest.approx(config.depth_multiplier, abs=1e-7)
     assert {k: getattr(config, k) for k in facts} == facts
@@ -119,7 +121,8 @@ def test_frozen_graph_alone_gives_the_same_network(built, tmp_path, name):
     model = SSDMobileNetV1(config)
     assign.assign(source.weights, model)  # every weight finds a variable of its shape
     np.testing.assert_array_equal(model.anchors, anchors.generate_anchors(want, model.feature_map_shapes))
-    for key in ("num_classes", "image_height", "image_width", "resize_method", "box_coder_scales", "score_converter",
+    for key in ("num_classes", "add_background_class", "image_height", "image_width", "resize_method",
+                "box_coder_scales", "score_converter",
                 "score_threshold", "iou_threshold", "max_detections_per_class", "max_total_detections", "nms_variant"):
         assert getattr(config, key) == getattr(want, key), key
 

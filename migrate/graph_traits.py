@@ -243,12 +243,14 @@ def postprocessing_traits(graph_def, nodes=None) -> dict:
     convert = nodes.get("Postprocessor/convert_scores")
     if convert is not None and convert.op in _SCORE_CONVERTERS:
         traits["score_converter"] = _SCORE_CONVERTERS[convert.op]
-        # With a background class its column is sliced off the converted scores ([0, 0, 1] on).
-        traits["add_background_class"] = any(
-            n.op == "Slice" and n.name.startswith("Postprocessor/") and n.input
-            and _through_identities(nodes, n.input[0]) == convert.name
-            and np.array_equal(_const_input(nodes, n.name, 1), [0, 0, 1])
-            for n in graph_def.node)
+        # With a background class its column is sliced off the converted scores ([0, 0, 1] on);
+        # without one nothing slices them. Any other slice of them: not decided here.
+        slices = [n for n in graph_def.node if n.op in ("Slice", "StridedSlice") and n.name.startswith("Postprocessor/")
+                  and n.input and _through_identities(nodes, n.input[0]) == convert.name]
+        if not slices:
+            traits["add_background_class"] = False
+        elif any(np.array_equal(_const_input(nodes, n.name, 1), [0, 0, 1]) for n in slices):
+            traits["add_background_class"] = True
     scale = _const_input(nodes, "Postprocessor/scale_logits", index=1)
     if scale is not None and scale.size == 1:
         traits["logit_scale"] = float(scale)

@@ -46,12 +46,16 @@ def _checkpoint_prefix(directory: str):
     """The checkpoint prefix in `directory`: from its `checkpoint` file, else the one `.index`."""
     state = os.path.join(directory, "checkpoint")
     if os.path.isfile(state):
+        # get_checkpoint_state, not latest_checkpoint: that one logs an ERROR line to stderr when
+        # the named files are missing, which then comes out before our one-line error.
         try:
-            prefix = tf.train.latest_checkpoint(directory)
+            named = tf.train.get_checkpoint_state(directory).model_checkpoint_path
         except Exception:  # noqa: BLE001 - a corrupt state file is reported below
-            prefix = None
-        if prefix and os.path.isfile(prefix + ".index"):
-            return prefix
+            named = None
+        if named:
+            prefix = named if os.path.isabs(named) else os.path.join(directory, named)
+            if os.path.isfile(prefix + ".index"):
+                return prefix
     indexes = sorted(f for f in os.listdir(directory) if f.endswith(".index"))
     if len(indexes) > 1:
         raise SourceError(f"{directory}: several checkpoints ({', '.join(indexes)}); name one, e.g. "
@@ -216,6 +220,10 @@ def open_source(path: str) -> Source:
         if consts:
             src.weights, src.weights_from = consts, src.graph_from
     if src.weights is None:
+        data = sorted(f for f in os.listdir(directory) if re.search(r"\.data-\d+-of-\d+$", f))
+        if data:
+            missing = os.path.join(directory, re.sub(r"\.data-\d+-of-\d+$", ".index", data[0]))
+            raise SourceError(f"{missing}: not found (the checkpoint's {data[0]} is there without its index)")
         what = "a pipeline.config but no weights" if src.pipeline_config else "no TF1 model files"
         raise SourceError(f"{path}: {what} (a checkpoint, frozen graph or SavedModel is needed)")
     return src

@@ -129,6 +129,13 @@ def test_index_without_data(zoo_fixture, tmp_path, capsys):
 
 
 @needs_shared
+def test_data_without_index(zoo_fixture, tmp_path, capsys):
+    # With its `checkpoint` state file and .meta beside it: still the index is named, in one line.
+    src = _only(zoo_fixture(ZOO_2018), tmp_path / "m", ["checkpoint", "model.ckpt.data-*", "model.ckpt.meta"])
+    _bad(tmp_path, capsys, [src], "model.ckpt.index: not found")
+
+
+@needs_shared
 def test_corrupt_index(zoo_fixture, tmp_path, capsys):
     src = _only(zoo_fixture(ZOO_2018), tmp_path / "m", ["model.ckpt.index", "model.ckpt.data-*"])
     with open(os.path.join(src, "model.ckpt.index"), "r+b") as f:

@@ -568,12 +568,12 @@ _NOTES = """## What made the difference
   early layers' inside the slice loop and in the one-slice branch, since a constant passed into a loop
   or branch reaches the conv through an Enter or Switch node and is not cached). One interleaved run
   with the TF1 session and the default detector: batch 1 0.82x of the TF1 session instead of 0.90-0.92x,
-  batch 8 0.80x instead of 0.83x. Batch-1 ratios move between runs more than one run's interval
-  says: on 2026-11-23, runs of 20-25 rounds of this side against the TF1 session alone read 0.77-0.88x
+  batch 8 0.80x instead of 0.83x. Batch-1 ratios move between runs on this
+  shared machine: on 2026-11-23, runs of 20-25 rounds of this side against the TF1 session alone read 0.77-0.88x
   (5 runs), with 3 sides 0.83-0.84x, with 5 sides 0.82x, with 6 sides 0.86-0.88x; under the profiler
   the TF1 session's runs took 24.7-44.4 ms (every op slower together in the slow ones), this side's
-  22.3-22.6 ms. Not the default: the constants sit in process memory several times over and Grappler's transient copies stay
-  in the C heap (steady RSS 1102 MB vs 700 MB).
+  22.3-22.6 ms. Not the default: the constants sit in process memory several times over and
+  Grappler's transient copies stay in the C heap (steady RSS 1102 MB vs 700 MB).
 - **One slice runs without the loop**: a batch no larger than `slice_size` takes a `tf.cond` branch
   without the slice loop's TensorArray and concatenation. With frozen weights at batch 1 it then runs as
   fast as no slicing at all (0.82x vs 0.81x of the TF1 session, within the noise; 0.83-0.86x with the loop).

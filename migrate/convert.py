@@ -71,8 +71,7 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
     timings = {}
     t0 = time.perf_counter()
     out = os.path.abspath(out or default_out(src))
-    real_out, real_src = os.path.realpath(out), os.path.realpath(src)
-    if real_src == real_out or real_src.startswith(real_out.rstrip(os.sep) + os.sep):
+    if outputs.covers(out, src):
         # --force replaces the output folder whole: it would delete the model being converted.
         raise OutputExistsError(f"{out}: holds the source {src}; choose another --out")
     if os.path.exists(out) and not os.path.isdir(out):

@@ -49,6 +49,12 @@ def temp_dir_beside(dest: str, prefix: str = ".tmp-") -> str:
     return tmp
 
 
+def covers(dest: str, path: str) -> bool:
+    """Whether replacing `dest` whole would remove `path`: the same file or folder, or one inside it."""
+    real_dest, real_path = os.path.realpath(dest), os.path.realpath(path)
+    return real_path == real_dest or real_path.startswith(real_dest.rstrip(os.sep) + os.sep)
+
+
 def replace_path(tmp: str, dest: str) -> None:
     """Moves `tmp` (a file or folder) into place at `dest`, replacing what is there."""
     if os.path.isdir(dest) and not os.path.islink(dest):

@@ -239,10 +239,8 @@ def _check_not_an_input(out: str | None, png_dir: str | None, inputs) -> None:
     for path, what in ((out, "--out"), (png_dir, "--png")):
         if path is None:
             continue
-        real = os.path.realpath(path)
         for item in inputs:
-            item_real = os.path.realpath(item)
-            if item_real == real or item_real.startswith(real.rstrip(os.sep) + os.sep):
+            if outputs.covers(path, item):
                 raise OutputExistsError(f"{path}: {what} would replace {item}, an input; choose another {what}")
 
 

@@ -39,8 +39,8 @@ def graph_traits(graph_def) -> dict:
     `batch_norm_epsilon`, `box_predictor_batch_norm_epsilon`), and the post-processing
     constants the graph computes with (`score_converter`, `logit_scale`, `score_threshold`,
     `iou_threshold`, `max_detections_per_class`, `max_total_detections`, `box_coder_scales`,
-    `add_background_class`; see
-    `postprocessing_traits`; for a TFLite export, `tflite_export_traits`).
+    `add_background_class`; see `postprocessing_traits`; for a TFLite export,
+    `tflite_export_traits`), and `weight_bits`/`activation_bits` (`quantization_traits`).
 
     Raises:
       ConfigError: the graph post-processes in a way the TF2 model does not reproduce (soft NMS).
@@ -48,7 +48,9 @@ def graph_traits(graph_def) -> dict:
     nodes = _nodes(graph_def)
     traits = {}
     fe_ops = [n.op for n in graph_def.node if n.name.startswith("FeatureExtractor/")]
-    if "Relu6" in fe_ops:
+    traits.update(quantization_traits(graph_def))
+    if "Relu6" in fe_ops and not traits.get("weight_bits"):
+        # (A quantization-aware graph folds batch norm by hand; its FusedBatchNorm ops are dead.)
         traits["fused_batch_norm"] = any(op.startswith("FusedBatchNorm") for op in fe_ops)
     pp_names = [n.name for n in graph_def.node if n.name.startswith("Postprocessor/")]
     if any("MultiClassNonMaxSuppression" in name for name in pp_names):
@@ -93,6 +95,36 @@ def graph_traits(graph_def) -> dict:
     return traits
 
 
+_FAKE_QUANT = re.compile(r"/(weights_quant|act_quant)/FakeQuantWithMinMaxVars$")
+
+
+def quantization_traits(graph_def) -> dict:
+    """`weight_bits` and `activation_bits` of a quantization-aware graph (tf.contrib.quantize's
+    rewrite: a FakeQuantWithMinMaxVars on every layer's folded weights, scope `weights_quant`,
+    narrow range, and one on its output, `act_quant`); both 0 for a graph without FakeQuant ops.
+
+    Raises:
+      ConfigError: FakeQuant ops other than that rewrite's, or mixed bit widths.
+    """
+    bits = {"weights_quant": set(), "act_quant": set()}
+    for n in graph_def.node:
+        if not n.op.startswith("FakeQuant"):
+            continue
+        m = _FAKE_QUANT.search(n.name)
+        # Attributes are read with `in` first: indexing a missing key would add it to the GraphDef.
+        narrow = n.attr["narrow_range"].b if "narrow_range" in n.attr else False
+        if n.op != "FakeQuantWithMinMaxVars" or m is None or narrow != (m.group(1) == "weights_quant"):
+            raise ConfigError(f"{n.name} ({n.op}, narrow_range {narrow}) is not a FakeQuant op of the "
+                              "tf.contrib.quantize rewrite this tool reproduces")
+        bits[m.group(1)].add(n.attr["num_bits"].i if "num_bits" in n.attr else 8)
+    if not bits["weights_quant"] and not bits["act_quant"]:
+        return {"weight_bits": 0, "activation_bits": 0}
+    if len(bits["weights_quant"]) != 1 or len(bits["act_quant"]) != 1:
+        raise ConfigError(f"FakeQuant bit widths: weights {sorted(bits['weights_quant'])}, activations "
+                          f"{sorted(bits['act_quant'])} (one width each is supported)")
+    return {"weight_bits": bits["weights_quant"].pop(), "activation_bits": bits["act_quant"].pop()}
+
+
 def anchor_box_specs(graph_def, nodes=None):
     """Per anchor layer, the graph's (scales, aspect ratios) as float32 arrays, or None.
 
@@ -134,8 +166,10 @@ _BN_SCOPES = (
 
 def _batch_norm_epsilon(graph_def, nodes, scope):
     """The epsilon of the batch norm under `scope`: the FusedBatchNorm attribute, or the constant
-    slim's unfused sequence adds to the variance (`BatchNorm/batchnorm/add`)."""
-    pattern = re.compile(f"^{scope}/BatchNorm/(batchnorm/add|FusedBatchNorm(V\\d)?)$")
+    slim's unfused sequence (`BatchNorm/batchnorm/add`) or a quantization-aware graph's folding
+    (`BatchNorm_Fold/add`; its FusedBatchNorm is dead and pruned from frozen graphs) adds to the
+    variance."""
+    pattern = re.compile(f"^{scope}/(BatchNorm/(batchnorm/add|FusedBatchNorm(V\\d)?)|BatchNorm_Fold/add)$")
     for n in graph_def.node:
         if pattern.match(n.name):
             if n.op.startswith("FusedBatchNorm"):

@@ -136,19 +136,32 @@ def _box_predictor_anchors(weights: dict) -> list | None:
     return counts
 
 
-def _refuse_quantized(source):
-    """A quantization-aware model computes through FakeQuant ops that the float Keras model does
-    not reproduce; converting it would change its outputs silently, so every source form refuses it
-    (a pipeline.config with `graph_rewriter.quantization` is refused by `SSDConfig` itself)."""
-    ranges = [n for n in source.weights if re.search(r"/(act_quant|weights_quant)/(min|max)$", n)]
-    if ranges:
-        raise ConfigError(f"{source.weights_from}: quantization-aware model ({len(ranges)} FakeQuant ranges, "
-                          f"e.g. {ranges[0]}): not supported")
-    if source.graph_def is not None:
-        fake = [n.name for n in source.graph_def.node if n.op.startswith("FakeQuant")]
-        if fake:
-            raise ConfigError(f"{source.graph_from}: quantization-aware graph ({len(fake)} FakeQuant ops, "
-                              f"e.g. {fake[0]}): not supported")
+QUANT_RANGE = re.compile(r"/(act_quant|weights_quant)/(min|max)$")
+
+
+def _quantization_text(weight_bits: int, activation_bits: int, float_text: str) -> str:
+    if not weight_bits:
+        return float_text
+    return f"quantization-aware ({weight_bits}-bit weights, {activation_bits}-bit activations)"
+
+
+def _check_quantization(source, config: SSDConfig, notes: list) -> SSDConfig:
+    """A quantization-aware model's weights hold every layer's FakeQuant ranges
+    (`.../weights_quant/min`, ...); a float model's hold none. Both forms must agree with the
+    config (pipeline.config's `graph_rewriter.quantization`, or the graph's FakeQuant ops):
+    the same weights computed the other way give other detections."""
+    ranges = sorted(n for n in source.weights if QUANT_RANGE.search(n))
+    if bool(ranges) == bool(config.weight_bits):
+        return config
+    if ranges and source.graph_def is None and source.pipeline_config is None:
+        notes.append(f"quantization-aware weights ({len(ranges)} FakeQuant ranges): 8-bit weights and activations "
+                     "assumed (tf.contrib.quantize's default); a graph or pipeline.config beside them states it")
+        return config.replace(weight_bits=8, activation_bits=8)
+    where = source.graph_from if source.graph_def is not None else source.pipeline_config_from
+    said = _quantization_text(config.weight_bits, config.activation_bits, "a float model")
+    held = (f"{len(ranges)} FakeQuant ranges (e.g. {ranges[0]})" if ranges
+            else "no FakeQuant ranges (weights_quant/act_quant min and max)")
+    raise MismatchError(f"{source.weights_from} holds {held}, but {where} describes {said}")
 
 
 def _tflite_note(source) -> str:
@@ -187,7 +200,6 @@ def infer_config(source, trust_weights=False, image_size=None):
       MismatchError: pipeline.config and weights disagree (without `trust_weights`).
     """
     notes = []
-    _refuse_quantized(source)
     if source.pipeline_config is not None:
         try:
             config = SSDConfig.from_pipeline_config(source.pipeline_config)
@@ -208,6 +220,12 @@ def infer_config(source, trust_weights=False, image_size=None):
                 if key in traits and traits[key] != getattr(config, key):
                     raise MismatchError(f"{source.pipeline_config_from} says {key} {getattr(config, key)}, "
                                         f"the graph {source.graph_from} resizes to {traits[key]}")
+            quantized = (traits["weight_bits"], traits["activation_bits"])
+            if quantized != (config.weight_bits, config.activation_bits):
+                raise MismatchError(
+                    f"{source.pipeline_config_from} describes "
+                    f"{_quantization_text(config.weight_bits, config.activation_bits, 'a float model')}, the graph "
+                    f"{source.graph_from} {_quantization_text(*quantized, 'has no FakeQuant ops')}")
             # The graph's post-processing constants and resize op are what produced the TF1 detections.
             for key in sorted((POSTPROCESSING_FIELDS | {"resize_method", "add_background_class"}) & set(traits)):
                 if traits[key] != getattr(config, key):
@@ -250,6 +268,7 @@ def infer_config(source, trust_weights=False, image_size=None):
         notes.append("anchors from the graph's anchor generator, not " + origin + ": "
                      + ", ".join(f"{k}={_show(v)}" for k, v in sorted(changed.items())))
         config = config.replace(**fields)
+    config = _check_quantization(source, config, notes)
     held = _box_predictor_anchors(source.weights)
     if held is not None and held != config.anchors_per_location():
         where = (f"{source.pipeline_config_from}'s anchor_generator" if source.pipeline_config is not None

@@ -11,6 +11,10 @@ import re
 
 # (TF1 name pattern, TF2 Keras variable path template). First match wins.
 RULES = (
+    # A quantization-aware graph's FakeQuant ranges live in the ops' name scope, which slim's
+    # mobilenet_v1_base opens twice for the base layers (their weights' variable scope once).
+    (r"^FeatureExtractor/MobilenetV1/MobilenetV1/(?P<rest>[^/]+/(weights_quant|act_quant)/(min|max))$",
+     r"\g<rest>"),
     (r"^FeatureExtractor/MobilenetV1/(?P<rest>.+)$", r"\g<rest>"),
     (r"^(?P<rest>BoxPredictor_\d+/.+)$", r"\g<rest>"),
 )

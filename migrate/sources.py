@@ -39,7 +39,9 @@ class Source:
 
 
 # slim leaf names of the variables a model weight can have.
-_WEIGHT_LEAF = re.compile(r"/(weights|depthwise_weights|biases|BatchNorm/(gamma|beta|moving_mean|moving_variance))$")
+# Slim's variables, and a quantization-aware graph's FakeQuant ranges.
+_WEIGHT_LEAF = re.compile(r"/(weights|depthwise_weights|biases|BatchNorm/(gamma|beta|moving_mean|moving_variance)"
+                          r"|(weights_quant|act_quant)/(min|max))$")
 
 
 def _checkpoint_prefix(directory: str):

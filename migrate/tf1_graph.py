@@ -78,7 +78,9 @@ def endpoint_candidates(model) -> dict:
     stages = {"Preprocessor": ("Preprocessor", ["Preprocessor/sub:0"])}
     for layer in model.endpoint_names:
         scope = f"FeatureExtractor/MobilenetV1/{layer}"
-        stages[scope] = (layer, [f"FeatureExtractor/MobilenetV1/MobilenetV1/{layer}/Relu6:0", f"{scope}/Relu6:0"])
+        # A quantization-aware graph's layer ends in its activation's FakeQuant, after the ReLU6.
+        stages[scope] = (layer, [f"{prefix}/{layer}/{op}:0" for op in ("act_quant/FakeQuantWithMinMaxVars", "Relu6")
+                                 for prefix in ("FeatureExtractor/MobilenetV1/MobilenetV1", scope.rsplit("/", 1)[0])])
     stages["concat"] = ("box_encodings", ["concat:0"])
     stages["concat_1"] = ("class_predictions_with_background", ["concat_1:0"])
     return stages

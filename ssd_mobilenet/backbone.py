@@ -59,7 +59,8 @@ def build_feature_extractor(x, config: SSDConfig, fold_batch_norm: bool = False)
       ordered dict of every layer's output keyed by TF1 scope (without `FEATURE_SCOPE`).
     """
     common = dict(explicit_padding=config.use_explicit_padding, bn_epsilon=config.batch_norm_epsilon,
-                  fused_batch_norm=config.fused_batch_norm, batch_norm=not fold_batch_norm)
+                  fused_batch_norm=config.fused_batch_norm, batch_norm=not fold_batch_norm,
+                  weight_bits=config.weight_bits, activation_bits=config.activation_bits)
     endpoints = {}
 
     def apply(layer, net):

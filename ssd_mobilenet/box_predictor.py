@@ -37,7 +37,7 @@ class BoxPredictor(keras.layers.Layer):
     """
 
     def __init__(self, num_anchors, num_class_slots, kernel_size=1, use_depthwise=False, bn_epsilon=0.001,
-                 fused_batch_norm=False, merge_heads=False, **kwargs):
+                 fused_batch_norm=False, merge_heads=False, weight_bits=0, activation_bits=0, **kwargs):
         super().__init__(**kwargs)
         self.num_anchors = num_anchors
         self.num_class_slots = num_class_slots
@@ -45,9 +45,13 @@ class BoxPredictor(keras.layers.Layer):
         self.use_depthwise = use_depthwise
         self.bn_epsilon = bn_epsilon
         self.fused_batch_norm = fused_batch_norm
-        if merge_heads and use_depthwise:
-            raise ValueError("merge_heads needs plain conv heads (use_depthwise=False)")
+        if merge_heads and (use_depthwise or weight_bits or activation_bits):
+            # A quantization-aware graph rounds each head's weights and outputs on its own range.
+            raise ValueError("merge_heads needs plain float conv heads (use_depthwise=False, no quantization)")
         self.merge_heads = merge_heads
+        self.weight_bits = weight_bits
+        self.activation_bits = activation_bits
+        quant = dict(weight_bits=weight_bits, activation_bits=activation_bits)
         # Sublayers are attributes (not a dict of tuples) so TF checkpoints track them.
         depths = {"BoxEncodingPredictor": num_anchors * BOX_CODE_SIZE, "ClassPredictor": num_anchors * num_class_slots}
         if merge_heads:
@@ -58,18 +62,18 @@ class BoxPredictor(keras.layers.Layer):
         elif use_depthwise:
             self.box_encoding_depthwise, self.class_depthwise = (
                 SlimConv(None, kernel_size, 1, depthwise=True, bn_epsilon=bn_epsilon, fused_batch_norm=fused_batch_norm,
-                         name=f"{head}_depthwise") for head in depths)
+                         name=f"{head}_depthwise", **quant) for head in depths)
             self.box_encoding = SlimConv(depths["BoxEncodingPredictor"], 1, 1, batch_norm=False, relu6=False,
-                                         name="BoxEncodingPredictor")
+                                         name="BoxEncodingPredictor", **quant)
             self.class_predictor = SlimConv(depths["ClassPredictor"], 1, 1, batch_norm=False, relu6=False,
-                                            name="ClassPredictor")
+                                            name="ClassPredictor", **quant)
             self.heads = {"BoxEncodingPredictor": [self.box_encoding_depthwise, self.box_encoding],
                           "ClassPredictor": [self.class_depthwise, self.class_predictor]}
         else:
             self.box_encoding = SlimConv(depths["BoxEncodingPredictor"], kernel_size, 1, batch_norm=False,
-                                         relu6=False, name="BoxEncodingPredictor")
+                                         relu6=False, name="BoxEncodingPredictor", **quant)
             self.class_predictor = SlimConv(depths["ClassPredictor"], kernel_size, 1, batch_norm=False,
-                                            relu6=False, name="ClassPredictor")
+                                            relu6=False, name="ClassPredictor", **quant)
             self.heads = {"BoxEncodingPredictor": [self.box_encoding], "ClassPredictor": [self.class_predictor]}
 
     def build(self, input_shape):
@@ -114,14 +118,15 @@ class BoxPredictor(keras.layers.Layer):
         return {**super().get_config(), "num_anchors": self.num_anchors, "num_class_slots": self.num_class_slots,
                 "kernel_size": self.kernel_size, "use_depthwise": self.use_depthwise,
                 "bn_epsilon": self.bn_epsilon, "fused_batch_norm": self.fused_batch_norm,
-                "merge_heads": self.merge_heads}
+                "merge_heads": self.merge_heads, "weight_bits": self.weight_bits,
+                "activation_bits": self.activation_bits}
 
 
 def build_box_predictors(feature_maps, config: SSDConfig, merge_heads: bool = False):
     """Applies `BoxPredictor_i` to feature map i and concatenates over maps 0..5.
 
-    `merge_heads`: one conv per map for both heads where the heads are plain convs
-    (`BoxPredictor(merge_heads=True)`); ignored with `box_predictor_use_depthwise`.
+    `merge_heads`: one conv per map for both heads where the heads are plain float convs
+    (`BoxPredictor(merge_heads=True)`); ignored with `box_predictor_use_depthwise` or quantization.
 
     Returns:
       box_encodings [N, num_anchors, 4] and class logits [N, num_anchors, num_class_slots]
@@ -132,7 +137,9 @@ def build_box_predictors(feature_maps, config: SSDConfig, merge_heads: bool = Fa
         predictor = BoxPredictor(anchors, config.num_class_slots, config.box_predictor_kernel_size,
                                  config.box_predictor_use_depthwise, config.box_predictor_batch_norm_epsilon,
                                  config.fused_batch_norm,
-                                 merge_heads=merge_heads and not config.box_predictor_use_depthwise,
+                                 merge_heads=merge_heads and not (config.box_predictor_use_depthwise
+                                                                  or config.weight_bits or config.activation_bits),
+                                 weight_bits=config.weight_bits, activation_bits=config.activation_bits,
                                  name=f"BoxPredictor_{i}")
         b, c = predictor(fmap)
         boxes.append(b)

@@ -99,6 +99,10 @@ class SSDConfig:
     max_detections_per_class: int = 100
     max_total_detections: int = 100
     nms_variant: str = NMS_CLIP_BEFORE
+    # Quantization-aware training (`graph_rewriter.quantization`): 0 for a float graph, else
+    # the bits of the FakeQuant ops on every layer's folded weights and on its output.
+    weight_bits: int = 0
+    activation_bits: int = 0
 
     def __post_init__(self):
         problems = []
@@ -127,6 +131,15 @@ class SSDConfig:
                             "height_offset/width_offset need one value per layer")
         if len(self.box_coder_scales) != 4 or min(self.box_coder_scales) <= 0:
             problems.append(f"box_coder.faster_rcnn_box_coder scales: {self.box_coder_scales}")
+        bits_ok = lambda b: b == 0 or 2 <= b <= 16  # noqa: E731  (FakeQuant's num_bits range)
+        if bool(self.weight_bits) != bool(self.activation_bits) or not (
+                bits_ok(self.weight_bits) and bits_ok(self.activation_bits)):
+            problems.append(f"graph_rewriter.quantization: weight_bits {self.weight_bits}, activation_bits "
+                            f"{self.activation_bits} (both 2..16, or neither)")
+        if self.weight_bits and (self.use_depthwise or self.box_predictor_use_depthwise):
+            # contrib.quantize's rewrite of these layers has no reference graph here to prove it against.
+            problems.append("graph_rewriter.quantization with use_depthwise (feature extractor or box predictor) "
+                            "is not supported")
         if problems:
             raise ConfigError("; ".join(problems))
 
@@ -208,6 +221,10 @@ class SSDConfig:
         if not self.reduce_boxes_in_lowest_layer:
             anchors += "        reduce_boxes_in_lowest_layer: false\n"
         ys, xs, hs, ws = self.box_coder_scales
+        rewriter = ""
+        if self.weight_bits:
+            rewriter = (f"graph_rewriter {{\n  quantization {{\n    weight_bits: {self.weight_bits}\n"
+                        f"    activation_bits: {self.activation_bits}\n  }}\n}}\n")
         return f"""model {{
   ssd {{
     num_classes: {self.num_classes}
@@ -269,7 +286,7 @@ class SSDConfig:
     }}
   }}
 }}
-"""
+{rewriter}"""
 
 
 class _PipelineReader:
@@ -320,11 +337,19 @@ class _PipelineReader:
         self._anchors(ssd, c)
         self._box_coder(ssd, c)
         self._post_processing(ssd, c)
-        rewriter = self.root.child("graph_rewriter")
-        if rewriter is not None and rewriter.child("quantization") is not None:
-            self.fail("graph_rewriter.quantization", "{...}",
-                      "quantization-aware graphs (FakeQuant ops) are not supported")
+        self._quantization(c)
         return SSDConfig(**c)
+
+    def _quantization(self, c):
+        rewriter = self.root.child("graph_rewriter")
+        q = rewriter.child("quantization") if rewriter is not None else None
+        if q is None:
+            return
+        p = "graph_rewriter.quantization"
+        c["weight_bits"] = self.get(q, "weight_bits", p, int, 8)
+        c["activation_bits"] = self.get(q, "activation_bits", p, int, 8)
+        if self.get(q, "symmetric", p, bool, False):
+            self.fail(f"{p}.symmetric", "true", "only the asymmetric ranges of contrib.quantize are supported")
 
     def _resizer(self, ssd, c):
         resizer = ssd.child("image_resizer")

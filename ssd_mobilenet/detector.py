@@ -89,6 +89,13 @@ class Detector:
         self.weights_frozen = freeze_weights and not jit_compile
         if self.slice_size is not None:
             self.model.split()  # built eagerly, outside the traced function
+        if (jit_compile or precision != "float32") and model.config.weight_bits:
+            # XLA's convolutions and FakeQuant and 16-bit arithmetic round differently from the
+            # TF1 graph's kernels, and a FakeQuant turns a 1e-7 difference at a step of its grid
+            # into a whole step (measured: one step at Conv2d_0, 0.7 by Conv2d_13 under XLA).
+            warnings.warn("quantization-aware model with jit_compile or mixed precision: its FakeQuant steps turn "
+                          "rounding differences into whole quantization steps, so detections can differ from the "
+                          "TF1 graph's; float32 without XLA reproduces them", stacklevel=2)
         if jit_compile:
             # Preprocessing stays outside the cluster: XLA's legacy ResizeBilinear differs from
             # TensorFlow's kernel (by up to 1.9 on the [-1, 1] scale for 480x640 -> 300x300).

@@ -51,6 +51,42 @@ class BatchNorm(keras.layers.Layer):
         return {**super().get_config(), "epsilon": self.epsilon, "fused": self.fused}
 
 
+class FakeQuant(keras.layers.Layer):
+    """`tf.quantization.fake_quant_with_min_max_vars` with its range as variables `min`, `max`.
+
+    A quantization-aware TF1 graph (`graph_rewriter.quantization`, tf.contrib.quantize)
+    rounds every layer's folded weights (scope `weights_quant`, narrow range: 2^bits - 1
+    levels) and its output after ReLU6 or the bias add (`act_quant`, 2^bits levels) to
+    the grid its trained range gives. The op exists in float32 only: the layer computes in
+    float32 under any policy (Keras casts its input), and `SlimConv` casts the result back.
+    """
+
+    def __init__(self, num_bits=8, narrow_range=False, **kwargs):
+        kwargs["dtype"] = "float32"
+        super().__init__(**kwargs)
+        self.num_bits = int(num_bits)
+        self.narrow_range = bool(narrow_range)
+
+    def build(self, input_shape=None):
+        if not self.built:
+            # contrib.quantize initialises the ranges to [-6, 6]; a checkpoint holds the trained ones.
+            self.min = self.add_weight(name="min", shape=(), initializer=keras.initializers.Constant(-6.0),
+                                       trainable=False, dtype="float32")
+            self.max = self.add_weight(name="max", shape=(), initializer=keras.initializers.Constant(6.0),
+                                       trainable=False, dtype="float32")
+            self.built = True
+
+    def call(self, x):
+        return tf.quantization.fake_quant_with_min_max_vars(x, self.min, self.max, num_bits=self.num_bits,
+                                                            narrow_range=self.narrow_range)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "num_bits": self.num_bits, "narrow_range": self.narrow_range}
+
+
 class SlimConv(keras.layers.Layer):
     """`slim.conv2d` / `slim.separable_conv2d(num_outputs=None)` with optional BN and ReLU6.
 
@@ -64,10 +100,14 @@ class SlimConv(keras.layers.Layer):
       relu6: apply ReLU6 at the end (slim: `activation_fn=tf.nn.relu6`).
       explicit_padding: pad symmetrically by (k-1)/2 and convolve VALID
         (`use_explicit_padding` in the OD API) instead of SAME.
+      weight_bits, activation_bits: > 0 for a layer of a quantization-aware graph: the
+        kernel (batch norm folded in first, as that graph does) goes through a `FakeQuant`
+        sublayer `weights_quant` (narrow range) and the output through `act_quant`.
     """
 
     def __init__(self, filters=None, kernel_size=1, stride=1, depthwise=False, batch_norm=True, relu6=True,
-                 explicit_padding=False, bn_epsilon=0.001, fused_batch_norm=False, **kwargs):
+                 explicit_padding=False, bn_epsilon=0.001, fused_batch_norm=False, weight_bits=0, activation_bits=0,
+                 **kwargs):
         super().__init__(**kwargs)
         self.filters = filters
         self.kernel_size = kernel_size
@@ -79,6 +119,10 @@ class SlimConv(keras.layers.Layer):
         self.bn_epsilon = bn_epsilon
         self.fused_batch_norm = fused_batch_norm
         self.norm = BatchNorm(bn_epsilon, fused_batch_norm, name="BatchNorm") if batch_norm else None
+        self.weight_bits = int(weight_bits)
+        self.activation_bits = int(activation_bits)
+        self.weights_quant = FakeQuant(weight_bits, narrow_range=True, name="weights_quant") if weight_bits else None
+        self.act_quant = FakeQuant(activation_bits, name="act_quant") if activation_bits else None
 
     def build(self, input_shape):
         c_in = int(input_shape[-1])
@@ -94,6 +138,9 @@ class SlimConv(keras.layers.Layer):
             self.bias = None
         else:
             self.bias = self.add_weight(name="biases", shape=(c_out,), initializer="zeros")
+        for quant in (self.weights_quant, self.act_quant):
+            if quant is not None:
+                quant.build()
 
     def call(self, x):
         padding = "SAME"
@@ -103,15 +150,24 @@ class SlimConv(keras.layers.Layer):
             x = tf.pad(x, [[0, 0], [beg, end], [beg, end], [0, 0]])
             padding = "VALID"
         strides = [1, self.stride, self.stride, 1]
+        kernel, bias = self.kernel, self.bias
+        if self.weights_quant is not None:
+            if self.norm is not None:
+                # The quantization-aware graph folds batch norm into the weights before rounding
+                # them (`mul_fold`, `BatchNorm_Fold/bias`), in the order `fold_batch_norm` uses.
+                kernel, bias = fold_batch_norm(self)
+            kernel = tf.cast(self.weights_quant(kernel), x.dtype)
         if self.depthwise:
-            y = tf.nn.depthwise_conv2d(x, self.kernel, strides, padding)
+            y = tf.nn.depthwise_conv2d(x, kernel, strides, padding)
         else:
-            y = tf.nn.conv2d(x, self.kernel, strides, padding)
-        if self.norm is not None:
+            y = tf.nn.conv2d(x, kernel, strides, padding)
+        if self.norm is not None and self.weights_quant is None:
             y = self.norm(y)
         else:
-            y = tf.nn.bias_add(y, self.bias)
-        return tf.nn.relu6(y) if self.relu6 else y
+            y = tf.nn.bias_add(y, bias)
+        if self.relu6:
+            y = tf.nn.relu6(y)
+        return tf.cast(self.act_quant(y), y.dtype) if self.act_quant is not None else y
 
     def compute_output_shape(self, input_shape):
         n, h, w, c = input_shape
@@ -129,7 +185,8 @@ class SlimConv(keras.layers.Layer):
         return {**super().get_config(), "filters": self.filters, "kernel_size": self.kernel_size,
                 "stride": self.stride, "depthwise": self.depthwise, "batch_norm": self.batch_norm,
                 "relu6": self.relu6, "explicit_padding": self.explicit_padding,
-                "bn_epsilon": self.bn_epsilon, "fused_batch_norm": self.fused_batch_norm}
+                "bn_epsilon": self.bn_epsilon, "fused_batch_norm": self.fused_batch_norm,
+                "weight_bits": self.weight_bits, "activation_bits": self.activation_bits}
 
 
 def fold_batch_norm(layer: SlimConv):

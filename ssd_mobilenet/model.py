@@ -229,6 +229,11 @@ def fold_batch_norm(model: SSDMobileNetV1, precision: str = "float32") -> SSDMob
             kernel, bias = layers_lib.fold_batch_norm(source)
             target.kernel.assign(kernel)
             target.bias.assign(bias)
+            # A quantization-aware layer rounds the folded kernel as its graph does, at run time.
+            for quant in ("weights_quant", "act_quant"):
+                if getattr(source, quant) is not None:
+                    getattr(target, quant).min.assign(getattr(source, quant).min)
+                    getattr(target, quant).max.assign(getattr(source, quant).max)
         else:
             for a, b in zip(target.weights, source.weights, strict=True):
                 a.assign(b)

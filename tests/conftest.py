@@ -56,6 +56,55 @@ def zoo_fixture(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def quantized_fixture(zoo_fixture, tmp_path_factory):
+    """The quantization-aware zoo graph as a TF1 model directory whose FakeQuant ranges look
+    trained: each layer's weight range is its folded weights' min/max, activation ranges are
+    seeded [0, 2..6] after ReLU6 and [-12..-4, 2..8] for the heads. (make_zoo_fixture sets every
+    range to [-6, 6], which rounds most synthetic weights to 0 or one step.) Checkpoint, meta
+    graph, pipeline.config, a frozen graph of the new weights and its reference outputs."""
+    import shutil
+
+    import tensorflow as tf
+
+    from migrate.tf1_graph import DETECTION_OUTPUTS, FrozenGraphRunner, freeze_inference_graph
+    from migrate.sources import read_meta_graph
+
+    fx = zoo_fixture(QUANTIZED)
+    out = tmp_path_factory.mktemp("quantized_ranges")
+    reader = tf.train.load_checkpoint(os.path.join(fx, "model.ckpt"))
+    weights = {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()}
+    rng = np.random.default_rng(7)
+    for name in sorted(weights):
+        scope, quant, end = (["", ""] + name.rsplit("/", 2))[-3:]
+        if quant == "weights_quant":
+            layer = scope.replace("MobilenetV1/MobilenetV1/", "MobilenetV1/")
+            depthwise = f"{layer}/depthwise_weights" in weights
+            kernel = weights[f"{layer}/depthwise_weights" if depthwise else f"{layer}/weights"]
+            if f"{layer}/BatchNorm/gamma" in weights:
+                scale = weights[f"{layer}/BatchNorm/gamma"] / np.sqrt(weights[f"{layer}/BatchNorm/moving_variance"] + 1e-3)
+                kernel = kernel * (scale[:, None] if depthwise else scale)
+            weights[name] = np.float32(kernel.min() if end == "min" else kernel.max())
+        elif quant == "act_quant":
+            head = "Predictor" in scope
+            weights[name] = np.float32(rng.uniform(-12, -4) if head else 0.0) if end == "min" else \
+                np.float32(rng.uniform(2, 8) if head else rng.uniform(2, 6))
+    names = sorted(weights)
+    tf.raw_ops.SaveV2(prefix=str(out / "model.ckpt"), tensor_names=names, shape_and_slices=[""] * len(names),
+                      tensors=[tf.constant(weights[n]) for n in names])
+    (out / "checkpoint").write_text('model_checkpoint_path: "model.ckpt"\n')
+    for f in ("model.ckpt.meta", "pipeline.config", "inputs.npz"):
+        shutil.copy(os.path.join(fx, f), out)
+    meta = read_meta_graph(os.path.join(fx, "model.ckpt.meta"))
+    frozen = freeze_inference_graph(meta.graph_def, weights)
+    (out / "frozen_inference_graph.pb").write_bytes(frozen.SerializeToString())
+    runner = FrozenGraphRunner(frozen)
+    images = np.load(os.path.join(fx, "inputs.npz"))["images"]
+    np.savez(out / "reference.npz", **runner.run(images, {k: f"{k}:0" for k in DETECTION_OUTPUTS}))
+    runner.close()
+    return str(out)
+
+
+@pytest.fixture(scope="session")
 def zoo_converted(zoo_fixture, tmp_path_factory):
     """(TF1 fixture dir, its conversion by `python -m migrate convert`) of the 2018 zoo graph,
     once per session; tests read the conversion and write elsewhere."""

@@ -49,11 +49,28 @@ def test_depth_multiplier_sample_config():
 @pytest.mark.parametrize("name, field", [
     ("ssd_mobilenet_v1_fpn_shared_box_predictor_640x640_coco14_sync.config", "model.ssd."),
     ("ssd_mobilenet_v1_ppn_shared_box_predictor_300x300_coco14_sync.config", "model.ssd."),
-    ("ssd_mobilenet_v1_0.75_depth_quantized_300x300_coco14_sync.config", "graph_rewriter.quantization"),
 ])
 def test_unsupported_variants_name_the_field(name, field):
     with pytest.raises(ConfigError, match=field):
         SSDConfig.from_pipeline_config(zoo_path("sample_configs", name))
+
+
+@needs_shared
+def test_quantized_sample_config():
+    c = SSDConfig.from_pipeline_config(
+        zoo_path("sample_configs", "ssd_mobilenet_v1_0.75_depth_quantized_300x300_coco14_sync.config"))
+    assert (c.depth_multiplier, c.weight_bits, c.activation_bits) == (0.75, 8, 8)
+    assert SSDConfig.from_pipeline_config(c.to_pipeline_config()) == c
+
+
+def test_quantization_settings_not_reproduced_are_refused():
+    rewriter = "\ngraph_rewriter { quantization { weight_bits: 4 activation_bits: 8 %s } }"
+    assert SSDConfig.from_pipeline_config(_minimal() + rewriter % "").weight_bits == 4
+    with pytest.raises(ConfigError, match="symmetric"):
+        SSDConfig.from_pipeline_config(_minimal() + rewriter % "symmetric: true")
+    with pytest.raises(ConfigError, match="use_depthwise"):
+        SSDConfig.from_pipeline_config(_minimal(**{"min_depth: 8": "min_depth: 8 use_depthwise: true"})
+                                       + rewriter % "")
 
 
 def _minimal(**repl):

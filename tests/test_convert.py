@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 
 import ssd_mobilenet
-from conftest import DEPTHWISE, QUANTIZED, TF13, ZOO_2018, needs_shared, random_images, zoo_path
+from conftest import (DEPTHWISE, TF13, ZOO_2018, check_detections, needs_shared, random_images,
+                      zoo_path)
 from migrate.cli import main
 from migrate.sources import read_graph_def
 from migrate.tf1_graph import DETECTION_OUTPUTS, FrozenGraphRunner
@@ -179,11 +180,70 @@ def test_checkpoint_of_another_model(tmp_path, capsys):
 
 
 @needs_shared
-@pytest.mark.parametrize("form", list(FORMS))
-def test_quantization_aware_model_is_refused_in_every_form(zoo_fixture, tmp_path, capsys, form):
-    # Its FakeQuant ops change every activation; a float conversion would not compute what it computes.
-    src = _only(zoo_fixture(QUANTIZED), tmp_path / "m", FORMS[form])
-    _bad(tmp_path, capsys, [src], "quantization-aware")
+def test_quantization_aware_model_converts_to_a_faithful_saved_model(quantized_fixture, tmp_path):
+    # Every layer's FakeQuant ranges are weights; the bits come from the graph and pipeline.config.
+    out = str(tmp_path / "out")
+    assert main(["convert", quantized_fixture, "--out", out, "--quiet"]) == 0
+    with open(os.path.join(out, "model_config.json")) as f:
+        config = json.load(f)
+    assert (config["weight_bits"], config["activation_bits"]) == (8, 8)
+    serve = tf.saved_model.load(os.path.join(out, "saved_model")).signatures["serving_default"]
+    images = np.load(os.path.join(quantized_fixture, "inputs.npz"))["images"]
+    ref = np.load(os.path.join(quantized_fixture, "reference.npz"))
+    got = {k: v.numpy() for k, v in serve(input_tensor=tf.constant(images)).items()}
+    assert ref["num_detections"].min() > 0
+    np.testing.assert_array_equal(got["num_detections"], ref["num_detections"])
+    np.testing.assert_array_equal(got["detection_classes"], ref["detection_classes"])
+    np.testing.assert_allclose(got["detection_boxes"], ref["detection_boxes"], rtol=0, atol=1e-4)
+    np.testing.assert_allclose(got["detection_scores"], ref["detection_scores"], rtol=0, atol=1e-4)
+
+
+@needs_shared
+@pytest.mark.parametrize("form", ["frozen_graph", "weights_only"])
+def test_quantization_aware_model_from_one_file(quantized_fixture, tmp_path, form):
+    # The frozen graph alone holds the ranges as constants and the bits in its FakeQuant ops;
+    # the checkpoint's data and index alone get contrib.quantize's 8 bits, with a note.
+    from migrate import assign, infer, sources
+    from ssd_mobilenet import SSDMobileNetV1
+
+    patterns = {"frozen_graph": FORMS["frozen_graph"],
+                "weights_only": ["checkpoint", "model.ckpt.data-*", "model.ckpt.index"]}[form]
+    source = sources.open_source(_only(quantized_fixture, tmp_path / "src", patterns))
+    config, notes = infer.infer_config(source)
+    assert (config.weight_bits, config.activation_bits) == (8, 8)
+    assert sum("8-bit weights and activations assumed" in n for n in notes) == (form == "weights_only")
+    model = SSDMobileNetV1(config)
+    assign.assign(source.weights, model)
+    images = np.load(os.path.join(quantized_fixture, "inputs.npz"))["images"]
+    runner = FrozenGraphRunner(read_graph_def(os.path.join(quantized_fixture, "frozen_inference_graph.pb")))
+    if form == "frozen_graph":
+        check_detections({k: v.numpy() for k, v in model.detect(images).items()},
+                         dict(np.load(os.path.join(quantized_fixture, "reference.npz"))))
+        return
+    # Without graph or config the post-processing is the zoo defaults' (score threshold 1e-8,
+    # where this model's is 0.3): the network's outputs are what the weights decide.
+    expected = runner.run(images, {"box_encodings": "concat:0", "class_predictions_with_background": "concat_1:0"})
+    got = model(model.preprocess(images))
+    for key, value in expected.items():
+        np.testing.assert_allclose(got[key], value.reshape(got[key].shape), rtol=0, atol=1e-5)
+
+
+@needs_shared
+def test_quantization_must_agree_between_config_and_weights(zoo_fixture, quantized_fixture, tmp_path, capsys):
+    # The same weights computed with and without FakeQuant give other detections: refused both ways.
+    weights_and_config = ["checkpoint", "model.ckpt.data-*", "model.ckpt.index", "pipeline.config"]
+    quantized = _only(quantized_fixture, tmp_path / "q", weights_and_config)
+    with open(os.path.join(quantized, "pipeline.config")) as f:
+        text = f.read()
+    with open(os.path.join(quantized, "pipeline.config"), "w") as f:
+        f.write(text[:text.index("graph_rewriter")])
+    _bad(tmp_path, capsys, [quantized], "describes a float model")
+    plain = _only(zoo_fixture(ZOO_2018), tmp_path / "f", weights_and_config)
+    with open(os.path.join(plain, "pipeline.config"), "a") as f:
+        f.write("graph_rewriter { quantization { delay: 48000 } }\n")
+    _bad(tmp_path, capsys, [plain], "holds no FakeQuant ranges")
+    shutil.copy(os.path.join(zoo_fixture(ZOO_2018), "model.ckpt.meta"), plain)
+    _bad(tmp_path, capsys, [plain], "model.ckpt.meta has no FakeQuant ops")
 
 
 @needs_shared

@@ -12,20 +12,24 @@ import os
 import numpy as np
 import pytest
 
-from conftest import check_detections, DEPTHWISE, TF13, ZOO_2018, model_for_fixture, needs_shared, random_images
+from conftest import (check_detections, DEPTHWISE, QUANTIZED, TF13, ZOO_2018, model_for_fixture, needs_shared,
+                      random_images)
 from migrate.tf1_graph import DETECTION_OUTPUTS, FrozenGraphRunner, endpoint_candidates
 
 ATOL = 1e-5
-GRAPHS = [ZOO_2018, DEPTHWISE, TF13]
+# QUANTIZED: the quantization-aware zoo graph with trained-looking FakeQuant ranges
+# (`quantized_fixture`); its FakeQuant outputs sit on a grid, so the same tolerance means the
+# same grid points, not just nearby values.
+GRAPHS = [ZOO_2018, DEPTHWISE, TF13, QUANTIZED]
 
 
 @pytest.fixture(scope="module")
-def setups(zoo_fixture):
+def setups(zoo_fixture, request):
     cache = {}
 
     def get(name):
         if name not in cache:
-            fx = zoo_fixture(name)
+            fx = request.getfixturevalue("quantized_fixture") if name == QUANTIZED else zoo_fixture(name)
             model, graph_def = model_for_fixture(fx)
             cache[name] = (fx, model, FrozenGraphRunner(graph_def, exact_arithmetic=True))
         return cache[name]

@@ -142,7 +142,7 @@ QUANT_RANGE = re.compile(r"/(act_quant|weights_quant)/(min|max)$")
 def _quantization_text(weight_bits: int, activation_bits: int, float_text: str) -> str:
     if not weight_bits:
         return float_text
-    return f"quantization-aware ({weight_bits}-bit weights, {activation_bits}-bit activations)"
+    return f"a quantization-aware model ({weight_bits}-bit weights, {activation_bits}-bit activations)"
 
 
 def _check_quantization(source, config: SSDConfig, notes: list) -> SSDConfig:
@@ -222,10 +222,11 @@ def infer_config(source, trust_weights=False, image_size=None):
                                         f"the graph {source.graph_from} resizes to {traits[key]}")
             quantized = (traits["weight_bits"], traits["activation_bits"])
             if quantized != (config.weight_bits, config.activation_bits):
+                graph_is = ("is " + _quantization_text(*quantized, "") if quantized[0] else "has no FakeQuant ops")
                 raise MismatchError(
                     f"{source.pipeline_config_from} describes "
                     f"{_quantization_text(config.weight_bits, config.activation_bits, 'a float model')}, the graph "
-                    f"{source.graph_from} {_quantization_text(*quantized, 'has no FakeQuant ops')}")
+                    f"{source.graph_from} {graph_is}")
             # The graph's post-processing constants and resize op are what produced the TF1 detections.
             for key in sorted((POSTPROCESSING_FIELDS | {"resize_method", "add_background_class"}) & set(traits)):
                 if traits[key] != getattr(config, key):

@@ -38,8 +38,8 @@ class Source:
     graph_def_version: int = None
 
 
-# slim leaf names of the variables a model weight can have.
-# Slim's variables, and a quantization-aware graph's FakeQuant ranges.
+# slim leaf names of the variables a model weight can have, and a quantization-aware graph's
+# FakeQuant ranges.
 _WEIGHT_LEAF = re.compile(r"/(weights|depthwise_weights|biases|BatchNorm/(gamma|beta|moving_mean|moving_variance)"
                           r"|(weights_quant|act_quant)/(min|max))$")
 

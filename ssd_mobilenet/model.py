@@ -39,6 +39,21 @@ def run_in_slices(fn, images, size: int, element_shape, dtype=tf.float32):
     return tf.cond(n <= size, lambda: fn(images), loop)
 
 
+def run_in_parts(fn, images, parts: int):
+    """`fn(images)` computed on `parts` contiguous parts of the batch as independent branches of
+    the graph, concatenated along the batch: the executor runs the parts' ops concurrently, so
+    each core works on its own images instead of sharing every op. `fn` returns a tuple of
+    tensors with the batch first. A batch smaller than `parts` runs whole (`tf.cond`)."""
+    n = tf.shape(images)[0]
+
+    def split():
+        bounds = [i * n // parts for i in range(parts + 1)]
+        outputs = [fn(images[bounds[i]:bounds[i + 1]]) for i in range(parts)]
+        return tuple(tf.concat(list(group), axis=0) for group in zip(*outputs))
+
+    return tf.cond(n >= parts, split, lambda: tuple(fn(images)))
+
+
 def with_weights_as_constants(fn, variables):
     """`fn` reading `variables` (Keras variables) as constants of whatever graph it is traced into.
 

@@ -34,8 +34,10 @@ FORMS = {
 
 @needs_shared
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [ZOO_2018, DEPTHWISE, TF13])
-@pytest.mark.parametrize("form", list(FORMS))
+# The user exports' frozen graphs are read in their zoo_dir form too (a directory's frozen graph
+# comes before its .meta); the frozen graph alone is the 2018 graph's case and test_family's.
+@pytest.mark.parametrize("name, form", [(ZOO_2018, form) for form in FORMS]
+                         + [(name, form) for name in (DEPTHWISE, TF13) for form in ("checkpoint", "zoo_dir")])
 def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, tmp_path, name, form, capsys):
     fx = zoo_fixture(name)
     src = _only(fx, tmp_path / "src", FORMS[form])

@@ -528,11 +528,10 @@ _SIDE_TEXT = {
                          "what a TF2 user runs without this toolkit.",
     "saved_model": "`tf.saved_model.load(CONVERTED/saved_model).signatures['serving_default']`, plain TensorFlow.",
     "detector": "`ssd_mobilenet.load(CONVERTED)`: batch norm folded into the convolutions at load, "
-                "a batch of 2 or more run as 2 concurrent parts (on CPUs), preprocessing and the early layers "
-                "in slices of 2 images, each feature map's box and class heads as one conv.",
+                "preprocessing and the early layers in slices of 2 images, two slices in flight at once, each "
+                "feature map's box and class heads as one conv.",
     "detector_frozen": "`ssd_mobilenet.load(CONVERTED, freeze_weights=True)`: the same with every weight a graph "
-                       "constant (faster at small batches, several times the weights' size in process memory), "
-                       "in one part.",
+                       "constant (faster at small batches, several times the weights' size in process memory).",
     "detector_exact": "`ssd_mobilenet.load(CONVERTED, fold_batch_norm=False, slice_size=None)`: op for op the TF1 "
                       "graph as written (the reference of the parity tests).",
     "detector_xla": "`ssd_mobilenet.load(CONVERTED, jit_compile=True)`.",
@@ -559,14 +558,14 @@ _NOTES = """## What made the difference
   `Conv2d_5_pointwise` run two images at a time, then the rest of the network on the whole batch. The
   allocator holds one slice's large activations instead of the batch's (the batch-8 transient peak
   falls well under the TF1 graph's), and those activations stay in cache, which makes batches faster too.
-- **A batch in two concurrent parts** (`parts`, default 2 on CPUs except with frozen weights): the batch
-  is split into two halves that are independent branches of the graph, so the executor runs both halves'
-  ops at once and each core works on its own images. One op over the whole batch kept the two cores
-  78% busy (one intra-op thread ran the batch of 8 in 263 ms, two in 169 ms). Interleaved with one part
-  (30 rounds, 480x640): batch 8 0.94x (95% interval 0.88-0.97) default, 0.95x (0.91-1.00) with frozen
-  weights; batch 2 0.94x; batch 32 0.96x. The allocator's transient peak at batch 8 rises from 34.9 to
-  48.4 MiB (both parts' early layers at once). Not with frozen weights: each part holds its own copy of
-  the constants (peak RSS 1706 MB instead of 1124 MB).
+- **Two slices in flight** (`concurrent_slices=2`): the slice loop runs two slices at once, so each core
+  works on its own slice more of the time instead of the two sharing every op of one (one op over the
+  batch kept them 78% busy: one intra-op thread ran the frozen detector's batch of 8 in 263 ms, two in
+  169 ms). Interleaved with one slice at a time (30 rounds, batch 8, frozen weights): 0.95x (95% interval
+  0.91-0.97). Allocator transient peak at batch 8: 42.3 MiB instead of 34.9 (default), 50.6 instead of
+  28.9 (frozen weights); RSS unchanged. Splitting the batch into two graph branches instead gave the same
+  0.94-0.95x but a copy of the frozen constants per branch (RSS 1706 MB instead of 1124 MB), and
+  splitting only the late layers' batch gave nothing (0.99x).
 - **Box and class heads merged** (inference copy only): each feature map's two 1x1 convs are one conv
   whose output channels (box codes, then class logits, then zeros up to a multiple of 16) are split
   after it. The box head's small conv cost about as much as the class head's at batch 1 (0.37 vs 1.0 ms

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from ssd_mobilenet import postprocessing
 from ssd_mobilenet.config import SSDConfig
-from ssd_mobilenet.model import PRECISIONS, SSDMobileNetV1, run_in_parts
+from ssd_mobilenet.model import PRECISIONS, SSDMobileNetV1
 from ssd_mobilenet.model import fold_batch_norm as fold_batch_norm_copy
 
 CONFIG_FILE = "model_config.json"
@@ -28,18 +28,9 @@ CHECKPOINT_PREFIX = "ckpt"
 # in cache) with 0.40x, 0.42x and 0.58x of its allocator peak; the whole batch at once
 # took 0.9x and 1.0x.
 DEFAULT_SLICE_SIZE = 2
-# Two cores here: two concurrent parts of a batch kept both busy better than one op at a time
-# over the whole batch (see `Detector`'s `parts`).
-DEFAULT_CPU_PARTS = 2
+# Two slices in flight kept the two cores here busier than one (see `Detector`).
+DEFAULT_CONCURRENT_SLICES = 2
 INPUT_SIGNATURE = (tf.TensorSpec([None, None, None, 3], tf.uint8, name="input_tensor"),)
-
-
-def default_parts(jit_compile: bool, weights_frozen: bool) -> int:
-    """`Detector`'s `parts` when not given: `DEFAULT_CPU_PARTS` on a CPU; 1 where a GPU is
-    visible, with XLA, or with frozen weights (each part would hold its own constants)."""
-    if jit_compile or weights_frozen or tf.config.list_physical_devices("GPU"):
-        return 1
-    return DEFAULT_CPU_PARTS
 
 
 class Detector:
@@ -73,15 +64,12 @@ class Detector:
         many images (`SSDMobileNetV1.predict_raw`), so the allocator's peak holds one
         slice's large activations instead of the whole batch's; None: the batch at once
         (always with `jit_compile`).
-      parts: run a batch of at least this many images as this many independent parts of
-        the graph (`model.run_in_parts`), each sliced as above; the executor runs their ops
-        concurrently, so the cores split images instead of sharing each op. None (default):
-        2 on CPUs, 1 where a GPU is visible (it wants one large batch), with `jit_compile`
-        or with `freeze_weights` (every part holds its own copy of the constants: peak RSS
-        1706 MB instead of 1124 MB after batch-8 calls). Measured at 480x640 on a 2-core
-        CPU, interleaved with one part: batch 2 0.94x of its time, batch 8 0.94-0.95x,
-        batch 32 0.96x (frozen weights and not); outputs within 1.2e-7; allocator transient
-        peak at batch 8 48.4 MiB instead of 34.9 (both parts' early layers at once).
+      concurrent_slices: how many slices run at once (the slice loop's parallel
+        iterations; their early-layer activations are alive together). With one, the two
+        cores share every op of one slice; with two, each works on its own slice more of the
+        time. Measured at 480x640, batch 8, on a 2-core CPU, interleaved with 1 (30 rounds,
+        frozen weights): 0.95x of its time (95% interval 0.91-0.97); allocator transient peak
+        below. Batches of up to `slice_size` images have no loop and are unaffected.
     Call:
       images: uint8 [N, H, W, 3] or [H, W, 3] (numpy or tensor), any N (0 gives empty
         outputs), H, W.
@@ -92,7 +80,7 @@ class Detector:
 
     def __init__(self, model: SSDMobileNetV1, jit_compile: bool = False, precision: str = "float32",
                  fold_batch_norm: bool = False, slice_size: int | None = DEFAULT_SLICE_SIZE,
-                 freeze_weights: bool = False, parts: int | None = None):
+                 freeze_weights: bool = False, concurrent_slices: int = DEFAULT_CONCURRENT_SLICES):
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
         if precision != "float32" and not fold_batch_norm:
@@ -107,11 +95,9 @@ class Detector:
         # inference fails); it schedules the buffers of a compiled batch itself.
         self.slice_size = None if jit_compile else slice_size
         self.weights_frozen = freeze_weights and not jit_compile
-        if parts is None:
-            parts = default_parts(jit_compile, self.weights_frozen)
-        if parts < 1:
-            raise ValueError(f"parts must be >= 1 or None, got {parts}")
-        self.parts = 1 if jit_compile else parts
+        if concurrent_slices < 1:
+            raise ValueError(f"concurrent_slices must be >= 1, got {concurrent_slices}")
+        self.concurrent_slices = concurrent_slices
         if self.slice_size is not None:
             self.model.split()  # built eagerly, outside the traced function
         if (jit_compile or precision != "float32") and model.config.weight_bits:
@@ -137,9 +123,8 @@ class Detector:
         self.concrete_function = self.function.get_concrete_function()
 
     def _network(self, images):
-        def run(x):
-            return self.model.predict_raw(x, self.slice_size, constant_weights=self.weights_frozen)
-        return run(images) if self.parts == 1 else run_in_parts(run, images, self.parts)
+        return self.model.predict_raw(images, self.slice_size, constant_weights=self.weights_frozen,
+                                      concurrent_slices=self.concurrent_slices)
 
     def __call__(self, images) -> dict:
         if not isinstance(images, tf.Tensor):
@@ -203,7 +188,7 @@ def load(directory: str, jit_compile: bool = False, precision: str = "float32", 
     `precision`: "float32", "mixed_bfloat16" (CPUs with bfloat16 units, TPUs) or
     "mixed_float16" (GPUs). `fold_batch_norm` (default True: the fast path, rounding like
     the TF1 session), `freeze_weights` (default False: faster, ~1.6x the process
-    memory) and `options` (`slice_size`, `parts`) are `Detector`'s.
+    memory) and `options` (`slice_size`, `concurrent_slices`) are `Detector`'s.
     """
     if jit_compile and not tf.config.list_physical_devices("GPU"):
         warnings.warn("jit_compile=True on CPU: XLA was measured several times slower than the default "

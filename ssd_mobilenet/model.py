@@ -19,10 +19,11 @@ from ssd_mobilenet.config import SSDConfig
 STEM_END = "Conv2d_5_pointwise"
 
 
-def run_in_slices(fn, images, size: int, element_shape, dtype=tf.float32):
+def run_in_slices(fn, images, size: int, element_shape, dtype=tf.float32, concurrent: int = 1):
     """`fn(images)` computed on consecutive slices of `size` images (the last one may be
     shorter), concatenated along the batch. `element_shape`: fn's output shape, batch None.
-    parallel_iterations=1 keeps one slice's intermediate tensors alive at a time."""
+    `concurrent`: the loop's parallel_iterations, how many slices are in flight at once (their
+    intermediate tensors alive together); 1 runs one slice after the other."""
     n = tf.shape(images)[0]
 
     def loop():
@@ -32,26 +33,12 @@ def run_in_slices(fn, images, size: int, element_shape, dtype=tf.float32):
         def body(i, array):
             return i + 1, array.write(i, fn(images[i * size:(i + 1) * size]))
 
-        _, array = tf.while_loop(lambda i, _: i < steps, body, (tf.constant(0), array), parallel_iterations=1)
+        _, array = tf.while_loop(lambda i, _: i < steps, body, (tf.constant(0), array),
+                                 parallel_iterations=concurrent)
         return array.concat()
 
     # One slice's worth runs without the loop's slicing, TensorArray and concatenation.
     return tf.cond(n <= size, lambda: fn(images), loop)
-
-
-def run_in_parts(fn, images, parts: int):
-    """`fn(images)` computed on `parts` contiguous parts of the batch as independent branches of
-    the graph, concatenated along the batch: the executor runs the parts' ops concurrently, so
-    each core works on its own images instead of sharing every op. `fn` returns a tuple of
-    tensors with the batch first. A batch smaller than `parts` runs whole (`tf.cond`)."""
-    n = tf.shape(images)[0]
-
-    def split():
-        bounds = [i * n // parts for i in range(parts + 1)]
-        outputs = [fn(images[bounds[i]:bounds[i + 1]]) for i in range(parts)]
-        return tuple(tf.concat(list(group), axis=0) for group in zip(*outputs))
-
-    return tf.cond(n >= parts, split, lambda: tuple(fn(images)))
 
 
 def with_weights_as_constants(fn, variables):
@@ -157,7 +144,8 @@ class SSDMobileNetV1(keras.Model):
             object.__setattr__(self, "_split", split)
         return self._split[1:]
 
-    def predict_raw(self, images, slice_size: int | None = None, constant_weights: bool = False):
+    def predict_raw(self, images, slice_size: int | None = None, constant_weights: bool = False,
+                    concurrent_slices: int = 1):
         """uint8 images -> (decoded boxes [N, A, 4], class logits [N, A, slots]).
 
         `slice_size`: run preprocessing and the stem (the high-resolution layers up to
@@ -167,6 +155,7 @@ class SSDMobileNetV1(keras.Model):
         their weights, still run batched. None runs everything on the whole batch.
         `constant_weights`: traced into a `tf.function`, every weight is a graph constant
         (`with_weights_as_constants`), the stem's made inside the slice loop.
+        `concurrent_slices`: how many slices the loop runs at once (`run_in_slices`).
         """
         if slice_size is None:
             run = lambda x: self.predict_preprocessed(self.preprocess(x))  # noqa: E731
@@ -179,7 +168,7 @@ class SSDMobileNetV1(keras.Model):
             stem_ids = {id(v) for v in stem.weights}
             run_head = with_weights_as_constants(run_head, [v for v in self.weights if id(v) not in stem_ids])
         features = run_in_slices(run_stem, images, slice_size, stem.outputs[0].shape,
-                                 tf.as_dtype(stem.outputs[0].dtype))
+                                 tf.as_dtype(stem.outputs[0].dtype), concurrent=concurrent_slices)
         return run_head(features)
 
     def predict_preprocessed(self, preprocessed):

@@ -111,8 +111,8 @@ def test_folded_copy_runs_plain_conv_heads_as_one_conv(heads):
 @pytest.mark.parametrize("slice_size, freeze_weights", [(1, False), (3, False), (3, True)])
 def test_batch_slices_give_the_whole_batch_result(slice_size, freeze_weights):
     model = SSDMobileNetV1(SMALL)
-    whole = detector.Detector(model, slice_size=None, parts=1)
-    sliced = detector.Detector(model, slice_size=slice_size, freeze_weights=freeze_weights, parts=1)
+    whole = detector.Detector(model, slice_size=None)
+    sliced = detector.Detector(model, slice_size=slice_size, freeze_weights=freeze_weights, concurrent_slices=1)
     # With frozen weights every weight is a constant of the graph, inside the loop too.
     assert len(sliced.concrete_function.captured_inputs) == (0 if freeze_weights else len(model.weights))
     # 5 images: the last slice is shorter; 2 images: one slice of 3, run without the loop.
@@ -127,24 +127,17 @@ def test_batch_slices_give_the_whole_batch_result(slice_size, freeze_weights):
     assert detector.Detector(model, jit_compile=True, slice_size=2).slice_size is None
 
 
-def test_batch_parts_give_the_whole_batch_result():
+def test_concurrent_slices_give_the_whole_batch_result():
     model = SSDMobileNetV1(SMALL)
-    whole = detector.Detector(model, slice_size=None, parts=1)
-    parts = 3
-    split = detector.Detector(model, parts=parts, freeze_weights=True)
-    assert split.parts == parts
-    # 5 images: uneven parts (1 + 2 + 2), each sliced; 1 image: fewer than the parts, run whole.
-    for n in (5, 1):
-        images = random_images(n + parts, n, 120, 90)
-        a, b = whole(images), split(images)
-        for key in a:
-            np.testing.assert_allclose(b[key].numpy(), a[key].numpy(), rtol=0, atol=1e-6, err_msg=f"{n} {key}")
-    with pytest.raises(ValueError, match="parts"):
-        detector.Detector(model, parts=0)
-    # Defaults: two parts on a CPU; one with a GPU, XLA, or frozen weights (a constant copy per part).
-    on_cpu = not tf.config.list_physical_devices("GPU")
-    assert detector.default_parts(False, False) == (detector.DEFAULT_CPU_PARTS if on_cpu else 1)
-    assert detector.default_parts(True, False) == detector.default_parts(False, True) == 1
+    whole = detector.Detector(model, slice_size=None)
+    # 5 slices of 1 image, 3 in flight at a time, the weights constants made inside the loop.
+    concurrent = detector.Detector(model, slice_size=1, concurrent_slices=3, freeze_weights=True)
+    images = random_images(3, 5, 120, 90)
+    a, b = whole(images), concurrent(images)
+    for key in a:
+        np.testing.assert_allclose(b[key].numpy(), a[key].numpy(), rtol=0, atol=1e-6, err_msg=key)
+    with pytest.raises(ValueError, match="concurrent_slices"):
+        detector.Detector(model, concurrent_slices=0)
 
 
 def _iou(a, b):

@@ -217,13 +217,13 @@ def test_quantization_aware_model_from_one_file(quantized_fixture, tmp_path, for
     model = SSDMobileNetV1(config)
     assign.assign(source.weights, model)
     images = np.load(os.path.join(quantized_fixture, "inputs.npz"))["images"]
-    runner = FrozenGraphRunner(read_graph_def(os.path.join(quantized_fixture, "frozen_inference_graph.pb")))
     if form == "frozen_graph":
         check_detections({k: v.numpy() for k, v in model.detect(images).items()},
                          dict(np.load(os.path.join(quantized_fixture, "reference.npz"))))
         return
     # Without graph or config the post-processing is the zoo defaults' (score threshold 1e-8,
     # where this model's is 0.3): the network's outputs are what the weights decide.
+    runner = FrozenGraphRunner(read_graph_def(os.path.join(quantized_fixture, "frozen_inference_graph.pb")))
     expected = runner.run(images, {"box_encodings": "concat:0", "class_predictions_with_background": "concat_1:0"})
     got = model(model.preprocess(images))
     for key, value in expected.items():

@@ -34,10 +34,11 @@ FORMS = {
 
 @needs_shared
 @pytest.mark.slow
-# The user exports' frozen graphs are read in their zoo_dir form too (a directory's frozen graph
-# comes before its .meta); the frozen graph alone is the 2018 graph's case and test_family's.
+# Every form of the 2018 graph; the user exports as directories (their frozen graph is read
+# before the .meta) and the TF 1.3 export from its checkpoint and .meta (the oldest op set).
+# The frozen graph alone is also test_family's case for every family member.
 @pytest.mark.parametrize("name, form", [(ZOO_2018, form) for form in FORMS]
-                         + [(name, form) for name in (DEPTHWISE, TF13) for form in ("checkpoint", "zoo_dir")])
+                         + [(DEPTHWISE, "zoo_dir"), (TF13, "zoo_dir"), (TF13, "checkpoint")])
 def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, tmp_path, name, form, capsys):
     fx = zoo_fixture(name)
     src = _only(fx, tmp_path / "src", FORMS[form])

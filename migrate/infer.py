@@ -11,6 +11,7 @@ import re
 
 import numpy as np
 
+from migrate import name_map
 from migrate.graph_traits import (TFLITE_POSTPROCESS_OP, anchor_box_specs, graph_traits, is_tflite_export,
                                   tflite_postprocess_node)
 from ssd_mobilenet.anchors import box_specs
@@ -136,9 +137,6 @@ def _box_predictor_anchors(weights: dict) -> list | None:
     return counts
 
 
-QUANT_RANGE = re.compile(r"/(act_quant|weights_quant)/(min|max)$")
-
-
 def _quantization_text(weight_bits: int, activation_bits: int, float_text: str) -> str:
     if not weight_bits:
         return float_text
@@ -150,7 +148,7 @@ def _check_quantization(source, config: SSDConfig, notes: list) -> SSDConfig:
     (`.../weights_quant/min`, ...); a float model's hold none. Both forms must agree with the
     config (pipeline.config's `graph_rewriter.quantization`, or the graph's FakeQuant ops):
     the same weights computed the other way give other detections."""
-    ranges = sorted(n for n in source.weights if QUANT_RANGE.search(n))
+    ranges = sorted(n for n in source.weights if name_map.QUANT_RANGE.search(n))
     if bool(ranges) == bool(config.weight_bits):
         return config
     if ranges and source.graph_def is None and source.pipeline_config is None:

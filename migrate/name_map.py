@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import re
 
+# A quantization-aware model's FakeQuant range variables (leaf of the TF1 name).
+QUANT_RANGE = re.compile(r"/(weights_quant|act_quant)/(min|max)$")
+
 # (TF1 name pattern, TF2 Keras variable path template). First match wins.
 RULES = (
     # A quantization-aware graph's FakeQuant ranges live in the ops' name scope, which slim's

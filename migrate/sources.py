@@ -38,10 +38,8 @@ class Source:
     graph_def_version: int = None
 
 
-# slim leaf names of the variables a model weight can have, and a quantization-aware graph's
-# FakeQuant ranges.
-_WEIGHT_LEAF = re.compile(r"/(weights|depthwise_weights|biases|BatchNorm/(gamma|beta|moving_mean|moving_variance)"
-                          r"|(weights_quant|act_quant)/(min|max))$")
+# slim leaf names of the variables a model weight can have.
+_WEIGHT_LEAF = re.compile(r"/(weights|depthwise_weights|biases|BatchNorm/(gamma|beta|moving_mean|moving_variance))$")
 
 
 def _checkpoint_prefix(directory: str):
@@ -124,10 +122,11 @@ def read_saved_model(directory: str):
 
 
 def graph_constants(graph_def) -> dict:
-    """Model weights frozen into a graph: Const nodes named like slim variables."""
+    """Model weights frozen into a graph: Const nodes named like slim variables or FakeQuant ranges."""
     out = {}
     for node in graph_def.node:
-        if node.op == "Const" and _WEIGHT_LEAF.search(node.name) and name_map.tf2_path(node.name) is not None:
+        if (node.op == "Const" and (_WEIGHT_LEAF.search(node.name) or name_map.QUANT_RANGE.search(node.name))
+                and name_map.tf2_path(node.name) is not None):
             out[node.name] = np.asarray(tensor_util.MakeNdarray(node.attr["value"].tensor))
     return out
 

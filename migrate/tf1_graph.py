@@ -66,6 +66,9 @@ def freeze_inference_graph(graph_def, weights: dict, outputs=DETECTION_OUTPUTS):
     return frozen
 
 
+FE_OP_SCOPE = "FeatureExtractor/MobilenetV1/MobilenetV1"  # slim's mobilenet_v1_base opens the scope twice
+
+
 def endpoint_candidates(model) -> dict:
     """{stage: (keras output key, [candidate TF1 tensor names])} in graph order.
 
@@ -80,7 +83,7 @@ def endpoint_candidates(model) -> dict:
         scope = f"FeatureExtractor/MobilenetV1/{layer}"
         # A quantization-aware graph's layer ends in its activation's FakeQuant, after the ReLU6.
         stages[scope] = (layer, [f"{prefix}/{layer}/{op}:0" for op in ("act_quant/FakeQuantWithMinMaxVars", "Relu6")
-                                 for prefix in ("FeatureExtractor/MobilenetV1/MobilenetV1", scope.rsplit("/", 1)[0])])
+                                 for prefix in (FE_OP_SCOPE, "FeatureExtractor/MobilenetV1")])
     stages["concat"] = ("box_encodings", ["concat:0"])
     stages["concat_1"] = ("class_predictions_with_background", ["concat_1:0"])
     return stages

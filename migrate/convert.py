@@ -51,7 +51,14 @@ class _ServingModule(tf.Module):
     def __init__(self, model):
         super().__init__()
         self.model = model
-        self.serve = detector_lib.Detector(model).function
+        detector = detector_lib.Detector(model)
+
+        @tf.function(input_signature=detector_lib.INPUT_SIGNATURE)
+        def serve(input_tensor):
+            # The convolutions reject an empty batch; the signature answers it with empty outputs.
+            return tf.cond(tf.shape(input_tensor)[0] > 0, lambda: detector.concrete_function(input_tensor),
+                           detector.empty_outputs)
+        self.serve = serve
 
 
 def export_saved_model(model, path: str) -> None:

@@ -12,10 +12,11 @@ import re
 import numpy as np
 
 from migrate import name_map
+from migrate.graph_anchors import ANCHOR_ATOL, fit_anchor_grid, graph_anchors, max_difference
 from migrate.graph_traits import (TFLITE_POSTPROCESS_OP, anchor_box_specs, graph_traits, is_tflite_export,
                                   tflite_postprocess_node)
 from ssd_mobilenet.anchors import box_specs
-from ssd_mobilenet.backbone import EXTRA_LAYER_DEPTHS, MOBILENET_V1_BLOCKS
+from ssd_mobilenet.backbone import EXTRA_LAYER_DEPTHS, MOBILENET_V1_BLOCKS, feature_map_shapes
 from ssd_mobilenet.box_predictor import BOX_CODE_SIZE
 from ssd_mobilenet.config import ConfigError, SSDConfig
 
@@ -126,6 +127,36 @@ def anchor_fields(layers, config: SSDConfig):
     return fields if _specs_match(candidate, layers) else None
 
 
+def _anchor_grid_from_graph(source, config: SSDConfig, notes: list) -> SSDConfig:
+    """`config` with the base anchor size, strides and offsets that give the graph's anchors.
+
+    The scales and aspect ratios are already the graph's (`anchor_fields`); what is left of the
+    anchor generator shows only in the anchors themselves, so they are evaluated
+    (`graph_anchors`) and compared with the config's.
+    """
+    origin = "pipeline.config's" if source.pipeline_config is not None else "the zoo defaults'"
+    anchors, form, why = graph_anchors(source.graph_def, (config.image_height, config.image_width))
+    if anchors is None:
+        notes.append(f"anchors not evaluated from {source.graph_from} ({why}): base anchor size, strides and "
+                     f"offsets are {origin}")
+        return config
+    shapes = feature_map_shapes(config)
+    difference = max_difference(config, shapes, anchors, form)
+    if difference <= ANCHOR_ATOL:
+        return config
+    fields = fit_anchor_grid(config, shapes, anchors, form)
+    if fields is None:
+        count = sum(gh * gw * n for (gh, gw), n in zip(shapes, config.anchors_per_location()))
+        what = (f"{len(anchors)} anchors where this config's feature maps {shapes} have {count}"
+                if difference == float("inf") else f"anchors {difference:.3g} away from this config's at most")
+        raise ConfigError(f"{source.graph_from}: its anchor generator gives {what}, and no base anchor size, "
+                          "strides and offsets of an ssd_anchor_generator give its anchors")
+    changed = {k: v for k, v in fields.items() if getattr(config, k) != v}
+    notes.append("anchor grid from the graph's anchors, not " + origin + ": "
+                 + ", ".join(f"{k}={_show(v)}" for k, v in sorted(changed.items())))
+    return config.replace(**fields)
+
+
 def _box_predictor_anchors(weights: dict) -> list | None:
     """Anchors per location of each feature map, from the box encoding heads' output channels."""
     counts = []
@@ -205,9 +236,9 @@ def infer_config(source, trust_weights=False, image_size=None):
             raise ConfigError(f"{source.pipeline_config_from}: {e}") from None
     else:
         config = SSDConfig()
-        notes.append("no pipeline.config: starting from the zoo defaults (ssd_mobilenet_v1_coco); the base anchor "
-                     "size and explicit anchor strides/offsets are not read off a graph and stay the defaults "
-                     "(`migrate verify` shows it at Postprocessor/Decode if the model's differ)")
+        notes.append("no pipeline.config: starting from the zoo defaults (ssd_mobilenet_v1_coco)"
+                     + ("" if source.graph_def is not None else "; without a graph the anchor generator's fields "
+                        "stay the defaults (`migrate verify` shows it at Postprocessor/Decode if the model's differ)"))
     if source.graph_def is not None:
         try:
             traits = graph_traits(source.graph_def)
@@ -245,15 +276,6 @@ def infer_config(source, trust_weights=False, image_size=None):
         notes.append("no graph: NMS order, batch-norm kernel and 2017-era padding/anchor order cannot be read "
                      f"off a graph and are assumed as in SSDConfig defaults ({config.nms_variant}); "
                      "convert with the .meta or frozen graph beside the checkpoint to be sure")
-    if image_size is not None:
-        if config.pad_to_multiple > 1 and source.pipeline_config is None:
-            notes.append(f"pad_to_multiple {config.pad_to_multiple}: the smallest multiple giving the graph's padded "
-                         "size; at --image-size it may pad otherwise than the model's own (a pipeline.config "
-                         "states it)")
-        config = config.replace(image_height=image_size[0], image_width=image_size[1])
-        notes.append(f"image size {image_size[0]}x{image_size[1]} from --image-size")
-    elif source.graph_def is None and source.pipeline_config is None:
-        notes.append("image size 300x300 assumed (no graph, no pipeline.config): override with --image-size H W")
     layers = anchor_box_specs(source.graph_def) if source.graph_def is not None else None
     if layers is not None and not _specs_match(config, layers):
         # The anchors the graph computes are what the box predictor was trained against.
@@ -267,6 +289,18 @@ def infer_config(source, trust_weights=False, image_size=None):
         notes.append("anchors from the graph's anchor generator, not " + origin + ": "
                      + ", ".join(f"{k}={_show(v)}" for k, v in sorted(changed.items())))
         config = config.replace(**fields)
+    if source.graph_def is not None:
+        # At the graph's own image size: anchors are normalised, and --image-size may differ.
+        config = _anchor_grid_from_graph(source, config, notes)
+    if image_size is not None:
+        if config.pad_to_multiple > 1 and source.pipeline_config is None:
+            notes.append(f"pad_to_multiple {config.pad_to_multiple}: the smallest multiple giving the graph's padded "
+                         "size; at --image-size it may pad otherwise than the model's own (a pipeline.config "
+                         "states it)")
+        config = config.replace(image_height=image_size[0], image_width=image_size[1])
+        notes.append(f"image size {image_size[0]}x{image_size[1]} from --image-size")
+    elif source.graph_def is None and source.pipeline_config is None:
+        notes.append("image size 300x300 assumed (no graph, no pipeline.config): override with --image-size H W")
     config = _check_quantization(source, config, notes)
     held = _box_predictor_anchors(source.weights)
     if held is not None and held != config.anchors_per_location():

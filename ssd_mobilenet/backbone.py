@@ -44,6 +44,30 @@ def extra_layer_names(config: SSDConfig) -> list:
     return names
 
 
+def feature_map_shapes(config: SSDConfig) -> list:
+    """[(H_i, W_i)] of the 6 feature maps at the config's image size, without building layers.
+
+    Every stride-2 conv halves a size rounding up (SAME, or explicit padding then VALID, give
+    the same for kernel 3); padding to a multiple (the image) or to even (2017 extra layers)
+    rounds up first. `SSDMobileNetV1` checks its built maps against this.
+    """
+    def up(size, multiple):
+        return -(-size // multiple) * multiple
+
+    h, w = up(config.image_height, config.pad_to_multiple), up(config.image_width, config.pad_to_multiple)
+    shapes = []
+    for i, _, stride, _ in MOBILENET_V1_BLOCKS:
+        h, w = up(h, stride) // stride, up(w, stride) // stride
+        if f"Conv2d_{i}_pointwise" in BASE_FEATURE_LAYERS:
+            shapes.append((h, w))
+    for _ in EXTRA_LAYER_DEPTHS:
+        if config.pad_extra_layers_to_even:
+            h, w = up(h, 2), up(w, 2)
+        h, w = up(h, 2) // 2, up(w, 2) // 2
+        shapes.append((h, w))
+    return shapes
+
+
 def build_feature_extractor(x, config: SSDConfig, fold_batch_norm: bool = False):
     """Applies the feature extractor to a preprocessed image tensor.
 

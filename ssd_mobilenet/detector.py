@@ -139,13 +139,17 @@ class Detector:
         if len(images.shape) != 4 or images.shape[-1] != 3:
             raise ValueError(f"images must be [N, H, W, 3] or [H, W, 3], got shape {list(images.shape)}")
         if images.shape[0] == 0:
-            # The convolutions reject an empty batch (so does the TF1 graph, and the exported
-            # SavedModel signature): no images, no detections, in the outputs' shapes.
-            # Unknown inner sizes (the per-anchor outputs' row count) are the anchor count.
-            anchors = len(self.model.anchors)
-            return {k: tf.zeros([0] + [anchors if d is None else d for d in spec.shape[1:]], spec.dtype)
-                    for k, spec in self.concrete_function.structured_outputs.items()}
+            # The convolutions reject an empty batch (so does the TF1 graph): no images, no
+            # detections, in the outputs' shapes.
+            return self.empty_outputs()
         return self.concrete_function(tf.convert_to_tensor(images, tf.uint8))
+
+    def empty_outputs(self) -> dict:
+        """The outputs of a batch of 0 images: zeros [0, ...] in every output's dtype and shape;
+        unknown inner sizes (the per-anchor outputs' row count) are the anchor count."""
+        anchors = len(self.model.anchors)
+        return {k: tf.zeros([0] + [anchors if d is None else d for d in spec.shape[1:]], spec.dtype)
+                for k, spec in self.concrete_function.structured_outputs.items()}
 
 
 def save(model: SSDMobileNetV1, directory: str) -> None:

@@ -9,7 +9,7 @@ import tensorflow as tf
 from ssd_mobilenet import anchors as anchors_lib
 from ssd_mobilenet import box_coder, postprocessing, preprocessing
 from ssd_mobilenet import layers as layers_lib
-from ssd_mobilenet.backbone import build_feature_extractor
+from ssd_mobilenet.backbone import build_feature_extractor, feature_map_shapes
 from ssd_mobilenet.box_predictor import BoxPredictor, build_box_predictors
 from ssd_mobilenet.config import SSDConfig
 
@@ -105,6 +105,10 @@ class SSDMobileNetV1(keras.Model):
         self.batch_norm_folded = fold_batch_norm
         self.feature_map_names = [t._keras_history.operation.name for t in feature_maps]
         self.feature_map_shapes = [(int(t.shape[1]), int(t.shape[2])) for t in feature_maps]
+        if self.feature_map_shapes != feature_map_shapes(config):
+            # The converter reads anchors off TF1 graphs with the shapes computed without a model.
+            raise RuntimeError(f"feature maps {self.feature_map_shapes} built, "
+                               f"{feature_map_shapes(config)} computed")
         self.anchors = anchors_lib.generate_anchors(config, self.feature_map_shapes)
         self._endpoint_names = list(endpoints)
         object.__setattr__(self, "_split", None)

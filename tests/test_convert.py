@@ -76,6 +76,11 @@ def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, tmp_pa
         np.testing.assert_array_equal(got["num_detections"], expected["num_detections"])
         np.testing.assert_array_equal(got["detection_classes"], expected["detection_classes"])
         np.testing.assert_allclose(got["detection_boxes"], expected["detection_boxes"], rtol=0, atol=1e-4)
+    # No images: empty outputs of the batch's shapes (the convolutions alone reject a batch of 0).
+    empty = {k: v.numpy() for k, v in serve(input_tensor=tf.zeros([0, 480, 640, 3], tf.uint8)).items()}
+    assert set(empty) == set(got)
+    for k, v in empty.items():
+        assert v.shape == (0,) + got[k].shape[1:] and v.dtype == got[k].dtype, k
 
 
 @needs_shared

@@ -28,8 +28,10 @@ F32_03 = _f32(0.3)
 FAMILY = {
     # Three aspect ratios and no interpolated anchor: 3 anchors per location everywhere. No
     # background column: the class head has num_classes columns, class ids count from 1 still.
+    # A base anchor other than 1 x 1 (read back from the graph's anchors without a config).
     "one_class_pad_to_32": SSDConfig(num_classes=1, pad_to_multiple=32, aspect_ratios=(1.0, 2.0, 0.5),
-                                     interpolated_scale_aspect_ratio=0.0, add_background_class=False),
+                                     interpolated_scale_aspect_ratio=0.0, add_background_class=False,
+                                     base_anchor_height=_f32(1.2), base_anchor_width=_f32(0.8)),
     # Explicit anchor scales and an interpolated anchor of aspect ratio 2.
     "depth_0.75_320_tf1.12_export": SSDConfig(num_classes=20, depth_multiplier=0.75, image_height=320,
                                               image_width=320, fused_batch_norm=True,
@@ -39,9 +41,12 @@ FAMILY = {
     # min_depth 16 (the proto default) clamps Conv2d_0 (int(32 * 0.35) = 11) to 16 channels. The
     # weights show int(1024 * 0.35) = 358 channels at Conv2d_13: 358 / 1024 = 0.3496 builds the same
     # layers, and 0.35 is what the config says.
-    # Also: every layer with the configured ratios, other scales, box coder and resize method.
+    # Also: every layer with the configured ratios, other scales, box coder and resize method, and
+    # explicit anchor strides and offsets in pixels (the last layers' single row shows no stride).
     "depth_0.35_min_depth_landscape": SSDConfig(num_classes=5, depth_multiplier=_f32(0.35), min_depth=16,
                                                 image_height=240, image_width=416,
+                                                anchor_strides=tuple((16 * 2 ** i, 16 * 2 ** i) for i in range(6)),
+                                                anchor_offsets=tuple((4 * 2 ** i, 4 * 2 ** i) for i in range(6)),
                                                 reduce_boxes_in_lowest_layer=False, min_scale=_f32(0.1),
                                                 max_scale=_f32(0.8), box_coder_scales=(5.0, 5.0, 2.0, 2.0),
                                                 resize_method="BICUBIC"),
@@ -116,11 +121,14 @@ def test_frozen_graph_alone_gives_the_same_network(built, tmp_path, name):
     import shutil
     shutil.copy(f"{built(name)}/frozen_inference_graph.pb", tmp_path)
     source = sources.open_source(str(tmp_path))
-    config, _ = infer.infer_config(source)
+    config, notes = infer.infer_config(source)
     want = FAMILY[name]
     model = SSDMobileNetV1(config)
     assign.assign(source.weights, model)  # every weight finds a variable of its shape
     np.testing.assert_array_equal(model.anchors, anchors.generate_anchors(want, model.feature_map_shapes))
+    # Base anchor size, strides and offsets come from the graph's evaluated anchors, with a note.
+    grid = (want.base_anchor_height, want.base_anchor_width, want.anchor_strides, want.anchor_offsets)
+    assert any(n.startswith("anchor grid from the graph's anchors") for n in notes) == (grid != (1.0, 1.0, (), ()))
     for key in ("num_classes", "add_background_class", "image_height", "image_width", "resize_method",
                 "box_coder_scales", "score_converter",
                 "score_threshold", "iou_threshold", "max_detections_per_class", "max_total_detections", "nms_variant"):
@@ -140,6 +148,27 @@ def test_anchors_the_weights_cannot_hold_are_refused_without_config(built, tmp_p
         infer.infer_config(sources.open_source(str(tmp_path)))
 
 
+def test_anchors_no_anchor_grid_gives_are_refused(built, tmp_path):
+    """Anchors that no base size, strides and offsets make from the graph's scales and ratios
+    (here: the decoder fed other values) are refused in one line, not converted to a model that
+    decodes against other anchors."""
+    import tensorflow as tf
+    from migrate.graph_anchors import ANCHORS_CONSUMER, graph_anchors
+    graph_def = sources.read_graph_def(f"{built('one_class_pad_to_32')}/frozen_inference_graph.pb")
+    real, form, _ = graph_anchors(graph_def, (300, 300))
+    assert form == "corners" and real.shape == (3 * sum(s * s for s in (20, 10, 5, 3, 2, 1)), 4)  # 320x320
+    shifted = graph_def.node.add()
+    shifted.name, shifted.op = "shifted_anchors", "Const"
+    shifted.attr["dtype"].type = tf.float32.as_datatype_enum
+    shifted.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(real + np.float32(0.01)))
+    consumer = next(n for n in graph_def.node if n.name == ANCHORS_CONSUMER)
+    consumer.input[0] = "shifted_anchors"
+    (tmp_path / "frozen_inference_graph.pb").write_bytes(graph_def.SerializeToString())
+    with pytest.raises(infer.ConfigError, match=r"frozen_inference_graph.pb: its anchor generator gives anchors "
+                                                r"[0-9.]+ away .*no base anchor size, strides and offsets"):
+        infer.infer_config(sources.open_source(str(tmp_path)))
+
+
 @pytest.mark.parametrize("configured, expected", [(64, 64), (16, 32), (1, 32)])
 def test_image_padding_in_the_graph_decides_pad_to_multiple(built, tmp_path, configured, expected):
     """The graph shows the padded size (300 -> 320), not the multiple: a configured multiple that
@@ -156,7 +185,8 @@ def test_image_padding_in_the_graph_decides_pad_to_multiple(built, tmp_path, con
 
 # Static batch 1: the image's zero padding (240 -> 256) is a Fill of constant shape here.
 TFLITE_CONFIG = SSDConfig(num_classes=5, depth_multiplier=0.25, image_height=240, image_width=320,
-                          pad_to_multiple=32, score_threshold=F32_03, logit_scale=_f32(1.5))
+                          pad_to_multiple=32, score_threshold=F32_03, logit_scale=_f32(1.5),
+                          base_anchor_height=_f32(0.9))
 
 
 def test_tflite_export_converts_its_network_and_refuses_verify(tmp_path, capsys):
@@ -180,6 +210,8 @@ def test_tflite_export_converts_its_network_and_refuses_verify(tmp_path, capsys)
     assert model.config.max_total_detections == 10
     assert model.config.score_threshold == F32_03 and model.config.score_converter == "SIGMOID"
     assert model.config.logit_scale == _f32(1.5)
+    # Its anchors constant ([ycenter, xcenter, h, w]) shows the base anchor size.
+    assert _f32(model.config.base_anchor_height) == _f32(0.9) and model.config.base_anchor_width == 1.0
     # The network (raw outputs after the score converter) against the TFLite graph run by TF1,
     # without the TFLite op, on the model's own preprocessing of a 480x640 image.
     pre = model.preprocess(random_images(5, 1, 480, 640))

@@ -43,7 +43,8 @@ def graph_traits(graph_def) -> dict:
     `tflite_export_traits`), and `weight_bits`/`activation_bits` (`quantization_traits`).
 
     Raises:
-      ConfigError: the graph post-processes in a way the TF2 model does not reproduce (soft NMS).
+      ConfigError: the graph post-processes in a way the TF2 model does not reproduce (soft,
+        combined or class-agnostic NMS).
     """
     nodes = _nodes(graph_def)
     traits = {}
@@ -270,6 +271,13 @@ def postprocessing_traits(graph_def, nodes=None) -> dict:
     `Minimum_<k>` with a constant (the total max).
     """
     nodes = nodes or _nodes(graph_def)
+    for n in graph_def.node:
+        # The OD API's other NMS modes (post_processing's use_combined_nms, use_class_agnostic_nms)
+        # select other detections than per-class NMS; the TF2 model runs per-class NMS only.
+        if n.name.startswith("Postprocessor/") and (n.op == "CombinedNonMaxSuppression"
+                                                    or "/ClassAgnosticNonMaxSuppression/" in n.name):
+            mode = "combined" if n.op == "CombinedNonMaxSuppression" else "class-agnostic"
+            raise ConfigError(f"{mode} NMS ({n.name}) is not supported: the TF2 model runs per-class NMS")
     traits = {}
     scales = _box_coder_scales(graph_def, nodes)
     if scales is not None:

@@ -169,6 +169,22 @@ def test_anchors_no_anchor_grid_gives_are_refused(built, tmp_path):
         infer.infer_config(sources.open_source(str(tmp_path)))
 
 
+@pytest.mark.parametrize("op, name, mode", [
+    ("CombinedNonMaxSuppression", "BatchMultiClassNonMaxSuppression/CombinedNonMaxSuppression", "combined"),
+    ("NonMaxSuppressionV3", "BatchMultiClassNonMaxSuppression/map/while/ClassAgnosticNonMaxSuppression/"
+                            "non_max_suppression/NonMaxSuppressionV3", "class-agnostic")])
+def test_other_nms_modes_in_the_graph_are_refused(built, tmp_path, op, name, mode):
+    """A graph exported with post_processing's use_combined_nms or use_class_agnostic_nms selects
+    other detections than per-class NMS: refused, naming the node, when there is no config to say so."""
+    graph_def = sources.read_graph_def(f"{built('one_class_pad_to_32')}/frozen_inference_graph.pb")
+    node = graph_def.node.add()
+    node.name, node.op = f"Postprocessor/{name}", op
+    (tmp_path / "frozen_inference_graph.pb").write_bytes(graph_def.SerializeToString())
+    with pytest.raises(infer.ConfigError, match=f"frozen_inference_graph.pb: {mode} NMS \\(Postprocessor/.*"
+                                                "the TF2 model runs per-class NMS"):
+        infer.infer_config(sources.open_source(str(tmp_path)))
+
+
 @pytest.mark.parametrize("configured, expected", [(64, 64), (16, 32), (1, 32)])
 def test_image_padding_in_the_graph_decides_pad_to_multiple(built, tmp_path, configured, expected):
     """The graph shows the padded size (300 -> 320), not the multiple: a configured multiple that

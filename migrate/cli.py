@@ -109,7 +109,8 @@ def _add_bench_parser(sub):
     p.add_argument("--size", default="480x640", help="image sizes HxW, comma separated (default 480x640)")
     p.add_argument("--sides", default=",".join(SIDES),
                    help=f"what to measure, comma separated (default all: {','.join(SIDES)})")
-    p.add_argument("--repeats", type=int, default=10, help="interleaved timed rounds per batch (default 10)")
+    p.add_argument("--repeats", type=int, default=10,
+                   help="interleaved timed rounds at the largest batch; smaller batches get up to 4x (default 10)")
     p.add_argument("--warmup", type=int, default=2, help="untimed runs per side per batch (default 2)")
     p.add_argument("--no-memory", action="store_true", help="skip the per-side fresh-process memory runs")
     p.add_argument("--onednn", choices=("0", "1", "both"),

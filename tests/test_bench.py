@@ -22,6 +22,12 @@ def test_sizes_and_batches_parse_or_fail_with_the_flag_named():
             bench.parse_batches(bad)
 
 
+def test_smaller_batches_get_more_rounds_up_to_a_limit():
+    assert [bench.rounds(15, b, [1, 8, 32]) for b in (1, 8, 32)] == [60, 60, 15]
+    assert [bench.rounds(10, b, [1, 2]) for b in (1, 2)] == [20, 10]
+    assert bench.rounds(10, 8, [8]) == 10
+
+
 def test_ratio_interval_resamples_rounds_in_pairs():
     rng = np.random.default_rng(3)
     # A drift that slows both sides in the same rounds (x1 .. x2) cancels in every resample.
@@ -101,6 +107,7 @@ def test_bench_measures_every_side_against_the_tf1_session(converted, tmp_path, 
     rows = report["rows"]
     assert {(r["side"], r["batch"]) for r in rows} == {(s, b) for s in sides.split(",") for b in (1, 2)}
     for r in rows:
+        assert r["rounds"] == {1: 4, 2: 2}[r["batch"]]  # twice the rounds at half the batch
         assert r["latency_ms"]["median"] > 0 and r["latency_ms"]["p90"] >= r["latency_ms"]["median"]
         # Every side in its own process: real allocator and RSS figures, the baseline's ratio 1.
         assert r["alloc_transient_bytes"] > 0 and r["peak_rss_bytes"] > 100 * 2**20
@@ -115,6 +122,7 @@ def test_bench_measures_every_side_against_the_tf1_session(converted, tmp_path, 
     assert peak[2] > peak[1]
     md = md_path.read_text()
     assert "python -m migrate bench" in md and "| tf1_session |" in md and "## Targets" in md
+    assert "interleaved rounds per batch: 4 at batch 1, 2 at batch 2" in md
     assert report["env"]["TF_CPU_ALLOCATOR_USE_BFC"] == "true"
     # The plot (matplotlib is in the dev extra): a PNG of a real figure, not an empty canvas.
     data = png_path.read_bytes()

@@ -579,6 +579,9 @@ _NOTES = """## What made the difference
   `Conv2d_5_pointwise` run two images at a time, then the rest of the network on the whole batch. The
   allocator holds one slice's large activations instead of the batch's (the batch-8 transient peak
   falls well under the TF1 graph's), and those activations stay in cache, which makes batches faster too.
+  Other split points and slice sizes (frozen weights, batch 8, 24 interleaved rounds, 2026-11-23): up to
+  Conv2d_3, 5 or 11 in slices of 2, or up to Conv2d_5 in slices of 1, all read 0.80-0.82x of the TF1
+  session: no better choice than the default.
 - **Two slices in flight** (`concurrent_slices=2`): the slice loop runs two slices at once, so each core
   works on its own slice more of the time instead of the two sharing every op of one (one op over the
   batch kept them 78% busy: one intra-op thread ran the frozen detector's batch of 8 in 263 ms, two in
@@ -606,9 +609,9 @@ _NOTES = """## What made the difference
 - **Where batch 1 stands** (profiled 2026-11-23, 480x640, 30 runs each, op time summed over both
   threads, frozen weights vs the TF1 session): pointwise convs equal (the same oneDNN kernels),
   depthwise convs 0.4-0.6x (fused with bias and ReLU6; the TF1 graph keeps a separate batch norm
-  there), box predictors 3.2 vs 4.1 ms, preprocessing 0.5 vs 1.2 ms, NMS 2.0 vs 7.2 ms. Two sides
-  alone over 150 interleaved rounds: 0.805x and 0.835x of the TF1 session (default weights 0.83x
-  and 0.87x). A batch-1-only function without the batch loops (`map_fn`, the slice `tf.cond`) was
+  there), box predictors 3.2 vs 4.1 ms, preprocessing 0.5 vs 1.2 ms, NMS 2.0 vs 7.2 ms. The TF1
+  session, the default and the frozen detector alone, 150 interleaved rounds, two runs: frozen
+  0.805x and 0.835x of the TF1 session, default 0.83x and 0.87x. A batch-1-only function without the batch loops (`map_fn`, the slice `tf.cond`) was
   0.98x of the default: the loops are not where the rest is.
 - **One slice runs without the loop**: a batch no larger than `slice_size` takes a `tf.cond` branch
   without the slice loop's TensorArray and concatenation. With frozen weights at batch 1 it then runs as

@@ -379,14 +379,14 @@ def tf1_session_runner(graph_pb: str, memory_growth: bool = False, memory_limit_
 
 
 def _detector(model, mode: str, precision: str = "float32"):
-    """The TF2 detections function. Mixed precision runs on the batch-norm-folded copy
-    (`fold_batch_norm(model, precision)`), the only network `Detector` computes in 16 bits."""
+    """The TF2 detections function. "eager": the Keras model op for op (mixed precision on the
+    batch-norm-folded copy, `fold_batch_norm(model, precision)`, the only network that computes
+    in 16 bits); "function" and "xla": the `Detector` that `ssd_mobilenet.load` gives (batch norm
+    folded, quantization-aware kernels rounded once), so parity and cost are those of what users run."""
     from ssd_mobilenet import detector as detector_lib
     from ssd_mobilenet.model import fold_batch_norm
     if mode == "eager":
         return model.detect if precision == "float32" else fold_batch_norm(model, precision).detect
-    if precision == "float32":
-        return detector_lib.Detector(model, jit_compile=(mode == "xla"))
     return detector_lib.Detector(model, jit_compile=(mode == "xla"), precision=precision, fold_batch_norm=True)
 
 

@@ -123,6 +123,10 @@ class SlimConv(keras.layers.Layer):
         self.activation_bits = int(activation_bits)
         self.weights_quant = FakeQuant(weight_bits, narrow_range=True, name="weights_quant") if weight_bits else None
         self.act_quant = FakeQuant(activation_bits, name="act_quant") if activation_bits else None
+        # Set by `model.fold_batch_norm` on its inference copy: `kernel` already holds the
+        # rounded folded weights, so calls skip `weights_quant` (the TF1 session folds that
+        # constant subgraph once too).
+        self.kernel_quantized = False
 
     def build(self, input_shape):
         c_in = int(input_shape[-1])
@@ -151,7 +155,7 @@ class SlimConv(keras.layers.Layer):
             padding = "VALID"
         strides = [1, self.stride, self.stride, 1]
         kernel, bias = self.kernel, self.bias
-        if self.weights_quant is not None:
+        if self.weights_quant is not None and not self.kernel_quantized:
             if self.norm is not None:
                 # The quantization-aware graph folds batch norm into the weights before rounding
                 # them (`mul_fold`, `BatchNorm_Fold/bias`), in the order `fold_batch_norm` uses.

@@ -237,7 +237,6 @@ def fold_batch_norm(model: SSDMobileNetV1, precision: str = "float32") -> SSDMob
             kernel, bias = layers_lib.fold_batch_norm(source)
             target.kernel.assign(kernel)
             target.bias.assign(bias)
-            # A quantization-aware layer rounds the folded kernel as its graph does, at run time.
             for quant in ("weights_quant", "act_quant"):
                 if getattr(source, quant) is not None:
                     getattr(target, quant).min.assign(getattr(source, quant).min)
@@ -245,6 +244,13 @@ def fold_batch_norm(model: SSDMobileNetV1, precision: str = "float32") -> SSDMob
         else:
             for a, b in zip(target.weights, source.weights, strict=True):
                 a.assign(b)
+    for layer in folded._flatten_layers(include_self=False):
+        if isinstance(layer, layers_lib.SlimConv) and layer.weights_quant is not None:
+            # A quantization-aware layer's (folded) kernel is rounded once, here, by the same op
+            # its calls would run (the TF1 session constant-folds that subgraph too), instead
+            # of on every call.
+            layer.kernel.assign(layer.weights_quant(layer.kernel))
+            layer.kernel_quantized = True
     return folded
 
 

@@ -204,6 +204,12 @@ def test_quantization_aware_model_converts_to_a_faithful_saved_model(quantized_f
     np.testing.assert_array_equal(got["detection_classes"], ref["detection_classes"])
     np.testing.assert_allclose(got["detection_boxes"], ref["detection_boxes"], rtol=0, atol=1e-4)
     np.testing.assert_allclose(got["detection_scores"], ref["detection_scores"], rtol=0, atol=1e-4)
+    # The inference copy `load` gives: batch norm folded and each kernel rounded once at load
+    # (not on every call), the same detections.
+    detector = ssd_mobilenet.load(out)
+    layers = [layer for layer in detector.model._flatten_layers() if getattr(layer, "weights_quant", None)]
+    assert len(layers) > 27 and all(layer.kernel_quantized for layer in layers)
+    check_detections({k: v.numpy() for k, v in detector(images).items()}, dict(ref))
 
 
 @needs_shared

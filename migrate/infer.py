@@ -127,6 +127,11 @@ def anchor_fields(layers, config: SSDConfig):
     return fields if _specs_match(candidate, layers) else None
 
 
+def _config_origin(source) -> str:
+    """Where the config's anchor fields came from, for notes."""
+    return "pipeline.config's" if source.pipeline_config is not None else "the zoo defaults'"
+
+
 def _anchor_grid_from_graph(source, config: SSDConfig, notes: list) -> SSDConfig:
     """`config` with the base anchor size, strides and offsets that give the graph's anchors.
 
@@ -134,7 +139,7 @@ def _anchor_grid_from_graph(source, config: SSDConfig, notes: list) -> SSDConfig
     anchor generator shows only in the anchors themselves, so they are evaluated
     (`graph_anchors`) and compared with the config's.
     """
-    origin = "pipeline.config's" if source.pipeline_config is not None else "the zoo defaults'"
+    origin = _config_origin(source)
     anchors, form, why = graph_anchors(source.graph_def, (config.image_height, config.image_width))
     if anchors is None:
         notes.append(f"anchors not evaluated from {source.graph_from} ({why}): base anchor size, strides and "
@@ -285,7 +290,7 @@ def infer_config(source, trust_weights=False, image_size=None):
             raise ConfigError(f"{source.graph_from}: its anchors are not an ssd_anchor_generator's this tool "
                               f"reproduces ({shown}; ...)")
         changed = {k: v for k, v in fields.items() if getattr(config, k) != v}
-        origin = "pipeline.config's" if source.pipeline_config is not None else "the zoo defaults'"
+        origin = _config_origin(source)
         notes.append("anchors from the graph's anchor generator, not " + origin + ": "
                      + ", ".join(f"{k}={_show(v)}" for k, v in sorted(changed.items())))
         config = config.replace(**fields)

@@ -16,8 +16,8 @@ median(side) / median(tf1_session), with a 95% interval from resampling the roun
 (`ratio_interval`). Memory: each side in its own fresh process
 (`migrate.measure.measure_isolated`): the TensorFlow allocator's transient peak per batch
 (peak - resident before the runs) and the process's peak RSS. Both kinds of worker get
-the same environment (`TF_CPU_ALLOCATOR_USE_BFC=true`, threads, oneDNN setting), so a
-ratio is the migration's effect, not an environment flag's. `onednn` runs the latency
+the same environment (`TF_CPU_ALLOCATOR_USE_BFC=true`, threads, oneDNN setting, weight
+cache), so a ratio is the migration's effect, not an environment flag's. `onednn` runs the latency
 worker once per oneDNN setting to show that lever for both sides.
 """
 
@@ -613,6 +613,21 @@ _NOTES = """## What made the difference
   session, the default and the frozen detector alone, 150 interleaved rounds, two runs: frozen
   0.805x and 0.835x of the TF1 session, default 0.83x and 0.87x. A batch-1-only function without the batch loops (`map_fn`, the slice `tf.cond`) was
   0.98x of the default: the loops are not where the rest is.
+- **oneDNN weight cache** (`--weight-cache`, `runtime.configure(onednn_weight_cache=True)`, i.e.
+  `TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1` for every side, the TF1 session included): each oneDNN
+  convolution caches its reordered filter at the first call. The TF1 frozen graph's filters are
+  constants, which oneDNN caches anyway; the detector's are variables, and the depthwise convs
+  fused with bias and ReLU6 reordered their filter on every call even as constants (profiled at
+  batch 1, layers 6-11: 0.13-0.21 ms per depthwise conv with the cache against 0.22-0.30 without). Same
+  outputs bit for bit (tested). Interleaved runs of the TF1 session, the default and the frozen
+  detector on 2026-11-23 (150 rounds at batch 1, 30 at batch 8, two runs per setting):
+  batch 1 default 0.89x / 0.89x without the cache, 0.78x / 0.79x with it; frozen 0.83x / 0.85x
+  without, 0.77x / 0.77x with; batch 8 default 0.84x / 0.84x without, 0.84x / 0.81x with; frozen
+  0.80x / 0.80x without, 0.83x / 0.78x with (no gain at batch 8: a filter reorder is small next
+  to 8 images). It costs a second copy of the weights (allocator resident 30 -> 60 MiB) and, for
+  the default detector, a higher transient peak at batch 8 (57-63 MiB instead of 47-49; the frozen
+  detector's stays lower). A process-wide promise that no weight changes after its first use:
+  for inference processes only, so it is not the default.
 - **One slice runs without the loop**: a batch no larger than `slice_size` takes a `tf.cond` branch
   without the slice loop's TensorArray and concatenation. With frozen weights at batch 1 it then runs as
   fast as no slicing at all (0.82x vs 0.81x of the TF1 session, within the noise; 0.83-0.86x with the loop).
@@ -626,6 +641,8 @@ _NOTES = """## What made the difference
 - `precision="mixed_bfloat16"` (CPUs with bfloat16 units) / `"mixed_float16"` (GPUs).
 - `jit_compile=True` (XLA): on this CPU it is many times slower (see `detector_xla`), so it is not the
   default and `load` warns when no GPU is visible; it is meant for GPUs.
+- `runtime.configure(onednn_weight_cache=True)` / `--weight-cache` (bench: every side): oneDNN caches
+  reordered filters (see above); inference-only processes.
 - oneDNN (`TF_ENABLE_ONEDNN_OPTS=1`): TensorFlow turns it on by default on CPUs with AVX-512 VNNI / BF16
   (as here: "oneDNN custom operations are on") and leaves it off on CPUs without AVX-512, where
   setting it made the TF1 network ~25% faster at batch 8. `--onednn both` measures every side under

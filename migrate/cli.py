@@ -50,6 +50,9 @@ def _add_predict_parser(sub):
     p.add_argument("--precision", choices=("float32", "mixed_bfloat16", "mixed_float16"), default="float32",
                    help="the network's compute precision (outputs stay float32; default float32)")
     p.add_argument("--jit", action="store_true", help="compile the network with XLA (pays on GPUs)")
+    p.add_argument("--weight-cache", action="store_true",
+                   help="CPU: oneDNN convolutions cache their reordered filters (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1; "
+                        "for inference-only processes)")
     p.add_argument("--trace", metavar="DIR", help="write a TensorBoard profiler trace of a few batches")
     p.add_argument("--quiet", action="store_true", help="no progress messages (warnings still shown)")
 
@@ -117,6 +120,9 @@ def _add_bench_parser(sub):
                    help="TF_ENABLE_ONEDNN_OPTS for every side (both: latency under each; default: TensorFlow's)")
     p.add_argument("--threads", type=int, metavar="N",
                    help="intra- and inter-op threads for every side (TF_NUM_INTRAOP/INTEROP_THREADS)")
+    p.add_argument("--weight-cache", action="store_true",
+                   help="CPU: oneDNN convolutions cache their reordered filters (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 for every side; "
+                        "for inference-only processes)")
     p.add_argument("--memory-growth", action="store_true", help="allocate GPU memory as needed (every side)")
     p.add_argument("--memory-limit", type=int, metavar="MB",
                    help="cap the device memory of every side at MB (the BFC allocator's limit on a CPU)")
@@ -140,6 +146,9 @@ def _bench(args) -> int:
         env = {}
         if args.threads:
             env = {"TF_NUM_INTRAOP_THREADS": str(args.threads), "TF_NUM_INTEROP_THREADS": str(args.threads)}
+        if args.weight_cache:
+            from ssd_mobilenet.runtime import WEIGHT_CACHE_ENV
+            env[WEIGHT_CACHE_ENV] = "1"
         report = bench.bench(args.src, args.converted, sizes=bench.parse_sizes(args.size),
                              batches=bench.parse_batches(args.batch),
                              sides=[s.strip() for s in args.sides.split(",") if s.strip()], repeats=args.repeats,
@@ -160,6 +169,7 @@ def _bench(args) -> int:
         command = (f"python -m migrate bench {args.src} {args.converted} --batch {args.batch} --size {args.size} "
                    f"--repeats {args.repeats}" + (f" --onednn {args.onednn}" if args.onednn else "")
                    + (f" --threads {args.threads}" if args.threads else "")
+                   + (" --weight-cache" if args.weight_cache else "")
                    + (f" --sides {args.sides}" if args.sides != ",".join(bench.SIDES) else "")
                    + (" --no-memory" if args.no_memory else "") + f" --markdown {args.markdown}")
         bench.write_markdown(report, args.markdown, command, force=True)
@@ -211,10 +221,12 @@ def _predict(args) -> int:
         return EXIT_BAD_INPUT
     from ssd_mobilenet import runtime
     try:
-        if args.memory_growth or args.memory_limit is not None or args.max_memory is not None:
+        if (args.memory_growth or args.memory_limit is not None or args.max_memory is not None
+                or args.weight_cache):
             # --max-memory measures allocator peaks, which a CPU keeps only with the BFC
             # allocator that `configure` switches on.
-            runtime.configure(memory_growth=args.memory_growth, memory_limit_mb=args.memory_limit)
+            runtime.configure(memory_growth=args.memory_growth, memory_limit_mb=args.memory_limit,
+                              onednn_weight_cache=args.weight_cache)
         summary = predict.run(args.converted, args.images, out=args.out, png_dir=args.png, force=args.force,
                               batch_size=args.batch, max_memory_mb=args.max_memory, labels=args.labels,
                               min_score=args.min_score, png_min_score=args.png_min_score, jit_compile=args.jit,

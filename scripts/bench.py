@@ -1,6 +1,7 @@
 """Reruns the benchmark behind docs/benchmarks.md in one go.
 
     .venv/bin/python scripts/bench.py [--src TF1_DIR] [--batch 1,8,32] [--size 480x640] [--repeats 10]
+        [--onednn 0|1|both] [--weight-cache]
 
 Without --src it takes the 2018 zoo graph from ../shared (built into a full TF1 model directory
 with synthetic weights by ../shared/tools/make_zoo_fixture.py) when present, else the built-in
@@ -31,9 +32,12 @@ def main() -> int:
     p.add_argument("--size", default="480x640")
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--onednn", choices=("0", "1", "both"))
+    p.add_argument("--weight-cache", action="store_true",
+                   help="every side with oneDNN's filter cache (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1)")
     p.add_argument("--out-dir", default=os.path.join(REPO, "docs"))
     args = p.parse_args()
     from migrate import bench, convert
+    from ssd_mobilenet.runtime import WEIGHT_CACHE_ENV
     progress = lambda msg: print(f"[bench] {msg}", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="ssd-bench-") as tmp:
         src = args.src
@@ -48,11 +52,13 @@ def main() -> int:
         convert.convert(src, converted)
         os.makedirs(args.out_dir, exist_ok=True)
         report = bench.bench(src, converted, sizes=bench.parse_sizes(args.size), batches=bench.parse_batches(args.batch),
-                             repeats=args.repeats, onednn=args.onednn, progress=progress)
+                             repeats=args.repeats, onednn=args.onednn,
+                             env={WEIGHT_CACHE_ENV: "1"} if args.weight_cache else None, progress=progress)
         print(bench.format_table(report))
         bench.write_json(report, os.path.join(args.out_dir, "benchmarks.json"), force=True)
         command = (f"python scripts/bench.py --batch {args.batch} --size {args.size} --repeats {args.repeats}"
                    + (f" --onednn {args.onednn}" if args.onednn else "")
+                   + (" --weight-cache" if args.weight_cache else "")
                    + ("" if args.src is None else f" --src {args.src}"))
         plot = None
         if bench.plot_available() and len(report["batches"]) > 1:  # matplotlib: the optional `plot` extra

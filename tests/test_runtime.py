@@ -174,6 +174,10 @@ def test_configure_after_devices_exist_is_refused():
     tf.constant(1.0) + 1.0  # initialises the devices of this process
     with pytest.raises(runtime.RuntimeConfigError, match="already initialised"):
         runtime.configure(memory_limit_mb=100)
+    before = os.environ.get(runtime.WEIGHT_CACHE_ENV)
+    with pytest.raises(runtime.RuntimeConfigError, match="already initialised"):
+        runtime.configure(onednn_weight_cache=True)
+    assert os.environ.get(runtime.WEIGHT_CACHE_ENV) == before  # nothing applied when refused
     with pytest.raises(runtime.RuntimeConfigError, match="exclude"):
         runtime.configure(memory_growth=True, memory_limit_mb=100)
 
@@ -198,6 +202,39 @@ def test_memory_limit_is_honoured_on_the_cpu():
     """)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "small True" in proc.stdout and "big refused" in proc.stdout
+
+
+def test_onednn_weight_cache_keeps_the_detections(tmp_path):
+    # The cache (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS, read once per process) must not change what the
+    # detector computes, across batch sizes (the slice loop and its one-slice branch) and after
+    # a first call with other images; the same seeded model runs with and without it.
+    code = """
+        import sys, numpy as np, keras
+        from ssd_mobilenet import SSDConfig, SSDMobileNetV1, detector, runtime
+        applied = runtime.configure(onednn_weight_cache=sys.argv[1] == "1")
+        assert applied["onednn_weight_cache"] == (sys.argv[1] == "1"), applied
+        keras.utils.set_random_seed(0)
+        det = detector.Detector(SSDMobileNetV1(SSDConfig(num_classes=3, image_height=96, image_width=96)),
+                                fold_batch_norm=True)
+        rng = np.random.default_rng(1)
+        out = {}
+        for i, n in enumerate([1, 3, 1, 5]):
+            images = rng.integers(0, 256, (n, 120, 160, 3), dtype=np.uint8)
+            for k, v in det(images).items():
+                out[f"{i}/{k}"] = v.numpy()
+        np.savez(sys.argv[2], **out)
+    """
+    results = {}
+    for cache in ("0", "1"):
+        path = str(tmp_path / f"cache{cache}.npz")
+        proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code), cache, path], capture_output=True,
+                              text=True, timeout=300, env={**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"})
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        results[cache] = dict(np.load(path))
+    assert results["0"].keys() == results["1"].keys() and len(results["0"]) == 4 * 8
+    for key, value in results["0"].items():
+        # The cached filter is the same reordered filter: the same arithmetic, bit for bit.
+        np.testing.assert_array_equal(results["1"][key], value, err_msg=key)
 
 
 def test_memory_info_needs_the_bfc_allocator_on_the_cpu():

@@ -242,8 +242,8 @@ def ratio_interval(side_ms, base_ms, seed=0) -> list:
 
 
 def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=SIDES, repeats=10, warmup=2,
-          memory=True, memory_repeats=2, onednn=None, env=None, memory_growth=False, memory_limit_mb=None,
-          trace_dir=None, progress=None) -> dict:
+          memory=True, memory_repeats=2, onednn=None, env=None, weight_cache=False, memory_growth=False,
+          memory_limit_mb=None, trace_dir=None, progress=None) -> dict:
     """Runs the benchmark; returns a JSON-able report (see `format_table` for the columns).
 
     Args:
@@ -257,6 +257,7 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=S
       onednn: None (TensorFlow's default for this CPU), "0", "1", or "both" (latency measured
         under each setting; memory under the default).
       env: extra environment variables for every worker (e.g. thread settings).
+      weight_cache: every worker with oneDNN's filter cache (`ssd_mobilenet.runtime.WEIGHT_CACHE_ENV`).
       memory_growth, memory_limit_mb: `ssd_mobilenet.runtime.configure` in the latency worker;
         a limit also caps the CPU allocator of the memory workers (on GPUs those run with
         memory growth, as `migrate.measure` sets it).
@@ -281,6 +282,9 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=S
     sides = [BASELINE] + [s for s in sides if s != BASELINE]
     settings = {None: [None], "both": ["0", "1"]}.get(onednn, [onednn])
     base_env = {**measure.BASE_ENV, **(env or {})}
+    if weight_cache:
+        from ssd_mobilenet.runtime import WEIGHT_CACHE_ENV
+        base_env[WEIGHT_CACHE_ENV] = "1"
     if memory_limit_mb is not None:
         base_env["TF_CPU_BFC_MEM_LIMIT_IN_MB"] = str(int(memory_limit_mb))
     request = {"sides": sides, "src": os.path.abspath(src), "converted": os.path.abspath(converted),

@@ -146,13 +146,11 @@ def _bench(args) -> int:
         env = {}
         if args.threads:
             env = {"TF_NUM_INTRAOP_THREADS": str(args.threads), "TF_NUM_INTEROP_THREADS": str(args.threads)}
-        if args.weight_cache:
-            from ssd_mobilenet.runtime import WEIGHT_CACHE_ENV
-            env[WEIGHT_CACHE_ENV] = "1"
         report = bench.bench(args.src, args.converted, sizes=bench.parse_sizes(args.size),
                              batches=bench.parse_batches(args.batch),
                              sides=[s.strip() for s in args.sides.split(",") if s.strip()], repeats=args.repeats,
                              warmup=args.warmup, memory=not args.no_memory, onednn=args.onednn, env=env,
+                             weight_cache=args.weight_cache,
                              memory_growth=args.memory_growth, memory_limit_mb=args.memory_limit,
                              trace_dir=args.trace, progress=_progress(args.quiet))
     except bench.BenchInputError as e:

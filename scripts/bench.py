@@ -37,7 +37,6 @@ def main() -> int:
     p.add_argument("--out-dir", default=os.path.join(REPO, "docs"))
     args = p.parse_args()
     from migrate import bench, convert
-    from ssd_mobilenet.runtime import WEIGHT_CACHE_ENV
     progress = lambda msg: print(f"[bench] {msg}", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="ssd-bench-") as tmp:
         src = args.src
@@ -53,7 +52,7 @@ def main() -> int:
         os.makedirs(args.out_dir, exist_ok=True)
         report = bench.bench(src, converted, sizes=bench.parse_sizes(args.size), batches=bench.parse_batches(args.batch),
                              repeats=args.repeats, onednn=args.onednn,
-                             env={WEIGHT_CACHE_ENV: "1"} if args.weight_cache else None, progress=progress)
+                             weight_cache=args.weight_cache, progress=progress)
         print(bench.format_table(report))
         bench.write_json(report, os.path.join(args.out_dir, "benchmarks.json"), force=True)
         command = (f"python scripts/bench.py --batch {args.batch} --size {args.size} --repeats {args.repeats}"

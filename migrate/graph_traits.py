@@ -11,7 +11,8 @@ import re
 
 from tensorflow.python.framework import tensor_util
 
-from ssd_mobilenet.config import NMS_CLIP_AFTER, NMS_CLIP_BEFORE, ConfigError
+from ssd_mobilenet.config import (BACKGROUND_SLICE_LOGITS, BACKGROUND_SLICE_SCORES, NMS_CLIP_AFTER, NMS_CLIP_BEFORE,
+                                   ConfigError)
 
 _SCORE_CONVERTERS = {"Sigmoid": "SIGMOID", "Softmax": "SOFTMAX", "Identity": "IDENTITY"}
 _RESIZE_METHODS = {"ResizeBilinear": "BILINEAR", "ResizeBicubic": "BICUBIC", "ResizeArea": "AREA",
@@ -39,7 +40,7 @@ def graph_traits(graph_def) -> dict:
     `batch_norm_epsilon`, `box_predictor_batch_norm_epsilon`), and the post-processing
     constants the graph computes with (`score_converter`, `logit_scale`, `score_threshold`,
     `iou_threshold`, `max_detections_per_class`, `max_total_detections`, `box_coder_scales`,
-    `add_background_class`; see `postprocessing_traits`; for a TFLite export,
+    `add_background_class`, `background_slice`; see `postprocessing_traits`; for a TFLite export,
     `tflite_export_traits`), and `weight_bits`/`activation_bits` (`quantization_traits`).
 
     Raises:
@@ -263,8 +264,8 @@ def postprocessing_traits(graph_def, nodes=None) -> dict:
 
     A frozen graph is often all a user has, and its thresholds are what its detections depend
     on: converting it with the proto defaults (score_threshold 0) instead of, say, the zoo's 0.3
-    would change the detection count. Read from: `Postprocessor/convert_scores` (the score
-    converter's op) and `scale_logits` (logit_scale); per class, `FilterGreaterThan/Greater`
+    would change the detection count. Read from: the ops between the class logits and NMS
+    (`score_path_traits`: score converter, logit_scale, the background slice); per class, `FilterGreaterThan/Greater`
     (score threshold, exports up to TF 1.8) or the NonMaxSuppressionV3+ score_threshold input
     (later exports); the NMS op's iou_threshold (an attribute of the TF 1.3 `NonMaxSuppression`,
     an input since V2); `MultiClassNonMaxSuppression/Minimum` (per class max) and the last
@@ -282,20 +283,7 @@ def postprocessing_traits(graph_def, nodes=None) -> dict:
     scales = _box_coder_scales(graph_def, nodes)
     if scales is not None:
         traits["box_coder_scales"] = scales
-    convert = nodes.get("Postprocessor/convert_scores")
-    if convert is not None and convert.op in _SCORE_CONVERTERS:
-        traits["score_converter"] = _SCORE_CONVERTERS[convert.op]
-        # With a background class its column is sliced off the converted scores ([0, 0, 1] on);
-        # without one nothing slices them. Any other slice of them: not decided here.
-        slices = [n for n in graph_def.node if n.op in ("Slice", "StridedSlice") and n.name.startswith("Postprocessor/")
-                  and n.input and _through_identities(nodes, n.input[0]) == convert.name]
-        if not slices:
-            traits["add_background_class"] = False
-        elif any(np.array_equal(_const_input(nodes, n.name, 1), [0, 0, 1]) for n in slices):
-            traits["add_background_class"] = True
-    scale = _const_input(nodes, "Postprocessor/scale_logits", index=1)
-    if scale is not None and scale.size == 1:
-        traits["logit_scale"] = float(scale)
+    traits.update(score_path_traits(graph_def, nodes))
     in_nms = [n for n in graph_def.node if _NMS.match(n.name)]
     nms = next((n for n in in_nms if n.op.startswith("NonMaxSuppression")), None)
     if nms is None:
@@ -329,6 +317,140 @@ def postprocessing_traits(graph_def, nodes=None) -> dict:
         traits["max_detections_per_class"] = minimums[0][1]
         traits["max_total_detections"] = minimums[-1][1]
     return traits
+
+
+# The scope whose first node ends the path from the class logits to NMS.
+_NMS_SCOPE = "Postprocessor/BatchMultiClassNonMaxSuppression/"
+
+
+class ScorePathError(ConfigError):
+    """The ops between the class logits and NMS are not a combination this tool reproduces."""
+
+
+def head_concats(graph_def, nodes=None) -> dict:
+    """{"box_encodings": node, "class_logits": node}: the root ConcatV2 nodes joining the box
+    predictors' outputs. Usually `concat` and `concat_1`, but which is which followed Python's
+    dict order in exports made after 2018-09 (classes in `concat` seen in a TF 1.14 export),
+    so each is told by the predictor its inputs come from (`BoxPredictor_0/Reshape` of
+    `BoxEncodingPredictor`, `Reshape_1` of `ClassPredictor`)."""
+    nodes = nodes or _nodes(graph_def)
+    found = {}
+    for name in ("concat", "concat_1"):
+        node = nodes.get(name)
+        src = nodes.get(node.input[0].split(":")[0]) if node is not None and node.input else None
+        while src is not None and src.op in ("Reshape", "Identity", "Squeeze") and src.input:
+            src = nodes.get(src.input[0].split(":")[0])
+        if src is not None and "/ClassPredictor" in src.name:
+            found["class_logits"] = name
+        elif src is not None and "/BoxEncodingPredictor" in src.name:
+            found["box_encodings"] = name
+    if len(found) != 2:
+        return {"box_encodings": "concat", "class_logits": "concat_1"}
+    return found
+
+
+def score_paths(graph_def, nodes=None) -> list:
+    """Every path of ops from the class logits (`concat_1`) forward to NMS, as node lists.
+
+    Followed: nodes under `Postprocessor/` that take a path node as their first (data) input
+    (a `Shape` of a path node is not a path); a path ends where a node under
+    `Postprocessor/BatchMultiClassNonMaxSuppression/` takes it as any input (not included). The NMS scores
+    input is one such path; 2018+ exports have a second into NMS's additional fields
+    (`detection_multiclass_scores`, without the background slice).
+    """
+    nodes = nodes or _nodes(graph_def)
+    consumers = {}
+    for n in graph_def.node:
+        if not n.name.startswith("Postprocessor/"):
+            continue
+        if n.name.startswith(_NMS_SCOPE):  # NMS takes the scores at any input (a TensorArray scatter's third)
+            for i in {i.split(":")[0] for i in n.input if not i.startswith("^")}:
+                consumers.setdefault(i, []).append(n)
+        elif n.input and n.op != "Shape":
+            consumers.setdefault(n.input[0].split(":")[0], []).append(n)
+    logits = head_concats(graph_def, nodes)["class_logits"]
+    paths, stack = [], [[]] if logits in nodes else []
+    while stack:
+        path = stack.pop()
+        tip = path[-1].name if path else logits
+        for c in consumers.get(tip, []):
+            if c.name.startswith(_NMS_SCOPE):
+                paths.append(path)
+            elif len(path) < 16:  # a real path has at most 5 ops; a longer one is no score path
+                stack.append(path + [c])
+    return paths
+
+
+def _score_path_fields(path, nodes) -> dict:
+    """The fields one path from the class logits to NMS implies (see `score_path_traits`)."""
+    fields = {"logit_scale": 1.0}
+    converted = False
+    for n in path:
+        # IDENTITY, the converter, is an Identity op named `convert_scores`; any other Identity
+        # passes the tensor on (`raw_box_scores`, the 2018+ exporters' name for the scores).
+        if n.op == "Identity" and not (n.name.endswith("/convert_scores") and not converted):
+            continue
+        if n.op in ("Slice", "StridedSlice") and "add_background_class" not in fields:
+            begin = _const_input(nodes, n.name, 1)
+            if n.op == "Slice":
+                size = _const_input(nodes, n.name, 2)
+                whole_rest = size is not None and size.tolist() == [-1, -1, -1]
+            else:  # [:, :, 1:]: no end on any axis
+                whole_rest = (n.attr["end_mask"].i == 7 if "end_mask" in n.attr else False)
+            if begin is None or begin.tolist() != [0, 0, 1] or not whole_rest:
+                raise ScorePathError(f"{n.name} ({n.op}) slices the class predictions otherwise than dropping "
+                                     "the background column [0, 0, 1:]")
+            fields["add_background_class"] = True
+            fields["background_slice"] = BACKGROUND_SLICE_SCORES if converted else BACKGROUND_SLICE_LOGITS
+        elif n.op in ("RealDiv", "Div", "Mul") and not converted and fields["logit_scale"] == 1.0:
+            value = _const_input(nodes, n.name, 1)
+            if value is None or value.size != 1 or (n.op == "Mul" and float(value) == 0.0):
+                raise ScorePathError(f"{n.name} ({n.op}) scales the class logits by a non-constant")
+            # Since mid 2020 `scale_logits` multiplies by 1 / logit_scale (exact for 1.0; otherwise
+            # within a rounding of the TF2 division, which the conversion check measures).
+            fields["logit_scale"] = float(value) if n.op != "Mul" else float(np.float32(1.0 / float(value)))
+        elif n.op in _SCORE_CONVERTERS and not converted:
+            fields["score_converter"] = _SCORE_CONVERTERS[n.op]
+            converted = True
+        else:
+            raise ScorePathError(f"{n.name} ({n.op}) between the class logits and NMS is not an "
+                                 "op of the OD API post-processing this tool reproduces")
+    fields.setdefault("add_background_class", False)
+    return fields
+
+
+def score_path_traits(graph_def, nodes=None) -> dict:
+    """`score_converter`, `logit_scale`, `add_background_class` and `background_slice`, read off
+    the ops the class logits pass through on their way to NMS.
+
+    The releases differ: TF 1.3 exports slice `concat_1` and apply `Postprocessor/Sigmoid`
+    (no logit scale); the 2017_11_17 zoo graph slices, then `scale_logits` and
+    `convert_scores`; 2018+ graphs convert first and slice after (`raw_box_scores` between,
+    since mid 2018). Each op on the way is accounted for: any other op is refused rather than
+    passed over, since an op not reproduced changes the scores silently. Of several paths
+    (scores and, in newer exports, the multiclass scores into NMS's additional fields) the
+    one that drops the background column decides; they must agree on the rest.
+
+    Returns {} when the graph has no class logits node or no path reaches NMS (e.g. a TFLite
+    export, whose `tflite_export_traits` apply).
+
+    Raises:
+      ScorePathError: an op on the way this tool does not reproduce, or paths that disagree.
+    """
+    nodes = nodes or _nodes(graph_def)
+    found = [_score_path_fields(p, nodes) for p in score_paths(graph_def, nodes)]
+    if not found:
+        return {}
+    sliced = [f for f in found if f["add_background_class"]]
+    fields = sliced[0] if sliced else found[0]
+    for other in found:
+        for key in ("score_converter", "logit_scale"):
+            if other.get(key) != fields.get(key):
+                raise ScorePathError(f"the class logits reach NMS along paths with different "
+                                     f"{key}: {fields.get(key)} and {other.get(key)}")
+    if "score_converter" not in fields:
+        fields["score_converter"] = "IDENTITY"
+    return fields
 
 
 def _input_zero_padding(nodes, conv0) -> dict:
@@ -371,14 +493,6 @@ def _pad_multiple(height: int, width: int, pads) -> int | None:
         if (-(-height // m) * m, -(-width // m) * m) == target:
             return m
     return None
-
-
-def _through_identities(nodes, name: str) -> str:
-    """The node an input name refers to, past Identity nodes (e.g. `raw_box_scores`)."""
-    name = name.split(":")[0].lstrip("^")
-    while name in nodes and nodes[name].op == "Identity" and nodes[name].input:
-        name = nodes[name].input[0].split(":")[0]
-    return name
 
 
 def _const_input(nodes, name, index=0):

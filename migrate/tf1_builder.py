@@ -12,7 +12,8 @@ Which OD API release a graph imitates follows the config's graph-version fields:
 `nms_variant` (`clip_before_nms`: the 2018 zoo post-processing with `FilterGreaterThan` and
 NonMaxSuppressionV2; `clip_after_sort`: the TF 1.9+ one with NonMaxSuppressionV3 and clipping
 after the sort), `fused_batch_norm`, `pad_extra_layers_to_even` (2017 zero-padding by
-concatenation) and `interpolated_anchor_after_unit_ratio` (2017 anchor order).
+concatenation), `interpolated_anchor_after_unit_ratio` (2017 anchor order) and `background_slice`
+(2017: the background column sliced off the logits before the score conversion).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import tensorflow as tf
 import tf_slim as slim
 
 from migrate.tf1_graph import DETECTION_OUTPUTS
-from ssd_mobilenet.config import NMS_CLIP_BEFORE, SSDConfig
+from ssd_mobilenet.config import BACKGROUND_SLICE_LOGITS, NMS_CLIP_BEFORE, SSDConfig
 
 tf1 = tf.compat.v1
 
@@ -465,10 +466,13 @@ def _postprocess(box_encodings, class_logits, anchors, config: SSDConfig) -> dic
     """Scope `Postprocessor`: decode, score conversion, per-image per-class NMS, padding."""
     with tf1.name_scope("Postprocessor"):
         boxes = _decode(box_encodings, anchors, config.box_coder_scales)
+        slice_logits = config.add_background_class and config.background_slice == BACKGROUND_SLICE_LOGITS
+        if slice_logits:  # 2017 exports: the background column goes before the score conversion
+            class_logits = tf.slice(class_logits, [0, 0, 1], [-1, -1, -1])
         scaled = tf.divide(class_logits, config.logit_scale, name="scale_logits")
         convert = {"SIGMOID": tf.sigmoid, "SOFTMAX": tf.nn.softmax, "IDENTITY": tf.identity}[config.score_converter]
         scores = convert(scaled, name="convert_scores")
-        if config.add_background_class:
+        if config.add_background_class and not slice_logits:
             scores = tf.slice(scores, [0, 0, 1], [-1, -1, -1])
         window = tf.constant([0.0, 0.0, 1.0, 1.0], tf.float32)
         nms = _nms_clip_before if config.nms_variant == NMS_CLIP_BEFORE else _nms_clip_after

@@ -23,6 +23,18 @@ NMS_CLIP_BEFORE = "clip_before_nms"  # TF 1.3 .. ~1.8 exports: threshold, clip, 
 NMS_CLIP_AFTER = "clip_after_sort"  # ~1.9+ exports: NMS with threshold, sort, clip, drop empty
 NMS_VARIANTS = (NMS_CLIP_BEFORE, NMS_CLIP_AFTER)
 
+# Where the background column of the class predictions is dropped. Also changed between
+# releases without a trace in pipeline.config: 2017 exports (TF 1.3, the 2017_11_17 zoo graph)
+# slice the raw logits and convert the class columns alone; exports since the 2018_01_28 zoo
+# graph convert all columns and slice the scores. With SOFTMAX the two differ (the background
+# logit takes part in the normalisation or not); `migrate` reads it off the graph.
+BACKGROUND_SLICE_LOGITS = "logits"  # slice, scale_logits, score converter (2017)
+BACKGROUND_SLICE_SCORES = "scores"  # scale_logits, score converter, slice (2018+)
+BACKGROUND_SLICES = (BACKGROUND_SLICE_LOGITS, BACKGROUND_SLICE_SCORES)
+# The OD API's ssd_mobilenet_v1 feature extractor refuses smaller inputs (its
+# `check_min_image_dim(33, ...)`): below it the last extra layers have no pixels left.
+MIN_IMAGE_SIZE = 33
+
 SCORE_CONVERTERS = ("SIGMOID", "SOFTMAX", "IDENTITY")
 RESIZE_METHODS = ("BILINEAR", "NEAREST_NEIGHBOR", "BICUBIC", "AREA")
 
@@ -73,6 +85,7 @@ class SSDConfig:
     box_predictor_kernel_size: int = 1
     box_predictor_use_depthwise: bool = False
     add_background_class: bool = True
+    background_slice: str = BACKGROUND_SLICE_SCORES
     # Anchors (ssd_anchor_generator).
     num_layers: int = 6
     min_scale: float = _f32(0.2)
@@ -108,8 +121,9 @@ class SSDConfig:
         problems = []
         if self.num_classes < 1:
             problems.append(f"num_classes must be >= 1, got {self.num_classes}")
-        if self.image_height < 1 or self.image_width < 1:
-            problems.append(f"image size must be positive, got {self.image_height}x{self.image_width}")
+        if self.image_height < MIN_IMAGE_SIZE or self.image_width < MIN_IMAGE_SIZE:
+            problems.append(f"image size {self.image_height}x{self.image_width}: SSD MobileNet v1 needs at least "
+                            f"{MIN_IMAGE_SIZE}x{MIN_IMAGE_SIZE} (the OD API's feature extractor refuses smaller inputs)")
         if self.pad_to_multiple < 1:
             problems.append(f"pad_to_multiple must be >= 1, got {self.pad_to_multiple}")
         if self.depth_multiplier <= 0:
@@ -121,6 +135,8 @@ class SSDConfig:
             problems.append(f"score_converter: {self.score_converter} (supported: {', '.join(SCORE_CONVERTERS)})")
         if self.resize_method not in RESIZE_METHODS:
             problems.append(f"resize_method: {self.resize_method} (supported: {', '.join(RESIZE_METHODS)})")
+        if self.background_slice not in BACKGROUND_SLICES:
+            problems.append(f"background_slice: {self.background_slice} (one of {', '.join(BACKGROUND_SLICES)})")
         if self.nms_variant not in NMS_VARIANTS:
             problems.append(f"nms_variant: {self.nms_variant} (one of {', '.join(NMS_VARIANTS)})")
         if self.scales and len(self.scales) != self.num_layers:

@@ -21,21 +21,33 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from ssd_mobilenet.config import NMS_CLIP_BEFORE, SSDConfig
+from ssd_mobilenet.config import BACKGROUND_SLICE_LOGITS, NMS_CLIP_BEFORE, SSDConfig
 
 OUTPUT_KEYS = ("detection_boxes", "detection_scores", "detection_classes", "num_detections",
                "raw_detection_boxes", "raw_detection_scores", "detection_multiclass_scores",
                "detection_anchor_indices")
 
 
-def convert_scores(class_logits, config: SSDConfig):
-    """Logits [N, A, slots] -> scores [N, A, slots] (logit_scale, then the score converter)."""
-    x = tf.divide(class_logits, config.logit_scale)
+def _converter(logits, config: SSDConfig):
+    x = tf.divide(logits, config.logit_scale)
     if config.score_converter == "SIGMOID":
         return tf.sigmoid(x)
     if config.score_converter == "SOFTMAX":
         return tf.nn.softmax(x, axis=-1)
     return x
+
+
+def convert_scores(class_logits, config: SSDConfig):
+    """Logits [N, A, slots] -> scores [N, A, slots] (logit_scale, then the score converter).
+
+    With `background_slice == "logits"` (2017 exports) the graph slices the background column
+    off the logits first and converts the class columns alone (a softmax over the classes
+    only); column 0 of the result is then 0, a score that graph never computes.
+    """
+    if config.add_background_class and config.background_slice == BACKGROUND_SLICE_LOGITS:
+        classes = _converter(class_logits[..., 1:], config)
+        return tf.concat([tf.zeros_like(classes[..., :1]), classes], axis=-1)
+    return _converter(class_logits, config)
 
 
 def clip_to_unit_window(boxes):
@@ -137,7 +149,7 @@ def postprocess(box_encodings_decoded, class_logits, config: SSDConfig) -> dict:
       dict of float32 tensors, TF2 OD API export layout:
         detection_boxes [N, D, 4] (clipped, normalised), detection_scores [N, D],
         detection_classes [N, D] (1-based class ids; padded rows read 1.0), num_detections [N],
-        raw_detection_boxes [N, A, 4], raw_detection_scores [N, A, slots],
+        raw_detection_boxes [N, A, 4], raw_detection_scores [N, A, slots] (`convert_scores`),
         detection_multiclass_scores [N, D, slots], detection_anchor_indices [N, D];
       D = max_total_detections.
     """

@@ -15,6 +15,7 @@ ZOO = os.path.join(SHARED, "zoo")
 MAKE_FIXTURE = os.path.join(SHARED, "tools", "make_zoo_fixture.py")
 
 ZOO_2018 = "ssd_mobilenet_v1_coco_2018_01_28"
+ZOO_2017 = "ssd_mobilenet_v1_coco_2017_11_17"
 DEPTHWISE = "custom_nc2_use_depthwise"
 TF13 = "custom_nc3_tf1.3_config_mismatch"
 QUANTIZED = "ssd_mobilenet_v1_quantized_300x300_coco14_sync_2018_07_18"

@@ -138,3 +138,13 @@ def test_base_layers_keep_mobilenet_epsilon_unless_overridden():
     assert over.base_batch_norm_epsilon == over.batch_norm_epsilon == pytest.approx(0.01)
     for config in (plain, over):
         assert SSDConfig.from_pipeline_config(config.to_pipeline_config()) == config
+
+
+def test_inputs_under_33_pixels_are_refused():
+    """The OD API's feature extractor refuses them (test_extract_features_raises_error_with_invalid_image_size)."""
+    with pytest.raises(ConfigError, match="at least 33x33"):
+        SSDConfig(image_height=32, image_width=300)
+    with pytest.raises(ConfigError, match="at least 33x33"):
+        SSDConfig.from_pipeline_config(_minimal(**{"fixed_shape_resizer { height: 200 width: 240 }":
+                                                   "fixed_shape_resizer { height: 200 width: 20 }"}))
+    assert SSDConfig(image_height=33, image_width=33).image_height == 33

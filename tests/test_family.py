@@ -57,13 +57,19 @@ FAMILY = {
                                                              image_height=257, image_width=257,
                                                              batch_norm_epsilon=_f32(0.01),
                                                              box_predictor_batch_norm_epsilon=_f32(0.005)),
-    # The image's zero padding and the extra layers' are the same ops in the graph.
+    # The image's zero padding and the extra layers' are the same ops in the graph. 2017 exports
+    # slice the background column off the logits and softmax the class columns alone.
     "tf1.3_export_softmax_portrait_pad_to_16": SSDConfig(num_classes=4, pad_extra_layers_to_even=True,
+                                                         background_slice="logits",
                                                          pad_to_multiple=16, interpolated_anchor_after_unit_ratio=True,
                                                          score_converter="SOFTMAX", image_height=321, image_width=199,
                                                          # 2017 exports: conv_hyperparams' epsilon on every layer
                                                          batch_norm_epsilon=_f32(0.003),
                                                          base_batch_norm_epsilon=_f32(0.003)),
+    # The 2017_11_17 zoo graph's order (slice, scale_logits, sigmoid) with a logit scale, small.
+    "2017_11_zoo_sigmoid_logit_scale_small": SSDConfig(num_classes=6, depth_multiplier=0.25, image_height=128,
+                                                       image_width=160, background_slice="logits",
+                                                       logit_scale=_f32(2.5)),
 }
 
 
@@ -130,7 +136,7 @@ def test_frozen_graph_alone_gives_the_same_network(built, tmp_path, name):
     grid = (want.base_anchor_height, want.base_anchor_width, want.anchor_strides, want.anchor_offsets)
     assert any(n.startswith("anchor grid from the graph's anchors") for n in notes) == (grid != (1.0, 1.0, (), ()))
     for key in ("num_classes", "add_background_class", "image_height", "image_width", "resize_method",
-                "box_coder_scales", "score_converter",
+                "box_coder_scales", "score_converter", "logit_scale", "background_slice",
                 "score_threshold", "iou_threshold", "max_detections_per_class", "max_total_detections", "nms_variant"):
         assert getattr(config, key) == getattr(want, key), key
 

@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import (check_detections, DEPTHWISE, QUANTIZED, TF13, ZOO_2018, model_for_fixture, needs_shared,
+from conftest import (check_detections, DEPTHWISE, QUANTIZED, TF13, ZOO_2017, ZOO_2018, model_for_fixture, needs_shared,
                       random_images)
 from migrate.tf1_graph import DETECTION_OUTPUTS, FrozenGraphRunner, endpoint_candidates
 
@@ -20,7 +20,7 @@ ATOL = 1e-5
 # QUANTIZED: the quantization-aware zoo graph with trained-looking FakeQuant ranges
 # (`quantized_fixture`); its FakeQuant outputs sit on a grid, so the same tolerance means the
 # same grid points, not just nearby values.
-GRAPHS = [ZOO_2018, DEPTHWISE, TF13, QUANTIZED]
+GRAPHS = [ZOO_2018, ZOO_2017, DEPTHWISE, TF13, QUANTIZED]
 
 
 @pytest.fixture(scope="module")

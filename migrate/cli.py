@@ -23,6 +23,10 @@ def _parser():
                    help="input size when neither a graph nor a pipeline.config says it")
     c.add_argument("--use-moving-averages", action="store_true",
                    help="take ExponentialMovingAverage shadows where the checkpoint has them")
+    c.add_argument("--no-check", action="store_true",
+                   help="write without checking the conversion against the source's TF1 graph")
+    c.add_argument("--allow-ops", default="", metavar="OP,...",
+                   help="let the check run these op types although they are not in the SSD inference op set")
     c.add_argument("--quiet", action="store_true")
     _add_predict_parser(sub)
     _add_verify_parser(sub)
@@ -183,19 +187,24 @@ def _progress(quiet):
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from migrate import assign, convert, infer, sources
+    from migrate import assign, convert, infer, self_check, sources
     from ssd_mobilenet.config import ConfigError
     bad_input = (sources.SourceError, ConfigError, infer.MismatchError, assign.MappingError,
-                 convert.OutputExistsError)
+                 convert.OutputExistsError, convert.CheckRefusedError)
     try:
         if args.command == "convert":
             if args.src is None:
                 from migrate import default_model
                 args.src = default_model.ensure_tf1_model(_progress(args.quiet))
                 args.out = args.out or default_model.converted_dir()
-            report = convert.convert(args.src, args.out, force=args.force, trust_weights=args.trust_weights,
-                                     image_size=args.image_size, use_moving_averages=args.use_moving_averages,
-                                     progress=_progress(args.quiet))
+            try:
+                report = convert.convert(args.src, args.out, force=args.force, trust_weights=args.trust_weights,
+                                         image_size=args.image_size, use_moving_averages=args.use_moving_averages,
+                                         check=not args.no_check, progress=_progress(args.quiet),
+                                         allow_ops=[op.strip() for op in args.allow_ops.split(",") if op.strip()])
+            except self_check.CheckFailed as e:
+                print(f"error: {e}", file=sys.stderr)
+                return EXIT_FAIL
             for note in report["notes"]:
                 print(f"[migrate] {note}", file=sys.stderr)
             print(f"converted {report['num_weights']} weights ({len(report['ignored'])} ignored) -> {report['out']}")

@@ -66,13 +66,65 @@ def export_saved_model(model, path: str) -> None:
     tf.saved_model.save(module, path, signatures={"serving_default": module.serve.get_concrete_function()})
 
 
+# Fields only a graph shows (no pipeline.config records them): without a graph, assumed.
+GRAPH_ONLY_FIELDS = ("nms_variant", "fused_batch_norm", "pad_extra_layers_to_even",
+                     "interpolated_anchor_after_unit_ratio", "background_slice", "base_batch_norm_epsilon")
+# Fields a pipeline.config states and a graph shows too: without either, assumed.
+CONFIG_OR_GRAPH_FIELDS = ("image_height", "image_width", "resize_method", "add_background_class", "score_converter",
+                          "logit_scale", "score_threshold", "iou_threshold", "max_detections_per_class",
+                          "max_total_detections", "box_coder_scales", "use_explicit_padding", "pad_to_multiple",
+                          "batch_norm_epsilon", "aspect_ratios", "scales", "min_scale", "max_scale",
+                          "interpolated_scale_aspect_ratio", "base_anchor_height", "base_anchor_width",
+                          "anchor_strides", "anchor_offsets", "reduce_boxes_in_lowest_layer")
+
+
+class CheckRefusedError(ValueError):
+    """The self-check cannot run the source's graph (ops outside the allowlist, no image input)."""
+
+
+def assumed_fields(source, config) -> dict:
+    """{field: value} of the config that neither a graph nor a pipeline.config stated."""
+    if source.graph_def is not None:
+        return {}
+    fields = GRAPH_ONLY_FIELDS + (() if source.pipeline_config is not None else CONFIG_OR_GRAPH_FIELDS)
+    return {k: getattr(config, k) for k in fields}
+
+
+def _check(source, tmp: str, config, check: bool, allow_ops, say) -> dict:
+    """The report's `check`: `self_check.check_conversion` on the model as written to `tmp`, or why not."""
+    from migrate import graph_traits, self_check
+    if not check:
+        return {"ran": False, "reason": "--no-check"}
+    if source.graph_def is None:
+        assumed = assumed_fields(source, config)
+        say(f"no graph to check the conversion against ({source.weights_from} alone): assumed "
+            + ", ".join(f"{k}={v}" for k, v in assumed.items()))
+        return {"ran": False, "reason": "no graph: a checkpoint alone has nothing to check against",
+                "assumed": {k: list(v) if isinstance(v, tuple) else v for k, v in assumed.items()}}
+    if graph_traits.is_tflite_export(source.graph_def):
+        return {"ran": False, "reason": f"{source.graph_from}: {graph_traits.TFLITE_REFUSAL}"}
+    from migrate import verify
+    try:
+        return self_check.check_conversion(source, detector_lib.load_model(tmp), config, allow_ops, say)
+    except verify.VerifyInputError as e:
+        raise CheckRefusedError(f"{e} (the conversion check runs the graph; --no-check skips it)") from None
+
+
 def convert(src: str, out: str = None, force: bool = False, trust_weights: bool = False, image_size=None,
-            use_moving_averages: bool = False, progress=None) -> dict:
+            use_moving_averages: bool = False, check: bool = True, allow_ops=(), progress=None) -> dict:
     """Converts a TF1 model; returns the conversion report (also written to `out`).
+
+    With `check` (default) and a source that holds a graph, the model as written is checked
+    against that graph before it is renamed into place (`self_check.check_conversion`: every
+    stage on generated images, post-processing on crafted values); `allow_ops` lets the graph
+    run ops outside the SSD inference set. The report's `check` records what was checked and
+    the errors, or why nothing was (and, without a graph, every field assumed).
 
     Raises:
       sources.SourceError, ssd_mobilenet.ConfigError, infer.MismatchError,
-      assign.MappingError, OutputExistsError: with a one-line message naming the file.
+      assign.MappingError, OutputExistsError, CheckRefusedError: with a one-line message
+      naming the file (bad input).
+      self_check.CheckFailed: the converted model differs from the graph; nothing is written.
     """
     say = progress or (lambda msg: None)
     timings = {}
@@ -104,8 +156,12 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
         detector_lib.save(model, tmp)
         with open(os.path.join(tmp, "pipeline.config"), "w", encoding="utf-8") as f:
             f.write(config.to_pipeline_config())
+        t_check = time.perf_counter()
+        # On the checkpoint as written, before the SavedModel is traced from the same model.
+        check_report = _check(source, tmp, config, check, allow_ops, say)
+        timings["check_s"] = time.perf_counter() - t_check
         export_saved_model(model, os.path.join(tmp, "saved_model"))
-        timings["write_s"] = time.perf_counter() - t
+        timings["write_s"] = time.perf_counter() - t - timings["check_s"]
         timings["total_s"] = time.perf_counter() - t0
         report = {
             "source": {"path": os.path.abspath(src),
@@ -122,6 +178,7 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
             "ignored": ignored,
             "use_moving_averages": use_moving_averages,
             "num_weights": len(names),
+            "check": check_report,
             "timings": {k: round(v, 3) for k, v in timings.items()},
         }
         with open(os.path.join(tmp, REPORT), "w", encoding="utf-8") as f:

@@ -110,6 +110,11 @@ class FrozenGraphRunner:
             config.graph_options.rewrite_options.disable_meta_optimizer = True
         self.session = tf1.Session(graph=self.graph, config=config)
         self.input = self.graph.get_tensor_by_name("image_tensor:0")
+        from migrate.graph_traits import head_concats
+        heads = head_concats(graph_def)
+        # `concat:0` / `concat_1:0` in stage candidates mean the box encodings / class logits,
+        # wherever this graph has them (some exports swap the two names).
+        self.head_tensors = {"concat:0": heads["box_encodings"] + ":0", "concat_1:0": heads["class_logits"] + ":0"}
 
     def has_tensor(self, name: str) -> bool:
         try:
@@ -122,15 +127,20 @@ class FrozenGraphRunner:
         """{stage: (key, tensor name)} for the stages whose tensor this graph has."""
         out = {}
         for stage, (key, candidates) in stages.items():
-            found = [c for c in candidates if self.has_tensor(c)]
+            found = [c for c in (self.head_tensors.get(c, c) for c in candidates) if self.has_tensor(c)]
             if found:
                 out[stage] = (key, found[0])
         return out
 
-    def run(self, images: np.ndarray, fetches: dict) -> dict:
-        """Runs `images` (uint8 [N, H, W, 3]) and returns {key: ndarray} for {key: tensor name}."""
+    def run(self, images: np.ndarray, fetches: dict, feeds: dict = None) -> dict:
+        """Runs `images` (uint8 [N, H, W, 3]) and returns {key: ndarray} for {key: tensor name}.
+
+        `feeds`: {tensor name: ndarray} fed in place of what the graph computes there (e.g. the
+        class logits `concat_1:0`, to run post-processing on chosen values).
+        """
         keys = list(fetches)
-        values = self.session.run([fetches[k] for k in keys], {self.input: images})
+        feed_dict = {self.input: images, **{self.graph.get_tensor_by_name(k): v for k, v in (feeds or {}).items()}}
+        values = self.session.run([fetches[k] for k in keys], feed_dict)
         return dict(zip(keys, values))
 
     def close(self):

@@ -84,6 +84,7 @@ class VerifyReport:
     mode: str
     notes: list = dataclasses.field(default_factory=list)
     precision: str = "float32"   # the TF2 side's compute precision
+    postprocessing: dict = None  # `self_check.check_postprocessing`: both post-processings on crafted values
     memory: dict = None          # memory_growth, memory_limit_mb applied in both measurement processes
     trace_dir: str = None        # where the profiler trace of the TF2 side went
 
@@ -177,10 +178,16 @@ def tf1_inference_graph(src: str, stage_nodes, allow_ops=(), image_size=None):
     detections and `stage_nodes` is kept, and its ops are checked against
     `op_allowlist.SSD_INFERENCE_OPS` before anything runs.
     """
-    source = sources.open_source(src)
+    return inference_graph_of(sources.open_source(src), stage_nodes, allow_ops, image_size=image_size)
+
+
+def inference_graph_of(source, stage_nodes, allow_ops=(), image_size=None, config=None):
+    """`tf1_inference_graph` of an opened `sources.Source`; `config` (default: inferred from
+    the source) builds the graph of a source without one."""
     if source.graph_def is None:
         from migrate import tf1_builder
-        config, _ = infer.infer_config(source, trust_weights=True, image_size=image_size)
+        if config is None:
+            config, _ = infer.infer_config(source, trust_weights=True, image_size=image_size)
         try:
             graph_def = tf1_builder.frozen_graph_def(config, source.weights)
         except ValueError as e:
@@ -402,6 +409,44 @@ def tf2_runner(converted: str, mode: str = "function", precision: str = "float32
 
 # ---- verify -----------------------------------------------------------------------------------
 
+def compare_batches(runner, resolved: dict, network, detect, batches, config, atol: float, rtol: float,
+                    mixed: dict = None, say=None):
+    """Runs both sides on every batch of uint8 images and compares them.
+
+    Args:
+      runner: `tf1_graph.FrozenGraphRunner` over the TF1 inference graph.
+      resolved: {stage: (keras key, TF1 tensor name)} (`FrozenGraphRunner.resolve`).
+      network: uint8 images -> {keras key: tensor} of every stage; detect: uint8 images -> detections.
+      batches: [(names, uint8 [N, H, W, 3])].
+      mixed: `MIXED_TOLERANCES[precision]` to match detections by class and IoU; None: exact.
+    Returns:
+      (per_stage {stage: [compare_tensor result per batch]}, detections [per image: {"image", ...}],
+      drawn [(name, image, TF1 boxes, TF2 boxes)]).
+    """
+    import tensorflow as tf
+    per_stage = {s: [] for s in resolved}
+    detections, drawn = [], []
+    for names, imgs in batches:
+        if say:
+            say(f"comparing {imgs.shape[0]} image(s) of {imgs.shape[1]}x{imgs.shape[2]}")
+        ref = runner.run(imgs, {**{s: t for s, (_, t) in resolved.items()},
+                                **{k: f"{k}:0" for k in tf1_graph.DETECTION_OUTPUTS}})
+        ours = {k: np.asarray(v, np.float32) for k, v in network(tf.constant(imgs)).items()}
+        for stage, (key, _) in resolved.items():
+            per_stage[stage].append(compare_tensor(ours[key], ref[stage], atol, rtol))
+        det = {k: np.asarray(v) for k, v in detect(imgs).items()}
+        for i, name in enumerate(names):
+            if mixed:
+                result = match_detections(det, ref, i, config.score_threshold, mixed["score_margin"],
+                                          config.max_total_detections, config.iou_threshold)
+            else:
+                result = compare_detections(det, ref, i, atol, rtol, config.score_threshold)
+            detections.append({"image": name, **result})
+            n1, n2 = int(ref["num_detections"][i]), int(det["num_detections"][i])
+            drawn.append((name, imgs[i], ref["detection_boxes"][i][:n1], det["detection_boxes"][i][:n2]))
+    return per_stage, detections, drawn
+
+
 def _measurement_batches(batches, batch: int) -> list:
     """Batch 1 and batch `batch` of the largest image (repeated), so latencies compare by batch size."""
     _, images = max(batches, key=lambda b: b[1].shape[1] * b[1].shape[2])
@@ -460,11 +505,16 @@ def _summarise(resolved: dict, per_stage: dict) -> list:
     return tensors
 
 
-def _first_divergence(tensors: list, detections: list):
-    """The first tensor outside tolerance, else `Postprocessor` when only detections differ, else None."""
+def _first_divergence(tensors: list, detections: list, postprocessing: dict = None):
+    """The first tensor outside tolerance, else `Postprocessor` when its check on crafted values
+    or only the detections differ, else None."""
     first = next((t for t in tensors if not t["ok"]), None)
     if first is not None:
         return {k: first.get(k) for k in ("name", "tf1_tensor", "max_abs_err", "max_rel_err", "note")}
+    if postprocessing is not None and not postprocessing["ok"]:
+        return {"name": "Postprocessor", "tf1_tensor": "detection_* (fed crafted concat, concat_1)",
+                "max_abs_err": None, "max_rel_err": None,
+                "note": f"{postprocessing['note']}; likely {', '.join(postprocessing['suspects'])}"}
     bad = next((d for d in detections if not d["ok"]), None)
     if bad is not None:
         return {"name": "Postprocessor", "tf1_tensor": "detection_*", "max_abs_err": None, "max_rel_err": None,
@@ -663,34 +713,20 @@ def verify(src=None, converted=None, images=None, batch: int = DEFAULT_BATCH, mo
     detect, network, tf2_notes = _tf2_side(model, mode, precision)
     notes += tf2_notes
 
-    per_stage = {s: [] for s in resolved}
-    detections, names_all, drawn = [], [], []
-    for names, imgs in batches:
-        say(f"comparing {imgs.shape[0]} image(s) of {imgs.shape[1]}x{imgs.shape[2]}")
-        ref = runner.run(imgs, {**{s: t for s, (_, t) in resolved.items()},
-                                **{k: f"{k}:0" for k in tf1_graph.DETECTION_OUTPUTS}})
-        ours = {k: np.asarray(v, np.float32) for k, v in network(tf.constant(imgs)).items()}
-        for stage, (key, _) in resolved.items():
-            per_stage[stage].append(compare_tensor(ours[key], ref[stage], atol, rtol))
-        det = {k: np.asarray(v) for k, v in detect(imgs).items()}
-        for i, name in enumerate(names):
-            if mixed:
-                result = match_detections(det, ref, i, config.score_threshold, mixed["score_margin"],
-                                          config.max_total_detections, config.iou_threshold)
-            else:
-                result = compare_detections(det, ref, i, atol, rtol, config.score_threshold)
-            detections.append({"image": name, **result})
-            names_all.append(name)
-            if png_dir:
-                n1, n2 = int(ref["num_detections"][i]), int(det["num_detections"][i])
-                drawn.append((name, imgs[i], ref["detection_boxes"][i][:n1], det["detection_boxes"][i][:n2]))
+    per_stage, detections, drawn = compare_batches(runner, resolved, network, detect, batches, config, atol, rtol,
+                                                   mixed, say)
+    names_all = [d["image"] for d in detections]
+    say("checking post-processing on crafted box encodings and class logits")
+    from migrate import self_check
+    # Float32 on both sides whatever the network's precision: the exact criterion applies.
+    postprocessing = self_check.check_postprocessing(runner, model, config, DEFAULT_ATOL, DEFAULT_RTOL)
     runner.close()
     if trace_dir:
         say(f"tracing two TF2 runs of {batches[0][1].shape[0]} image(s) -> {trace_dir}")
         _trace(detect, batches[0][1], trace_dir)
 
     tensors = _summarise(resolved, per_stage)
-    first = _first_divergence(tensors, detections)
+    first = _first_divergence(tensors, detections, postprocessing)
     memory = {"memory_growth": bool(memory_growth), "memory_limit_mb": memory_limit_mb}
     tf1_result, tf2_result = (_measure_sides(graph_def, converted, mode, precision, memory, batches, batch, warmup,
                                              repeats, say) if measure else (None, None))
@@ -703,6 +739,7 @@ def verify(src=None, converted=None, images=None, batch: int = DEFAULT_BATCH, mo
         versions={"tensorflow": tf.__version__, "migrate": migrate.__version__,
                   "ssd_mobilenet": ssd_mobilenet.__version__, "python": platform.python_version()},
         images=names_all, src=os.path.abspath(src), converted=converted, mode=mode, notes=notes,
+        postprocessing=postprocessing,
         precision=precision, memory=memory, trace_dir=os.path.abspath(trace_dir) if trace_dir else None)
     if png_dir:
         _write_pngs(drawn, png_dir)
@@ -754,6 +791,12 @@ def format_report(report: VerifyReport) -> str:
         swaps = sum(d["ties_swapped"] for d in report.detections)
         lines.append(f"detections   {ok_images}/{len(report.detections)} images agree ({total} TF1 detections"
                      + (f", {swaps} tied pairs in another order" if swaps else "") + ")")
+    pp = report.postprocessing
+    if pp:
+        ok_pp = sum(d["ok"] for d in pp["detections"])
+        lines.append(f"post-proc.   {ok_pp}/{len(pp['detections'])} crafted images agree "
+                     f"({sum(d['num_tf1'] for d in pp['detections'])} TF1 detections from fed box encodings and "
+                     "class logits)")
     fd = report.first_divergence
     if fd:
         errs = ("" if fd.get("max_abs_err") is None else

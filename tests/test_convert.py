@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 import ssd_mobilenet
-from conftest import (DEPTHWISE, TF13, ZOO_2018, check_detections, needs_shared, random_images,
+from conftest import (DEPTHWISE, TF13, ZOO_2017, ZOO_2018, check_detections, needs_shared, random_images,
                       zoo_path)
 from migrate.cli import main
 from migrate.sources import read_graph_def
@@ -37,7 +37,8 @@ FORMS = {
 # Every form of the 2018 graph; the user exports as directories (their frozen graph is read
 # before the .meta) and the TF 1.3 export from its checkpoint and .meta (the oldest op set).
 # The frozen graph alone is also test_family's case for every family member.
-@pytest.mark.parametrize("name, form", [(ZOO_2018, form) for form in FORMS]
+# The 2017_11_17 zoo graph (background column sliced off the logits) in every form too.
+@pytest.mark.parametrize("name, form", [(ZOO_2018, form) for form in FORMS] + [(ZOO_2017, form) for form in FORMS]
                          + [(DEPTHWISE, "zoo_dir"), (TF13, "zoo_dir"), (TF13, "checkpoint")])
 def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, tmp_path, name, form, capsys):
     fx = zoo_fixture(name)
@@ -53,6 +54,10 @@ def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, tmp_pa
     assert main(args) == 0
     assert sorted(os.listdir(out)) == ["checkpoint", "conversion_report.json", "model_config.json",
                                        "pipeline.config", "saved_model"]
+    with open(os.path.join(out, "conversion_report.json")) as f:
+        check = json.load(f)["check"]
+    # Every form holds a graph (the checkpoint form its .meta): the conversion was checked against it.
+    assert check["ran"] and check["passed"] and all(t["ok"] for t in check["tensors"])
     serve = tf.saved_model.load(os.path.join(out, "saved_model")).signatures["serving_default"]
     images = np.load(os.path.join(fx, "inputs.npz"))["images"]
     ref = np.load(os.path.join(fx, "reference.npz"))

@@ -1,0 +1,135 @@
+"""`convert`'s self-check: a wrong inferred trait never reaches the output.
+
+Each trait the converter infers is injected wrong in turn into the config `infer_config`
+returns, for a small 2017-style TF1 model (softmax over the class columns after the
+background slice, threshold and clipping before NMS, zero-padded extra layers; 128 px, depth
+0.25, built by `migrate.tf1_builder`): `convert` must exit 1, write nothing, and name the
+first divergent stage and the field. The faithful conversion passes the same check.
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+from migrate import infer, self_check, sources, tf1_builder
+from migrate.cli import main
+from ssd_mobilenet.config import NMS_CLIP_BEFORE, SSDConfig
+
+SMALL_2017 = SSDConfig(num_classes=5, image_height=128, image_width=128, depth_multiplier=0.25,
+                       score_converter="SOFTMAX", background_slice="logits", nms_variant=NMS_CLIP_BEFORE,
+                       pad_extra_layers_to_even=True, interpolated_anchor_after_unit_ratio=True,
+                       score_threshold=float(np.float32(0.05)), max_detections_per_class=20,
+                       max_total_detections=30)
+
+# field -> (wrong value, the stage the check must name)
+INJECTED = {
+    "add_background_class": (False, "Postprocessor"),
+    "background_slice": ("scores", "Postprocessor"),
+    "nms_variant": ("clip_after_sort", "Postprocessor"),
+    "pad_extra_layers_to_even": (False, "FeatureExtractor/MobilenetV1/Conv2d_13_pointwise_2_"),
+    "interpolated_anchor_after_unit_ratio": (False, "Postprocessor/Decode"),
+    "score_converter": ("SIGMOID", "Postprocessor"),
+    "logit_scale": (2.0, "Postprocessor"),
+    "box_coder_scales": ((10.0, 10.0, 5.0, 4.0), "Postprocessor/Decode"),
+    "score_threshold": (float(np.float32(0.1)), "Postprocessor"),
+    "max_detections_per_class": (15, "Postprocessor"),
+}
+
+
+@pytest.fixture(scope="module")
+def model_2017(tmp_path_factory):
+    return tf1_builder.write_model_dir(SMALL_2017, str(tmp_path_factory.mktemp("self_check") / "tf1"), seed=3)
+
+
+def test_faithful_conversion_passes_and_the_report_says_what_was_checked(model_2017, tmp_path):
+    import json
+    out = str(tmp_path / "out")
+    assert main(["convert", model_2017, "--out", out, "--quiet"]) == 0
+    with open(os.path.join(out, "conversion_report.json")) as f:
+        check = json.load(f)["check"]
+    assert check["ran"] and check["passed"]
+    assert len(check["tensors"]) == 39 and all(t["ok"] for t in check["tensors"])
+    assert [d["image"] for d in check["detections"]] == ["generated:128x128#0", "generated:257x311#0",
+                                                         "generated:257x311#1"]
+    # The crafted values fill the total cap on one image and stay under it on the other.
+    counts = check["postprocessing"]["num_tf1"]
+    assert counts[0] == SMALL_2017.max_total_detections and 0 < counts[1] < SMALL_2017.max_total_detections
+
+
+@pytest.mark.parametrize("field", sorted(INJECTED))
+def test_each_wrong_trait_is_caught_and_nothing_is_written(model_2017, tmp_path, monkeypatch, capsys, field):
+    value, stage = INJECTED[field]
+    real = infer.infer_config
+
+    def wrong(*args, **kwargs):
+        config, notes = real(*args, **kwargs)
+        assert getattr(config, field) != value
+        change = {field: value}
+        if field == "add_background_class":  # the same class head read without a background column
+            change["num_classes"] = config.num_classes + 1
+        return config.replace(**change), notes
+
+    monkeypatch.setattr(infer, "infer_config", wrong)
+    out = tmp_path / "out"
+    code = main(["convert", model_2017, "--out", str(out), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code == 1
+    assert not out.exists() and not list(tmp_path.glob(".convert-*"))
+    assert len(err.splitlines()) == 1 and err.startswith("error: ") and "Traceback" not in err
+    assert f"first at {stage}" in err
+    assert field in err.split("; likely ", 1)[1]
+
+
+def test_no_check_writes_it_anyway_and_says_so(model_2017, tmp_path, monkeypatch):
+    import json
+    real = infer.infer_config
+    monkeypatch.setattr(infer, "infer_config",
+                        lambda *a, **k: (real(*a, **k)[0].replace(logit_scale=2.0), real(*a, **k)[1]))
+    out = str(tmp_path / "out")
+    assert main(["convert", model_2017, "--out", out, "--quiet", "--no-check"]) == 0
+    with open(os.path.join(out, "conversion_report.json")) as f:
+        assert json.load(f)["check"] == {"ran": False, "reason": "--no-check"}
+
+
+def test_a_checkpoint_alone_names_every_assumed_trait(model_2017, tmp_path, capsys):
+    import json
+    import shutil
+    src = tmp_path / "ckpt"
+    src.mkdir()
+    for name in os.listdir(model_2017):
+        if name.startswith("model.ckpt.") and not name.endswith(".meta") or name == "checkpoint":
+            shutil.copy(os.path.join(model_2017, name), src)
+    shutil.copy(os.path.join(model_2017, "pipeline.config"), src)
+    out = str(tmp_path / "out")
+    assert main(["convert", str(src), "--out", out]) == 0
+    err = capsys.readouterr().err
+    with open(os.path.join(out, "conversion_report.json")) as f:
+        check = json.load(f)["check"]
+    assert not check["ran"] and "nothing to check against" in check["reason"]
+    assert sorted(check["assumed"]) == sorted(self_check_assumed := [
+        "nms_variant", "fused_batch_norm", "pad_extra_layers_to_even", "interpolated_anchor_after_unit_ratio",
+        "background_slice", "base_batch_norm_epsilon"])
+    for field in self_check_assumed:
+        assert f"{field}=" in err
+
+
+def test_postprocessing_check_alone_catches_a_background_slice_verify_would_miss(model_2017):
+    """On generated images the stages agree whatever `background_slice` says (it acts after the
+    network); only post-processing on crafted values shows it, in verify as in convert."""
+    from migrate import verify
+    from migrate.tf1_graph import FrozenGraphRunner
+    from ssd_mobilenet import SSDMobileNetV1
+    from migrate import assign
+    source = sources.open_source(model_2017)
+    config, _ = infer.infer_config(source)
+    runner = FrozenGraphRunner(source.graph_def, exact_arithmetic=True)
+    for background_slice, ok in (("logits", True), ("scores", False)):
+        model = SSDMobileNetV1(config.replace(background_slice=background_slice))
+        assign.assign(source.weights, model)
+        result = self_check.check_postprocessing(runner, model, model.config, verify.DEFAULT_ATOL,
+                                                 verify.DEFAULT_RTOL)
+        assert result["ok"] == ok
+        if not ok:
+            assert result["suspects"] == ["background_slice (the graph computes as with logits)"]
+    runner.close()

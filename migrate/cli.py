@@ -24,10 +24,16 @@ def _parser():
     c.add_argument("--use-moving-averages", action="store_true",
                    help="take ExponentialMovingAverage shadows where the checkpoint has them")
     c.add_argument("--quiet", action="store_true")
+    _add_verbose(c)
     _add_predict_parser(sub)
     _add_verify_parser(sub)
     _add_bench_parser(sub)
     return p
+
+
+def _add_verbose(p):
+    p.add_argument("--verbose", action="store_true",
+                   help="also show TensorFlow's own log lines and warnings (hidden by default)")
 
 
 def _add_predict_parser(sub):
@@ -55,6 +61,7 @@ def _add_predict_parser(sub):
                         "for inference-only processes)")
     p.add_argument("--trace", metavar="DIR", help="write a TensorBoard profiler trace of a few batches")
     p.add_argument("--quiet", action="store_true", help="no progress messages (warnings still shown)")
+    _add_verbose(p)
 
 
 def _add_verify_parser(sub):
@@ -84,6 +91,7 @@ def _add_verify_parser(sub):
                    help="cap the device memory of both measured sides at MiB (no GPU: the CPU allocator's)")
     p.add_argument("--trace", metavar="DIR", help="write a TensorBoard profiler trace of two TF2 runs to DIR")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
+    _add_verbose(p)
 
 
 def _verify(args) -> int:
@@ -133,6 +141,7 @@ def _add_bench_parser(sub):
                    "(needs matplotlib: the optional `plot` extra)")
     p.add_argument("--force", action="store_true", help="replace an existing --json / --markdown / --plot file")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
+    _add_verbose(p)
 
 
 def _bench(args) -> int:
@@ -182,7 +191,12 @@ def _progress(quiet):
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from migrate import console
+    with console.tensorflow_output(verbose=args.verbose):
+        return _run(args)
+
+
+def _run(args) -> int:
     from migrate import assign, convert, infer, sources
     from ssd_mobilenet.config import ConfigError
     bad_input = (sources.SourceError, ConfigError, infer.MismatchError, assign.MappingError,

@@ -189,8 +189,37 @@ def _progress(quiet):
     return (lambda msg: None) if quiet else (lambda msg: print(f"[migrate] {msg}", file=sys.stderr, flush=True))
 
 
+def _missing_path(args):
+    """The message for the first path named on the command line that does not exist, else None.
+    Checked before TensorFlow loads (seconds), with the rules and words the commands use later:
+    a checkpoint prefix exists as `PREFIX.index`; paths that are only derived (CONVERTED from
+    SRC, the built-in model) are left to the command."""
+    def missing(path, prefix=False):
+        return path is not None and not os.path.exists(path) and not (prefix and os.path.exists(path + ".index"))
+
+    if args.command in ("convert", "verify") and missing(args.src, prefix=True):
+        return f"{args.src}: no such file or directory"
+    if args.command == "verify" and missing(args.converted):
+        return (f"{os.path.abspath(args.converted)}: no converted model "
+                f"(run `python -m migrate convert {args.src}` first)")
+    if args.command == "predict" and missing(args.converted):
+        return f"{args.converted}: no such directory (expected the output of `migrate convert`)"
+    if args.command == "bench" and missing(args.src):
+        return f"{args.src}: no frozen_inference_graph.pb (the TF1 side needs the frozen graph)"
+    if args.command == "bench" and missing(args.converted):
+        return f"{args.converted}: not a converted model directory (no model_config.json)"
+    for path in getattr(args, "images", None) or ():
+        if missing(path):
+            return f"{path}: no such file or folder"
+    return None
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
+    problem = _missing_path(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     from migrate import console
     with console.tensorflow_output(verbose=args.verbose):
         return _run(args)

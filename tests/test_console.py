@@ -1,9 +1,11 @@
-"""What the command line prints: the project's own lines, TensorFlow's only with `--verbose`.
+"""What the command line prints: the project's own lines, TensorFlow's only with `--verbose`;
+a missing path refused before TensorFlow loads.
 
 The commands run as a user runs them: `python -m migrate ...` in a fresh process whose
 environment has no TF_CPP_MIN_LOG_LEVEL, on a small real TF1 model (`tf1_builder`).
 """
 
+import json
 import logging
 import os
 import platform
@@ -114,6 +116,50 @@ def test_every_command_has_verbose():
     for args in (["convert"], ["verify"], ["predict", "converted", "image.jpg"], ["bench", "src", "converted"]):
         assert parser.parse_args(args).verbose is False
         assert parser.parse_args(args + ["--verbose"]).verbose is True
+
+
+# ---- a missing path: refused before TensorFlow is imported ------------------------------------
+
+def test_missing_paths_are_refused_before_tensorflow_loads(small, tmp_path):
+    src, _, converted = small
+    image = tmp_path / "image.jpg"
+    image.write_bytes(b"")  # present (what is in it is checked later)
+    nope = str(tmp_path / "nope")
+    cases = [
+        (["convert", nope], f"{nope}: no such file or directory"),
+        (["verify", nope], f"{nope}: no such file or directory"),
+        (["verify", nope, converted], f"{nope}: no such file or directory"),
+        (["verify", src, nope], f"{nope}: no converted model (run `python -m migrate convert {src}` first)"),
+        (["verify", src, converted, "--images", str(image), nope], f"{nope}: no such file or folder"),
+        (["predict", nope, str(image)], f"{nope}: no such directory (expected the output of `migrate convert`)"),
+        (["predict", converted, str(image), nope], f"{nope}: no such file or folder"),
+        (["bench", nope, converted], f"{nope}: no frozen_inference_graph.pb (the TF1 side needs the frozen graph)"),
+        (["bench", src, nope], f"{nope}: not a converted model directory (no model_config.json)"),
+    ]
+    code = textwrap.dedent(f"""
+        import contextlib, io, json, sys
+        from migrate.cli import main
+        results = []
+        for args in {[args for args, _ in cases]!r}:
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                exit_code = main(args)
+            results.append([exit_code, err.getvalue(), "tensorflow" in sys.modules])
+        print(json.dumps(results))
+    """)
+    env = {**os.environ, "PYTHONPATH": REPO}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for (args, expected), (exit_code, err, tensorflow_loaded) in zip(cases, json.loads(proc.stdout)):
+        assert (exit_code, err, tensorflow_loaded) == (2, f"error: {expected}\n", False), args
+
+
+def test_a_checkpoint_prefix_is_not_a_missing_path(small):
+    src, _, converted = small
+    prefix = os.path.join(src, "model.ckpt")  # exists only as model.ckpt.index + .data-*
+    assert not os.path.exists(prefix)
+    for args in (["convert", prefix], ["verify", prefix, converted], ["verify"], ["convert"]):
+        assert cli._missing_path(cli._parser().parse_args(args)) is None, args
 
 
 # ---- the mechanism (migrate.console) ----------------------------------------------------------

@@ -674,4 +674,6 @@ _NOTES = """## What made the difference
 
 
 if __name__ == "__main__":
+    from migrate import console
+    console.quiet_worker()  # started by a command without --verbose: no TensorFlow notices in the stderr tail
     _latency_worker(*sys.argv[1:3])

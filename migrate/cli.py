@@ -28,10 +28,16 @@ def _parser():
     c.add_argument("--allow-ops", default="", metavar="OP,...",
                    help="let the check run these op types although they are not in the SSD inference op set")
     c.add_argument("--quiet", action="store_true")
+    _add_verbose(c)
     _add_predict_parser(sub)
     _add_verify_parser(sub)
     _add_bench_parser(sub)
     return p
+
+
+def _add_verbose(p):
+    p.add_argument("--verbose", action="store_true",
+                   help="also show TensorFlow's own log lines and warnings (hidden by default)")
 
 
 def _add_predict_parser(sub):
@@ -59,6 +65,7 @@ def _add_predict_parser(sub):
                         "for inference-only processes)")
     p.add_argument("--trace", metavar="DIR", help="write a TensorBoard profiler trace of a few batches")
     p.add_argument("--quiet", action="store_true", help="no progress messages (warnings still shown)")
+    _add_verbose(p)
 
 
 def _add_verify_parser(sub):
@@ -88,6 +95,7 @@ def _add_verify_parser(sub):
                    help="cap the device memory of both measured sides at MiB (no GPU: the CPU allocator's)")
     p.add_argument("--trace", metavar="DIR", help="write a TensorBoard profiler trace of two TF2 runs to DIR")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
+    _add_verbose(p)
 
 
 def _verify(args) -> int:
@@ -137,6 +145,7 @@ def _add_bench_parser(sub):
                    "(needs matplotlib: the optional `plot` extra)")
     p.add_argument("--force", action="store_true", help="replace an existing --json / --markdown / --plot file")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
+    _add_verbose(p)
 
 
 def _bench(args) -> int:
@@ -184,9 +193,43 @@ def _progress(quiet):
     return (lambda msg: None) if quiet else (lambda msg: print(f"[migrate] {msg}", file=sys.stderr, flush=True))
 
 
+def _missing_path(args):
+    """The message for the first path named on the command line that does not exist, else None.
+    Checked before TensorFlow loads (seconds), with the rules and words the commands use later:
+    a checkpoint prefix exists as `PREFIX.index`; paths that are only derived (CONVERTED from
+    SRC, the built-in model) are left to the command."""
+    def missing(path, prefix=False):
+        return path is not None and not os.path.exists(path) and not (prefix and os.path.exists(path + ".index"))
+
+    if args.command in ("convert", "verify") and missing(args.src, prefix=True):
+        return f"{args.src}: no such file or directory"
+    if args.command == "verify" and missing(args.converted):
+        return (f"{os.path.abspath(args.converted)}: no converted model "
+                f"(run `python -m migrate convert {args.src}` first)")
+    if args.command == "predict" and missing(args.converted):
+        return f"{args.converted}: no such directory (expected the output of `migrate convert`)"
+    if args.command == "bench" and missing(args.src):
+        return f"{args.src}: no frozen_inference_graph.pb (the TF1 side needs the frozen graph)"
+    if args.command == "bench" and missing(args.converted):
+        return f"{args.converted}: not a converted model directory (no model_config.json)"
+    for path in getattr(args, "images", None) or ():
+        if missing(path):
+            return f"{path}: no such file or folder"
+    return None
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    problem = _missing_path(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    from migrate import console
+    with console.tensorflow_output(verbose=args.verbose):
+        return _run(args)
+
+
+def _run(args) -> int:
     from migrate import assign, convert, infer, self_check, sources
     from ssd_mobilenet.config import ConfigError
     bad_input = (sources.SourceError, ConfigError, infer.MismatchError, assign.MappingError,

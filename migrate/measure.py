@@ -195,6 +195,8 @@ def main(argv=None) -> int:
     request_path, result_path = (argv if argv is not None else sys.argv[1:])
     with open(request_path, encoding="utf-8") as f:
         request = json.load(f)
+    from migrate import console
+    console.quiet_worker()  # started by a command without --verbose: no TensorFlow notices in the stderr tail
     result = _worker(request)
     tmp = result_path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:

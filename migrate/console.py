@@ -1,0 +1,131 @@
+"""What the command line prints: the project's own lines; TensorFlow's only with `--verbose`.
+
+TensorFlow writes to the console through four channels, and each needs its own lever (all
+measured with TensorFlow 2.21 on a CPU):
+
+1. While its shared libraries load, absl logs `WARNING: All log messages before
+   absl::InitializeLog() ...` and `I0000 ... port.cc] oneDNN custom operations are on ...`,
+   once per library that carries its own copy (twice). Nothing configures these:
+   `TF_CPP_MIN_LOG_LEVEL=3`, `ABSL_MIN_LOG_LEVEL`, `GLOG_minloglevel` all leave them in
+   (`TF_ENABLE_ONEDNN_OPTS=0` removes them by turning oneDNN off, which changes the numbers
+   and the speed being measured). So `import tensorflow` runs with file descriptor 2 pointed
+   at a temporary file, and the file is written back to stderr if the import raises.
+2. TensorFlow's C++ log once absl is set up (`cpu_feature_guard`'s instruction-set notice
+   during the import, `MLIR V1 optimization pass is not enabled` when the default model is
+   built): `TF_CPP_MIN_LOG_LEVEL=3`, in the environment before TensorFlow loads.
+3. Its Python log (`WARNING:tensorflow:From ...: extract_sub_graph (from ...) is deprecated`,
+   `build_tensor_info`, `convert_variables_to_constants`): the `tensorflow` logger's level,
+   which `tf.get_logger()` reuses, so it is set without importing TensorFlow; and absl's
+   Python logger (Keras logs some warnings through it), by its verbosity.
+4. Python warnings attributed to TensorFlow, Keras or tf_slim modules (none seen in these
+   commands with 2.21, even under `python -W always`; other versions raise some): an `ignore`
+   filter limited to those modules, so the project's own `warnings.warn` (attributed to the
+   project's modules) still shows.
+
+The processes the commands start (`migrate.measure` and `migrate.bench` workers) capture
+their stderr and show its tail only when they fail; `QUIET_ENV` tells them to quiet 1., 3.
+and 4. too (`quiet_worker`), so that tail is the failure. Their C++ log level stays the one
+`migrate.measure.BASE_ENV` gives every measured side (it is part of the recorded setup).
+
+Only the command line calls this: importing `migrate` or `ssd_mobilenet` changes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import tempfile
+import warnings
+
+# Set for the processes a quiet command starts; `quiet_worker` reads it.
+QUIET_ENV = "SSD_MIGRATE_QUIET_TENSORFLOW"
+# The modules whose Python warnings are TensorFlow's (4.).
+TENSORFLOW_MODULES = r"(tensorflow|keras|tf_keras|tf_slim)(\.|$)"
+
+
+@contextlib.contextmanager
+def tensorflow_output(verbose: bool):
+    """For the duration of one command: TensorFlow's console output only when `verbose`.
+    Everything set here is put back on exit (`main` is also called in-process, by tests)."""
+    saved_env = {k: os.environ.get(k) for k in ("TF_CPP_MIN_LOG_LEVEL", QUIET_ENV)}
+    try:
+        if verbose:
+            # As before --verbose existed: C++ INFO and WARNING lines off unless the user says otherwise.
+            os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+            yield
+            return
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"  # 2.: read when the libraries load, so before the import
+        os.environ[QUIET_ENV] = "1"
+        with warnings.catch_warnings():  # puts the filters back
+            restore_logs = _quiet_python_logs()  # 3. and 4.
+            try:
+                import_tensorflow_quietly()  # 1.
+                yield
+            finally:
+                restore_logs()
+    finally:
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def quiet_worker() -> None:
+    """In a process started by a quiet command (`QUIET_ENV` set): 1., 3. and 4. for the rest of
+    the process (a worker runs one job and exits)."""
+    if os.environ.get(QUIET_ENV) == "1":
+        _quiet_python_logs()
+        import_tensorflow_quietly()
+
+
+def _quiet_python_logs():
+    """3.: TensorFlow's and absl's Python loggers at ERROR; 4.: an `ignore` filter for Python
+    warnings from TensorFlow's modules. Returns a function that puts the log levels back."""
+    from absl import logging as absl_logging  # pure Python, and TensorFlow imports it anyway
+
+    tf_logger = logging.getLogger("tensorflow")
+    tf_level, absl_verbosity = tf_logger.level, absl_logging.get_verbosity()
+    tf_logger.setLevel(logging.ERROR)
+    absl_logging.set_verbosity(absl_logging.ERROR)
+    warnings.filterwarnings("ignore", module=TENSORFLOW_MODULES)
+
+    def restore():
+        tf_logger.setLevel(tf_level)
+        absl_logging.set_verbosity(absl_verbosity)
+
+    return restore
+
+
+def import_tensorflow_quietly() -> None:
+    """1.: `import tensorflow` with file descriptor 2 sent to a temporary file; what it caught
+    is written back to stderr if the import raises (a real error stays visible). A crash
+    inside the import (e.g. a CPU without the instructions the build needs) loses it: run
+    with --verbose to see it. Nothing to do when TensorFlow is already loaded."""
+    if "tensorflow" in sys.modules:
+        return
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):  # no usable fd 2 (e.g. stderr closed): import as is
+        import tensorflow  # noqa: F401
+        return
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            import tensorflow  # noqa: F401
+        except BaseException:
+            _restore_fd2(saved)
+            caught.seek(0)
+            sys.stderr.write(caught.read().decode("utf-8", "replace"))
+            sys.stderr.flush()
+            raise
+        _restore_fd2(saved)
+
+
+def _restore_fd2(saved: int) -> None:
+    sys.stderr.flush()
+    os.dup2(saved, 2)
+    os.close(saved)

@@ -1,0 +1,196 @@
+"""What the command line prints: the project's own lines, TensorFlow's only with `--verbose`;
+a missing path refused before TensorFlow loads.
+
+The commands run as a user runs them: `python -m migrate ...` in a fresh process whose
+environment has no TF_CPP_MIN_LOG_LEVEL, on a small real TF1 model (`tf1_builder`).
+"""
+
+import json
+import logging
+import os
+import platform
+import re
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+
+from conftest import REPO
+from migrate import cli, console
+from migrate.measure import MeasureError, measure_isolated
+from migrate.tf1_builder import write_model_dir
+from ssd_mobilenet import SSDConfig
+
+# TensorFlow's lines: absl's pre-init notice, C++ log lines (I0000/W0000 prefixes, the oneDNN
+# and CPU-feature notices), its Python log and deprecation notices.
+NOISE = re.compile(r"absl|oneDNN|cpu_feature_guard|deprecat|WARNING:tensorflow|I0000|W0000", re.IGNORECASE)
+# The project's own `warnings.warn` messages (ssd_mobilenet.detector and .runtime), shown as
+# Python shows a warning: `FILE:LINE: UserWarning: MESSAGE` and the calling source line.
+PROJECT_WARNINGS = ("no GPU visible: the memory settings apply to the CPU allocator",
+                    "jit_compile=True on CPU: XLA was measured",
+                    "quantization-aware model with jit_compile or mixed precision")
+
+
+def _cli(*args, timeout=300) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", console.QUIET_ENV)}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, os.environ.get("PYTHONPATH")) if p)
+    return subprocess.run([sys.executable, "-m", "migrate", *args], capture_output=True, text=True, env=env,
+                          cwd=REPO, timeout=timeout)
+
+
+def _foreign_lines(stderr: str) -> list:
+    """The stderr lines that are not the project's own: `[migrate] ...` progress, `error: ...`,
+    `warning: ...` (predict's), or a listed project warning with its source line."""
+    foreign, after_warning = [], False
+    for line in stderr.splitlines():
+        own = (line.startswith(("[migrate] ", "error: ", "warning: "))
+               or re.match(r"\S+\.py:\d+: UserWarning: ", line) and any(w in line for w in PROJECT_WARNINGS)
+               or after_warning and line.startswith("  "))
+        after_warning = bool(re.match(r"\S+\.py:\d+: UserWarning: ", line)) and own
+        if not own or NOISE.search(line):
+            foreign.append(line)
+    return foreign
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """(TF1 model directory, stderr of `convert` on it, its converted directory)."""
+    root = tmp_path_factory.mktemp("console")
+    src, out = str(root / "small"), str(root / "small_tf2")
+    write_model_dir(SSDConfig(num_classes=2, image_height=128, image_width=128, depth_multiplier=0.25), src, seed=0)
+    proc = _cli("convert", src, "--out", out)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("converted ")
+    return src, proc.stderr, out
+
+
+def test_convert_prints_only_the_projects_lines(small):
+    _, stderr, _ = small
+    assert "[migrate] reading " in stderr  # progress still shows
+    assert _foreign_lines(stderr) == []
+
+
+def test_verify_with_measurement_prints_only_the_projects_lines(small):
+    # Measured: the TF1 and TF2 sides run in worker processes of their own.
+    src, _, out = small
+    proc = _cli("verify", src, out, "--repeats", "2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "PASSED" in proc.stdout and "peak RSS" in proc.stdout
+    assert "[migrate] measuring TF2" in proc.stderr
+    assert _foreign_lines(proc.stderr) == []
+
+
+@pytest.mark.parametrize("command", ["convert", "verify"])
+@pytest.mark.parametrize("problem", ["missing", "corrupt"])
+def test_bad_input_prints_one_error_line_and_nothing_of_tensorflow(small, tmp_path, command, problem):
+    _, _, converted = small
+    src = tmp_path / "model"
+    if problem == "corrupt":
+        src.mkdir()
+        (src / "frozen_inference_graph.pb").write_bytes(b"\x0a\xff\xff\x01garbage")
+    args = [command, str(src)] + (["--out", str(tmp_path / "out")] if command == "convert" else [converted])
+    proc = _cli(*args, "--no-measure" if command == "verify" else "--quiet")
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and str(src) in errors[0], proc.stderr
+    assert _foreign_lines(proc.stderr) == []
+
+
+def test_verbose_shows_tensorflows_lines(small):
+    src, _, out = small
+    proc = _cli("verify", src, out, "--no-measure", "--quiet", "--verbose")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # Its Python log (the TF1 graph is pruned with the deprecated extract_sub_graph) and, on
+    # x86 CPUs, the C++ notices its libraries print while they load.
+    assert re.search(r"WARNING:tensorflow:.*extract_sub_graph .* is deprecated", proc.stderr), proc.stderr
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        assert "oneDNN custom operations are on" in proc.stderr and "absl::InitializeLog" in proc.stderr
+    assert _foreign_lines(proc.stderr)
+
+
+def test_every_command_has_verbose():
+    parser = cli._parser()
+    for args in (["convert"], ["verify"], ["predict", "converted", "image.jpg"], ["bench", "src", "converted"]):
+        assert parser.parse_args(args).verbose is False
+        assert parser.parse_args(args + ["--verbose"]).verbose is True
+
+
+# ---- a missing path: refused before TensorFlow is imported ------------------------------------
+
+def test_missing_paths_are_refused_before_tensorflow_loads(small, tmp_path):
+    src, _, converted = small
+    image = tmp_path / "image.jpg"
+    image.write_bytes(b"")  # present (what is in it is checked later)
+    nope = str(tmp_path / "nope")
+    cases = [
+        (["convert", nope], f"{nope}: no such file or directory"),
+        (["verify", nope], f"{nope}: no such file or directory"),
+        (["verify", nope, converted], f"{nope}: no such file or directory"),
+        (["verify", src, nope], f"{nope}: no converted model (run `python -m migrate convert {src}` first)"),
+        (["verify", src, converted, "--images", str(image), nope], f"{nope}: no such file or folder"),
+        (["predict", nope, str(image)], f"{nope}: no such directory (expected the output of `migrate convert`)"),
+        (["predict", converted, str(image), nope], f"{nope}: no such file or folder"),
+        (["bench", nope, converted], f"{nope}: no frozen_inference_graph.pb (the TF1 side needs the frozen graph)"),
+        (["bench", src, nope], f"{nope}: not a converted model directory (no model_config.json)"),
+    ]
+    code = textwrap.dedent(f"""
+        import contextlib, io, json, sys
+        from migrate.cli import main
+        results = []
+        for args in {[args for args, _ in cases]!r}:
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                exit_code = main(args)
+            results.append([exit_code, err.getvalue(), "tensorflow" in sys.modules])
+        print(json.dumps(results))
+    """)
+    env = {**os.environ, "PYTHONPATH": REPO}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for (args, expected), (exit_code, err, tensorflow_loaded) in zip(cases, json.loads(proc.stdout)):
+        assert (exit_code, err, tensorflow_loaded) == (2, f"error: {expected}\n", False), args
+
+
+def test_a_checkpoint_prefix_is_not_a_missing_path(small):
+    src, _, converted = small
+    prefix = os.path.join(src, "model.ckpt")  # exists only as model.ckpt.index + .data-*
+    assert not os.path.exists(prefix)
+    for args in (["convert", prefix], ["verify", prefix, converted], ["verify"], ["convert"]):
+        assert cli._missing_path(cli._parser().parse_args(args)) is None, args
+
+
+# ---- the mechanism (migrate.console) ----------------------------------------------------------
+
+def test_quiet_output_hides_tensorflows_warnings_and_log_not_the_projects():
+    tf_logger = logging.getLogger("tensorflow")
+    level, cpp = tf_logger.level, os.environ.get("TF_CPP_MIN_LOG_LEVEL")
+
+    def warn_from(module):  # a warning attributed to `module`, as its own code raises it
+        exec("import warnings\nwarnings.warn('from ' + __name__, UserWarning)", {"__name__": module})
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with console.tensorflow_output(verbose=False):
+            assert not tf_logger.isEnabledFor(logging.WARNING) and tf_logger.isEnabledFor(logging.ERROR)
+            assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "3" and os.environ[console.QUIET_ENV] == "1"
+            for module in ("tensorflow.python.framework.ops", "keras.src.layers", "tf_slim.layers",
+                           "ssd_mobilenet.runtime", "migrate.verify", "kerasfoo"):
+                warn_from(module)
+        warn_from("tensorflow.python.framework.ops")  # the filter ends with the command
+    assert [str(w.message) for w in caught] == ["from ssd_mobilenet.runtime", "from migrate.verify",
+                                                "from kerasfoo", "from tensorflow.python.framework.ops"]
+    assert (tf_logger.level, os.environ.get("TF_CPP_MIN_LOG_LEVEL")) == (level, cpp)
+    assert console.QUIET_ENV not in os.environ
+
+
+def test_workers_of_a_quiet_command_start_quietly():
+    # A worker that fails after TensorFlow has loaded: its stderr tail (in the error) is the
+    # failure alone, without the notices TensorFlow's libraries print while they load.
+    with pytest.raises(MeasureError) as raised:
+        measure_isolated("migrate.console:no_such_function", {}, [np.zeros((1, 8, 8, 3), np.uint8)],
+                         env={console.QUIET_ENV: "1"}, timeout=120)
+    assert "AttributeError" in str(raised.value)
+    assert not NOISE.search(str(raised.value)), str(raised.value)

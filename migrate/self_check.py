@@ -236,19 +236,19 @@ def check_postprocessing(runner, model, config, atol: float, rtol: float, seed: 
     ref = runner.run(np.zeros((2, config.image_height, config.image_width, 3), np.uint8),
                      {k: f"{k}:0" for k in tf1_graph.DETECTION_OUTPUTS},
                      feeds={heads["concat"]: codes.reshape(shapes["concat"].shape), heads["concat_1"]: logits})
-    detections = _compare_all(_tf2_postprocess(model, config, codes, logits), ref, atol, rtol,
-                              config.score_threshold)
+    ours = _tf2_postprocess(model, config, codes, logits)
+    detections = _compare_all(ours, ref, atol, rtol, config.score_threshold)
     ok = all(d["ok"] for d in detections)
     out = {"ran": True, "ok": ok, "detections": detections, "suspects": [], "note": None,
            "num_tf1": [d["num_tf1"] for d in detections]}
     if not ok:
-        out["suspects"] = _postprocessing_suspects(model, config, codes, logits, ref, detections, atol, rtol)
+        out["suspects"] = _postprocessing_suspects(model, config, codes, logits, ref, ours, detections, atol, rtol)
         bad = next(d for d in detections if not d["ok"])
         out["note"] = f"{bad['image']}: {bad['note']}"
     return out
 
 
-def _postprocessing_suspects(model, config, codes, logits, ref, detections, atol, rtol) -> list:
+def _postprocessing_suspects(model, config, codes, logits, ref, ours, detections, atol, rtol) -> list:
     """Fields behind a post-processing mismatch: first the single other values of the discrete
     graph-version fields that make the TF2 side agree; else the fields the symptom points to."""
     from ssd_mobilenet.config import ConfigError
@@ -273,7 +273,6 @@ def _postprocessing_suspects(model, config, codes, logits, ref, detections, atol
         return explained
     # Symptoms: the same boxes with other scores point at the score conversion; other boxes
     # or counts at what selects them.
-    ours = _tf2_postprocess(model, config, codes, logits)
     i = next(k for k, d in enumerate(detections) if not d["ok"])
     n1, n2 = int(ref["num_detections"][i]), int(ours["num_detections"][i])
     b1, b2 = ref["detection_boxes"][i][:n1], ours["detection_boxes"][i][:n2]

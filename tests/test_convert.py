@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 
 import ssd_mobilenet
-from conftest import (DEPTHWISE, TF13, ZOO_2017, ZOO_2018, check_detections, needs_shared, random_images,
-                      zoo_path)
+from conftest import (DEPTHWISE, QUANTIZED, TF13, ZOO_2017, ZOO_2018, check_detections, needs_shared,
+                      random_images, zoo_path)
 from migrate.cli import main
 from migrate.sources import read_graph_def
 from migrate.tf1_graph import DETECTION_OUTPUTS, FrozenGraphRunner
@@ -34,14 +34,14 @@ FORMS = {
 
 @needs_shared
 @pytest.mark.slow
-# Every form of the 2018 graph; the user exports as directories (their frozen graph is read
-# before the .meta) and the TF 1.3 export from its checkpoint and .meta (the oldest op set).
-# The frozen graph alone is also test_family's case for every family member.
-# The 2017_11_17 zoo graph (background column sliced off the logits) in every form too.
-@pytest.mark.parametrize("name, form", [(ZOO_2018, form) for form in FORMS] + [(ZOO_2017, form) for form in FORMS]
-                         + [(DEPTHWISE, "zoo_dir"), (TF13, "zoo_dir"), (TF13, "checkpoint")])
-def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, tmp_path, name, form, capsys):
-    fx = zoo_fixture(name)
+# Every real graph in ../shared/zoo from each form alone; the checkpoint form carries its .meta
+# and the frozen graph is read before the .meta when a directory holds both. Every form holds a
+# graph, so every conversion here also passes the self-check against it.
+@pytest.mark.parametrize("name, form", [(name, form) for name in (ZOO_2018, ZOO_2017, QUANTIZED, DEPTHWISE, TF13)
+                                        for form in FORMS])
+def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, request, tmp_path, name, form, capsys):
+    # The quantization-aware graph with ranges that look trained (see conftest.quantized_fixture).
+    fx = request.getfixturevalue("quantized_fixture") if name == QUANTIZED else zoo_fixture(name)
     src = _only(fx, tmp_path / "src", FORMS[form])
     out = str(tmp_path / "out")
     args = ["convert", src, "--out", out, "--quiet"]
@@ -62,6 +62,7 @@ def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, tmp_pa
     images = np.load(os.path.join(fx, "inputs.npz"))["images"]
     ref = np.load(os.path.join(fx, "reference.npz"))
     got = {k: v.numpy() for k, v in serve(input_tensor=tf.constant(images)).items()}
+    assert ref["num_detections"].max() > 0
     np.testing.assert_array_equal(got["num_detections"], ref["num_detections"])
     np.testing.assert_array_equal(got["detection_classes"], ref["detection_classes"])
     np.testing.assert_allclose(got["detection_boxes"], ref["detection_boxes"], rtol=0, atol=1e-4)

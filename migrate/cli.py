@@ -27,6 +27,12 @@ def _parser():
                    help="write without checking the conversion against the source's TF1 graph")
     c.add_argument("--allow-ops", default="", metavar="OP,...",
                    help="let the check run these op types although they are not in the SSD inference op set")
+    c.add_argument("--exact", action="store_true",
+                   help="write the SavedModel op for op as the TF1 graph is written (default: the fast one, batch "
+                        "norm folded and weights as constants)")
+    c.add_argument("--precision", choices=("float32", "mixed_bfloat16", "mixed_float16"), default="float32",
+                   help="the SavedModel's compute precision: mixed_bfloat16 for CPUs with bfloat16 units, "
+                        "mixed_float16 for GPUs (outputs stay float32; default float32)")
     c.add_argument("--quiet", action="store_true")
     _add_verbose(c)
     _add_predict_parser(sub)
@@ -76,14 +82,15 @@ def _add_verify_parser(sub):
     p.add_argument("--images", nargs="+", metavar="PATH", help="JPEG/PNG files or folders (default: a generated set "
                    "of several sizes)")
     p.add_argument("--batch", type=int, default=4, metavar="N", help="the larger batch size (default 4)")
-    p.add_argument("--mode", choices=("eager", "function", "xla"), default="function",
-                   help="the TF2 side: Keras model eagerly, the Detector tf.function (default), or with XLA")
+    p.add_argument("--mode", choices=("eager", "function", "xla", "saved_model"), default="function",
+                   help="the TF2 side: Keras model eagerly, the Detector tf.function (default), with XLA, or "
+                        "saved_model: CONVERTED/saved_model through plain tf.saved_model.load (detections only)")
     p.add_argument("--json", metavar="FILE", help="write the full report as JSON")
     p.add_argument("--png", metavar="DIR", help="draw TF1 (red-orange) and TF2 (blue) boxes on each image")
     p.add_argument("--force", action="store_true", help="replace an existing --json / non-empty --png DIR")
-    p.add_argument("--precision", choices=("float32", "mixed_bfloat16", "mixed_float16"), default="float32",
+    p.add_argument("--precision", choices=("float32", "mixed_bfloat16", "mixed_float16"),
                    help="the TF2 side's compute precision; mixed: looser per-precision tolerance and detections "
-                   "matched by class and IoU (default float32: exact criterion)")
+                   "matched by class and IoU (default float32: exact criterion; saved_model: as it was written)")
     p.add_argument("--rtol", type=float, help="relative tolerance (default 1e-5; mixed precision: its own)")
     p.add_argument("--atol", type=float, help="absolute tolerance (default 1e-5; mixed precision: its own)")
     p.add_argument("--allow-ops", default="", metavar="OP,...",
@@ -233,7 +240,7 @@ def _run(args) -> int:
     from migrate import assign, convert, infer, self_check, sources
     from ssd_mobilenet.config import ConfigError
     bad_input = (sources.SourceError, ConfigError, infer.MismatchError, assign.MappingError,
-                 convert.OutputExistsError, convert.CheckRefusedError)
+                 convert.OutputExistsError, convert.CheckRefusedError, convert.ExportOptionError)
     try:
         if args.command == "convert":
             if args.src is None:
@@ -244,6 +251,7 @@ def _run(args) -> int:
                 report = convert.convert(args.src, args.out, force=args.force, trust_weights=args.trust_weights,
                                          image_size=args.image_size, use_moving_averages=args.use_moving_averages,
                                          check=not args.no_check, progress=_progress(args.quiet),
+                                         saved_model="exact" if args.exact else "fast", precision=args.precision,
                                          allow_ops=[op.strip() for op in args.allow_ops.split(",") if op.strip()])
             except self_check.CheckFailed as e:
                 print(f"error: {e}", file=sys.stderr)

@@ -2,7 +2,9 @@
 
 Output directory:
   saved_model/            TF2 SavedModel, `serving_default`: `input_tensor` uint8 [None, None, None, 3]
-                          -> the TF2 OD API output dict (float32)
+                          -> the TF2 OD API output dict (float32); the loaded object is callable on
+                          the image tensor too (`ssd_mobilenet.export`: the fast variant by default,
+                          the op-for-op one with `saved_model="exact"`)
   checkpoint/             TF2 checkpoint of the Keras model
   model_config.json       the full SSDConfig (incl. the graph-version traits)
   pipeline.config         the config used, inferred fields filled in
@@ -24,7 +26,8 @@ import ssd_mobilenet
 from migrate import assign as assign_lib
 from migrate import infer, outputs, sources
 from ssd_mobilenet import detector as detector_lib
-from ssd_mobilenet.model import SSDMobileNetV1
+from ssd_mobilenet import export as export_lib
+from ssd_mobilenet.model import PRECISIONS, SSDMobileNetV1
 
 REPORT = "conversion_report.json"
 
@@ -47,25 +50,6 @@ def _sha256(path: str) -> str:
     return h.hexdigest()
 
 
-class _ServingModule(tf.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-        detector = detector_lib.Detector(model)
-
-        @tf.function(input_signature=detector_lib.INPUT_SIGNATURE)
-        def serve(input_tensor):
-            # The convolutions reject an empty batch; the signature answers it with empty outputs.
-            return tf.cond(tf.shape(input_tensor)[0] > 0, lambda: detector.concrete_function(input_tensor),
-                           detector.empty_outputs)
-        self.serve = serve
-
-
-def export_saved_model(model, path: str) -> None:
-    module = _ServingModule(model)
-    tf.saved_model.save(module, path, signatures={"serving_default": module.serve.get_concrete_function()})
-
-
 # Fields only a graph shows (no pipeline.config records them): without a graph, assumed.
 GRAPH_ONLY_FIELDS = ("nms_variant", "fused_batch_norm", "pad_extra_layers_to_even",
                      "interpolated_anchor_after_unit_ratio", "background_slice", "base_batch_norm_epsilon")
@@ -76,6 +60,10 @@ CONFIG_OR_GRAPH_FIELDS = ("image_height", "image_width", "resize_method", "add_b
                           "batch_norm_epsilon", "aspect_ratios", "scales", "min_scale", "max_scale",
                           "interpolated_scale_aspect_ratio", "base_anchor_height", "base_anchor_width",
                           "anchor_strides", "anchor_offsets", "reduce_boxes_in_lowest_layer")
+
+
+class ExportOptionError(ValueError):
+    """SavedModel options that exclude each other."""
 
 
 class CheckRefusedError(ValueError):
@@ -90,8 +78,9 @@ def assumed_fields(source, config) -> dict:
     return {k: getattr(config, k) for k in fields}
 
 
-def _check(source, tmp: str, config, check: bool, allow_ops, say) -> dict:
-    """The report's `check`: `self_check.check_conversion` on the model as written to `tmp`, or why not."""
+def _check(source, tmp: str, config, check: bool, allow_ops, say, precision: str) -> dict:
+    """The report's `check`: `self_check.check_conversion` on the model as written to `tmp` (its
+    checkpoint stage by stage, its SavedModel on detections), or why not."""
     from migrate import graph_traits, self_check
     if not check:
         return {"ran": False, "reason": "--no-check"}
@@ -105,13 +94,16 @@ def _check(source, tmp: str, config, check: bool, allow_ops, say) -> dict:
         return {"ran": False, "reason": f"{source.graph_from}: {graph_traits.TFLITE_REFUSAL}"}
     from migrate import verify
     try:
-        return self_check.check_conversion(source, detector_lib.load_model(tmp), config, allow_ops, say)
+        serve = tf.saved_model.load(os.path.join(tmp, "saved_model"))
+        return self_check.check_conversion(source, detector_lib.load_model(tmp), config, allow_ops, say,
+                                           deployed=(lambda images: serve(tf.constant(images)), precision))
     except verify.VerifyInputError as e:
         raise CheckRefusedError(f"{e} (the conversion check runs the graph; --no-check skips it)") from None
 
 
 def convert(src: str, out: str = None, force: bool = False, trust_weights: bool = False, image_size=None,
-            use_moving_averages: bool = False, check: bool = True, allow_ops=(), progress=None) -> dict:
+            use_moving_averages: bool = False, check: bool = True, allow_ops=(), saved_model: str = export_lib.FAST,
+            precision: str = "float32", progress=None) -> dict:
     """Converts a TF1 model; returns the conversion report (also written to `out`).
 
     With `check` (default) and a source that holds a graph, the model as written is checked
@@ -120,6 +112,11 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
     run ops outside the SSD inference set. The report's `check` records what was checked and
     the errors, or why nothing was (and, without a graph, every field assumed).
 
+    `saved_model`: "fast" (batch norm folded, weights as constants: what serving should run)
+    or "exact" (the network op for op as the TF1 graph is written); `precision` ("float32",
+    "mixed_bfloat16", "mixed_float16"; fast only) its compute precision. The report's
+    `saved_model` records both (`ssd_mobilenet.export`).
+
     Raises:
       sources.SourceError, ssd_mobilenet.ConfigError, infer.MismatchError,
       assign.MappingError, OutputExistsError, CheckRefusedError: with a one-line message
@@ -127,6 +124,12 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
       self_check.CheckFailed: the converted model differs from the graph; nothing is written.
     """
     say = progress or (lambda msg: None)
+    if saved_model not in export_lib.VARIANTS:
+        raise ExportOptionError(f"saved_model must be one of {', '.join(export_lib.VARIANTS)}, got {saved_model!r}")
+    if precision not in PRECISIONS:
+        raise ExportOptionError(f"--precision {precision}: one of {', '.join(PRECISIONS)}")
+    if saved_model == export_lib.EXACT and precision != "float32":
+        raise ExportOptionError(f"--exact with --precision {precision}: the op-for-op model computes in float32")
     timings = {}
     t0 = time.perf_counter()
     out = os.path.abspath(out or default_out(src))
@@ -151,17 +154,18 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
     timings["assign_s"] = time.perf_counter() - t
     tmp = outputs.temp_dir_beside(out, prefix=".convert-")
     try:
-        say("writing checkpoint and SavedModel")
+        say("writing the checkpoint")
         t = time.perf_counter()
         detector_lib.save(model, tmp)
         with open(os.path.join(tmp, "pipeline.config"), "w", encoding="utf-8") as f:
             f.write(config.to_pipeline_config())
-        t_check = time.perf_counter()
-        # On the checkpoint as written, before the SavedModel is traced from the same model.
-        check_report = _check(source, tmp, config, check, allow_ops, say)
-        timings["check_s"] = time.perf_counter() - t_check
-        export_saved_model(model, os.path.join(tmp, "saved_model"))
-        timings["write_s"] = time.perf_counter() - t - timings["check_s"]
+        say(f"writing the SavedModel ({saved_model}, {precision})")
+        export_lib.export_saved_model(model, os.path.join(tmp, "saved_model"), saved_model, precision)
+        timings["write_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        # On the checkpoint and the SavedModel as written, reloaded.
+        check_report = _check(source, tmp, config, check, allow_ops, say, precision)
+        timings["check_s"] = time.perf_counter() - t
         timings["total_s"] = time.perf_counter() - t0
         report = {
             "source": {"path": os.path.abspath(src),
@@ -179,6 +183,8 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
             "use_moving_averages": use_moving_averages,
             "num_weights": len(names),
             "check": check_report,
+            "saved_model": {"variant": saved_model, "precision": precision,
+                            "description": export_lib.describe(saved_model, config)},
             "timings": {k: round(v, 3) for k, v in timings.items()},
         }
         with open(os.path.join(tmp, REPORT), "w", encoding="utf-8") as f:

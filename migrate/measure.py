@@ -27,6 +27,8 @@ Result (JSON-able dict):
   baseline_memory_bytes allocator current bytes before the timed runs of that batch
   transient_peak_bytes  peak_memory_bytes - baseline_memory_bytes (what the runs themselves took)
   peak_rss_bytes        the worker's peak resident set size, bytes
+  rss_bytes             its resident set size after the last run (steady state: what a
+                        serving process holds between requests)
   build_s               seconds to build the runner; `env`: the variables set for the worker;
   tensorflow            its version; outputs_npz: the path given, holding `"{batch}/{key}"` arrays
 """
@@ -119,6 +121,18 @@ def _peak_rss_bytes() -> int:
     return int(rss if sys.platform == "darwin" else rss * 1024)  # Linux reports KiB, macOS bytes
 
 
+def _rss_bytes() -> int | None:
+    """This process's resident set size now (Linux `VmRSS`), bytes; None elsewhere."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024  # kB
+    except OSError:
+        pass
+    return None
+
+
 def _worker(request: dict) -> dict:
     import importlib
 
@@ -184,6 +198,7 @@ def _worker(request: dict) -> dict:
         "baseline_memory_bytes": baseline,
         "transient_peak_bytes": (max(peaks) - baseline) if peaks and baseline is not None else None,
         "peak_rss_bytes": _peak_rss_bytes(),
+        "rss_bytes": _rss_bytes(),
         "build_s": build_s,
         "tensorflow": tf.__version__,
         "outputs_npz": request.get("outputs_npz"),

@@ -302,13 +302,37 @@ def _first_failure(tensors: list, detections: list, postprocessing: dict):
     return None
 
 
-def check_conversion(source, model, config, allow_ops=(), progress=None) -> dict:
+def _check_deployed(runner, deployed, batches, config) -> list:
+    """The written SavedModel's detections on the check's images against the TF1 graph's:
+    exact in float32 (as `verify`), by class and IoU in a mixed precision."""
+    from migrate import verify
+    serve, precision = deployed
+    mixed = verify.MIXED_TOLERANCES.get(precision)
+    out = []
+    for names, imgs in batches:
+        ref = runner.run(imgs, {k: f"{k}:0" for k in tf1_graph.DETECTION_OUTPUTS})
+        det = {k: np.asarray(v) for k, v in serve(imgs).items()}
+        for i, name in enumerate(names):
+            if mixed:
+                result = verify.match_detections(det, ref, i, config.score_threshold, mixed["score_margin"],
+                                                 config.max_total_detections, config.iou_threshold)
+            else:
+                result = verify.compare_detections(det, ref, i, verify.DEFAULT_ATOL, verify.DEFAULT_RTOL,
+                                                   config.score_threshold)
+            out.append({"image": name, **result})
+    return out
+
+
+def check_conversion(source, model, config, allow_ops=(), progress=None, deployed=None) -> dict:
     """Runs the checks; returns the report's `check` section. Raises `CheckFailed` on a mismatch.
 
     Args:
       source: the opened `sources.Source`, which holds a graph (the caller skips sources without).
       model: the converted Keras model (as written), config: its `SSDConfig`.
       allow_ops: op types to run although outside the SSD inference op set.
+      deployed: (uint8 images -> detections, precision) of the SavedModel as written: its
+        detections on the same images are checked against the graph's too (the report's
+        `saved_model`; the stages are the Keras model's).
     Raises:
       CheckFailed: the first divergent stage, what differs there and the fields likely behind it.
       verify.VerifyInputError: the graph cannot run (ops outside the allowlist, no image_tensor).
@@ -337,6 +361,9 @@ def check_conversion(source, model, config, allow_ops=(), progress=None) -> dict
                                                           atol, rtol)
         say("checking post-processing on crafted box encodings and class logits")
         postprocessing = check_postprocessing(runner, model, config, atol, rtol)
+        if deployed is not None:
+            say(f"checking the SavedModel as written ({deployed[1]}) on the same images")
+            saved_model = _check_deployed(runner, deployed, batches, config)
     finally:
         runner.close()
     tensors = verify._summarise(resolved, per_stage)
@@ -347,6 +374,11 @@ def check_conversion(source, model, config, allow_ops=(), progress=None) -> dict
         "seconds": round(time.perf_counter() - t0, 2),
     }
     failure = _first_failure(tensors, detections, postprocessing)
+    if deployed is not None:
+        report["saved_model"] = {"precision": deployed[1], "detections": saved_model}
+        bad = next((d for d in saved_model if not d["ok"]), None)
+        if failure is None and bad is not None:
+            failure = ("the SavedModel", f"{bad['image']}: {bad['note']}", [])
     report["passed"] = failure is None
     if failure is not None:
         stage, detail, suspects = failure
@@ -357,5 +389,6 @@ def check_conversion(source, model, config, allow_ops=(), progress=None) -> dict
     worst = max((t["max_abs_err"] for t in tensors if t["max_abs_err"] is not None), default=0.0)
     say(f"check passed: {len(tensors)} stages (largest error {worst:.3g}), {len(detections)} images, "
         f"post-processing on {len(postprocessing['detections'])} crafted images "
-        f"({', '.join(str(n) for n in postprocessing['num_tf1'])} detections), {report['seconds']:.1f} s")
+        f"({', '.join(str(n) for n in postprocessing['num_tf1'])} detections)"
+        + (", the SavedModel's detections" if deployed is not None else "") + f", {report['seconds']:.1f} s")
     return report

@@ -22,6 +22,12 @@ listed, judged at `MIXED_TOLERANCES[precision]` (measured, see there), and detec
 matched by class and IoU (`match_detections`) instead of compared in order. The report says
 which `criterion` was applied.
 
+The deployed artifact (`mode="saved_model"`): `CONVERTED/saved_model` loaded with plain
+`tf.saved_model.load`, called as its clients call it. A SavedModel has no stages to compare:
+its detections are compared with the TF1 graph's (exactly in float32, by class and IoU when
+it was written in a mixed precision, which the conversion report records) and it is measured
+like the other modes.
+
 Memory levers (`memory_growth`, `memory_limit_mb`) go to both measurement processes, which
 apply them with `ssd_mobilenet.runtime.configure` before their first op; `trace_dir` gets a
 TensorBoard profiler trace of two TF2 runs (`ssd_mobilenet.runtime.trace`).
@@ -46,7 +52,8 @@ from ssd_mobilenet.model import PRECISIONS
 DEFAULT_ATOL = 1e-5
 DEFAULT_RTOL = 1e-5
 DEFAULT_BATCH = 4
-MODES = ("eager", "function", "xla")
+MODES = ("eager", "function", "xla", "saved_model")
+SAVED_MODEL = "saved_model"
 # Mixed precision: per tensor the float32 rule `|tf2 - tf1| <= atol + rtol * max|tf1|` at a
 # looser rtol, and the score margin of `match_detections`. Measured on the 2018 zoo graph with
 # synthetic weights (the test fixture), generated images, Detector: a faithful conversion's
@@ -397,11 +404,33 @@ def _detector(model, mode: str, precision: str = "float32"):
     return detector_lib.Detector(model, jit_compile=(mode == "xla"), precision=precision, fold_batch_norm=True)
 
 
+def saved_model_detector(converted: str):
+    """uint8 images -> detections of `CONVERTED/saved_model` loaded with plain `tf.saved_model.load`
+    (its `serving_default` signature, as TF Serving calls it)."""
+    import tensorflow as tf
+    serve = tf.saved_model.load(os.path.join(converted, "saved_model")).signatures["serving_default"]
+    return lambda images: serve(input_tensor=tf.constant(images))
+
+
+def saved_model_precision(converted: str) -> str:
+    """The compute precision `convert` wrote `CONVERTED/saved_model` in (its report), float32 for
+    reports from before the precision was recorded."""
+    try:
+        with open(os.path.join(converted, "conversion_report.json"), encoding="utf-8") as f:
+            return json.load(f).get("saved_model", {}).get("precision", "float32")
+    except (OSError, ValueError):
+        return "float32"
+
+
 def tf2_runner(converted: str, mode: str = "function", precision: str = "float32", memory_growth: bool = False,
                memory_limit_mb=None):
-    """Measurement factory: the converted model in `mode` (eager Keras, Detector, XLA Detector)
-    at `precision`, after `runtime.configure(memory_growth, memory_limit_mb)`."""
+    """Measurement factory: the converted model in `mode` (eager Keras, Detector, XLA Detector,
+    or the SavedModel through plain TensorFlow) at `precision`, after
+    `runtime.configure(memory_growth, memory_limit_mb)`."""
     _configure_memory(memory_growth, memory_limit_mb)
+    if mode == SAVED_MODEL:
+        run = saved_model_detector(converted)
+        return lambda images: {k: v for k, v in run(images).items() if k in tf1_graph.DETECTION_OUTPUTS}
     from ssd_mobilenet import detector as detector_lib
     run = _detector(detector_lib.load_model(converted), mode, precision)
     return lambda images: {k: v for k, v in run(images).items() if k in tf1_graph.DETECTION_OUTPUTS}
@@ -416,7 +445,8 @@ def compare_batches(runner, resolved: dict, network, detect, batches, config, at
     Args:
       runner: `tf1_graph.FrozenGraphRunner` over the TF1 inference graph.
       resolved: {stage: (keras key, TF1 tensor name)} (`FrozenGraphRunner.resolve`).
-      network: uint8 images -> {keras key: tensor} of every stage; detect: uint8 images -> detections.
+      network: uint8 images -> {keras key: tensor} of every stage (None: detections only);
+        detect: uint8 images -> detections.
       batches: [(names, uint8 [N, H, W, 3])].
       mixed: `MIXED_TOLERANCES[precision]` to match detections by class and IoU; None: exact.
     Returns:
@@ -431,8 +461,8 @@ def compare_batches(runner, resolved: dict, network, detect, batches, config, at
             say(f"comparing {imgs.shape[0]} image(s) of {imgs.shape[1]}x{imgs.shape[2]}")
         ref = runner.run(imgs, {**{s: t for s, (_, t) in resolved.items()},
                                 **{k: f"{k}:0" for k in tf1_graph.DETECTION_OUTPUTS}})
-        ours = {k: np.asarray(v, np.float32) for k, v in network(tf.constant(imgs)).items()}
-        for stage, (key, _) in resolved.items():
+        ours = {k: np.asarray(v, np.float32) for k, v in network(tf.constant(imgs)).items()} if network else {}
+        for stage, (key, _) in (resolved.items() if network else ()):
             per_stage[stage].append(compare_tensor(ours[key], ref[stage], atol, rtol))
         det = {k: np.asarray(v) for k, v in detect(imgs).items()}
         for i, name in enumerate(names):
@@ -505,9 +535,10 @@ def _summarise(resolved: dict, per_stage: dict) -> list:
     return tensors
 
 
-def _first_divergence(tensors: list, detections: list, postprocessing: dict = None):
+def _first_divergence(tensors: list, detections: list, postprocessing: dict = None,
+                      detections_stage: str = "Postprocessor"):
     """The first tensor outside tolerance, else `Postprocessor` when its check on crafted values
-    or only the detections differ, else None."""
+    differs, else `detections_stage` when only the detections differ, else None."""
     first = next((t for t in tensors if not t["ok"]), None)
     if first is not None:
         return {k: first.get(k) for k in ("name", "tf1_tensor", "max_abs_err", "max_rel_err", "note")}
@@ -517,7 +548,7 @@ def _first_divergence(tensors: list, detections: list, postprocessing: dict = No
                 "note": f"{postprocessing['note']}; likely {', '.join(postprocessing['suspects'])}"}
     bad = next((d for d in detections if not d["ok"]), None)
     if bad is not None:
-        return {"name": "Postprocessor", "tf1_tensor": "detection_*", "max_abs_err": None, "max_rel_err": None,
+        return {"name": detections_stage, "tf1_tensor": "detection_*", "max_abs_err": None, "max_rel_err": None,
                 "note": f"{bad['image']}: {bad['note']}"}
     return None
 
@@ -622,7 +653,7 @@ def _check_outputs(json_path, png_dir, force):
 def verify(src=None, converted=None, images=None, batch: int = DEFAULT_BATCH, mode: str = "function",
            atol: float = None, rtol: float = None, allow_ops=(), png_dir=None,
            json_path=None, force=False, measure: bool = True, warmup: int = 1, repeats: int = 10,
-           precision: str = "float32", memory_growth: bool = False, memory_limit_mb: int = None,
+           precision: str = None, memory_growth: bool = False, memory_limit_mb: int = None,
            trace_dir: str = None, progress=None) -> VerifyReport:
     """Verifies a converted model against its TF1 source; returns a `VerifyReport`.
 
@@ -633,11 +664,13 @@ def verify(src=None, converted=None, images=None, batch: int = DEFAULT_BATCH, mo
       converted: the directory `convert` wrote (default: `convert.default_out(src)`).
       images: JPEG/PNG files or folders; None for the generated set (`generated_images`).
       batch: the larger batch size (same-size images are batched up to it).
-      mode: "eager" (Keras model called eagerly), "function" (the `Detector`), "xla".
+      mode: "eager" (Keras model called eagerly), "function" (the `Detector`), "xla", or
+        "saved_model" (`CONVERTED/saved_model` through plain `tf.saved_model.load`, detections
+        only, at the precision it was written in).
       atol, rtol: tolerance, element-wise `|tf2 - tf1| <= atol + rtol * max|tf1|` (None: 1e-5
         in float32, `MIXED_TOLERANCES[precision]` otherwise).
       precision: the TF2 side's compute precision, "float32" or a mixed policy (run on the
-        batch-norm-folded network). Mixed: tensors are judged at the looser tolerance and
+        batch-norm-folded network); None: float32, in "saved_model" mode the SavedModel's own. Mixed: tensors are judged at the looser tolerance and
         detections by `match_detections` (class and IoU) instead of exactly.
       allow_ops: op types to run although outside `op_allowlist.SSD_INFERENCE_OPS`.
       png_dir: write each image with TF1 and TF2 boxes drawn (TF1 red-orange, TF2 blue).
@@ -668,13 +701,9 @@ def verify(src=None, converted=None, images=None, batch: int = DEFAULT_BATCH, mo
         raise VerifyInputError(f"--repeats {repeats}: must be at least 1")
     if warmup < 0:
         raise VerifyInputError(f"warmup {warmup}: must be at least 0")
-    if precision not in PRECISIONS:
+    if precision is not None and precision not in PRECISIONS:
         raise VerifyInputError(f"--precision {precision}: one of {', '.join(PRECISIONS)}")
-    mixed = MIXED_TOLERANCES.get(precision)
-    atol = (mixed["atol"] if mixed else DEFAULT_ATOL) if atol is None else atol
-    rtol = (mixed["rtol"] if mixed else DEFAULT_RTOL) if rtol is None else rtol
-    if atol < 0 or rtol < 0:
-        raise VerifyInputError("tolerances must be >= 0")
+    precision = precision or "float32"
     if memory_limit_mb is not None and memory_limit_mb <= 0:
         raise VerifyInputError(f"--memory-limit {memory_limit_mb}: must be a positive number of MiB")
     if memory_growth and memory_limit_mb is not None:
@@ -685,6 +714,18 @@ def verify(src=None, converted=None, images=None, batch: int = DEFAULT_BATCH, mo
             and not force:
         raise VerifyInputError(f"{trace_dir}: exists and is not empty (use --force to add a trace to it)")
     src, converted = resolve_paths(src, converted, say)
+    if mode == SAVED_MODEL:
+        written = saved_model_precision(converted)
+        if precision != written and precision != "float32":
+            raise VerifyInputError(f"{converted}: its SavedModel was written in {written}, not {precision}")
+        precision = written
+        if not os.path.isfile(os.path.join(converted, "saved_model", "saved_model.pb")):
+            raise VerifyInputError(f"{converted}: no saved_model/saved_model.pb")
+    mixed = MIXED_TOLERANCES.get(precision)
+    atol = (mixed["atol"] if mixed else DEFAULT_ATOL) if atol is None else atol
+    rtol = (mixed["rtol"] if mixed else DEFAULT_RTOL) if rtol is None else rtol
+    if atol < 0 or rtol < 0:
+        raise VerifyInputError("tolerances must be >= 0")
     say(f"loading the converted model {converted}")
     try:
         model = detector_lib.load_model(converted)
@@ -710,8 +751,14 @@ def verify(src=None, converted=None, images=None, batch: int = DEFAULT_BATCH, mo
     absent = [s for s in stages if s not in resolved]
     if absent:
         notes.append(f"not in the TF1 graph, not compared: {', '.join(absent)}")
-    detect, network, tf2_notes = _tf2_side(model, mode, precision)
-    notes += tf2_notes
+    if mode == SAVED_MODEL:
+        say(f"loading {os.path.join(converted, 'saved_model')} with tf.saved_model.load")
+        detect, network = saved_model_detector(converted), None
+        notes.append(f"TF2 side: {os.path.join(converted, 'saved_model')} (serving_default, {precision}); "
+                     "a SavedModel has no stages to compare: detections only")
+    else:
+        detect, network, tf2_notes = _tf2_side(model, mode, precision)
+        notes += tf2_notes
 
     per_stage, detections, drawn = compare_batches(runner, resolved, network, detect, batches, config, atol, rtol,
                                                    mixed, say)
@@ -725,8 +772,9 @@ def verify(src=None, converted=None, images=None, batch: int = DEFAULT_BATCH, mo
         say(f"tracing two TF2 runs of {batches[0][1].shape[0]} image(s) -> {trace_dir}")
         _trace(detect, batches[0][1], trace_dir)
 
-    tensors = _summarise(resolved, per_stage)
-    first = _first_divergence(tensors, detections, postprocessing)
+    tensors = _summarise(resolved, per_stage) if network else []
+    first = _first_divergence(tensors, detections, postprocessing,
+                              "detections of the SavedModel" if mode == SAVED_MODEL else "Postprocessor")
     memory = {"memory_growth": bool(memory_growth), "memory_limit_mb": memory_limit_mb}
     tf1_result, tf2_result = (_measure_sides(graph_def, converted, mode, precision, memory, batches, batch, warmup,
                                              repeats, say) if measure else (None, None))
@@ -775,10 +823,13 @@ def format_report(report: VerifyReport) -> str:
     worst = max(report.tensors, key=lambda t: t["max_abs_err"] if t["max_abs_err"] is not None else np.inf,
                 default=None)
     ok_tensors = sum(t["ok"] for t in report.tensors)
-    lines.append(f"tensors      {ok_tensors}/{len(report.tensors)} within atol {report.tolerances['atol']:g} "
-                 f"rtol {report.tolerances['rtol']:g}"
-                 + (f"; largest error {worst['max_abs_err']:.3g} at {worst['name']}"
-                    if worst and worst["max_abs_err"] is not None else ""))
+    if not report.tensors:
+        lines.append("tensors      not compared (a SavedModel shows its detections only)")
+    else:
+        lines.append(f"tensors      {ok_tensors}/{len(report.tensors)} within atol {report.tolerances['atol']:g} "
+                     f"rtol {report.tolerances['rtol']:g}"
+                     + (f"; largest error {worst['max_abs_err']:.3g} at {worst['name']}"
+                        if worst and worst["max_abs_err"] is not None else ""))
     ok_images = sum(d["ok"] for d in report.detections)
     total = sum(d["num_tf1"] for d in report.detections)
     if report.tolerances.get("criterion") == "mixed_precision":

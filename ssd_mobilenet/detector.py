@@ -120,6 +120,8 @@ class Detector:
             boxes, logits = network(input_tensor)
             return postprocessing.postprocess(boxes, logits, self.config)
 
+        # The Python function too: `ssd_mobilenet.export` traces it into a SavedModel's own function.
+        self.serve = serve
         self.function = tf.function(serve, input_signature=INPUT_SIGNATURE)
         self.concrete_function = self.function.get_concrete_function()
 

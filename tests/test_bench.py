@@ -1,6 +1,7 @@
 """`python -m migrate bench`: the TF1 graph against the converted model, side by side."""
 
 import json
+import os
 import sys
 
 import numpy as np
@@ -45,14 +46,21 @@ def test_ratio_interval_resamples_rounds_in_pairs():
 
 
 def test_targets_say_when_the_interval_reaches_across_the_limit():
-    def row(batch, ratio, ci):
-        return {"side": "detector", "size": [480, 640], "onednn": "default", "batch": batch,
-                "latency_ratio": ratio, "latency_ratio_ci95": ci, "alloc_ratio": 0.5}
-    report = {"onednn": ["default"], "rows": [row(1, 0.78, [0.74, 0.83]), row(8, 0.75, [0.72, 0.78])]}
-    (b1_text, b1, b1_met), (b8_text, b8, b8_met), (_, alloc, alloc_met) = bench.targets(report)
-    assert "batch 1" in b1_text and b1_met and "0.74-0.83" in b1 and "reaches across 0.8x" in b1
+    def row(side, batch, ratio, ci, **more):
+        return {"side": side, "size": [480, 640], "onednn": "default", "batch": batch,
+                "latency_ratio": ratio, "latency_ratio_ci95": ci, **more}
+    report = {"onednn": ["default"],
+              "rows": [row("saved_model", 1, 0.78, [0.74, 0.83]),
+                       row("saved_model", 8, 0.75, [0.72, 0.78], alloc_ratio=0.5, steady_rss_ratio=1.04),
+                       row("detector", 8, 0.85, [0.8, 0.9])]}
+    (b1_text, b1, b1_met), (b8_text, b8, b8_met), (_, alloc, alloc_met), (rss_text, rss, rss_met), \
+        (det_text, _, det_met) = bench.targets(report)
+    assert "`saved_model` latency at batch 1" in b1_text and b1_met and "0.74-0.83" in b1
+    assert "reaches across 0.8x" in b1
     assert "batch 8" in b8_text and b8_met and "reaches across" not in b8
     assert alloc_met and "interval" not in alloc
+    assert "steady-state process RSS" in rss_text and not rss_met and rss == "1.04x"
+    assert "`detector` latency at batch 8" in det_text and not det_met
 
 
 def test_bad_input_exits_2_with_one_line(tmp_path, capsys):
@@ -98,7 +106,9 @@ def test_existing_outputs_are_not_replaced_without_force(converted, tmp_path, ca
 def test_bench_measures_every_side_against_the_tf1_session(converted, tmp_path, capsys):
     src, out = converted
     json_path, md_path, png_path = tmp_path / "bench.json", tmp_path / "benchmarks.md", tmp_path / "bench.png"
-    sides = "tf1_session,detector"  # the other runners' outputs: test_runners_give_the_tf1_detections
+    # The other runners' outputs: test_runners_give_the_tf1_detections. The exact SavedModel is
+    # exported by bench itself.
+    sides = "tf1_session,detector,saved_model_exact"
     assert main(["bench", src, out, "--batch", "1,2", "--size", "300x300", "--sides", sides, "--repeats", "2",
                  "--warmup", "1", "--json", str(json_path), "--markdown", str(md_path), "--plot", str(png_path),
                  "--quiet"]) == 0
@@ -110,7 +120,7 @@ def test_bench_measures_every_side_against_the_tf1_session(converted, tmp_path, 
         assert r["rounds"] == {1: 4, 2: 2}[r["batch"]]  # twice the rounds at half the batch
         assert r["latency_ms"]["median"] > 0 and r["latency_ms"]["p90"] >= r["latency_ms"]["median"]
         # Every side in its own process: real allocator and RSS figures, the baseline's ratio 1.
-        assert r["alloc_transient_bytes"] > 0 and r["peak_rss_bytes"] > 100 * 2**20
+        assert r["alloc_transient_bytes"] > 0 and r["peak_rss_bytes"] >= r["rss_bytes"] > 100 * 2**20
         if r["side"] == "tf1_session":
             assert r["latency_ratio"] == 1.0 and r["alloc_ratio"] == 1.0
             assert r["latency_ratio_ci95"] == [1.0, 1.0]
@@ -130,10 +140,22 @@ def test_bench_measures_every_side_against_the_tf1_session(converted, tmp_path, 
 
 
 @needs_shared
-def test_runners_give_the_tf1_detections(converted):
+def test_runners_give_the_tf1_detections(converted, tmp_path):
     src, out = converted
     images = random_images(5, 2, 300, 300)
     ref = bench.runner("tf1_session", src, out)(images)
     assert ref["num_detections"].min() > 0
     for side in ("tf1_wrap_function", "saved_model"):
         check_detections(bench.runner(side, src, out)(images), ref)
+    # The SavedModels bench exports: the exact one within 1e-5 (ties may swap against the
+    # session's folded arithmetic), the bfloat16 one by class and IoU.
+    from migrate import verify
+    with open(os.path.join(out, "model_config.json")) as f:
+        config = json.load(f)
+    paths = bench.export_sides(out, str(tmp_path), ["saved_model_exact", "saved_model_mixed"])
+    exact = bench.runner("saved_model_exact", src, out, paths["saved_model_exact"])(images)
+    mixed = bench.runner("saved_model_mixed", src, out, paths["saved_model_mixed"])(images)
+    for i in range(len(images)):
+        assert verify.compare_detections(exact, ref, i, atol=1e-5, rtol=0)["ok"]
+        assert verify.match_detections(mixed, ref, i, config["score_threshold"], 0.05, config["max_total_detections"],
+                                       config["iou_threshold"])["ok"]

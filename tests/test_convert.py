@@ -15,6 +15,7 @@ from conftest import (DEPTHWISE, QUANTIZED, TF13, ZOO_2017, ZOO_2018, check_dete
 from migrate.cli import main
 from migrate.sources import read_graph_def
 from migrate.tf1_graph import DETECTION_OUTPUTS, FrozenGraphRunner
+from migrate.verify import compare_detections
 
 
 def _only(src_dir, dst, patterns):
@@ -71,17 +72,18 @@ def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, reques
         return
     # Other image sizes go through the same legacy resize as the TF1 graph (checked once per
     # model: the source form decides the weights and config, which the reference run covers).
-    # Exact arithmetic: with Grappler's BN folding two detections of one class whose scores
-    # differ by ~1e-7 can swap places (measured on the 2018 graph at 257x311).
+    # Against the graph as written: the SavedModel folds batch norm as a TF1 session does, so two
+    # detections of one class whose scores differ by ~1e-7 can come in the other order (a tie,
+    # which compare_detections matches; measured on the 2018 graph at 257x311).
     runner = FrozenGraphRunner(read_graph_def(os.path.join(fx, "frozen_inference_graph.pb")),
                                exact_arithmetic=True)
     for shape in [(2, 257, 311), (1, 480, 640)]:
         imgs = random_images(11, *shape)
         expected = runner.run(imgs, {k: f"{k}:0" for k in DETECTION_OUTPUTS})
         got = {k: v.numpy() for k, v in serve(input_tensor=tf.constant(imgs)).items()}
-        np.testing.assert_array_equal(got["num_detections"], expected["num_detections"])
-        np.testing.assert_array_equal(got["detection_classes"], expected["detection_classes"])
-        np.testing.assert_allclose(got["detection_boxes"], expected["detection_boxes"], rtol=0, atol=1e-4)
+        for i in range(len(imgs)):
+            result = compare_detections(got, expected, i, atol=1e-5, rtol=0)
+            assert result["ok"] and result["classes_equal"], result
     # No images: empty outputs of the batch's shapes (the convolutions alone reject a batch of 0).
     empty = {k: v.numpy() for k, v in serve(input_tensor=tf.zeros([0, 480, 640, 3], tf.uint8)).items()}
     assert set(empty) == set(got)

@@ -1,0 +1,188 @@
+"""The SavedModel `convert` writes, run unchanged by the clients users already have.
+
+Each written SavedModel (fast float32, the default; `--exact`; `--precision mixed_bfloat16`) is
+loaded in a fresh process by plain TensorFlow, as the TF2 OD API tutorial loads its models
+(the loaded object called on the image tensor) and as TF Serving does (`serving_default`), and
+by `saved_model_cli` (`show --all`; `run`, whose session-based loader stands in for TF Serving's
+C++ loader). Every client's detections are compared with the TF1 graph's.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ZOO_2018, needs_shared
+from migrate import verify
+from migrate.cli import main
+from ssd_mobilenet import export
+
+SAVED_MODEL_CLI = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+
+# The TF2 OD API tutorial's inference code (object_detection_tutorial / plot_object_detection_saved_model),
+# on image 0, then the signature as TF Serving calls it on the whole batch.
+CLIENT = r"""
+import sys
+import numpy as np
+import tensorflow as tf
+
+saved_model, images_npz, out = sys.argv[1:]
+images = np.load(images_npz)["images"]
+detect_fn = tf.saved_model.load(saved_model)
+input_tensor = tf.convert_to_tensor(images[0])[tf.newaxis, ...]
+detections = detect_fn(input_tensor)
+# The tutorial writes int(detections.pop("num_detections")): NumPy >= 2.3 refuses int() of the
+# [1]-shaped tensor (the OD API's own exports have the same [batch] shape), hence [0].
+num_detections = int(detections.pop("num_detections")[0])
+detections = {key: value[0, :num_detections].numpy() for key, value in detections.items()}
+detections["num_detections"] = num_detections
+detections["detection_classes"] = detections["detection_classes"].astype(np.int64)
+serve = detect_fn.signatures["serving_default"]
+batch = {k: v.numpy() for k, v in serve(input_tensor=tf.constant(images)).items()}
+np.savez(out, **{"tutorial_" + k: np.asarray(v) for k, v in detections.items()}, **batch)
+"""
+
+VARIANTS = {"fast": [], "exact": ["--exact"], "mixed_bfloat16": ["--precision", "mixed_bfloat16"]}
+
+
+@pytest.fixture(scope="module")
+def exported(zoo_converted, tmp_path_factory):
+    """{variant: converted dir} of the 2018 zoo graph (the default conversion is the fast one)."""
+    src, default = zoo_converted
+    out = {"fast": default}
+    for variant, args in VARIANTS.items():
+        if variant != "fast":
+            out[variant] = str(tmp_path_factory.mktemp("export") / variant)
+            assert main(["convert", src, "--out", out[variant], "--quiet", *args]) == 0
+    return src, out
+
+
+def _agree(ours: dict, ref: dict, index: int, precision: str, converted: str) -> dict:
+    """verify's criterion: exact in float32 (ties may swap), by class and IoU in bfloat16."""
+    if precision == "float32":
+        return verify.compare_detections(ours, ref, index, atol=1e-5, rtol=0)
+    with open(os.path.join(converted, "model_config.json")) as f:
+        config = json.load(f)
+    return verify.match_detections(ours, ref, index, config["score_threshold"],
+                                   verify.MIXED_TOLERANCES[precision]["score_margin"], config["max_total_detections"],
+                                   config["iou_threshold"])
+
+
+@needs_shared
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_written_saved_model_runs_in_the_od_api_client_and_serving_signature(exported, variant, tmp_path):
+    src, converted = exported
+    out = converted[variant]
+    with open(os.path.join(out, "conversion_report.json")) as f:
+        report = json.load(f)
+    precision = "mixed_bfloat16" if variant == "mixed_bfloat16" else "float32"
+    assert report["saved_model"]["variant"] == ("exact" if variant == "exact" else "fast")
+    assert report["saved_model"]["precision"] == precision
+    # The conversion check ran on the SavedModel as written, reloaded.
+    assert report["check"]["saved_model"]["precision"] == precision
+    assert all(d["ok"] for d in report["check"]["saved_model"]["detections"])
+
+    result = tmp_path / "client.npz"
+    proc = subprocess.run([sys.executable, "-c", CLIENT, os.path.join(out, "saved_model"),
+                           os.path.join(src, "inputs.npz"), str(result)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = dict(np.load(result))
+    ref = dict(np.load(os.path.join(src, "reference.npz")))
+    assert ref["num_detections"].min() > 0
+    # The tutorial's image 0, cut to its detections as the tutorial does.
+    n = int(got["tutorial_num_detections"])
+    tutorial = {k: got["tutorial_" + k][None] for k in ("detection_boxes", "detection_scores")}
+    tutorial["detection_classes"] = got["tutorial_detection_classes"][None].astype(np.float32)
+    tutorial["num_detections"] = np.array([n], np.float32)
+    assert got["tutorial_detection_classes"].dtype == np.int64 and len(got["tutorial_detection_boxes"]) == n
+    padded = {k: np.pad(v, [(0, 0), (0, ref[k].shape[1] - n)] + [(0, 0)] * (v.ndim - 2))
+              for k, v in tutorial.items() if k != "num_detections"}
+    result0 = _agree({**padded, "num_detections": tutorial["num_detections"]}, {k: v[:1] for k, v in ref.items()},
+                     0, precision, out)
+    assert result0["ok"], result0
+    # The serving signature on the whole batch: every output of the TF2 OD API's, float32.
+    assert set(got) >= set(export_keys()) and all(got[k].dtype == np.float32 for k in export_keys())
+    for i in range(len(ref["num_detections"])):
+        r = _agree(got, ref, i, precision, out)
+        assert r["ok"], r
+
+
+def export_keys():
+    from ssd_mobilenet.postprocessing import OUTPUT_KEYS
+    return OUTPUT_KEYS
+
+
+@needs_shared
+@pytest.mark.parametrize("variant", ["fast", "exact"])
+def test_saved_model_cli_shows_and_runs_it(exported, variant, tmp_path):
+    src, converted = exported
+    saved_model = os.path.join(converted[variant], "saved_model")
+    show = subprocess.run([SAVED_MODEL_CLI, "show", "--dir", saved_model, "--all"], capture_output=True, text=True)
+    assert show.returncode == 0, show.stderr[-2000:]
+    assert "signature_def['serving_default']" in show.stdout
+    assert "inputs['input_tensor'] tensor_info:" in show.stdout and "dtype: DT_UINT8" in show.stdout
+    assert "shape: (-1, -1, -1, 3)" in show.stdout
+    for key in export_keys():
+        assert f"outputs['{key}']" in show.stdout
+    # `run` loads the SavedModel into a TF1 session, as TF Serving's C++ loader does: the
+    # exact variant's variables must be found and restored (Keras 3 variables are not).
+    images = np.load(os.path.join(src, "inputs.npz"))["images"]
+    np.save(tmp_path / "images.npy", images)
+    run = subprocess.run([SAVED_MODEL_CLI, "run", "--dir", saved_model, "--tag_set", "serve", "--signature_def",
+                          export.SIGNATURE_KEY, "--inputs", f"input_tensor={tmp_path / 'images.npy'}",
+                          "--outdir", str(tmp_path / "out")], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = {k: np.load(tmp_path / "out" / f"{k}.npy") for k in export_keys()}
+    ref = dict(np.load(os.path.join(src, "reference.npz")))
+    for i in range(len(images)):
+        r = verify.compare_detections(got, ref, i, atol=1e-5, rtol=0)
+        assert r["ok"], r
+
+
+@needs_shared
+def test_fast_saved_model_holds_no_variables_and_exact_one_per_weight(exported):
+    import tensorflow as tf
+    _, converted = exported
+
+    def stored(variant):
+        prefix = os.path.join(converted[variant], "saved_model", "variables", "variables")
+        return [n for n, _ in tf.train.list_variables(prefix) if n.endswith("VARIABLE_VALUE")]
+    assert stored("fast") == []
+    assert len(stored("exact")) == 199
+    names = {v.name.split(":")[0] for v in tf.saved_model.load(os.path.join(converted["exact"], "saved_model")).weights}
+    assert "BoxPredictor_0/BoxEncodingPredictor/biases" in names
+
+
+def test_exact_saved_model_is_float32_only(tmp_path, capsys):
+    code = main(["convert", str(tmp_path), "--out", str(tmp_path / "out"), "--exact", "--precision",
+                 "mixed_bfloat16", "--quiet"])
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "--exact" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+# ---- verify --mode saved_model -----------------------------------------------------------------
+
+@needs_shared
+def test_verify_saved_model_mode_passes_the_conversion_and_fails_a_perturbed_source(exported, zoo_fixture,
+                                                                                   tmp_path, capsys):
+    src, converted = exported
+    for variant in ("fast", "mixed_bfloat16"):
+        out = tmp_path / f"{variant}.json"
+        code = main(["verify", src, converted[variant], "--mode", "saved_model", "--no-measure", "--json", str(out)])
+        printed = capsys.readouterr().out
+        assert code == 0, printed
+        report = json.loads(out.read_text())
+        assert report["mode"] == "saved_model" and report["tensors"] == []
+        assert report["precision"] == ("mixed_bfloat16" if variant == "mixed_bfloat16" else "float32")
+        assert "not compared (a SavedModel shows its detections only)" in printed
+    perturbed = zoo_fixture(ZOO_2018, perturb="FeatureExtractor/MobilenetV1/Conv2d_7_pointwise/weights")
+    out = tmp_path / "perturbed.json"
+    code = main(["verify", perturbed, converted["fast"], "--mode", "saved_model", "--no-measure", "--json", str(out)])
+    assert code == 1
+    assert "FIRST DIVERGENCE  detections of the SavedModel" in capsys.readouterr().out
+    assert json.loads(out.read_text())["first_divergence"]["name"] == "detections of the SavedModel"

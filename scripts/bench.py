@@ -1,12 +1,12 @@
 """Reruns the benchmark behind docs/benchmarks.md in one go.
 
     .venv/bin/python scripts/bench.py [--src TF1_DIR] [--batch 1,8,32] [--size 480x640] [--repeats 10]
-        [--onednn 0|1|both] [--weight-cache]
+        [--onednn 0|1|both] [--weight-cache] [--sides tf1_session,saved_model,...]
 
 Without --src it takes the 2018 zoo graph from ../shared (built into a full TF1 model directory
 with synthetic weights by ../shared/tools/make_zoo_fixture.py) when present, else the built-in
 default model (`migrate.default_model`). It converts the model into a temporary directory,
-runs the benchmark of `python -m migrate bench` with every side, and writes docs/benchmarks.md and
+runs the benchmark of `python -m migrate bench` with every side (or `--sides`), and writes docs/benchmarks.md and
 docs/benchmarks.json, and docs/benchmarks.png where matplotlib is installed (replacing them).
 """
 
@@ -34,6 +34,7 @@ def main() -> int:
     p.add_argument("--onednn", choices=("0", "1", "both"))
     p.add_argument("--weight-cache", action="store_true",
                    help="every side with oneDNN's filter cache (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1)")
+    p.add_argument("--sides", help="comma separated (default: every side of `migrate bench`)")
     p.add_argument("--out-dir", default=os.path.join(REPO, "docs"))
     args = p.parse_args()
     from migrate import bench, convert
@@ -52,12 +53,14 @@ def main() -> int:
         os.makedirs(args.out_dir, exist_ok=True)
         report = bench.bench(src, converted, sizes=bench.parse_sizes(args.size), batches=bench.parse_batches(args.batch),
                              repeats=args.repeats, onednn=args.onednn,
+                             sides=args.sides.split(",") if args.sides else bench.SIDES,
                              weight_cache=args.weight_cache, progress=progress)
         print(bench.format_table(report))
         bench.write_json(report, os.path.join(args.out_dir, "benchmarks.json"), force=True)
         command = (f"python scripts/bench.py --batch {args.batch} --size {args.size} --repeats {args.repeats}"
                    + (f" --onednn {args.onednn}" if args.onednn else "")
                    + (" --weight-cache" if args.weight_cache else "")
+                   + (f" --sides {args.sides}" if args.sides else "")
                    + ("" if args.src is None else f" --src {args.src}"))
         plot = None
         if bench.plot_available() and len(report["batches"]) > 1:  # matplotlib: the optional `plot` extra

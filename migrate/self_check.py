@@ -34,7 +34,7 @@ CRAFTED_SEED = 20171117
 
 # What each stage depends on, for naming the fields most likely behind a divergence there.
 _STAGE_FIELDS = (
-    ("Preprocessor", ("resize_method", "image_height", "image_width")),
+    ("Preprocessor", ("resize_method", "image_height", "image_width", "normalize_before_resize")),
     ("FeatureExtractor/MobilenetV1/Conv2d_0", ("use_explicit_padding", "pad_to_multiple", "base_batch_norm_epsilon",
                                                "fused_batch_norm")),
     ("FeatureExtractor/MobilenetV1/Conv2d_13_pointwise_", ("pad_extra_layers_to_even", "batch_norm_epsilon",

@@ -149,7 +149,7 @@ def preprocessing_order(graph_def, nodes=None) -> dict:
         raise ConfigError("cannot tell whether the Preprocessor scales the image before or after resizing it "
                           f"(Preprocessor/mul reads {mul_inputs}; the resize loop's input "
                           f"{'reads' if normalized_first else 'does not read'} {NORMALIZED}); "
-                          "the TF2 model reproduces either order of the OD API's map over images only")
+                          "the TF2 model reproduces the OD API's two orders only")
     return {"normalize_before_resize": normalized_first}
 
 

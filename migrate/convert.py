@@ -52,7 +52,8 @@ def _sha256(path: str) -> str:
 
 # Fields only a graph shows (no pipeline.config records them): without a graph, assumed.
 GRAPH_ONLY_FIELDS = ("nms_variant", "fused_batch_norm", "pad_extra_layers_to_even",
-                     "interpolated_anchor_after_unit_ratio", "background_slice", "base_batch_norm_epsilon")
+                     "interpolated_anchor_after_unit_ratio", "background_slice", "base_batch_norm_epsilon",
+                     "normalize_before_resize")
 # Fields a pipeline.config states and a graph shows too: without either, assumed.
 CONFIG_OR_GRAPH_FIELDS = ("image_height", "image_width", "resize_method", "add_background_class", "score_converter",
                           "logit_scale", "score_threshold", "iou_threshold", "max_detections_per_class",

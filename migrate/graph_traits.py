@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import re
 
+from tensorflow.core.framework import types_pb2
 from tensorflow.python.framework import tensor_util
 
 from ssd_mobilenet.config import (BACKGROUND_SLICE_LOGITS, BACKGROUND_SLICE_SCORES, NMS_CLIP_AFTER, NMS_CLIP_BEFORE,
@@ -34,7 +35,7 @@ def graph_traits(graph_def) -> dict:
     concatenation; the image's own padding before Conv2d_0 is `pad_to_multiple`),
     `interpolated_anchor_after_unit_ratio` (the layer-1 aspect ratio constant has 1.0 twice
     at its start), `image_height`/`image_width` (the resize op's constant size), `resize_method`
-    (the resize op),
+    (the resize op), `normalize_before_resize` (`preprocessing_order`),
     `pad_to_multiple` (the smallest multiple that gives the image's zero padding before the
     first conv; 1 without padding), the batch-norm epsilons (`base_batch_norm_epsilon`,
     `batch_norm_epsilon`, `box_predictor_batch_norm_epsilon`), and the post-processing
@@ -45,7 +46,8 @@ def graph_traits(graph_def) -> dict:
 
     Raises:
       ConfigError: the graph post-processes in a way the TF2 model does not reproduce (soft,
-        combined or class-agnostic NMS).
+        combined or class-agnostic NMS), or preprocesses in an order `preprocessing_order`
+        cannot tell.
     """
     nodes = _nodes(graph_def)
     traits = {}
@@ -75,6 +77,7 @@ def graph_traits(graph_def) -> dict:
     ratios = _const_input(nodes, "MultipleGridAnchorGenerator/Sqrt_1")
     if ratios is not None and ratios.size >= 2:
         traits["interpolated_anchor_after_unit_ratio"] = bool(ratios[0] == 1.0 and ratios[1] == 1.0)
+    traits.update(preprocessing_order(graph_def, nodes))
     size = None
     for n in graph_def.node:
         if n.op.startswith("Resize") and n.name.startswith("Preprocessor/"):
@@ -95,6 +98,82 @@ def graph_traits(graph_def) -> dict:
         if multiple is not None:
             traits["pad_to_multiple"] = multiple
     return traits
+
+
+# The nodes that take the image into the OD API's per-image resize loop
+# (`shape_utils.static_or_dynamic_map_fn`): a TensorArray scatter for `tf.map_fn` over a batch of
+# unknown size, `tf.unstack` (Unpack) when the batch size is static; and those that give its result
+# back as a batch: the TensorArray gather, or `tf.stack` (Pack).
+_MAP_INPUT_OPS = ("TensorArrayScatterV3", "TensorArrayScatterV2", "TensorArrayScatter", "Unpack")
+_MAP_OUTPUT_OPS = ("TensorArrayGatherV3", "TensorArrayGatherV2", "TensorArrayGather", "Pack")
+NORMALIZED = "Preprocessor/sub"  # `x * (2/255) - 1`: its last op in every order
+
+
+def _data_inputs(node) -> list:
+    return [i.split(":")[0] for i in node.input if not i.startswith("^")]
+
+
+def _through_identity(nodes, name):
+    node = nodes.get(name)
+    while node is not None and node.op == "Identity" and node.input:
+        node = nodes.get(_data_inputs(node)[0])
+    return node
+
+
+def preprocessing_order(graph_def, nodes=None) -> dict:
+    """{"normalize_before_resize": bool}, or {} for a graph without `Preprocessor/sub` (a TFLite
+    export, fed the preprocessed image).
+
+    OD API code up to ~2019 resizes each image in a map loop over the cast image, then scales the
+    batch the loop gives back: `Preprocessor/mul` reads the loop's output (the TensorArray gather,
+    or Pack for a static batch). Later code (`ssd_meta_arch.preprocess`) scales first: the loop's
+    input (the TensorArray scatter, or Unpack) reads `Preprocessor/sub`, and the loop's output is
+    the preprocessed image. The two differ in rounding only, so this is read off the structure.
+
+    Raises:
+      ConfigError: `Preprocessor/sub` exists but the graph shows neither order (or both).
+    """
+    nodes = nodes or _nodes(graph_def)
+    sub, mul = nodes.get(NORMALIZED), nodes.get("Preprocessor/mul")
+    if sub is None:
+        return {}
+    normalized_first = any(
+        n.name.startswith("Preprocessor/") and n.op in _MAP_INPUT_OPS
+        and any(_through_identity(nodes, i) is sub for i in _data_inputs(n))
+        for n in graph_def.node)
+    resized_first = mul is not None and any(
+        src is not None and src.name.startswith("Preprocessor/") and src.op in _MAP_OUTPUT_OPS
+        for src in (_through_identity(nodes, i) for i in _data_inputs(mul)))
+    if normalized_first == resized_first:
+        mul_inputs = ", ".join(_data_inputs(mul)) if mul is not None else "no Preprocessor/mul"
+        raise ConfigError("cannot tell whether the Preprocessor scales the image before or after resizing it "
+                          f"(Preprocessor/mul reads {mul_inputs}; the resize loop's input "
+                          f"{'reads' if normalized_first else 'does not read'} {NORMALIZED}); "
+                          "the TF2 model reproduces the OD API's two orders only")
+    return {"normalize_before_resize": normalized_first}
+
+
+def preprocessed_image(graph_def, nodes=None) -> str | None:
+    """The name of the tensor the feature extractor is fed, the `Preprocessor` stage: float32
+    [N, h, w, 3] in [-1, 1]. `Preprocessor/sub:0` when the graph resizes first; when it scales
+    first, the resize loop's image output (`Preprocessor/map/TensorArrayStack/TensorArrayGatherV3:0`
+    in `tf.map_fn` loops; `Preprocessor/sub` is then the full-size image). None when the graph has
+    no Preprocessor or its order cannot be told (`preprocessing_order`)."""
+    nodes = nodes or _nodes(graph_def)
+    try:
+        order = preprocessing_order(graph_def, nodes)
+    except ConfigError:
+        return None
+    if not order:
+        return None
+    if not order["normalize_before_resize"]:
+        return NORMALIZED + ":0"
+    # The loop gives back the images (float32) and, in OD API loops, their true shapes (int32).
+    # (Attributes read with `in` first: indexing a missing key would add it to the GraphDef.)
+    key = lambda n: "T" if n.op == "Pack" else "dtype"  # noqa: E731
+    outputs = [n for n in graph_def.node if n.name.startswith("Preprocessor/") and n.op in _MAP_OUTPUT_OPS
+               and key(n) in n.attr and n.attr[key(n)].type == types_pb2.DT_FLOAT]
+    return outputs[0].name + ":0" if len(outputs) == 1 else None
 
 
 _FAKE_QUANT = re.compile(r"/(weights_quant|act_quant)/FakeQuantWithMinMaxVars$")

@@ -173,6 +173,36 @@ def _box_predictor_anchors(weights: dict) -> list | None:
     return counts
 
 
+_PREDICTOR = re.compile(r"^BoxPredictor_(\d+)/")
+_EXTRA_LAYER = re.compile(FE + r"(Conv2d_13_pointwise_2_Conv2d_\d+_(\d+)x(\d+)_s2_\d+)/")
+
+
+def check_feature_extractor(weights: dict, where: str) -> None:
+    """Refuses weights of another SSD feature extractor than ssd_mobilenet_v1 in one line.
+
+    The box predictors (`BoxPredictor_<i>`, one per feature map) and the extra layers' kernels
+    show it before anything else is read: the OD API's embedded_ssd_mobilenet_v1 (AIY vision
+    kit models) has 5 feature maps and a 2x2 last extra layer
+    (`Conv2d_13_pointwise_2_Conv2d_4_2x2_s2_<depth>`, VALID-padded); ssd_mobilenet_v1 has 6 and
+    3x3 ones. Its anchors (5 layers) would be refused too, but as anchors, which misleads.
+
+    Raises:
+      ConfigError: naming `where`, the feature maps and the extra layer seen.
+    """
+    predictors = {int(m.group(1)) for m in map(_PREDICTOR.match, weights) if m}
+    odd = sorted({m.group(1) for m in map(_EXTRA_LAYER.match, weights) if m and m.group(2) != "3"})
+    if odd and len(predictors) == 5:
+        raise ConfigError(f"{where}: the feature extractor is embedded_ssd_mobilenet_v1 (5 feature maps, 2x2 kernel "
+                          f"extra layer {odd[0]}), which is not supported: only ssd_mobilenet_v1 (6 feature maps) is")
+    if predictors and len(predictors) != 6:
+        raise ConfigError(f"{where}: {len(predictors)} box predictors (feature maps), which is not an "
+                          "ssd_mobilenet_v1 feature extractor (6 feature maps); other feature extractors are not "
+                          "supported")
+    if odd:
+        raise ConfigError(f"{where}: extra feature map layer {odd[0]} has a kernel ssd_mobilenet_v1 does not build "
+                          "(3x3): another feature extractor, not supported")
+
+
 def _quantization_text(weight_bits: int, activation_bits: int, float_text: str) -> str:
     if not weight_bits:
         return float_text
@@ -244,6 +274,8 @@ def infer_config(source, trust_weights=False, image_size=None):
         notes.append("no pipeline.config: starting from the zoo defaults (ssd_mobilenet_v1_coco)"
                      + ("" if source.graph_def is not None else "; without a graph the anchor generator's fields "
                         "stay the defaults (`migrate verify` shows it at Postprocessor/Decode if the model's differ)"))
+    # Before the graph's traits and anchors: another feature extractor fails those in misleading ways.
+    check_feature_extractor(source.weights, source.weights_from)
     if source.graph_def is not None:
         try:
             traits = graph_traits(source.graph_def)
@@ -278,8 +310,9 @@ def infer_config(source, trust_weights=False, image_size=None):
         config = config.replace(**traits)
         notes.append("from the graph: " + ", ".join(f"{k}={v}" for k, v in sorted(traits.items())))
     else:
-        notes.append("no graph: NMS order, batch-norm kernel and 2017-era padding/anchor order cannot be read "
-                     f"off a graph and are assumed as in SSDConfig defaults ({config.nms_variant}); "
+        notes.append("no graph: NMS order, batch-norm kernel, preprocessing order and 2017-era padding/anchor "
+                     f"order cannot be read off a graph and are assumed as in SSDConfig defaults ({config.nms_variant}, "
+                     "resize before scaling); "
                      "convert with the .meta or frozen graph beside the checkpoint to be sure")
     layers = anchor_box_specs(source.graph_def) if source.graph_def is not None else None
     if layers is not None and not _specs_match(config, layers):

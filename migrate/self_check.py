@@ -6,7 +6,9 @@ checked against `op_allowlist` first, Grappler off as in `verify`):
 - Stages: generated images at the graph's input size and at another size go through both
   sides; every stage `verify` compares (the preprocessed image, every feature extractor
   layer, box encodings, class logits, decoded boxes) and the detections must agree
-  (`verify.compare_tensor`, `verify.compare_detections`, same tolerances).
+  (`verify.compare_tensor`, `verify.compare_detections`, same tolerances). The preprocessing
+  order (`normalize_before_resize`) changes the image by rounding only; a nonzero difference
+  there that the other order removes exactly fails the check too.
 - Post-processing, independent of the weights (`check_postprocessing`): a model with trained
   weights on generated images often detects nothing above its threshold, so end-to-end
   outputs alone would pass a wrong post-processing. The TF1 graph is fed crafted box
@@ -34,7 +36,7 @@ CRAFTED_SEED = 20171117
 
 # What each stage depends on, for naming the fields most likely behind a divergence there.
 _STAGE_FIELDS = (
-    ("Preprocessor", ("resize_method", "image_height", "image_width")),
+    ("Preprocessor", ("resize_method", "image_height", "image_width", "normalize_before_resize")),
     ("FeatureExtractor/MobilenetV1/Conv2d_0", ("use_explicit_padding", "pad_to_multiple", "base_batch_norm_epsilon",
                                                "fused_batch_norm")),
     ("FeatureExtractor/MobilenetV1/Conv2d_13_pointwise_", ("pad_extra_layers_to_even", "batch_norm_epsilon",
@@ -285,6 +287,33 @@ def _postprocessing_suspects(model, config, codes, logits, ref, ours, detections
     return selection + score_fields
 
 
+# ---- the preprocessing order --------------------------------------------------------------------
+
+def _preprocessing_order_failure(runner, resolved: dict, per_stage: dict, batches: list, config):
+    """(stage, detail, suspects) when the other `normalize_before_resize` reproduces the graph's
+    preprocessed image exactly and the config's does not, else None.
+
+    Scaling before or after the resize gives the same image up to float32 rounding (~2.4e-7 for
+    BILINEAR, 0 for NEAREST_NEIGHBOR), far inside the tolerances, so the stage comparison passes
+    either way; but the check's eager TF2 side runs the graph's own kernels on the same inputs,
+    so the right order gives 0.0 there. Only an exact match of the other order counts as evidence
+    (the wrong one would shift detections at score and IoU margins).
+    """
+    from ssd_mobilenet import preprocessing
+    if "Preprocessor" not in resolved or not any(r["max_abs_err"] for r in per_stage["Preprocessor"]):
+        return None
+    other = config.replace(normalize_before_resize=not config.normalize_before_resize)
+    tensor = resolved["Preprocessor"][1]
+    for _, images in batches:
+        ref = runner.run(images, {"image": tensor})["image"]
+        if not np.array_equal(np.asarray(preprocessing.preprocess(images, other)), ref):
+            return None
+    worst = max(r["max_abs_err"] for r in per_stage["Preprocessor"])
+    return ("Preprocessor", f"max abs error {worst:.3g} where normalize_before_resize="
+            f"{other.normalize_before_resize} gives the graph's image exactly",
+            [f"normalize_before_resize (the graph computes as with {other.normalize_before_resize})"])
+
+
 # ---- the whole check ----------------------------------------------------------------------------
 
 def _first_failure(tensors: list, detections: list, postprocessing: dict):
@@ -361,6 +390,7 @@ def check_conversion(source, model, config, allow_ops=(), progress=None, deploye
                                                           atol, rtol)
         say("checking post-processing on crafted box encodings and class logits")
         postprocessing = check_postprocessing(runner, model, config, atol, rtol)
+        order_failure = _preprocessing_order_failure(runner, resolved, per_stage, batches, config)
         if deployed is not None:
             say(f"checking the SavedModel as written ({deployed[1]}) on the same images")
             saved_model = _check_deployed(runner, deployed, batches, config)
@@ -373,7 +403,7 @@ def check_conversion(source, model, config, allow_ops=(), progress=None, deploye
         "postprocessing": postprocessing, "not_compared": [s for s in stages if s not in resolved],
         "seconds": round(time.perf_counter() - t0, 2),
     }
-    failure = _first_failure(tensors, detections, postprocessing)
+    failure = order_failure or _first_failure(tensors, detections, postprocessing)
     if deployed is not None:
         report["saved_model"] = {"precision": deployed[1], "detections": saved_model}
         bad = next((d for d in saved_model if not d["ok"]), None)

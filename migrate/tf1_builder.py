@@ -12,8 +12,9 @@ Which OD API release a graph imitates follows the config's graph-version fields:
 `nms_variant` (`clip_before_nms`: the 2018 zoo post-processing with `FilterGreaterThan` and
 NonMaxSuppressionV2; `clip_after_sort`: the TF 1.9+ one with NonMaxSuppressionV3 and clipping
 after the sort), `fused_batch_norm`, `pad_extra_layers_to_even` (2017 zero-padding by
-concatenation), `interpolated_anchor_after_unit_ratio` (2017 anchor order) and `background_slice`
-(2017: the background column sliced off the logits before the score conversion).
+concatenation), `interpolated_anchor_after_unit_ratio` (2017 anchor order), `background_slice`
+(2017: the background column sliced off the logits before the score conversion) and
+`normalize_before_resize` (later OD API code: the image scaled to [-1, 1] before the resize loop).
 """
 
 from __future__ import annotations
@@ -311,23 +312,35 @@ def _anchors(config: SSDConfig, feature_map_shapes, im_height, im_width):
 
 
 def _preprocess(images, config: SSDConfig):
-    """Per image (`map_fn`) legacy resize to the config size, then `(2/255) * x - 1`."""
+    """float32 [N, H, W, 3] (the cast image) -> float32 [N, h, w, 3]: per image (`map_fn`) legacy
+    resize to the config size, then `(2/255) * x - 1` (2017-2018 exports); with
+    `normalize_before_resize`, `(2/255) * x - 1` on the full-size batch, then the per-image
+    resize (`ssd_meta_arch.preprocess` of later OD API code, e.g. TF 1.15 exports), whose loop
+    output is then the preprocessed image. Op names as in those exports: `Preprocessor/mul`,
+    `Preprocessor/sub`, and the loop's `Preprocessor/map/while/ResizeImage/ResizeBilinear`
+    (`.../ResizeImage/resize/ResizeBilinear` under `tf.image.resize_images` of TF 1.14+)."""
     resize = {"BILINEAR": tf.raw_ops.ResizeBilinear, "NEAREST_NEIGHBOR": tf.raw_ops.ResizeNearestNeighbor,
               "BICUBIC": tf.raw_ops.ResizeBicubic}
     method = config.resize_method
 
     def resize_image(image):
         with tf1.name_scope("ResizeImage"):
-            size = tf.constant([config.image_height, config.image_width], tf.int32, name="size")
-            batched = tf.expand_dims(image, 0)
-            if method == "AREA":
-                resized = tf.raw_ops.ResizeArea(images=batched, size=size, align_corners=False)
-            else:
-                # half_pixel_centers=False: TF1's kernels, not TF2's tf.image.resize.
-                resized = resize[method](images=batched, size=size, align_corners=False, half_pixel_centers=False)
-            return tf.squeeze(tf.cast(resized, tf.float32), [0])
+            size = tf.constant([config.image_height, config.image_width], tf.int32,
+                               name="stack" if config.normalize_before_resize else "size")
+            with tf1.name_scope("resize") if config.normalize_before_resize else contextlib.nullcontext():
+                batched = tf.expand_dims(image, 0)
+                if method == "AREA":
+                    resized = tf.raw_ops.ResizeArea(images=batched, size=size, align_corners=False)
+                else:
+                    # half_pixel_centers=False: TF1's kernels, not TF2's tf.image.resize.
+                    resized = resize[method](images=batched, size=size, align_corners=False,
+                                             half_pixel_centers=False)
+                return tf.squeeze(tf.cast(resized, tf.float32), [0])
 
     with tf1.name_scope("Preprocessor"):
+        if config.normalize_before_resize:
+            normalized = (2.0 / 255.0) * images - 1.0
+            return tf1.map_fn(resize_image, normalized, fn_output_signature=tf.float32)
         resized = tf1.map_fn(resize_image, images, fn_output_signature=tf.float32)
         return (2.0 / 255.0) * resized - 1.0
 

@@ -67,6 +67,9 @@ def freeze_inference_graph(graph_def, weights: dict, outputs=DETECTION_OUTPUTS):
 
 
 FE_OP_SCOPE = "FeatureExtractor/MobilenetV1/MobilenetV1"  # slim's mobilenet_v1_base opens the scope twice
+# The `Preprocessor` stage's candidate: the scaled image of graphs that resize first, and what
+# `FrozenGraphRunner` resolves to the preprocessed image in any graph.
+PREPROCESSED_IMAGE = "Preprocessor/sub:0"
 
 
 def endpoint_candidates(model) -> dict:
@@ -76,9 +79,11 @@ def endpoint_candidates(model) -> dict:
     (`FeatureExtractor/MobilenetV1/Conv2d_7_pointwise`), `concat` (box encodings) and
     `concat_1` (class logits). slim's `mobilenet_v1_base` opens a second `MobilenetV1`
     name scope, so base layer ops live under `.../MobilenetV1/MobilenetV1/` while their
-    variables do not; the extra layers have one level.
+    variables do not; the extra layers have one level. `Preprocessor/sub:0` stands for the
+    preprocessed image, which `FrozenGraphRunner.resolve` finds wherever the graph has it (in
+    graphs that scale before resizing, `Preprocessor/sub` is the full-size image).
     """
-    stages = {"Preprocessor": ("Preprocessor", ["Preprocessor/sub:0"])}
+    stages = {"Preprocessor": ("Preprocessor", [PREPROCESSED_IMAGE])}
     for layer in model.endpoint_names:
         scope = f"FeatureExtractor/MobilenetV1/{layer}"
         # A quantization-aware graph's layer ends in its activation's FakeQuant, after the ReLU6.
@@ -110,11 +115,14 @@ class FrozenGraphRunner:
             config.graph_options.rewrite_options.disable_meta_optimizer = True
         self.session = tf1.Session(graph=self.graph, config=config)
         self.input = self.graph.get_tensor_by_name("image_tensor:0")
-        from migrate.graph_traits import head_concats
+        from migrate.graph_traits import head_concats, preprocessed_image
         heads = head_concats(graph_def)
         # `concat:0` / `concat_1:0` in stage candidates mean the box encodings / class logits,
         # wherever this graph has them (some exports swap the two names).
         self.head_tensors = {"concat:0": heads["box_encodings"] + ":0", "concat_1:0": heads["class_logits"] + ":0"}
+        # `Preprocessor/sub:0` means the preprocessed image: the resize loop's output in graphs
+        # that scale first; None (not compared) when the graph's order cannot be told.
+        self.aliases = {**self.head_tensors, PREPROCESSED_IMAGE: preprocessed_image(graph_def)}
 
     def has_tensor(self, name: str) -> bool:
         try:
@@ -127,7 +135,7 @@ class FrozenGraphRunner:
         """{stage: (key, tensor name)} for the stages whose tensor this graph has."""
         out = {}
         for stage, (key, candidates) in stages.items():
-            found = [c for c in (self.head_tensors.get(c, c) for c in candidates) if self.has_tensor(c)]
+            found = [c for c in (self.aliases.get(c, c) for c in candidates) if c is not None and self.has_tensor(c)]
             if found:
                 out[stage] = (key, found[0])
         return out

@@ -81,6 +81,12 @@ class SSDConfig:
     # SAME conv, which shifts the sampling grid for odd sizes (5x5 -> 3x3 maps). Not in
     # pipeline.config; `migrate` reads it off the graph.
     pad_extra_layers_to_even: bool = False
+    # Preprocessing order. Exports up to ~2019 resize the uint8-valued image (cast to float32),
+    # then scale it to [-1, 1]; later OD API code (`ssd_meta_arch.preprocess` normalizes first)
+    # scales the full-size image and resizes the scaled one. The two round differently (up to
+    # ~2.4e-7 after scaling for BILINEAR), so reproduce the graph's. Not in pipeline.config;
+    # `migrate` reads it off the graph (whether the resize map reads `Preprocessor/sub`).
+    normalize_before_resize: bool = False
     # Box predictor (ConvolutionalBoxPredictor).
     box_predictor_kernel_size: int = 1
     box_predictor_use_depthwise: bool = False
@@ -137,6 +143,9 @@ class SSDConfig:
             problems.append(f"resize_method: {self.resize_method} (supported: {', '.join(RESIZE_METHODS)})")
         if self.background_slice not in BACKGROUND_SLICES:
             problems.append(f"background_slice: {self.background_slice} (one of {', '.join(BACKGROUND_SLICES)})")
+        if not isinstance(self.normalize_before_resize, bool):
+            # A JSON/str "false" would be truthy: say so rather than build the other order.
+            problems.append(f"normalize_before_resize: {self.normalize_before_resize!r} (true or false)")
         if self.nms_variant not in NMS_VARIANTS:
             problems.append(f"nms_variant: {self.nms_variant} (one of {', '.join(NMS_VARIANTS)})")
         if self.scales and len(self.scales) != self.num_layers:

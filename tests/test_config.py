@@ -128,6 +128,19 @@ def test_dict_round_trip():
     assert SSDConfig.from_dict(c.to_dict()) == c
 
 
+def test_preprocessing_order_round_trips_and_defaults_to_resize_first():
+    """A graph-version trait: model_config.json keeps it; configs written before it existed, and
+    pipeline.config (which cannot say it), give the older order."""
+    c = SSDConfig(num_classes=11, image_height=256, image_width=256, normalize_before_resize=True)
+    assert SSDConfig.from_dict(c.to_dict()) == c and c.to_dict()["normalize_before_resize"] is True
+    old = c.to_dict()
+    del old["normalize_before_resize"]
+    assert SSDConfig.from_dict(old).normalize_before_resize is False
+    assert SSDConfig.from_pipeline_config(c.to_pipeline_config()) == c.replace(normalize_before_resize=False)
+    with pytest.raises(ConfigError, match="normalize_before_resize: 'false'"):
+        SSDConfig(normalize_before_resize="false")
+
+
 def test_base_layers_keep_mobilenet_epsilon_unless_overridden():
     # OD API 2018+: the 14 MobileNet layers use mobilenet_v1_arg_scope's 0.001 and only the
     # extra layers take conv_hyperparams, unless override_base_feature_extractor_hyperparams.

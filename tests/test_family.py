@@ -66,6 +66,12 @@ FAMILY = {
                                                          # 2017 exports: conv_hyperparams' epsilon on every layer
                                                          batch_norm_epsilon=_f32(0.003),
                                                          base_batch_norm_epsilon=_f32(0.003)),
+    # Later OD API code (TF 1.15 exports): the image scaled to [-1, 1] at full size, then resized;
+    # FusedBatchNorm and NMS with its threshold, clipping after the sort. Small.
+    "tf1.15_export_normalize_before_resize_small": SSDConfig(num_classes=11, depth_multiplier=0.25,
+                                                             image_height=128, image_width=144,
+                                                             normalize_before_resize=True, fused_batch_norm=True,
+                                                             nms_variant=NMS_CLIP_AFTER),
     # The 2017_11_17 zoo graph's order (slice, scale_logits, sigmoid) with a logit scale, small.
     "2017_11_zoo_sigmoid_logit_scale_small": SSDConfig(num_classes=6, depth_multiplier=0.25, image_height=128,
                                                        image_width=160, background_slice="logits",
@@ -137,8 +143,55 @@ def test_frozen_graph_alone_gives_the_same_network(built, tmp_path, name):
     assert any(n.startswith("anchor grid from the graph's anchors") for n in notes) == (grid != (1.0, 1.0, (), ()))
     for key in ("num_classes", "add_background_class", "image_height", "image_width", "resize_method",
                 "box_coder_scales", "score_converter", "logit_scale", "background_slice",
-                "score_threshold", "iou_threshold", "max_detections_per_class", "max_total_detections", "nms_variant"):
+                "score_threshold", "iou_threshold", "max_detections_per_class", "max_total_detections", "nms_variant",
+                "normalize_before_resize"):
         assert getattr(config, key) == getattr(want, key), key
+
+
+NORMALIZE_FIRST = "tf1.15_export_normalize_before_resize_small"
+
+
+@pytest.mark.parametrize("form", ["frozen_inference_graph.pb", "saved_model", "model.ckpt.meta", "checkpoint alone"])
+def test_preprocessing_order_from_every_source_form(built, tmp_path, form):
+    """Every form with a graph shows the order; a checkpoint alone (with its pipeline.config, which
+    cannot say it) converts with the older order, named among the assumed fields."""
+    import glob
+    import os
+    import shutil
+    from migrate import convert
+    if form == "checkpoint alone":
+        for path in glob.glob(f"{built(NORMALIZE_FIRST)}/model.ckpt.*") + [f"{built(NORMALIZE_FIRST)}/pipeline.config"]:
+            if not path.endswith(".meta"):
+                shutil.copy(path, tmp_path)
+        source = sources.open_source(str(tmp_path))
+    else:
+        source = sources.open_source(os.path.join(built(NORMALIZE_FIRST), form))
+    config, notes = infer.infer_config(source)
+    assert config.normalize_before_resize == (form != "checkpoint alone")
+    if form == "checkpoint alone":
+        assert convert.assumed_fields(source, config)["normalize_before_resize"] is False
+        assert any("preprocessing order" in n for n in notes)
+    else:
+        assert config.to_dict() == FAMILY[NORMALIZE_FIRST].to_dict()
+
+
+def test_normalize_first_graph_converts_with_its_check_on_the_loop_output(built, tmp_path):
+    """convert's check compares the resize loop's output (not Preprocessor/sub, the full-size
+    image in this order) at the graph's size and at 257x311: bit for bit."""
+    import json
+    import os
+    import shutil
+    from migrate.cli import main
+    shutil.copy(f"{built(NORMALIZE_FIRST)}/frozen_inference_graph.pb", tmp_path)
+    out = str(tmp_path / "out")
+    assert main(["convert", str(tmp_path / "frozen_inference_graph.pb"), "--out", out, "--quiet"]) == 0
+    with open(os.path.join(out, "conversion_report.json")) as f:
+        report = json.load(f)
+    assert report["config"]["normalize_before_resize"] is True
+    pre = report["check"]["tensors"][0]
+    assert pre["name"] == "Preprocessor" and pre["shape"] == [1, 128, 144, 3]
+    assert pre["tf1_tensor"] == "Preprocessor/map/TensorArrayStack/TensorArrayGatherV3:0"
+    assert pre["max_abs_err"] == 0.0 and report["check"]["passed"]
 
 
 def test_anchors_the_weights_cannot_hold_are_refused_without_config(built, tmp_path):
@@ -289,3 +342,32 @@ def test_a_checkpoint_graph_beside_a_tflite_export_is_preferred(built, tmp_path)
     os.remove(src / "model.ckpt.meta")
     source = sources.open_source(str(src))
     assert source.graph_from == str(src / "tflite_graph.pb") and source.weights_from == str(src / "model.ckpt.index")
+
+
+def test_embedded_ssd_mobilenet_v1_is_refused_as_such(tmp_path, capsys):
+    """The OD API's embedded_ssd_mobilenet_v1 (AIY vision kit exports): 5 feature maps, the last extra
+    layer a 2x2 conv. Refused by its feature extractor in one line naming the file (exit 2), before
+    its 5 anchor layers would be refused as anchors. Here: a frozen graph of its weights' constants
+    (what a frozen graph gives the reader), made from a small ssd_mobilenet_v1's."""
+    import re
+    import tensorflow as tf
+    from migrate.cli import main
+    config = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
+    graph_def = tf.compat.v1.GraphDef()
+    for name, value in tf1_builder.synthetic_weights(config, seed=1).items():
+        if name.startswith("BoxPredictor_5/") or "_Conv2d_5_" in name:
+            continue  # 5 feature maps
+        m = re.match(r"(.*_Conv2d_4_)3x3(_s2_\d+/.*)", name)
+        if m:
+            name, value = m.group(1) + "2x2" + m.group(2), value[:2, :2] if value.ndim == 4 else value
+        node = graph_def.node.add(name=name, op="Const")
+        node.attr["dtype"].type = tf.float32.as_datatype_enum
+        node.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value))
+    path = tmp_path / "frozen_inference_graph.pb"
+    path.write_bytes(graph_def.SerializeToString())
+    assert main(["convert", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"error: {path}: the feature extractor is embedded_ssd_mobilenet_v1 (5 feature maps, 2x2 kernel "
+                       "extra layer Conv2d_13_pointwise_2_Conv2d_4_2x2_s2_64), which is not supported: only "
+                       "ssd_mobilenet_v1 (6 feature maps) is")
+    assert not (tmp_path / "out").exists()

@@ -59,3 +59,76 @@ def test_a_slice_other_than_the_background_column_is_refused():
     begin.attr["value"].tensor.CopyFrom(tf.make_tensor_proto([0, 0, 2], dtype=tf.int32))
     with pytest.raises(graph_traits.ScorePathError, match="Postprocessor/Slice"):
         graph_traits.score_path_traits(graph_def)
+
+
+# ---- the preprocessing order ----------------------------------------------------------------
+
+def _preprocessor_graph(order: str, static_batch: bool = False):
+    """A GraphDef holding only an OD API `Preprocessor` (float32 [N, H, W, 3] `Cast` -> [N, 64, 80, 3]),
+    written here the way the OD API code writes it: `tf.map_fn` over the images (TF1 control flow,
+    a TensorArray scatter and gather), or `tf.unstack`/`tf.stack` for a static batch
+    (`shape_utils.static_or_dynamic_map_fn`). `order`: resize_first (2017-2018 exports: scale the
+    loop's output), normalize_first (`ssd_meta_arch.preprocess` of TF 1.15 era code: loop over
+    the scaled image), or neither (both read the cast image: no OD API order)."""
+    tf1 = tf.compat.v1
+    was_v2 = tf1.control_flow_v2_enabled()
+    tf1.disable_control_flow_v2()  # the loop's nodes in the GraphDef, as in TF1 exports
+    try:
+        graph = tf.Graph()
+        with graph.as_default():
+            shape = [2 if static_batch else None, None, None, 3]
+            image = tf.cast(tf1.placeholder(tf.uint8, shape, name="image_tensor"), tf.float32, name="Cast")
+
+            def resize(x):
+                with tf1.name_scope("ResizeImage"):
+                    out = tf.raw_ops.ResizeBilinear(images=x[None], size=[64, 80], half_pixel_centers=False)
+                    return tf.squeeze(out, [0])
+
+            def resize_all(x):
+                if static_batch:
+                    return tf.stack([resize(i) for i in tf.unstack(x)])
+                return tf1.map_fn(resize, x, fn_output_signature=tf.float32)
+
+            with tf1.name_scope("Preprocessor"):
+                if order == "normalize_first":
+                    out = resize_all((2.0 / 255.0) * image - 1.0)
+                elif order == "resize_first":
+                    out = (2.0 / 255.0) * resize_all(image) - 1.0
+                else:
+                    out = tf.concat([resize_all(image), (2.0 / 255.0) * image - 1.0], 0)
+            tf.identity(out, name="preprocessed")
+        return graph.as_graph_def()
+    finally:
+        if was_v2:
+            tf1.enable_control_flow_v2()
+
+
+@pytest.mark.parametrize("static_batch", [False, True])
+def test_preprocessing_order_is_read_off_the_resize_loop(static_batch):
+    """Resize-first: Preprocessor/mul reads the loop's output, and Preprocessor/sub is the image the
+    feature extractor gets. Normalize-first: the loop reads Preprocessor/sub (the full-size image);
+    the loop's output is the preprocessed image."""
+    first = _preprocessor_graph("resize_first", static_batch)
+    assert graph_traits.preprocessing_order(first) == {"normalize_before_resize": False}
+    assert graph_traits.preprocessed_image(first) == "Preprocessor/sub:0"
+    later = _preprocessor_graph("normalize_first", static_batch)
+    assert graph_traits.preprocessing_order(later) == {"normalize_before_resize": True}
+    nodes = {n.name: n for n in later.node}
+    image = graph_traits.preprocessed_image(later)
+    assert image == ("Preprocessor/stack:0" if static_batch else "Preprocessor/map/TensorArrayStack/TensorArrayGatherV3:0")
+    assert nodes["preprocessed"].input[0] == image.split(":")[0]
+
+
+def test_a_preprocessor_in_neither_order_is_refused():
+    with pytest.raises(graph_traits.ConfigError, match="cannot tell whether the Preprocessor scales the image "
+                                                       "before or after resizing it"):
+        graph_traits.graph_traits(_preprocessor_graph("neither"))
+    assert graph_traits.preprocessed_image(_preprocessor_graph("neither")) is None
+
+
+@needs_shared
+@pytest.mark.parametrize("name", sorted(SCORE_PATHS))
+def test_every_published_graph_resizes_first(name):
+    graph_def = _graph(name)
+    assert graph_traits.preprocessing_order(graph_def) == {"normalize_before_resize": False}
+    assert graph_traits.preprocessed_image(graph_def) == "Preprocessor/sub:0"

@@ -34,6 +34,8 @@ INJECTED = {
     "box_coder_scales": ((10.0, 10.0, 5.0, 4.0), "Postprocessor/Decode"),
     "score_threshold": (float(np.float32(0.1)), "Postprocessor"),
     "max_detections_per_class": (15, "Postprocessor"),
+    # Rounding only (inside the tolerances): caught because the other order is exact.
+    "normalize_before_resize": (True, "Preprocessor"),
 }
 
 
@@ -109,7 +111,7 @@ def test_a_checkpoint_alone_names_every_assumed_trait(model_2017, tmp_path, caps
     assert not check["ran"] and "nothing to check against" in check["reason"]
     assert sorted(check["assumed"]) == sorted(self_check_assumed := [
         "nms_variant", "fused_batch_norm", "pad_extra_layers_to_even", "interpolated_anchor_after_unit_ratio",
-        "background_slice", "base_batch_norm_epsilon"])
+        "background_slice", "base_batch_norm_epsilon", "normalize_before_resize"])
     for field in self_check_assumed:
         assert f"{field}=" in err
 
@@ -133,3 +135,30 @@ def test_postprocessing_check_alone_catches_a_background_slice_verify_would_miss
         if not ok:
             assert result["suspects"] == ["background_slice (the graph computes as with logits)"]
     runner.close()
+
+
+def test_a_normalize_first_graph_is_compared_at_its_preprocessed_image(tmp_path, monkeypatch, capsys):
+    """In a graph of later OD API code `Preprocessor/sub` is the full-size image: the check compares
+    the resize loop's output instead (before, every such conversion failed at Preprocessor with
+    "shape [2, 128, 128, 3] vs TF1 [2, 257, 311, 3]"), bit for bit; the older order, off by rounding
+    only, fails naming the field."""
+    import json
+    src = tf1_builder.write_model_dir(SMALL_2017.replace(normalize_before_resize=True, pad_extra_layers_to_even=False,
+                                                         interpolated_anchor_after_unit_ratio=False),
+                                      str(tmp_path / "tf1"), seed=3)
+    out = tmp_path / "out"
+    assert main(["convert", src, "--out", str(out), "--quiet"]) == 0
+    with open(out / "conversion_report.json") as f:
+        pre = json.load(f)["check"]["tensors"][0]
+    assert (pre["name"], pre["tf1_tensor"]) == ("Preprocessor", "Preprocessor/map/TensorArrayStack/TensorArrayGatherV3:0")
+    assert pre["max_abs_err"] == 0.0
+    real = infer.infer_config
+    monkeypatch.setattr(infer, "infer_config",
+                        lambda *a, **k: (real(*a, **k)[0].replace(normalize_before_resize=False), real(*a, **k)[1]))
+    capsys.readouterr()
+    assert main(["convert", src, "--out", str(tmp_path / "wrong"), "--quiet"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert not (tmp_path / "wrong").exists()
+    assert "first at Preprocessor: max abs error" in err and "shape" not in err
+    assert err.endswith("likely normalize_before_resize (the graph computes as with True) "
+                        "(nothing written; --no-check writes it anyway)")

@@ -10,8 +10,11 @@ Sides (`SIDES`), each a runner `run(images uint8 [N, H, W, 3]) -> dict of output
                      `mixed_float16` on GPUs)
   (the last two are exported from CONVERTED's checkpoint into a temporary directory first,
   in a process of their own, as `convert` writes them)
-  detector           `ssd_mobilenet.load(...)`: batch norm folded, batch in slices (float32)
+  detector           `ssd_mobilenet.load(...)`: batch norm folded, batch in slices, weights as
+                     graph constants (float32; variables for quantization-aware models)
   detector_frozen    `ssd_mobilenet.load(..., freeze_weights=True)`: weights as graph constants
+                     whatever the model
+  detector_variables `ssd_mobilenet.load(..., freeze_weights=False)`: weights as variables
   detector_exact     `ssd_mobilenet.load(..., fold_batch_norm=False, slice_size=None)`: op for op the graph
   detector_xla       `ssd_mobilenet.load(..., jit_compile=True)`
   detector_mixed     `precision="mixed_bfloat16"` on CPUs, `"mixed_float16"` on GPUs
@@ -40,7 +43,7 @@ import time
 from migrate import measure, outputs
 
 SIDES = ("tf1_session", "tf1_wrap_function", "saved_model", "saved_model_exact", "saved_model_mixed", "detector",
-         "detector_frozen", "detector_exact", "detector_xla", "detector_mixed")
+         "detector_frozen", "detector_variables", "detector_exact", "detector_xla", "detector_mixed")
 # Sides whose SavedModel bench exports first: (variant, precision; None: `mixed_precision()`).
 EXPORTED_SIDES = {"saved_model_exact": ("exact", "float32"), "saved_model_mixed": ("fast", None)}
 BASELINE = "tf1_session"
@@ -98,6 +101,7 @@ def runner(side: str, src: str, converted: str, saved_model: str = None):
 
     import ssd_mobilenet
     options = {"detector": {}, "detector_frozen": {"freeze_weights": True},
+               "detector_variables": {"freeze_weights": False},
                "detector_exact": {"fold_batch_norm": False, "slice_size": None},
                "detector_xla": {"jit_compile": True}, "detector_mixed": {"precision": mixed_precision()}}
     if side not in options:
@@ -636,7 +640,10 @@ _SIDE_TEXT = {
                          "`mixed_float16` on GPUs); detections agree by IoU and class, not to 1e-5.",
     "detector": "`ssd_mobilenet.load(CONVERTED)`: batch norm folded into the convolutions at load, "
                 "preprocessing and the early layers in slices of 2 images, two slices in flight at once, each "
-                "feature map's box and class heads as one conv.",
+                "feature map's box and class heads as one conv, every weight a graph constant (what the "
+                "SavedModel holds).",
+    "detector_variables": "`ssd_mobilenet.load(CONVERTED, freeze_weights=False)`: the same with the weights as "
+                          "variables (less process memory; oneDNN reorders every filter on every call).",
     "detector_frozen": "`ssd_mobilenet.load(CONVERTED, freeze_weights=True)`: the same with every weight a graph "
                        "constant (faster at small batches, several times the weights' size in process memory).",
     "detector_exact": "`ssd_mobilenet.load(CONVERTED, fold_batch_norm=False, slice_size=None)`: op for op the TF1 "

@@ -189,18 +189,25 @@ def load_model(directory: str) -> SSDMobileNetV1:
 
 
 def load(directory: str, jit_compile: bool = False, precision: str = "float32", fold_batch_norm: bool = True,
-         freeze_weights: bool = False, **options) -> Detector:
+         freeze_weights: bool | None = None, **options) -> Detector:
     """A `Detector` for a directory written by `python -m migrate convert`.
 
     `precision`: "float32", "mixed_bfloat16" (CPUs with bfloat16 units, TPUs) or
     "mixed_float16" (GPUs). `fold_batch_norm` (default True: the fast path, rounding like
-    the TF1 session), `freeze_weights` (default False: faster, ~1.6x the process
-    memory) and `options` (`slice_size`, `concurrent_slices`) are `Detector`'s.
+    the TF1 session), `freeze_weights` and `options` (`slice_size`, `concurrent_slices`)
+    are `Detector`'s. `freeze_weights=None` (default) runs the fast path the exported
+    SavedModel holds: weights as graph constants (oneDNN reorders each filter once, without
+    the process-wide weight cache; more process memory, see docs/benchmarks.md), except for
+    quantization-aware models, whose FakeQuant steps turn a constant filter's other
+    rounding into whole steps, and for the unfolded model (the op-for-op reference).
     """
     if jit_compile and not tf.config.list_physical_devices("GPU"):
         warnings.warn("jit_compile=True on CPU: XLA was measured several times slower than the default "
                       "for this network on CPUs; it pays on GPUs", stacklevel=2)
-    detector = Detector(load_model(directory), jit_compile=jit_compile, precision=precision,
+    model = load_model(directory)
+    if freeze_weights is None:
+        freeze_weights = fold_batch_norm and not model.config.weight_bits
+    detector = Detector(model, jit_compile=jit_compile, precision=precision,
                         fold_batch_norm=fold_batch_norm, freeze_weights=freeze_weights, **options)
     # The folded copy replaced the loaded model; Keras models hold reference cycles, so
     # collect now rather than keep both sets of weights until the next collection.

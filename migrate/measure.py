@@ -103,19 +103,27 @@ def _percentile(values, q):
     return float(np.percentile(np.asarray(values, dtype=np.float64), q))
 
 
+def _proc_status_bytes(field: str) -> int | None:
+    """A memory field of Linux's /proc/self/status ("VmHWM", "VmRSS") in bytes; None elsewhere."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024  # kB
+    except OSError:
+        pass
+    return None
+
+
 def _peak_rss_bytes() -> int:
     """This process's peak resident set size in bytes.
 
     On Linux `ru_maxrss` survives `execve`: a worker forked from a large parent reports the
     parent's peak. `VmHWM` belongs to the new address space, so it is read first.
     """
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024  # kB
-    except OSError:
-        pass
+    peak = _proc_status_bytes("VmHWM")
+    if peak is not None:
+        return peak
     import resource
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(rss if sys.platform == "darwin" else rss * 1024)  # Linux reports KiB, macOS bytes
@@ -123,14 +131,7 @@ def _peak_rss_bytes() -> int:
 
 def _rss_bytes() -> int | None:
     """This process's resident set size now (Linux `VmRSS`), bytes; None elsewhere."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024  # kB
-    except OSError:
-        pass
-    return None
+    return _proc_status_bytes("VmRSS")
 
 
 def _worker(request: dict) -> dict:

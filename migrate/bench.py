@@ -10,8 +10,7 @@ Sides (`SIDES`), each a runner `run(images uint8 [N, H, W, 3]) -> dict of output
                      `mixed_float16` on GPUs)
   (the last two are exported from CONVERTED's checkpoint into a temporary directory first,
   in a process of their own, as `convert` writes them)
-  detector           `ssd_mobilenet.load(...)`: batch norm folded, batch in slices, weights as
-                     graph constants (float32; variables for quantization-aware models)
+  detector           `ssd_mobilenet.load(...)`: batch norm folded, batch in slices (float32)
   detector_frozen    `ssd_mobilenet.load(..., freeze_weights=True)`: weights as graph constants
                      whatever the model
   detector_variables `ssd_mobilenet.load(..., freeze_weights=False)`: weights as variables
@@ -640,8 +639,7 @@ _SIDE_TEXT = {
                          "`mixed_float16` on GPUs); detections agree by IoU and class, not to 1e-5.",
     "detector": "`ssd_mobilenet.load(CONVERTED)`: batch norm folded into the convolutions at load, "
                 "preprocessing and the early layers in slices of 2 images, two slices in flight at once, each "
-                "feature map's box and class heads as one conv, every weight a graph constant (what the "
-                "SavedModel holds).",
+                "feature map's box and class heads as one conv, weights as variables.",
     "detector_variables": "`ssd_mobilenet.load(CONVERTED, freeze_weights=False)`: the same with the weights as "
                           "variables (less process memory; oneDNN reorders every filter on every call).",
     "detector_frozen": "`ssd_mobilenet.load(CONVERTED, freeze_weights=True)`: the same with every weight a graph "

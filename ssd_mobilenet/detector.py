@@ -195,18 +195,19 @@ def load(directory: str, jit_compile: bool = False, precision: str = "float32", 
     `precision`: "float32", "mixed_bfloat16" (CPUs with bfloat16 units, TPUs) or
     "mixed_float16" (GPUs). `fold_batch_norm` (default True: the fast path, rounding like
     the TF1 session), `freeze_weights` and `options` (`slice_size`, `concurrent_slices`)
-    are `Detector`'s. `freeze_weights=None` (default) runs the fast path the exported
+    are `Detector`'s. `freeze_weights=True` runs the fast path the exported
     SavedModel holds: weights as graph constants (oneDNN reorders each filter once, without
     the process-wide weight cache; more process memory, see docs/benchmarks.md), except for
     quantization-aware models, whose FakeQuant steps turn a constant filter's other
-    rounding into whole steps, and for the unfolded model (the op-for-op reference).
+    rounding into whole steps. The default (None) keeps variables.
     """
     if jit_compile and not tf.config.list_physical_devices("GPU"):
         warnings.warn("jit_compile=True on CPU: XLA was measured several times slower than the default "
                       "for this network on CPUs; it pays on GPUs", stacklevel=2)
     model = load_model(directory)
     if freeze_weights is None:
-        freeze_weights = fold_batch_norm and not model.config.weight_bits
+        # Variables: a memory budget (`predict --max-memory`) counts the constants' copies.
+        freeze_weights = False
     detector = Detector(model, jit_compile=jit_compile, precision=precision,
                         fold_batch_norm=fold_batch_norm, freeze_weights=freeze_weights, **options)
     # The folded copy replaced the loaded model; Keras models hold reference cycles, so

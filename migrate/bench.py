@@ -13,7 +13,6 @@ Sides (`SIDES`), each a runner `run(images uint8 [N, H, W, 3]) -> dict of output
   detector           `ssd_mobilenet.load(...)`: batch norm folded, batch in slices (float32)
   detector_frozen    `ssd_mobilenet.load(..., freeze_weights=True)`: weights as graph constants
                      whatever the model
-  detector_variables `ssd_mobilenet.load(..., freeze_weights=False)`: weights as variables
   detector_exact     `ssd_mobilenet.load(..., fold_batch_norm=False, slice_size=None)`: op for op the graph
   detector_xla       `ssd_mobilenet.load(..., jit_compile=True)`
   detector_mixed     `precision="mixed_bfloat16"` on CPUs, `"mixed_float16"` on GPUs
@@ -42,7 +41,7 @@ import time
 from migrate import measure, outputs
 
 SIDES = ("tf1_session", "tf1_wrap_function", "saved_model", "saved_model_exact", "saved_model_mixed", "detector",
-         "detector_frozen", "detector_variables", "detector_exact", "detector_xla", "detector_mixed")
+         "detector_frozen", "detector_exact", "detector_xla", "detector_mixed")
 # Sides whose SavedModel bench exports first: (variant, precision; None: `mixed_precision()`).
 EXPORTED_SIDES = {"saved_model_exact": ("exact", "float32"), "saved_model_mixed": ("fast", None)}
 BASELINE = "tf1_session"
@@ -100,7 +99,6 @@ def runner(side: str, src: str, converted: str, saved_model: str = None):
 
     import ssd_mobilenet
     options = {"detector": {}, "detector_frozen": {"freeze_weights": True},
-               "detector_variables": {"freeze_weights": False},
                "detector_exact": {"fold_batch_norm": False, "slice_size": None},
                "detector_xla": {"jit_compile": True}, "detector_mixed": {"precision": mixed_precision()}}
     if side not in options:
@@ -230,9 +228,7 @@ def _run_latency_process(request: dict, env: dict, progress) -> dict:
         req, res = os.path.join(tmp, "request.json"), os.path.join(tmp, "result.json")
         with open(req, "w", encoding="utf-8") as f:
             json.dump(request, f)
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        full_env = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
-        proc = subprocess.Popen([sys.executable, "-m", "migrate.bench", req, res], env=full_env,
+        proc = subprocess.Popen([sys.executable, "-m", "migrate.bench", req, res], env=_worker_env(env),
                                 stderr=subprocess.PIPE, text=True)
         tail = []
         for line in proc.stderr:
@@ -340,12 +336,16 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=S
     return _report(latency, memory_results, sides, sizes, batches, repeats, warmup, base_env)
 
 
-def _run_export_process(converted: str, out_dir: str, sides, env: dict) -> None:
+def _worker_env(env: dict) -> dict:
+    """This process's environment with `env` and this checkout first on PYTHONPATH, for a worker."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    full_env = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    return {**os.environ, **env, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+
+
+def _run_export_process(converted: str, out_dir: str, sides, env: dict) -> None:
     proc = subprocess.run([sys.executable, "-c", "import sys; from migrate.bench import _export_worker; "
                            "_export_worker(*sys.argv[1:])", converted, out_dir, ",".join(sides)],
-                          env=full_env, capture_output=True, text=True)
+                          env=_worker_env(env), capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError("export worker failed:\n" + "\n".join(proc.stderr.splitlines()[-15:]))
 
@@ -640,8 +640,6 @@ _SIDE_TEXT = {
     "detector": "`ssd_mobilenet.load(CONVERTED)`: batch norm folded into the convolutions at load, "
                 "preprocessing and the early layers in slices of 2 images, two slices in flight at once, each "
                 "feature map's box and class heads as one conv, weights as variables.",
-    "detector_variables": "`ssd_mobilenet.load(CONVERTED, freeze_weights=False)`: the same with the weights as "
-                          "variables (less process memory; oneDNN reorders every filter on every call).",
     "detector_frozen": "`ssd_mobilenet.load(CONVERTED, freeze_weights=True)`: the same with every weight a graph "
                        "constant (faster at small batches, several times the weights' size in process memory).",
     "detector_exact": "`ssd_mobilenet.load(CONVERTED, fold_batch_norm=False, slice_size=None)`: op for op the TF1 "

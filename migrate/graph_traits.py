@@ -578,9 +578,7 @@ def _const_input(nodes, name, index=0):
     node = nodes.get(name)
     if node is None or len(node.input) <= index:
         return None
-    src = nodes.get(node.input[index].split(":")[0].lstrip("^"))
-    while src is not None and src.op == "Identity":
-        src = nodes.get(src.input[0].split(":")[0])
+    src = _through_identity(nodes, node.input[index].split(":")[0].lstrip("^"))
     if src is None or src.op != "Const":
         return None
     return np.asarray(tensor_util.MakeNdarray(src.attr["value"].tensor))

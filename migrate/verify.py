@@ -670,8 +670,9 @@ def verify(src=None, converted=None, images=None, batch: int = DEFAULT_BATCH, mo
       atol, rtol: tolerance, element-wise `|tf2 - tf1| <= atol + rtol * max|tf1|` (None: 1e-5
         in float32, `MIXED_TOLERANCES[precision]` otherwise).
       precision: the TF2 side's compute precision, "float32" or a mixed policy (run on the
-        batch-norm-folded network); None: float32, in "saved_model" mode the SavedModel's own. Mixed: tensors are judged at the looser tolerance and
-        detections by `match_detections` (class and IoU) instead of exactly.
+        batch-norm-folded network); None: float32, in "saved_model" mode the SavedModel's own.
+        Mixed: tensors are judged at the looser tolerance and detections by `match_detections`
+        (class and IoU) instead of exactly.
       allow_ops: op types to run although outside `op_allowlist.SSD_INFERENCE_OPS`.
       png_dir: write each image with TF1 and TF2 boxes drawn (TF1 red-orange, TF2 blue).
       json_path: write `report.to_json()` there (atomically).
@@ -703,7 +704,6 @@ def verify(src=None, converted=None, images=None, batch: int = DEFAULT_BATCH, mo
         raise VerifyInputError(f"warmup {warmup}: must be at least 0")
     if precision is not None and precision not in PRECISIONS:
         raise VerifyInputError(f"--precision {precision}: one of {', '.join(PRECISIONS)}")
-    precision = precision or "float32"
     if memory_limit_mb is not None and memory_limit_mb <= 0:
         raise VerifyInputError(f"--memory-limit {memory_limit_mb}: must be a positive number of MiB")
     if memory_growth and memory_limit_mb is not None:
@@ -716,11 +716,12 @@ def verify(src=None, converted=None, images=None, batch: int = DEFAULT_BATCH, mo
     src, converted = resolve_paths(src, converted, say)
     if mode == SAVED_MODEL:
         written = saved_model_precision(converted)
-        if precision != written and precision != "float32":
+        if precision not in (None, written):
             raise VerifyInputError(f"{converted}: its SavedModel was written in {written}, not {precision}")
         precision = written
         if not os.path.isfile(os.path.join(converted, "saved_model", "saved_model.pb")):
             raise VerifyInputError(f"{converted}: no saved_model/saved_model.pb")
+    precision = precision or "float32"
     mixed = MIXED_TOLERANCES.get(precision)
     atol = (mixed["atol"] if mixed else DEFAULT_ATOL) if atol is None else atol
     rtol = (mixed["rtol"] if mixed else DEFAULT_RTOL) if rtol is None else rtol

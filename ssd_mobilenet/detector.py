@@ -189,7 +189,7 @@ def load_model(directory: str) -> SSDMobileNetV1:
 
 
 def load(directory: str, jit_compile: bool = False, precision: str = "float32", fold_batch_norm: bool = True,
-         freeze_weights: bool | None = None, **options) -> Detector:
+         freeze_weights: bool = False, **options) -> Detector:
     """A `Detector` for a directory written by `python -m migrate convert`.
 
     `precision`: "float32", "mixed_bfloat16" (CPUs with bfloat16 units, TPUs) or
@@ -199,16 +199,13 @@ def load(directory: str, jit_compile: bool = False, precision: str = "float32", 
     SavedModel holds: weights as graph constants (oneDNN reorders each filter once, without
     the process-wide weight cache; more process memory, see docs/benchmarks.md), except for
     quantization-aware models, whose FakeQuant steps turn a constant filter's other
-    rounding into whole steps. The default (None) keeps variables.
+    rounding into whole steps. The default keeps variables: a memory budget
+    (`predict --max-memory`) would count the constants' copies.
     """
     if jit_compile and not tf.config.list_physical_devices("GPU"):
         warnings.warn("jit_compile=True on CPU: XLA was measured several times slower than the default "
                       "for this network on CPUs; it pays on GPUs", stacklevel=2)
-    model = load_model(directory)
-    if freeze_weights is None:
-        # Variables: a memory budget (`predict --max-memory`) counts the constants' copies.
-        freeze_weights = False
-    detector = Detector(model, jit_compile=jit_compile, precision=precision,
+    detector = Detector(load_model(directory), jit_compile=jit_compile, precision=precision,
                         fold_batch_norm=fold_batch_norm, freeze_weights=freeze_weights, **options)
     # The folded copy replaced the loaded model; Keras models hold reference cycles, so
     # collect now rather than keep both sets of weights until the next collection.

@@ -36,6 +36,7 @@ from ssd_mobilenet.model import PRECISIONS
 FAST = "fast"
 EXACT = "exact"
 VARIANTS = (FAST, EXACT)
+SIGNATURE_KEY = "serving_default"
 
 
 def describe(variant: str, config) -> str:
@@ -48,8 +49,8 @@ def describe(variant: str, config) -> str:
 
 
 def weights_as_constants(variant: str, config) -> bool:
+    """Whether `variant` traces the weights in as constants (module docstring)."""
     return variant == FAST and not config.weight_bits
-SIGNATURE_KEY = "serving_default"
 
 
 class DetectionModule(tf.Module):

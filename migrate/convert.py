@@ -95,9 +95,8 @@ def _check(source, tmp: str, config, check: bool, allow_ops, say, precision: str
         return {"ran": False, "reason": f"{source.graph_from}: {graph_traits.TFLITE_REFUSAL}"}
     from migrate import verify
     try:
-        serve = tf.saved_model.load(os.path.join(tmp, "saved_model"))
         return self_check.check_conversion(source, detector_lib.load_model(tmp), config, allow_ops, say,
-                                           deployed=(lambda images: serve(tf.constant(images)), precision))
+                                           deployed=(verify.saved_model_detector(tmp), precision))
     except verify.VerifyInputError as e:
         raise CheckRefusedError(f"{e} (the conversion check runs the graph; --no-check skips it)") from None
 

@@ -15,7 +15,7 @@ from conftest import (DEPTHWISE, QUANTIZED, TF13, ZOO_2017, ZOO_2018, check_dete
 from migrate.cli import main
 from migrate.sources import read_graph_def
 from migrate.tf1_graph import DETECTION_OUTPUTS, FrozenGraphRunner
-from migrate.verify import compare_detections
+from migrate.verify import MIXED_TOLERANCES, compare_detections, match_detections
 
 
 def _only(src_dir, dst, patterns):
@@ -77,11 +77,21 @@ def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, reques
     # which compare_detections matches; measured on the 2018 graph at 257x311).
     runner = FrozenGraphRunner(read_graph_def(os.path.join(fx, "frozen_inference_graph.pb")),
                                exact_arithmetic=True)
+    with open(os.path.join(out, "model_config.json")) as f:
+        config = json.load(f)
     for shape in [(2, 257, 311), (1, 480, 640)]:
         imgs = random_images(11, *shape)
         expected = runner.run(imgs, {k: f"{k}:0" for k in DETECTION_OUTPUTS})
         got = {k: v.numpy() for k, v in serve(input_tensor=tf.constant(imgs)).items()}
         for i in range(len(imgs)):
+            if name == QUANTIZED:
+                # A FakeQuant step at a boundary lands either side depending on the process (see
+                # self_check._check_deployed): matched by class and IoU, as the conversion check does.
+                result = match_detections(got, expected, i, config["score_threshold"],
+                                          MIXED_TOLERANCES["mixed_bfloat16"]["score_margin"],
+                                          config["max_total_detections"], config["iou_threshold"])
+                assert result["ok"], result
+                continue
             result = compare_detections(got, expected, i, atol=1e-5, rtol=0)
             assert result["ok"] and result["classes_equal"], result
     # No images: empty outputs of the batch's shapes (the convolutions alone reject a batch of 0).

@@ -74,12 +74,13 @@ class Result:
     error: str | None = None
 
 
-def load_detector(directory: str, jit_compile: bool = False, precision: str = "float32"):
+def load_detector(directory: str, jit_compile: bool = False, precision: str = "float32",
+                  freeze_weights: bool | None = None):
     """`ssd_mobilenet.load` with a one-line `ModelDirError` naming the directory."""
     if not os.path.isdir(directory):
         raise ModelDirError(f"{directory}: no such directory (expected the output of `migrate convert`)")
     try:
-        return ssd_mobilenet.load(directory, jit_compile=jit_compile, precision=precision)
+        return ssd_mobilenet.load(directory, jit_compile=jit_compile, precision=precision, freeze_weights=freeze_weights)
     except (OSError, ValueError, tf.errors.OpError) as e:
         raise ModelDirError(f"{directory}: cannot load the converted model: {images.error_message(e)}") from None
 
@@ -286,7 +287,10 @@ def run(converted: str, inputs, out: str | None = None, png_dir: str | None = No
     names = label_map.read(labels) if labels else None
     with warnings.catch_warnings(record=True) as caught:  # e.g. XLA on a CPU: one line, not a source excerpt
         warnings.simplefilter("always")
-        detector = load_detector(converted, jit_compile=jit_compile, precision=precision)
+        # Under a memory budget the weights stay variables: as graph constants they are held
+        # several times over in the allocator the budget counts (ssd_mobilenet.load).
+        detector = load_detector(converted, jit_compile=jit_compile, precision=precision,
+                                 freeze_weights=False if max_memory_mb is not None else None)
     for w in caught:
         warn(f"warning: {w.message}")
     if max_memory_mb is not None:

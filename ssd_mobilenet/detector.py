@@ -161,13 +161,17 @@ def save(model: SSDMobileNetV1, directory: str) -> None:
     tf.train.Checkpoint(model=model).write(os.path.join(directory, CHECKPOINT_DIR, CHECKPOINT_PREFIX))
 
 
-def load_model(directory: str) -> SSDMobileNetV1:
-    """The Keras model of a converted directory, with every weight restored (strict)."""
+def _read_config(directory: str) -> SSDConfig:
     config_path = os.path.join(directory, CONFIG_FILE)
     if not os.path.isfile(config_path):
         raise FileNotFoundError(f"{config_path}: not found (not a converted model directory)")
     with open(config_path, encoding="utf-8") as f:
-        config = SSDConfig.from_dict(json.load(f))
+        return SSDConfig.from_dict(json.load(f))
+
+
+def load_model(directory: str) -> SSDMobileNetV1:
+    """The Keras model of a converted directory, with every weight restored (strict)."""
+    config = _read_config(directory)
     model = SSDMobileNetV1(config)
     prefix = os.path.join(directory, CHECKPOINT_DIR, CHECKPOINT_PREFIX)
     stored = [name for name, _ in tf.train.list_variables(prefix) if name.endswith("VARIABLE_VALUE")]
@@ -189,23 +193,27 @@ def load_model(directory: str) -> SSDMobileNetV1:
 
 
 def load(directory: str, jit_compile: bool = False, precision: str = "float32", fold_batch_norm: bool = True,
-         freeze_weights: bool = False, **options) -> Detector:
+         freeze_weights: bool | None = None, **options) -> Detector:
     """A `Detector` for a directory written by `python -m migrate convert`.
 
     `precision`: "float32", "mixed_bfloat16" (CPUs with bfloat16 units, TPUs) or
     "mixed_float16" (GPUs). `fold_batch_norm` (default True: the fast path, rounding like
     the TF1 session), `freeze_weights` and `options` (`slice_size`, `concurrent_slices`)
-    are `Detector`'s. `freeze_weights=True` runs the fast path the exported
-    SavedModel holds: weights as graph constants (oneDNN reorders each filter once, without
-    the process-wide weight cache; more process memory, see docs/benchmarks.md), except for
-    quantization-aware models, whose FakeQuant steps turn a constant filter's other
-    rounding into whole steps. The default keeps variables: a memory budget
-    (`predict --max-memory`) would count the constants' copies.
+    are `Detector`'s. `freeze_weights` None (the default) runs the fast path the exported
+    SavedModel holds: weights as graph constants, which oneDNN reorders once instead of on
+    every call, without a process-wide weight cache; quantization-aware models keep
+    variables, since their FakeQuant steps turn a constant filter's other kernel rounding
+    into whole steps. False keeps variables: slower, but an allocator budget
+    (`predict --max-memory`) then does not count the constants' copies (graph, kernels,
+    oneDNN's cache; docs/benchmarks.md has the cost of each).
     """
     if jit_compile and not tf.config.list_physical_devices("GPU"):
         warnings.warn("jit_compile=True on CPU: XLA was measured several times slower than the default "
                       "for this network on CPUs; it pays on GPUs", stacklevel=2)
-    detector = Detector(load_model(directory), jit_compile=jit_compile, precision=precision,
+    model = load_model(directory)
+    if freeze_weights is None:
+        freeze_weights = not model.config.weight_bits
+    detector = Detector(model, jit_compile=jit_compile, precision=precision,
                         fold_batch_norm=fold_batch_norm, freeze_weights=freeze_weights, **options)
     # The folded copy replaced the loaded model; Keras models hold reference cycles, so
     # collect now rather than keep both sets of weights until the next collection.

@@ -23,12 +23,10 @@ from ssd_mobilenet.model import fold_batch_norm as fold_batch_norm_copy
 CONFIG_FILE = "model_config.json"
 CHECKPOINT_DIR = "checkpoint"
 CHECKPOINT_PREFIX = "ckpt"
-# Measured at 480x640, batch 8, on a 2-core CPU (docs/benchmarks.md): slices of 1, 2 and 4
-# images ran the batch ~0.7x as long as the TF1 session (the early layers' activations stay
-# in cache) with 0.40x, 0.42x and 0.58x of its allocator peak; the whole batch at once
-# took 0.9x and 1.0x.
+# Slices of two images kept the early layers' activations in cache and the allocator's peak
+# near one slice's, at a latency no worse than one image per slice (docs/measurements.md).
 DEFAULT_SLICE_SIZE = 2
-# Two slices in flight kept the two cores here busier than one (see `Detector`).
+# Two slices in flight kept two cores busier than one (see `Detector`, docs/measurements.md).
 DEFAULT_CONCURRENT_SLICES = 2
 INPUT_SIGNATURE = (tf.TensorSpec([None, None, None, 3], tf.uint8, name="input_tensor"),)
 
@@ -54,12 +52,11 @@ class Detector:
         with every weight a graph constant (`model.with_weights_as_constants`): oneDNN
         reorders a constant filter into its kernel layout once and caches it, where a
         variable's filter is reordered on every call (the TF1 frozen graph has constant
-        filters too). Measured at 480x640 on a 2-core AVX-512 CPU, interleaved with the TF1
-        session: batch 1 0.82x of its latency instead of 0.90-0.92x, batch 8 0.80x instead
-        of 0.83x; outputs within 6e-7 of each other. But the constants are held several
-        times over (graph, function library, kernels, oneDNN's cache) and Grappler's
-        transient copies stay in the C heap: RSS after load and 4 batch-8 calls 1102 MB
-        instead of 700 MB. Ignored with `jit_compile` (XLA folds weights itself).
+        filters too), so every call saves those reorders; outputs agree with the variables'
+        to float32 rounding. But the constants are held several times over (graph, function
+        library, kernels, oneDNN's cache) and Grappler's transient copies stay in the C heap,
+        so the process holds more memory (docs/benchmarks.md has both costs). Ignored with
+        `jit_compile` (XLA folds weights itself).
       slice_size: run preprocessing and the high-resolution early layers on slices of this
         many images (`SSDMobileNetV1.predict_raw`), so the allocator's peak holds one
         slice's large activations instead of the whole batch's; None: the batch at once
@@ -67,10 +64,8 @@ class Detector:
       concurrent_slices: how many slices run at once (the slice loop's parallel
         iterations; their early-layer activations are alive together). With one, the two
         cores share every op of one slice; with two, each works on its own slice more of the
-        time. Measured at 480x640, batch 8, on a 2-core CPU, interleaved with 1 (30 rounds,
-        frozen weights): 0.95x of its time (95% interval 0.91-0.97), at an allocator transient
-        peak of 42.3 MiB instead of 34.9 (frozen weights: 50.6 instead of 28.9). Batches of up
-        to `slice_size` images have no loop and are unaffected.
+        time, for a higher allocator peak (docs/measurements.md). Batches of up to
+        `slice_size` images have no loop and are unaffected.
     Call:
       images: uint8 [N, H, W, 3] or [H, W, 3] (numpy or tensor), any N (0 gives empty
         outputs), H, W.

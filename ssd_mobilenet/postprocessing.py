@@ -77,11 +77,11 @@ def _per_class_nms(boxes, scores, keep, config: SSDConfig, first: int = 0):
     # Anything not kept is pushed to -inf, which the kernel's strict `score > threshold` rejects.
     masked = scores if keep is None else tf.where(keep, scores, tf.constant(-float("inf"), tf.float32))
     # One NMS op per class, unrolled as in the TF1 graph: independent ops the executor runs in
-    # parallel, where a map_fn loop would run them one after the other (measured 0.03-0.07x of
-    # the TF1 session's latency at 480x640, batch 1 and 8; identical outputs).
+    # parallel, where a map_fn loop would run them one after the other (docs/measurements.md;
+    # identical outputs).
     selected, counts = [], []
     # One transpose and unstack give each class's contiguous column (a strided slice per
-    # class would add one op per class: 694 -> 337 nodes at 90 classes, 1-5% of this stage).
+    # class would add one op per class, twice the nodes at 90 classes).
     columns = tf.unstack(tf.transpose(masked))
     for k in range(first, scores.shape[1]):
         s, c = tf.raw_ops.NonMaxSuppressionV4(

@@ -161,8 +161,8 @@ def max_batch_size(detector, budget_bytes: int, image_size=(480, 640), limit: in
     caches, then `runs` times; the highest peak counts: the allocator's absolute peak on the
     detector's device, weights and everything else resident included, as a device limit
     counts it. Several runs because the peak of one batch varies from run to run with the
-    order in which concurrent ops allocate (images' post-processing runs in parallel): 25
-    runs of one batch gave peaks spread over ~95 KB, and between processes ~1 MB. Batch sizes
+    order in which concurrent ops allocate (images' post-processing runs in parallel; the
+    spread is in docs/measurements.md, far below a batch's step). Batch sizes
     double until one exceeds the budget, then a binary search finds the boundary: it assumes
     the peak grows with the batch, which holds beyond that spread.
 

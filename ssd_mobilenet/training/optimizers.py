@@ -1,0 +1,133 @@
+"""The TF1 optimisers the Object Detection API trained with, as Keras 3 optimisers.
+
+Keras' own RMSprop, SGD-with-momentum and Adam are not TF1's: Keras' RMSprop starts its
+mean square at 0 and adds epsilon outside the square root (TF1 starts it at 1 and adds epsilon
+inside), its momentum folds the learning rate into the velocity, and its Adam computes the
+bias corrections with `pow`. Continuing a TF1 training run with them changes its updates
+from the first step. These optimisers run the fused kernels TF1's `tf.train.*Optimizer`
+ran (`ResourceApplyRMSProp`, `ResourceApplyMomentum`, `ResourceApplyAdam`) on TF1's slots,
+so each update is the one TF1 computed; they are still Keras optimisers (schedules,
+`iterations`, checkpointing, `LossScaleOptimizer`).
+
+Slots (one per trainable variable, named after TF1's): RMSProp `rms` (starts at 1) and
+`momentum`; Momentum `momentum`; Adam `m`, `v` and the step's `beta1_power`/`beta2_power`
+(start at beta1/beta2 and are multiplied by them after every step, as TF1's non-slot
+variables were, rather than recomputed with `pow`).
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+
+def _handle(variable):
+    # The fused kernels update a resource in place: a tf.Variable's own, or the one a Keras 3
+    # variable wraps (Keras hands `update_step` either, depending on the distribution path).
+    if isinstance(variable, tf.Variable):
+        return variable.handle
+    return variable.value.handle
+
+
+class RMSProp(keras.optimizers.Optimizer):
+    """`tf.compat.v1.train.RMSPropOptimizer` (not centered):
+    rms = decay * rms + (1 - decay) * g^2; mom = momentum * mom + lr * g / sqrt(rms + epsilon);
+    var -= mom."""
+
+    def __init__(self, learning_rate=0.001, decay: float = 0.9, momentum: float = 0.0, epsilon: float = 1e-10,
+                 name: str = "RMSProp", **kwargs):
+        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        self.decay, self.momentum, self.epsilon = float(decay), float(momentum), float(epsilon)
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)
+        self._rms = [self.add_variable_from_reference(v, "rms", initializer="ones") for v in var_list]
+        self._mom = [self.add_variable_from_reference(v, "momentum", initializer="zeros") for v in var_list]
+
+    def update_step(self, gradient, variable, learning_rate):
+        i = self._get_variable_index(variable)
+        dtype = variable.dtype
+        tf.raw_ops.ResourceApplyRMSProp(
+            var=_handle(variable), ms=_handle(self._rms[i]), mom=_handle(self._mom[i]),
+            lr=tf.cast(learning_rate, dtype), rho=tf.constant(self.decay, dtype),
+            momentum=tf.constant(self.momentum, dtype), epsilon=tf.constant(self.epsilon, dtype),
+            grad=tf.cast(gradient, dtype))
+
+    def get_config(self):
+        return {**super().get_config(), "decay": self.decay, "momentum": self.momentum, "epsilon": self.epsilon}
+
+
+class Momentum(keras.optimizers.Optimizer):
+    """`tf.compat.v1.train.MomentumOptimizer` (not Nesterov): accum = momentum * accum + g;
+    var -= lr * accum."""
+
+    def __init__(self, learning_rate=0.001, momentum: float = 0.9, name: str = "Momentum", **kwargs):
+        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        self.momentum = float(momentum)
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)
+        self._accum = [self.add_variable_from_reference(v, "momentum", initializer="zeros") for v in var_list]
+
+    def update_step(self, gradient, variable, learning_rate):
+        i = self._get_variable_index(variable)
+        dtype = variable.dtype
+        tf.raw_ops.ResourceApplyMomentum(
+            var=_handle(variable), accum=_handle(self._accum[i]), lr=tf.cast(learning_rate, dtype),
+            grad=tf.cast(gradient, dtype), momentum=tf.constant(self.momentum, dtype), use_nesterov=False)
+
+    def get_config(self):
+        return {**super().get_config(), "momentum": self.momentum}
+
+
+class Adam(keras.optimizers.Optimizer):
+    """`tf.compat.v1.train.AdamOptimizer`: m += (g - m)(1 - beta1); v += (g^2 - v)(1 - beta2);
+    var -= lr sqrt(1 - beta2^t) / (1 - beta1^t) * m / (sqrt(v) + epsilon), the powers kept as
+    running products."""
+
+    def __init__(self, learning_rate=0.001, beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-8,
+                 name: str = "Adam", **kwargs):
+        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        self.beta1, self.beta2, self.epsilon = float(beta1), float(beta2), float(epsilon)
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)
+        self._m = [self.add_variable_from_reference(v, "m", initializer="zeros") for v in var_list]
+        self._v = [self.add_variable_from_reference(v, "v", initializer="zeros") for v in var_list]
+        self._beta1_power = self.add_variable((), initializer=keras.initializers.Constant(self.beta1),
+                                              name="beta1_power")
+        self._beta2_power = self.add_variable((), initializer=keras.initializers.Constant(self.beta2),
+                                              name="beta2_power")
+
+    def update_step(self, gradient, variable, learning_rate):
+        i = self._get_variable_index(variable)
+        dtype = variable.dtype
+        tf.raw_ops.ResourceApplyAdam(
+            var=_handle(variable), m=_handle(self._m[i]), v=_handle(self._v[i]),
+            beta1_power=tf.cast(self._beta1_power, dtype), beta2_power=tf.cast(self._beta2_power, dtype),
+            lr=tf.cast(learning_rate, dtype), beta1=tf.constant(self.beta1, dtype),
+            beta2=tf.constant(self.beta2, dtype), epsilon=tf.constant(self.epsilon, dtype),
+            grad=tf.cast(gradient, dtype), use_nesterov=False)
+
+    def apply(self, grads, trainable_variables=None):
+        result = super().apply(grads, trainable_variables)
+        # After every variable's update, as TF1's `_finish` advanced the powers.
+        self._beta1_power.assign(self._beta1_power * self.beta1)
+        self._beta2_power.assign(self._beta2_power * self.beta2)
+        return result
+
+    def get_config(self):
+        return {**super().get_config(), "beta1": self.beta1, "beta2": self.beta2, "epsilon": self.epsilon}
+
+
+def clip_gradients_by_norm(grads, max_norm: float) -> list:
+    """Each gradient rescaled to an L2 norm of at most `max_norm` on its own (slim's
+    `clip_gradient_norms`, which the OD API applied for `gradient_clipping_by_norm`); not the
+    global norm of all gradients together. None gradients stay None."""
+    return [None if g is None else tf.clip_by_norm(g, max_norm) for g in grads]

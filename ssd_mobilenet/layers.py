@@ -16,19 +16,31 @@ import keras
 import tensorflow as tf
 
 
+# slim.batch_norm's default decay, which the OD API's hyperparams.proto keeps (configs set 0.9997).
+DEFAULT_BATCH_NORM_DECAY = 0.999
+
+
 class BatchNorm(keras.layers.Layer):
-    """Inference batch norm with slim's variable names and either TF1 arithmetic.
+    """Batch norm with slim's variable names and either TF1 arithmetic.
 
     Unfused (`fused=False`) is the op sequence slim builds when the fused kernel is off:
     `inv = rsqrt(var + eps) * gamma; y = x * inv + (beta - mean * inv)`. `fused=True` runs
-    the FusedBatchNorm kernel that newer exports contain. The two round differently
-    (~1e-6 relative), so the model reproduces whichever the source graph used.
+    the FusedBatchNorm kernel that newer exports contain. The two round differently, so the
+    model reproduces whichever the source graph used.
+
+    With `training=True` it normalises with the batch's statistics and moves the moving ones
+    towards them, as `slim.batch_norm(is_training=True)` did with its update ops run in the
+    same step: unfused, `tf.nn.moments` (population variance) for both; fused, the kernel's
+    batch mean and its Bessel-corrected variance for the update; the update
+    `moving -= (moving - batch) * (1 - decay)` (`assign_moving_average`, no zero debiasing).
+    `decay` is a training setting, not a weight: the trainer sets it from the pipeline.config.
     """
 
-    def __init__(self, epsilon=0.001, fused=False, **kwargs):
+    def __init__(self, epsilon=0.001, fused=False, decay=DEFAULT_BATCH_NORM_DECAY, **kwargs):
         super().__init__(**kwargs)
         self.epsilon = epsilon
         self.fused = fused
+        self.decay = decay
 
     def build(self, input_shape):
         c = int(input_shape[-1])
@@ -38,7 +50,9 @@ class BatchNorm(keras.layers.Layer):
         self.moving_variance = self.add_weight(name="moving_variance", shape=(c,), initializer="ones",
                                                trainable=False)
 
-    def call(self, x):
+    def call(self, x, training=False):
+        if training:
+            return self._train(x)
         if self.fused:
             y, _, _ = tf.compat.v1.nn.fused_batch_norm(
                 x, self.gamma, self.beta, self.moving_mean, self.moving_variance,
@@ -47,8 +61,23 @@ class BatchNorm(keras.layers.Layer):
         inv = tf.math.rsqrt(self.moving_variance + self.epsilon) * self.gamma
         return x * inv + (self.beta - self.moving_mean * inv)
 
+    def _train(self, x):
+        if self.fused:
+            y, mean, variance = tf.compat.v1.nn.fused_batch_norm(x, self.gamma, self.beta, epsilon=self.epsilon,
+                                                                 is_training=True)
+        else:
+            mean, variance = tf.nn.moments(x, [0, 1, 2])
+            y = tf.nn.batch_normalization(x, mean, variance, self.beta, self.gamma, self.epsilon)
+        # assign_moving_average's arithmetic: slim passed decay as a Python float, so 1 - decay
+        # is a float64 difference rounded to float32 (not a float32 subtraction), then one
+        # assign_sub per statistic.
+        one_minus = tf.constant(1.0 - self.decay, tf.float32)
+        for moving, batch in ((self.moving_mean, mean), (self.moving_variance, variance)):
+            moving.assign_sub((moving - tf.stop_gradient(batch)) * one_minus)
+        return y
+
     def get_config(self):
-        return {**super().get_config(), "epsilon": self.epsilon, "fused": self.fused}
+        return {**super().get_config(), "epsilon": self.epsilon, "fused": self.fused, "decay": self.decay}
 
 
 class FakeQuant(keras.layers.Layer):
@@ -146,7 +175,7 @@ class SlimConv(keras.layers.Layer):
             if quant is not None:
                 quant.build()
 
-    def call(self, x):
+    def call(self, x, training=False):
         padding = "SAME"
         if self.explicit_padding and self.kernel_size > 1:
             beg = (self.kernel_size - 1) // 2
@@ -166,7 +195,7 @@ class SlimConv(keras.layers.Layer):
         else:
             y = tf.nn.conv2d(x, kernel, strides, padding)
         if self.norm is not None and self.weights_quant is None:
-            y = self.norm(y)
+            y = self.norm(y, training=training)
         else:
             y = tf.nn.bias_add(y, bias)
         if self.relu6:

@@ -90,14 +90,12 @@ def read(msg: "TextMessage | None", path: str, spec: Message) -> dict:
     return out
 
 
-def choose(msg: "TextMessage | None", path: str, options: dict, required: bool = True):
-    """(name, sub-message) of the oneof member set in `msg` among `options` ({name: why refused,
-    or None when supported}); refuses an unsupported member, or none set when `required`."""
-    name, sub = msg.oneof(tuple(options)) if msg is not None else (None, None)
-    if name is None:
-        if required:
-            fail(path, "(missing)", f"expected one of {', '.join(n for n, why in options.items() if why is None)}")
-        return None, None
-    if options[name] is not None:
-        fail(f"{path}.{name}", "{...}", f"not supported: {options[name]}")
+def choose(msg: "TextMessage | None", path: str, spec: Message, required: bool = True):
+    """(name, sub-message) of the oneof member of `spec` set in `msg` (its `MESSAGE` fields), after
+    checking `msg` against `spec`; refuses none set when `required`. (None, None) when not set."""
+    read(msg, path, spec)  # unknown and REFUSED members first, so the error names them
+    members = tuple(f.name for f in spec.fields if f.kind == MESSAGE)
+    name, sub = msg.oneof(members) if msg is not None else (None, None)
+    if name is None and required:
+        fail(path, "(missing)", f"expected one of {', '.join(members)}")
     return name, sub

@@ -435,12 +435,9 @@ def _read_training(root, ssd, inference: SSDConfig) -> TrainingConfig:
 
 
 def _matcher(ssd, p):
-    _, sim = choose(ssd.child("similarity_calculator"), f"{p}.similarity_calculator",
-                    {f.name: f.why or None for f in SIMILARITY.fields})
-    read(ssd.child("similarity_calculator"), f"{p}.similarity_calculator", SIMILARITY)
+    _, sim = choose(ssd.child("similarity_calculator"), f"{p}.similarity_calculator", SIMILARITY)
     read(sim, f"{p}.similarity_calculator.iou_similarity", Message(SIMILARITY.proto, ()))
-    read(ssd.child("matcher"), f"{p}.matcher", MATCHER)
-    _, m = choose(ssd.child("matcher"), f"{p}.matcher", {f.name: f.why or None for f in MATCHER.fields})
+    _, m = choose(ssd.child("matcher"), f"{p}.matcher", MATCHER)
     q = f"{p}.matcher.argmax_matcher"
     v = read(m, q, ARGMAX_MATCHER)
     ignore = v.pop("ignore_thresholds")
@@ -458,14 +455,10 @@ def _loss(loss, p):
     if loss is None:
         fail(p, "(missing)", "training needs model.ssd.loss")
     top = read(loss, p, LOSS)
-    loc_kind, loc = choose(loss.child("localization_loss"), f"{p}.localization_loss",
-                           {f.name: f.why or None for f in LOCALIZATION_LOSS.fields})
-    read(loss.child("localization_loss"), f"{p}.localization_loss", LOCALIZATION_LOSS)
+    loc_kind, loc = choose(loss.child("localization_loss"), f"{p}.localization_loss", LOCALIZATION_LOSS)
     loc_v = read(loc, f"{p}.localization_loss.{loc_kind}",
                  WEIGHTED_SMOOTH_L1 if loc_kind == "weighted_smooth_l1" else WEIGHTED_L2)
-    cls_kind, cls = choose(loss.child("classification_loss"), f"{p}.classification_loss",
-                           {f.name: f.why or None for f in CLASSIFICATION_LOSS.fields})
-    read(loss.child("classification_loss"), f"{p}.classification_loss", CLASSIFICATION_LOSS)
+    cls_kind, cls = choose(loss.child("classification_loss"), f"{p}.classification_loss", CLASSIFICATION_LOSS)
     cls_spec = {"weighted_sigmoid": WEIGHTED_SIGMOID, "weighted_softmax": WEIGHTED_SOFTMAX,
                 "weighted_sigmoid_focal": SIGMOID_FOCAL}[cls_kind]
     cls_v = read(cls, f"{p}.classification_loss.{cls_kind}", cls_spec)
@@ -485,9 +478,8 @@ def _loss(loss, p):
 
 def _hyperparams(hp, p):
     v = read(hp, p, HYPERPARAMS)
-    _, l2 = choose(hp.child("regularizer") if hp is not None else None, f"{p}.regularizer",
-                   {f.name: f.why or None for f in REGULARIZER.fields}, required=False)
-    read(hp.child("regularizer") if hp is not None else None, f"{p}.regularizer", REGULARIZER)
+    regularizer = hp.child("regularizer") if hp is not None else None
+    _, l2 = choose(regularizer, f"{p}.regularizer", REGULARIZER, required=False)
     weight = read(l2, f"{p}.regularizer.l2_regularizer", L2_REGULARIZER)["weight"] if l2 is not None else 0.0
     bn = hp.child("batch_norm") if hp is not None else None
     batch_norm = BatchNormConfig(**read(bn, f"{p}.batch_norm", BATCH_NORM)) if bn is not None else None
@@ -495,8 +487,7 @@ def _hyperparams(hp, p):
 
 
 def _learning_rate(lr, p):
-    kind, msg = choose(lr, p, {f.name: None for f in LEARNING_RATE.fields})
-    read(lr, p, LEARNING_RATE)
+    kind, msg = choose(lr, p, LEARNING_RATE)
     spec = {"constant_learning_rate": CONSTANT_LR, "exponential_decay_learning_rate": EXPONENTIAL_DECAY_LR,
             "manual_step_learning_rate": MANUAL_STEP_LR, "cosine_decay_learning_rate": COSINE_DECAY_LR}[kind]
     params = read(msg, f"{p}.{kind}", spec)
@@ -508,7 +499,7 @@ def _learning_rate(lr, p):
 
 def _optimizer(opt, p):
     top = read(opt, p, OPTIMIZER)
-    kind, msg = choose(opt, p, {f.name: None for f in OPTIMIZER.fields if f.kind == MESSAGE})
+    kind, msg = choose(opt, p, OPTIMIZER)
     spec = {"rms_prop_optimizer": RMS_PROP, "momentum_optimizer": MOMENTUM, "adam_optimizer": ADAM}[kind]
     v = read(msg, f"{p}.{kind}", spec)
     if msg.child("learning_rate") is None:

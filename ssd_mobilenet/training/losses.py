@@ -109,8 +109,8 @@ class WeightedSoftmax(_Loss):
         num_classes = prediction.shape[-1]
         logits = tf.divide(prediction, self.logit_scale)
         # TF1's softmax_cross_entropy_with_logits passed no gradient to the labels.
-        per_row = tf.nn.softmax_cross_entropy_with_logits(labels=tf.stop_gradient(tf.reshape(target, [-1, num_classes])),
-                                                          logits=tf.reshape(logits, [-1, num_classes]))
+        labels = tf.stop_gradient(tf.reshape(target, [-1, num_classes]))
+        per_row = tf.nn.softmax_cross_entropy_with_logits(labels=labels, logits=tf.reshape(logits, [-1, num_classes]))
         return tf.reshape(per_row, tf.shape(weights)) * weights
 
 

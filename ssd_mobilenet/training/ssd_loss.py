@@ -47,8 +47,8 @@ class SSDLoss:
         if loss.hard_example_miner is not None:
             miner = HardExampleMiner.from_config(loss.hard_example_miner, loss.classification_weight,
                                                  loss.localization_weight)
-        assigner = TargetAssigner(ArgMaxMatcher.from_config(config.matcher), FasterRcnnBoxCoder(config.box_coder_scales),
-                                  config.negative_class_weight)
+        assigner = TargetAssigner(ArgMaxMatcher.from_config(config.matcher),
+                                  FasterRcnnBoxCoder(config.box_coder_scales), config.negative_class_weight)
         return cls(assigner, losses.localization_loss(loss), losses.classification_loss(loss),
                    loss.localization_weight, loss.classification_weight, miner,
                    config.normalize_loss_by_num_matches, config.normalize_loc_loss_by_codesize,

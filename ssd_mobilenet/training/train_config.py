@@ -12,12 +12,11 @@ the defaults are those of tensorflow/models research/object_detection/protos at 
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from ssd_mobilenet import pipeline_text
-from ssd_mobilenet.config import ConfigError, SSDConfig
-from ssd_mobilenet.training.proto_table import (DEFAULT_ONLY, IGNORED, MESSAGE, READ, REFUSED, Field, Message,
+from ssd_mobilenet.config import SSDConfig, _PipelineReader, parse_pipeline_config
+from ssd_mobilenet.training.proto_table import (DEFAULT_ONLY, IGNORED, MESSAGE, REFUSED, Field, Message,
                                                 choose, fail, read)
 
 _INPUT = "about the TF1 input pipeline, not the numerics"
@@ -401,15 +400,8 @@ class TrainingConfig:
         Raises:
           ConfigError: naming the field and value that cannot be honoured (or the parse error).
         """
-        text = path_or_text
-        if "\n" not in path_or_text and os.path.exists(path_or_text):
-            try:
-                with open(path_or_text, encoding="utf-8") as f:
-                    text = f.read()
-            except (OSError, UnicodeDecodeError) as e:
-                raise ConfigError(f"cannot read: {e}") from None
-        inference = SSDConfig.from_pipeline_config(text)  # refuses what the model cannot build
-        root = pipeline_text.parse(text)
+        root = parse_pipeline_config(path_or_text)
+        inference = _PipelineReader(root).config()  # the SSDConfig: refuses what the model cannot build
         return _read_training(root, root.child("model").child("ssd"), inference)
 
 

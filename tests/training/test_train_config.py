@@ -117,7 +117,8 @@ def test_ssd_loss_from_config():
 @needs_shared
 @pytest.mark.parametrize("old, new, field", [
     ("weighted_smooth_l1 {", "weighted_iou {", "model.ssd.loss.localization_loss.weighted_iou"),
-    ("weighted_sigmoid {", "bootstrapped_sigmoid { alpha: 0.5", "model.ssd.loss.classification_loss.bootstrapped_sigmoid"),
+    ("weighted_sigmoid {", "bootstrapped_sigmoid { alpha: 0.5",
+     "model.ssd.loss.classification_loss.bootstrapped_sigmoid"),
     ("weighted_sigmoid {", "weighted_sigmoid_focal {", "model.ssd.loss.hard_example_miner"),
     ("iou_similarity {", "ioa_similarity {", "model.ssd.similarity_calculator.ioa_similarity"),
     ("argmax_matcher {", "bipartite_matcher {", "model.ssd.matcher.bipartite_matcher"),

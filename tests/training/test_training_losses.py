@@ -44,7 +44,8 @@ def test_l2_losses_mask():  # testReturnsCorrectWeightedLossWithLossesMask
 
 
 # ---- WeightedSmoothL1LocalizationLossTest ----------------------------------------------------------
-SMOOTH_L1_PREDICTIONS = [[[2.5, 0, .4, 0], [0, 0, 0, 0], [0, 2.5, 0, .4]], [[3.5, 0, 0, 0], [0, .4, 0, .9], [0, 0, 1.5, 0]]]
+SMOOTH_L1_PREDICTIONS = [[[2.5, 0, .4, 0], [0, 0, 0, 0], [0, 2.5, 0, .4]],
+                         [[3.5, 0, 0, 0], [0, .4, 0, .9], [0, 0, 1.5, 0]]]
 
 
 def test_smooth_l1():  # testReturnsCorrectLoss
@@ -64,13 +65,13 @@ def test_smooth_l1_losses_mask():  # testReturnsCorrectLossWithLossesMask
 def test_smooth_l1_is_tf1_huber_loss_bit_for_bit():
     # Not an OD API number: the loss must equal TF's own huber_loss (what TF 1.13's OD API called).
     rng = np.random.default_rng(0)
-    prediction, target = rng.normal(0, 2, (2, 50, 4)).astype(np.float32), rng.normal(0, 2, (2, 50, 4)).astype(np.float32)
+    prediction, target = (rng.normal(0, 2, (2, 50, 4)).astype(np.float32) for _ in range(2))
     weights = rng.uniform(0, 2, (2, 50)).astype(np.float32)
     for delta in (1.0, 0.5):
         ours = WeightedSmoothL1(delta)(prediction, target, weights=weights)
-        theirs = tf.reduce_sum(tf.compat.v1.losses.huber_loss(target, prediction, weights=weights[..., None], delta=delta,
-                                                              loss_collection=None,
-                                                              reduction=tf.compat.v1.losses.Reduction.NONE), axis=2)
+        huber = tf.compat.v1.losses.huber_loss(target, prediction, weights=weights[..., None], delta=delta,
+                                               loss_collection=None, reduction=tf.compat.v1.losses.Reduction.NONE)
+        theirs = tf.reduce_sum(huber, axis=2)
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
 
 
@@ -159,7 +160,8 @@ def test_focal_alpha_zero_ignores_positives():  # testIgnorePositiveExampleLossV
     close(order_of_ratio(sigmoid[0][3:], focal[0][3:]), [1., 1.])
 
 
-def test_focal_half_alpha_zero_gamma_is_half_sigmoid():  # testSimilarToSigmoidXEntropyWithHalfAlphaAndZeroGammaUpToAScale
+# testSimilarToSigmoidXEntropyWithHalfAlphaAndZeroGammaUpToAScale
+def test_focal_half_alpha_zero_gamma_is_half_sigmoid():
     logits, targets, weights = sigmoid_inputs()
     close(WeightedSigmoid()(logits, targets, weights=weights),
           SigmoidFocal(alpha=0.5, gamma=0.0)(logits, targets, weights=weights) * 2)

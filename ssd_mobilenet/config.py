@@ -212,18 +212,7 @@ class SSDConfig:
         Raises:
           ConfigError: naming the field and value the model cannot honour, or the parse error.
         """
-        text = path_or_text
-        if "\n" not in path_or_text and os.path.exists(path_or_text):
-            try:
-                with open(path_or_text, encoding="utf-8") as f:
-                    text = f.read()
-            except (OSError, UnicodeDecodeError) as e:
-                raise ConfigError(f"cannot read: {e}") from None
-        try:
-            root = pipeline_text.parse(text)
-        except pipeline_text.TextFormatError as e:
-            raise ConfigError(f"not valid protobuf text format: {e}") from None
-        return _PipelineReader(root).config()
+        return _PipelineReader(parse_pipeline_config(path_or_text)).config()
 
     def to_pipeline_config(self) -> str:
         """The inference-relevant part of a TF1 `pipeline.config` for this config."""
@@ -312,6 +301,25 @@ class SSDConfig:
   }}
 }}
 {rewriter}"""
+
+
+def parse_pipeline_config(path_or_text: str) -> TextMessage:
+    """The parsed tree of a `pipeline.config` (a file path or its text).
+
+    Raises:
+      ConfigError: the file cannot be read or is not protobuf text format.
+    """
+    text = path_or_text
+    if "\n" not in path_or_text and os.path.exists(path_or_text):
+        try:
+            with open(path_or_text, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"cannot read: {e}") from None
+    try:
+        return pipeline_text.parse(text)
+    except pipeline_text.TextFormatError as e:
+        raise ConfigError(f"not valid protobuf text format: {e}") from None
 
 
 class _PipelineReader:

@@ -1,0 +1,153 @@
+"""TrainingConfig on the real pipeline.configs in ../shared/zoo, and refusals naming the field."""
+
+import numpy as np
+import pytest
+
+from conftest import needs_shared, zoo_path
+from ssd_mobilenet import ConfigError
+from ssd_mobilenet.training.hard_example_miner import HardExampleMiner
+from ssd_mobilenet.training.losses import SigmoidFocal, WeightedSigmoid, WeightedSmoothL1
+from ssd_mobilenet.training.ssd_loss import SSDLoss
+from ssd_mobilenet.training.train_config import TrainingConfig
+
+ZOO_2018 = ("ssd_mobilenet_v1_coco_2018_01_28", "pipeline.config")
+QUANTIZED = ("ssd_mobilenet_v1_quantized_300x300_coco14_sync_2018_07_18", "pipeline.config")
+SAMPLE = ("sample_configs", "ssd_mobilenet_v1_0.75_depth_300x300_coco14_sync.config")
+F32 = lambda x: float(np.float32(x))  # noqa: E731  (proto floats are float32)
+
+
+def read(parts):
+    return TrainingConfig.from_pipeline_config(zoo_path(*parts))
+
+
+def text(parts):
+    with open(zoo_path(*parts)) as f:
+        return f.read()
+
+
+@needs_shared
+def test_zoo_2018():
+    c = read(ZOO_2018)
+    m = c.matcher
+    assert (m.matched_threshold, m.unmatched_threshold, m.negatives_lower_than_unmatched,
+            m.force_match_for_each_row, m.use_matmul_gather) == (0.5, 0.5, True, True, False)
+    loss = c.loss
+    assert (loss.localization, loss.smooth_l1_delta, loss.classification) == ("weighted_smooth_l1", 1.0,
+                                                                               "weighted_sigmoid")
+    assert (loss.classification_weight, loss.localization_weight) == (1.0, 1.0)
+    miner = loss.hard_example_miner
+    assert (miner.num_hard_examples, miner.iou_threshold, miner.loss_type, miner.max_negatives_per_positive,
+            miner.min_negatives_per_image) == (3000, F32(0.990000009537), "CLASSIFICATION", 3, 0)
+    assert c.normalize_loss_by_num_matches and not c.normalize_loc_loss_by_codesize
+    assert not c.encode_background_as_zeros and c.box_coder_scales == (10.0, 10.0, 5.0, 5.0)
+    fe = c.feature_extractor_hyperparams
+    assert fe.l2_weight == F32(3.99999989895e-05) and not c.override_base_feature_extractor_hyperparams
+    assert (fe.batch_norm.decay, fe.batch_norm.epsilon, fe.batch_norm.scale, fe.batch_norm.train) == \
+        (F32(0.999700009823), F32(0.0010000000475), True, True)
+    assert c.box_predictor_hyperparams.l2_weight == F32(3.99999989895e-05)
+    t = c.train
+    assert (t.batch_size, t.num_steps, t.gradient_clipping_by_norm) == (24, 200000, 0.0)
+    assert [a.kind for a in t.data_augmentation] == ["random_horizontal_flip", "ssd_random_crop"]
+    assert t.data_augmentation[1].operations == ()  # `ssd_random_crop {}`: the OD API's built-in operations
+    # from_detection_checkpoint: true and no fine_tune_checkpoint_type -> "detection" (TF 1.13 model_lib)
+    assert t.fine_tune_checkpoint_type == "detection"
+    opt = t.optimizer
+    assert (opt.kind, opt.momentum, opt.decay, opt.epsilon) == ("rms_prop_optimizer", F32(0.9), F32(0.9), 1.0)
+    assert opt.use_moving_average and opt.moving_average_decay == F32(0.9999)  # unset: the proto defaults
+    lr = opt.learning_rate
+    assert lr.kind == "exponential_decay_learning_rate"
+    assert (lr["initial_learning_rate"], lr["decay_steps"], lr["decay_factor"], lr["staircase"]) == \
+        (F32(0.004), 800720, F32(0.95), True)
+
+
+@needs_shared
+def test_quantized_zoo_config():
+    c = read(QUANTIZED)
+    assert c.matcher.use_matmul_gather
+    loss = c.loss
+    assert (loss.classification, loss.focal_gamma, loss.focal_alpha, loss.hard_example_miner) == \
+        ("weighted_sigmoid_focal", 2.0, 0.75, None)
+    assert c.encode_background_as_zeros and c.normalize_loc_loss_by_codesize and c.inplace_batchnorm_update
+    assert c.override_base_feature_extractor_hyperparams
+    assert c.feature_extractor_hyperparams.batch_norm.decay == F32(0.97000002861)
+    t = c.train
+    assert (t.batch_size, t.num_steps, t.fine_tune_checkpoint_type) == (128, 50000, "classification")
+    opt = t.optimizer
+    assert (opt.kind, opt.momentum, opt.use_moving_average) == ("momentum_optimizer", F32(0.9), False)
+    lr = opt.learning_rate
+    assert lr.kind == "cosine_decay_learning_rate"
+    assert (lr["learning_rate_base"], lr["total_steps"], lr["warmup_learning_rate"], lr["warmup_steps"],
+            lr["hold_base_rate_steps"]) == (F32(0.2), 50000, F32(0.0599999986589), 2000, 0)
+
+
+@needs_shared
+def test_sample_config_and_the_tf13_config():
+    c = read(SAMPLE)
+    assert (c.train.batch_size, c.train.optimizer.learning_rate["learning_rate_base"]) == (2048, F32(0.9))
+    assert c.loss.localization_weight == 1.0 and c.loss.focal_alpha == 0.75
+    assert read(("sample_configs", "ssd_mobilenet_v1_0.75_depth_quantized_300x300_coco14_sync.config")) \
+        .train.optimizer.learning_rate["learning_rate_base"] == F32(.2)  # spelled ".2"
+    # The TF 1.3-era config spells the since-deprecated `anchorwise_output: true`: accepted (ignored).
+    old = read(("custom_nc3_tf1.3_config_mismatch", "pipeline.config"))
+    assert old.loss.hard_example_miner.iou_threshold == F32(0.99)
+
+
+@needs_shared
+@pytest.mark.parametrize("name", ["ssd_mobilenet_v1_fpn_shared_box_predictor_640x640_coco14_sync.config",
+                                  "ssd_mobilenet_v1_ppn_shared_box_predictor_300x300_coco14_sync.config"])
+def test_other_architectures_are_refused(name):
+    with pytest.raises(ConfigError, match="model.ssd.feature_extractor.type"):
+        read(("sample_configs", name))
+
+
+@needs_shared
+def test_ssd_loss_from_config():
+    zoo = SSDLoss.from_config(read(ZOO_2018))
+    assert isinstance(zoo.localization_loss, WeightedSmoothL1) and isinstance(zoo.classification_loss, WeightedSigmoid)
+    assert zoo.hard_example_miner == HardExampleMiner(3000, F32(0.99), "cls", 1.0, 1.0, 3.0, 0)
+    assert zoo.assigner.matcher.force_match_for_each_row and zoo.assigner.coder.scales == (10.0, 10.0, 5.0, 5.0)
+    quantized = SSDLoss.from_config(read(QUANTIZED))
+    focal = quantized.classification_loss
+    assert isinstance(focal, SigmoidFocal) and (focal.gamma, focal.alpha) == (2.0, 0.75)
+    assert quantized.hard_example_miner is None and quantized.encode_background_as_zeros
+    assert quantized.unmatched_class_label(3).numpy().tolist() == [0.0, 0.0, 0.0]
+    assert zoo.unmatched_class_label(3).numpy().tolist() == [1.0, 0.0, 0.0]
+
+
+@needs_shared
+@pytest.mark.parametrize("old, new, field", [
+    ("weighted_smooth_l1 {", "weighted_iou {", "model.ssd.loss.localization_loss.weighted_iou"),
+    ("weighted_sigmoid {", "bootstrapped_sigmoid { alpha: 0.5",
+     "model.ssd.loss.classification_loss.bootstrapped_sigmoid"),
+    ("weighted_sigmoid {", "weighted_sigmoid_focal {", "model.ssd.loss.hard_example_miner"),
+    ("iou_similarity {", "ioa_similarity {", "model.ssd.similarity_calculator.ioa_similarity"),
+    ("argmax_matcher {", "bipartite_matcher {", "model.ssd.matcher.bipartite_matcher"),
+    ("loss_type: CLASSIFICATION", "loss_type: HARDEST", "model.ssd.loss.hard_example_miner.loss_type"),
+    ("unmatched_threshold: 0.5", "unmatched_threshold: 0.6", "model.ssd.matcher.argmax_matcher.unmatched_threshold"),
+    ("rms_prop_optimizer {", "adagrad_optimizer {", "train_config.optimizer.adagrad_optimizer"),
+    ("exponential_decay_learning_rate {", "polynomial_decay_learning_rate {",
+     "train_config.optimizer.rms_prop_optimizer.learning_rate.polynomial_decay_learning_rate"),
+    ("ssd_random_crop {", "random_adjust_brightness {",
+     "train_config.data_augmentation_options.random_adjust_brightness"),
+    ("batch_size: 24", "batch_size: 24\n  freeze_variables: 'Conv2d_0'", "train_config.freeze_variables"),
+    ("batch_size: 24", "batch_size: 24\n  use_bfloat16: true", "train_config.use_bfloat16"),
+    ("batch_size: 24", "batch_sise: 24", "train_config.batch_sise"),
+    ("decay: 0.899999976158", "decay: fast", "train_config.optimizer.rms_prop_optimizer.decay"),
+    ("normalize_loss_by_num_matches: true", "normalize_loss_by_num_matches: true\n    use_confidences_as_targets: true",
+     "model.ssd.use_confidences_as_targets"),
+    ("classification_weight: 1.0", "classification_weight: 1.0\n      random_example_sampler { }",
+     "model.ssd.loss.random_example_sampler"),
+    ("l2_regularizer {", "l1_regularizer {", "model.ssd.feature_extractor.conv_hyperparams.regularizer.l1_regularizer"),
+])
+def test_unsupported_options_name_the_field(old, new, field):
+    original = text(ZOO_2018)
+    assert old in original
+    with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
+        TrainingConfig.from_pipeline_config(original.replace(old, new, 1))
+
+
+@needs_shared
+def test_missing_train_config_is_refused():
+    original = text(ZOO_2018)
+    with pytest.raises(ConfigError, match="train_config"):
+        TrainingConfig.from_pipeline_config(original[:original.index("train_config {")])

@@ -111,36 +111,53 @@ class _Decoder:
             return tf.fill(tf.shape(texts), tf.constant(-1, tf.int64))
         return self.table.lookup(texts)
 
-    def __call__(self, serialized):
-        f = tf.io.parse_single_example(serialized, FEATURES)
-        image = images.decode(f["image/encoded"])
-        coordinates = [tf.sparse.to_dense(f[k]) for k in BOX_KEYS]
+    def parse(self, serialized):
+        return tf.io.parse_single_example(serialized, FEATURES)
+
+    @staticmethod
+    def image(features):
+        encoded = features["image/encoded"]
+        with tf.control_dependencies([tf.debugging.assert_greater(tf.strings.length(encoded), 0,
+                                                                  message="image/encoded is missing or empty")]):
+            return images.decode(encoded)
+
+    def objects(self, features):
+        """-> boxes float32 [M, 4] inside [0, 1], classes int32 [M]; raises on inconsistent lists."""
+        coordinates = [tf.sparse.to_dense(features[k]) for k in BOX_KEYS]
         count = tf.size(coordinates[0])
         checks = [tf.debugging.assert_equal(tf.size(c), count, message=f"{k} and {BOX_KEYS[0]} differ in length")
                   for k, c in zip(BOX_KEYS[1:], coordinates[1:])]
-        labels = tf.sparse.to_dense(f["image/object/class/label"])
-        texts = tf.sparse.to_dense(f["image/object/class/text"], default_value="")
+        labels = tf.sparse.to_dense(features["image/object/class/label"])
+        texts = tf.sparse.to_dense(features["image/object/class/text"], default_value="")
         from_text = tf.equal(tf.size(labels), 0)
         classes = tf.cond(from_text, lambda: self._classes_from_text(texts), lambda: labels)
-        checks += [
-            tf.debugging.assert_equal(tf.size(classes), count, message="the boxes and the class labels "
-                                      "(image/object/class/label, else class/text) differ in number"),
-            tf.debugging.Assert(tf.logical_not(from_text) | tf.reduce_all(classes >= 1),
-                                ["image/object/class/text not in the label map:", texts], summarize=10),
-            tf.debugging.Assert(from_text | tf.reduce_all(classes >= 1),
-                                ["image/object/class/label must be >= 1 (1-based):", classes], summarize=10),
-        ]
+        checks.append(tf.debugging.assert_equal(tf.size(classes), count, message=(
+            "the boxes and the class labels (image/object/class/label, else class/text) differ in number")))
+        with tf.control_dependencies(checks):
+            # Separate messages: a text the label map lacks, or a label that is not 1-based.
+            one = tf.ones_like(classes)
+            checks = [tf.debugging.assert_greater_equal(
+                tf.where(from_text, classes, one), one,
+                message="image/object/class/text not in the label map (or no label map given)"),
+                tf.debugging.assert_greater_equal(tf.where(from_text, one, classes), one,
+                                                  message="image/object/class/label must be >= 1 (1-based)")]
         if self.num_classes is not None:
-            checks.append(tf.debugging.Assert(tf.reduce_all(classes <= self.num_classes), [
-                f"class id above the model's num_classes ({self.num_classes}):", classes], summarize=10))
+            checks.append(tf.debugging.assert_less_equal(classes, tf.constant(self.num_classes, tf.int64), message=(
+                f"class id above the model's num_classes ({self.num_classes})")))
         with tf.control_dependencies(checks):
             boxes = tf.stack(coordinates, axis=1)
             classes = tf.cast(classes, tf.int32)
         finite = tf.logical_not(tf.reduce_any(tf.math.is_nan(boxes), axis=1))
         boxes, classes = tf.boolean_mask(boxes, finite), tf.boolean_mask(classes, finite)
         boxes, kept = augmentation.clip_to_window(boxes, _UNIT_WINDOW)
-        source_id = tf.where(f["image/source_id"] != "", f["image/source_id"], f["image/filename"])
-        return image, boxes, tf.boolean_mask(classes, kept), source_id
+        return boxes, tf.boolean_mask(classes, kept)
+
+    def __call__(self, serialized):
+        features = self.parse(serialized)
+        boxes, classes = self.objects(features)
+        source_id = tf.where(features["image/source_id"] != "", features["image/source_id"],
+                             features["image/filename"])
+        return self.image(features), boxes, classes, source_id
 
 
 class _Reader:
@@ -153,8 +170,9 @@ class _Reader:
         self._reported = set()
         self._lock = threading.Lock()
 
-    def records(self, files):
-        """Dataset of file paths -> elements {path, index, serialized, frame_end}; `frame_end` is -1
+    def records(self, files, interleave: bool):
+        """Dataset of file paths -> elements {path, index, serialized, frame_end}, the files one
+        after the other, or with `interleave` several read at once, record by record; `frame_end` is -1
         for a record, and for the one element added after each file's last record, the byte offset
         where reading stopped (the file's size when its framing is intact)."""
         def of_file(path):
@@ -172,7 +190,7 @@ class _Reader:
             stream = frames.concatenate(ends).scan((tf.constant(0, tf.int64), tf.constant(0, tf.int64)), step)
             return stream.filter(lambda e: e["frame_end"] < 0 or tf.logical_not(self._intact_end(e)))
 
-        return files.interleave(of_file, cycle_length=min(len(self.files), NUM_READERS), block_length=1,
+        return files.interleave(of_file, cycle_length=min(len(self.files), NUM_READERS) if interleave else 1,
                                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
     def _intact_end(self, element):
@@ -240,16 +258,25 @@ class _Reader:
         return ""
 
     def _reason(self, serialized) -> str:
-        """Runs the decoder eagerly on the one record for TensorFlow's own message."""
-        try:
-            self.decoder(serialized)
-        except (tf.errors.OpError, ValueError) as e:
-            text = images.error_message(e)
-            if "parse" in text.lower() and "example" in text.lower():
-                return f"not a tf.Example ({text})"
-            if "image/encoded" not in text and ("decode" in text.lower() or "image" in text.lower()):
-                return f"image/encoded does not decode as JPEG or PNG ({text})"
-            return text
+        """Runs the decoder's steps eagerly on the one record, for the failing step's own message."""
+        def fails(step, *args):
+            try:
+                step(*args)
+            except (tf.errors.OpError, ValueError) as e:
+                return images.error_message(e)
+            return None
+
+        problem = fails(self.decoder.parse, serialized)
+        if problem:
+            return f"not a tf.Example ({problem})"
+        features = self.decoder.parse(serialized)
+        problem = fails(self.decoder.objects, features)
+        if problem:
+            return problem
+        problem = fails(self.decoder.image, features)
+        if problem:
+            return problem if problem.startswith("image/encoded") else \
+                f"image/encoded does not decode as JPEG or PNG ({problem})"
         return "unknown reason (it decodes when retried)"
 
 
@@ -270,7 +297,7 @@ def read_examples(paths, label_map=None, num_classes=None) -> tf.data.Dataset:
       DataError: a missing or empty file. label_map.LabelMapError: an unreadable label map.
     """
     reader = _Reader(paths, label_map, num_classes)
-    return reader.examples(reader.records(tf.data.Dataset.from_tensor_slices(reader.files)))
+    return reader.examples(reader.records(tf.data.Dataset.from_tensor_slices(reader.files), interleave=False))
 
 
 def pad_objects(boxes, classes, max_boxes: int):
@@ -309,7 +336,7 @@ def make_dataset(paths, config: SSDConfig, batch_size: int, *, training: bool = 
     files = tf.data.Dataset.from_tensor_slices(reader.files)
     if training:
         files = files.shuffle(FILENAMES_SHUFFLE_BUFFER_SIZE, seed=seed).repeat()
-    records = reader.records(files)
+    records = reader.records(files, interleave=training)
     if training:
         records = records.shuffle(shuffle_buffer, seed=seed)
     examples = reader.examples(records).enumerate()

@@ -36,6 +36,7 @@ import threading
 import warnings
 
 import tensorflow as tf
+from google.protobuf.message import DecodeError
 
 from migrate import images, label_map as label_maps
 from ssd_mobilenet import preprocessing
@@ -232,16 +233,16 @@ class _Reader:
     def _report(self, path, index, serialized, frame_end) -> bool:
         """Warns once per skipped record (a repeated dataset meets it every epoch). Returns False."""
         path, index, frame_end = path.numpy().decode(errors="replace"), int(index.numpy()), int(frame_end.numpy())
+        with self._lock:
+            if (path, index) in self._reported:
+                return False
+            self._reported.add((path, index))
         if frame_end >= 0:
             message = (f"{path}: TFRecord framing breaks off at byte {frame_end} of {os.path.getsize(path)} "
                        f"(truncated or corrupt file) after {index} records: the rest of the file is skipped")
         else:
             message = f"{path}: record {index}{self._source_id(serialized.numpy())} skipped: " \
                       f"{self._reason(serialized)}"
-        with self._lock:
-            if (path, index) in self._reported:
-                return False
-            self._reported.add((path, index))
         warnings.warn(message, RecordWarning, stacklevel=2)
         return False
 
@@ -249,7 +250,7 @@ class _Reader:
     def _source_id(serialized: bytes) -> str:
         try:
             feature = tf.train.Example.FromString(serialized).features.feature
-        except Exception:  # noqa: BLE001 (any parse failure: the reason is reported separately)
+        except DecodeError:  # the reason says it is not a tf.Example
             return ""
         for key in ("image/source_id", "image/filename"):
             values = feature[key].bytes_list.value if key in feature else []

@@ -31,7 +31,8 @@ def parse(text: str, path: str = "<label map>") -> dict:
     return {i: name.strip() for i, name in enumerate(text.splitlines(), start=1) if name.strip()}
 
 
-def _parse_pbtxt(text: str, path: str) -> dict:
+def _pbtxt_items(text: str, path: str) -> list:
+    """Label map text -> [(class id, name or None, display_name or None)], in file order."""
     try:
         root = pipeline_text.parse(text)
     except pipeline_text.TextFormatError as e:
@@ -39,7 +40,7 @@ def _parse_pbtxt(text: str, path: str) -> dict:
     unknown = sorted(set(root) - {"item"})
     if unknown:
         raise LabelMapError(f"{path}: unexpected top-level field {unknown[0]!r} (a label map holds only `item`)")
-    names = {}
+    items, seen = [], {}
     for n, item in enumerate(root.get("item", []), start=1):
         if not isinstance(item, pipeline_text.TextMessage):
             raise LabelMapError(f"{path}: item {n} is not a message")
@@ -49,13 +50,27 @@ def _parse_pbtxt(text: str, path: str) -> dict:
         except (AttributeError, ValueError):
             got = getattr(raw_id, "text", raw_id)
             raise LabelMapError(f"{path}: item {n} has no integer id (got {got!r})") from None
-        name = item.scalar("display_name") or item.scalar("name")
-        if not isinstance(name, str):
+        name, display_name = (v if isinstance(v, str) else None
+                              for v in (item.scalar("name"), item.scalar("display_name")))
+        if name is None and display_name is None:
             raise LabelMapError(f"{path}: item {n} (id {class_id}) has no quoted name or display_name")
-        if class_id in names:
-            raise LabelMapError(f"{path}: id {class_id} appears twice ({names[class_id]!r}, {name!r})")
-        names[class_id] = name
-    return names
+        if class_id in seen:
+            raise LabelMapError(f"{path}: id {class_id} appears twice ({seen[class_id]!r}, {display_name or name!r})")
+        seen[class_id] = display_name or name
+        items.append((class_id, name, display_name))
+    return items
+
+
+def _parse_pbtxt(text: str, path: str) -> dict:
+    return {class_id: display_name or name for class_id, name, display_name in _pbtxt_items(text, path)}
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise LabelMapError(f"{path}: cannot read label map: {getattr(e, 'strerror', None) or e}") from None
 
 
 def read(path: str) -> dict:
@@ -64,12 +79,30 @@ def read(path: str) -> dict:
     Raises:
       LabelMapError: naming the file, when it is missing, unreadable or malformed.
     """
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise LabelMapError(f"{path}: cannot read label map: {getattr(e, 'strerror', None) or e}") from None
-    names = parse(text, path)
+    names = parse(_read_text(path), path)
     if not names:
         raise LabelMapError(f"{path}: no class names in this file")
     return names
+
+
+def class_ids(path: str) -> dict:
+    """Reads a `label_map.pbtxt` -> {class text: class id}, keyed by both `name` and `display_name`.
+
+    This is how the Object Detection API's TFRecord decoder resolves `image/object/class/text`:
+    a text matches an item's `name` or its `display_name`.
+
+    Raises:
+      LabelMapError: naming the file, when it is missing, unreadable, malformed, not a pbtxt
+        label map, or when one text names two different ids.
+    """
+    text = _read_text(path)
+    if not _PBTXT_START.match(text):
+        raise LabelMapError(f"{path}: not a label_map.pbtxt (class texts need its `item {{ id name }}` entries)")
+    ids = {}
+    for class_id, *texts in _pbtxt_items(text, path):
+        for t in texts:
+            if t is not None and ids.setdefault(t, class_id) != class_id:
+                raise LabelMapError(f"{path}: {t!r} names both id {ids[t]} and id {class_id}")
+    if not ids:
+        raise LabelMapError(f"{path}: no class names in this file")
+    return ids

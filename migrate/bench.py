@@ -21,7 +21,7 @@ Latency: every side runs in ONE worker process, interleaved (round r times every
 in an order rotated every round), so machine noise hits all sides alike; the ratio is
 median(side) / median(tf1_session), with a 95% interval from resampling the rounds in pairs
 (`ratio_interval`). Memory: each side in its own fresh process
-(`migrate.measure.measure_isolated`): the TensorFlow allocator's transient peak per batch
+(`migrate.common.measure.measure_isolated`): the TensorFlow allocator's transient peak per batch
 (peak - resident before the runs) and the process's peak RSS. Both kinds of worker get
 the same environment (`TF_CPU_ALLOCATOR_USE_BFC=true`, threads, oneDNN setting, weight
 cache), so a ratio is the migration's effect, not an environment flag's. `onednn` runs the latency
@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 
-from migrate import measure, outputs
+from migrate.common import measure, outputs
 
 SIDES = ("tf1_session", "tf1_wrap_function", "saved_model", "saved_model_exact", "saved_model_mixed", "detector",
          "detector_frozen", "detector_exact", "detector_xla", "detector_mixed")
@@ -85,7 +85,7 @@ def runner(side: str, src: str, converted: str, saved_model: str = None):
         with open(_frozen_graph(src), "rb") as f:
             graph_def.ParseFromString(f.read())
         if side == "tf1_session":
-            from migrate.tf1_graph import FrozenGraphRunner
+            from migrate.tf1.frozen_graph import FrozenGraphRunner
             session = FrozenGraphRunner(graph_def)
             fetches = {k: f"{k}:0" for k in DETECTION_OUTPUTS}
             return lambda images: session.run(images, fetches)
@@ -124,7 +124,7 @@ def export_sides(converted: str, out_dir: str, sides) -> dict:
 
 
 def _export_worker(converted: str, out_dir: str, sides_csv: str) -> None:
-    from migrate import console
+    from migrate.common import console
     console.quiet_worker()
     export_sides(converted, out_dir, sides_csv.split(","))
 
@@ -144,8 +144,8 @@ def _frozen_graph(src: str) -> str:
 
 def _check_frozen_graph(src: str) -> None:
     """Before any worker starts: the TF1 side's graph exists and is one a session can run."""
-    from migrate import graph_traits
-    from migrate.sources import read_graph_def
+    from migrate.tf1 import graph_traits
+    from migrate.tf1.sources import read_graph_def
     path = _frozen_graph(src)
     if graph_traits.is_tflite_export(read_graph_def(path)):
         raise BenchInputError(f"{path}: {graph_traits.TFLITE_REFUSAL}")
@@ -290,7 +290,7 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=S
       weight_cache: every worker with oneDNN's filter cache (`ssd_mobilenet.runtime.WEIGHT_CACHE_ENV`).
       memory_growth, memory_limit_mb: `ssd_mobilenet.runtime.configure` in the latency worker;
         a limit also caps the CPU allocator of the memory workers (on GPUs those run with
-        memory growth, as `migrate.measure` sets it).
+        memory growth, as `migrate.common.measure` sets it).
       trace_dir: write a profiler trace of each side to `trace_dir/<side>`.
     Raises:
       BenchInputError: a missing model directory or frozen graph, an unknown side, or
@@ -763,6 +763,6 @@ _NOTES = """## What made the difference
 
 
 if __name__ == "__main__":
-    from migrate import console
+    from migrate.common import console
     console.quiet_worker()  # started by a command without --verbose: no TensorFlow notices in the stderr tail
     _latency_worker(*sys.argv[1:3])

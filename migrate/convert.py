@@ -23,8 +23,9 @@ import time
 import tensorflow as tf
 
 import ssd_mobilenet
-from migrate import assign as assign_lib
-from migrate import infer, outputs, sources
+from migrate.common import outputs
+from migrate.tf1 import assign as assign_lib
+from migrate.tf1 import config_inference, sources
 from ssd_mobilenet import detector as detector_lib
 from ssd_mobilenet import export as export_lib
 from ssd_mobilenet.model import PRECISIONS, SSDMobileNetV1
@@ -82,7 +83,7 @@ def assumed_fields(source, config) -> dict:
 def _check(source, tmp: str, config, check: bool, allow_ops, say, precision: str) -> dict:
     """The report's `check`: `self_check.check_conversion` on the model as written to `tmp` (its
     checkpoint stage by stage, its SavedModel on detections), or why not."""
-    from migrate import graph_traits, self_check
+    from migrate.tf1 import graph_traits, self_check
     if not check:
         return {"ran": False, "reason": "--no-check"}
     if source.graph_def is None:
@@ -118,7 +119,7 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
     `saved_model` records both (`ssd_mobilenet.export`).
 
     Raises:
-      sources.SourceError, ssd_mobilenet.ConfigError, infer.MismatchError,
+      sources.SourceError, ssd_mobilenet.ConfigError, config_inference.MismatchError,
       assign.MappingError, OutputExistsError, CheckRefusedError: with a one-line message
       naming the file (bad input).
       self_check.CheckFailed: the converted model differs from the graph; nothing is written.
@@ -142,7 +143,7 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
         raise OutputExistsError(f"{out}: exists and is not empty (use --force to replace it)")
     say(f"reading {src}")
     source = sources.open_source(src)
-    config, notes = infer.infer_config(source, trust_weights=trust_weights, image_size=image_size)
+    config, notes = config_inference.infer_config(source, trust_weights=trust_weights, image_size=image_size)
     timings["read_s"] = time.perf_counter() - t0
     say("building the Keras model")
     t = time.perf_counter()

@@ -8,7 +8,7 @@ extractor layer, the box encodings (`concat`), the class logits (`concat_1`), th
 (`Postprocessor/Decode`); then the detections, image by image. The first tensor outside
 tolerance is the `first_divergence`.
 
-Cost (each side in its own fresh subprocess, `migrate.measure`): TensorFlow allocator peak,
+Cost (each side in its own fresh subprocess, `migrate.common.measure`): TensorFlow allocator peak,
 process peak RSS and latency per batch size. The TF1 side is measured as a user runs it: the
 frozen inference graph in a session with the default config.
 
@@ -46,7 +46,8 @@ import numpy as np
 
 import migrate
 from migrate import convert as convert_lib
-from migrate import graph_traits, infer, op_allowlist, outputs, sources, tf1_graph
+from migrate.common import outputs
+from migrate.tf1 import config_inference, frozen_graph, graph_traits, op_allowlist, sources
 from ssd_mobilenet.model import PRECISIONS
 
 DEFAULT_ATOL = 1e-5
@@ -163,7 +164,7 @@ def generated_images(config, batch: int) -> list:
 
 def file_images(paths, batch: int) -> list:
     """[(names, uint8 [N, H, W, 3])]: the images of `paths`, same-size images batched up to `batch`."""
-    from migrate import images as images_lib
+    from migrate.common import images as images_lib
     by_size = {}
     for path in images_lib.list_images(paths):
         image = images_lib.read_image(path)
@@ -192,11 +193,11 @@ def inference_graph_of(source, stage_nodes, allow_ops=(), image_size=None, confi
     """`tf1_inference_graph` of an opened `sources.Source`; `config` (default: inferred from
     the source) builds the graph of a source without one."""
     if source.graph_def is None:
-        from migrate import tf1_builder
+        from migrate.tf1 import builder
         if config is None:
-            config, _ = infer.infer_config(source, trust_weights=True, image_size=image_size)
+            config, _ = config_inference.infer_config(source, trust_weights=True, image_size=image_size)
         try:
-            graph_def = tf1_builder.frozen_graph_def(config, source.weights)
+            graph_def = builder.frozen_graph_def(config, source.weights)
         except ValueError as e:
             raise VerifyInputError(f"{source.weights_from}: {e}") from None
         graph_from = f"{source.weights_from} (graph built by migrate.tf1_builder)"
@@ -205,13 +206,13 @@ def inference_graph_of(source, stage_nodes, allow_ops=(), image_size=None, confi
     names = {n.name for n in graph_def.node}
     if graph_traits.is_tflite_export(graph_def):
         raise VerifyInputError(f"{graph_from}: {graph_traits.TFLITE_REFUSAL}")
-    missing = [n for n in ("image_tensor",) + tf1_graph.DETECTION_OUTPUTS if n not in names]
+    missing = [n for n in ("image_tensor",) + frozen_graph.DETECTION_OUTPUTS if n not in names]
     if missing:
         raise VerifyInputError(f"{graph_from}: not an SSD inference graph (no {', '.join(missing)} node)")
-    outputs = list(tf1_graph.DETECTION_OUTPUTS) + [n for n in stage_nodes if n in names]
+    outputs = list(frozen_graph.DETECTION_OUTPUTS) + [n for n in stage_nodes if n in names]
     try:
-        frozen = tf1_graph.freeze_inference_graph(graph_def, source.weights or {}, outputs)
-    except tf1_graph.GraphFreezeError as e:
+        frozen = frozen_graph.freeze_inference_graph(graph_def, source.weights or {}, outputs)
+    except frozen_graph.GraphFreezeError as e:
         raise VerifyInputError(f"{graph_from}: {e} (weights from {source.weights_from})") from None
     refused = op_allowlist.disallowed_ops(frozen, allow_ops)
     if refused:
@@ -387,8 +388,8 @@ def tf1_session_runner(graph_pb: str, memory_growth: bool = False, memory_limit_
     """Measurement factory: the frozen TF1 graph in a session with the default config,
     after `runtime.configure(memory_growth, memory_limit_mb)`."""
     _configure_memory(memory_growth, memory_limit_mb)
-    runner = tf1_graph.FrozenGraphRunner(sources.read_graph_def(graph_pb))
-    fetches = {k: f"{k}:0" for k in tf1_graph.DETECTION_OUTPUTS}
+    runner = frozen_graph.FrozenGraphRunner(sources.read_graph_def(graph_pb))
+    fetches = {k: f"{k}:0" for k in frozen_graph.DETECTION_OUTPUTS}
     return lambda images: runner.run(images, fetches)
 
 
@@ -430,10 +431,10 @@ def tf2_runner(converted: str, mode: str = "function", precision: str = "float32
     _configure_memory(memory_growth, memory_limit_mb)
     if mode == SAVED_MODEL:
         run = saved_model_detector(converted)
-        return lambda images: {k: v for k, v in run(images).items() if k in tf1_graph.DETECTION_OUTPUTS}
+        return lambda images: {k: v for k, v in run(images).items() if k in frozen_graph.DETECTION_OUTPUTS}
     from ssd_mobilenet import detector as detector_lib
     run = _detector(detector_lib.load_model(converted), mode, precision)
-    return lambda images: {k: v for k, v in run(images).items() if k in tf1_graph.DETECTION_OUTPUTS}
+    return lambda images: {k: v for k, v in run(images).items() if k in frozen_graph.DETECTION_OUTPUTS}
 
 
 # ---- verify -----------------------------------------------------------------------------------
@@ -443,7 +444,7 @@ def compare_batches(runner, resolved: dict, network, detect, batches, config, at
     """Runs both sides on every batch of uint8 images and compares them.
 
     Args:
-      runner: `tf1_graph.FrozenGraphRunner` over the TF1 inference graph.
+      runner: `frozen_graph.FrozenGraphRunner` over the TF1 inference graph.
       resolved: {stage: (keras key, TF1 tensor name)} (`FrozenGraphRunner.resolve`).
       network: uint8 images -> {keras key: tensor} of every stage (None: detections only);
         detect: uint8 images -> detections.
@@ -460,7 +461,7 @@ def compare_batches(runner, resolved: dict, network, detect, batches, config, at
         if say:
             say(f"comparing {imgs.shape[0]} image(s) of {imgs.shape[1]}x{imgs.shape[2]}")
         ref = runner.run(imgs, {**{s: t for s, (_, t) in resolved.items()},
-                                **{k: f"{k}:0" for k in tf1_graph.DETECTION_OUTPUTS}})
+                                **{k: f"{k}:0" for k in frozen_graph.DETECTION_OUTPUTS}})
         ours = {k: np.asarray(v, np.float32) for k, v in network(tf.constant(imgs)).items()} if network else {}
         for stage, (key, _) in (resolved.items() if network else ()):
             per_stage[stage].append(compare_tensor(ours[key], ref[stage], atol, rtol))
@@ -587,7 +588,7 @@ def _measure_one(factory: str, kwargs: dict, images_npz: str, memory: dict, warm
     A worker that fails while memory settings are in force is reported as bad input naming
     them and the worker's most telling line: under a small CPU limit the first allocation
     beyond it fails (OOM, or a graph constant that cannot be materialised)."""
-    from migrate.measure import MeasureError, measure_isolated
+    from migrate.common.measure import MeasureError, measure_isolated
     try:
         return measure_isolated(factory, {**kwargs, **memory}, images_npz, warmup=warmup, repeats=repeats)
     except MeasureError as e:
@@ -734,8 +735,8 @@ def verify(src=None, converted=None, images=None, batch: int = DEFAULT_BATCH, mo
         raise VerifyInputError(f"{converted}: cannot load the converted model ({str(e).splitlines()[0][:200]})") \
             from None
     config = model.config
-    stages = tf1_graph.endpoint_candidates(model)
-    stages[tf1_graph.DECODED_BOXES[0]] = tf1_graph.DECODED_BOXES[1]
+    stages = frozen_graph.endpoint_candidates(model)
+    stages[frozen_graph.DECODED_BOXES[0]] = frozen_graph.DECODED_BOXES[1]
     stage_nodes = [c.split(":")[0] for _, candidates in stages.values() for c in candidates]
     say(f"reading the TF1 model {src}")
     graph_def, graph_from = tf1_inference_graph(src, stage_nodes, allow_ops,
@@ -743,7 +744,7 @@ def verify(src=None, converted=None, images=None, batch: int = DEFAULT_BATCH, mo
     batches = file_images(images, batch) if images else generated_images(config, batch)
 
     try:
-        runner = tf1_graph.FrozenGraphRunner(graph_def, exact_arithmetic=True)
+        runner = frozen_graph.FrozenGraphRunner(graph_def, exact_arithmetic=True)
     except (ValueError, tf.errors.OpError) as e:  # e.g. an op this TensorFlow does not know
         raise VerifyInputError(f"{graph_from}: cannot import the graph ({str(e).strip().splitlines()[0][:200]})") \
             from None
@@ -765,7 +766,7 @@ def verify(src=None, converted=None, images=None, batch: int = DEFAULT_BATCH, mo
                                                    mixed, say)
     names_all = [d["image"] for d in detections]
     say("checking post-processing on crafted box encodings and class logits")
-    from migrate import self_check
+    from migrate.tf1 import self_check
     # Float32 on both sides whatever the network's precision: the exact criterion applies.
     postprocessing = self_check.check_postprocessing(runner, model, config, DEFAULT_ATOL, DEFAULT_RTOL)
     runner.close()
@@ -798,7 +799,7 @@ def verify(src=None, converted=None, images=None, batch: int = DEFAULT_BATCH, mo
 
 
 def _write_pngs(drawn, png_dir: str) -> None:
-    from migrate import draw
+    from migrate.common import draw
     tmp = outputs.temp_dir_beside(png_dir, prefix=".verify-png-")
     try:
         for index, (name, image, tf1_boxes, tf2_boxes) in enumerate(drawn):

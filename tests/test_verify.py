@@ -17,10 +17,11 @@ from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.framework import tensor_util
 
 from conftest import DEPTHWISE, ZOO_2018, needs_shared, random_images, zoo_path
-from migrate import op_allowlist, verify
+from migrate import verify
 from migrate.cli import main
-from migrate.sources import read_graph_def, read_meta_graph
-from migrate.tf1_graph import DETECTION_OUTPUTS
+from migrate.tf1 import op_allowlist
+from migrate.tf1.frozen_graph import DETECTION_OUTPUTS
+from migrate.tf1.sources import read_graph_def, read_meta_graph
 from ssd_mobilenet import SSDMobileNetV1, detector
 
 FE = "FeatureExtractor/MobilenetV1/"

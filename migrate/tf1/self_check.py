@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from migrate import tf1_graph
+from migrate.tf1 import frozen_graph
 
 CHECK_BATCH_SIZES = ((1, None), (2, (257, 311)))  # (images, size): None is the graph's input size
 CRAFTED_SEED = 20171117
@@ -211,7 +211,7 @@ def _tf2_postprocess(model, config, codes, logits) -> dict:
 
     from ssd_mobilenet import postprocessing
     out = postprocessing.postprocess(model.decode(tf.constant(codes)), tf.constant(logits), config)
-    return {k: np.asarray(out[k]) for k in tf1_graph.DETECTION_OUTPUTS}
+    return {k: np.asarray(out[k]) for k in frozen_graph.DETECTION_OUTPUTS}
 
 
 def _compare_all(ours: dict, ref: dict, atol: float, rtol: float, threshold) -> list:
@@ -236,7 +236,7 @@ def check_postprocessing(runner, model, config, atol: float, rtol: float, seed: 
                 "note": f"class logits have {shapes['concat_1'].shape[-1]} columns in the TF1 graph, "
                         f"{logits.shape[-1]} in the converted model"}
     ref = runner.run(np.zeros((2, config.image_height, config.image_width, 3), np.uint8),
-                     {k: f"{k}:0" for k in tf1_graph.DETECTION_OUTPUTS},
+                     {k: f"{k}:0" for k in frozen_graph.DETECTION_OUTPUTS},
                      feeds={heads["concat"]: codes.reshape(shapes["concat"].shape), heads["concat_1"]: logits})
     ours = _tf2_postprocess(model, config, codes, logits)
     detections = _compare_all(ours, ref, atol, rtol, config.score_threshold)
@@ -368,11 +368,11 @@ def check_conversion(source, model, config, allow_ops=(), progress=None, deploye
     from migrate import verify
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
-    stages = tf1_graph.endpoint_candidates(model)
-    stages[tf1_graph.DECODED_BOXES[0]] = tf1_graph.DECODED_BOXES[1]
+    stages = frozen_graph.endpoint_candidates(model)
+    stages[frozen_graph.DECODED_BOXES[0]] = frozen_graph.DECODED_BOXES[1]
     stage_nodes = [c.split(":")[0] for _, candidates in stages.values() for c in candidates]
     graph_def, graph_from = verify.inference_graph_of(source, stage_nodes, allow_ops, config=config)
-    runner = tf1_graph.FrozenGraphRunner(graph_def, exact_arithmetic=True)
+    runner = frozen_graph.FrozenGraphRunner(graph_def, exact_arithmetic=True)
     try:
         resolved = runner.resolve(stages)
         detect, network, _ = verify._tf2_side(model, "eager")

@@ -84,6 +84,8 @@ def _check(source, tmp: str, config, check: bool, allow_ops, say, precision: str
     """The report's `check`: `self_check.check_conversion` on the model as written to `tmp` (its
     checkpoint stage by stage, its SavedModel on detections), or why not."""
     from migrate.tf1 import graph_traits, self_check
+    from migrate.tf1.inference_graph import VerifyInputError
+    from migrate.tf1.side_by_side import saved_model_detector
     if not check:
         return {"ran": False, "reason": "--no-check"}
     if source.graph_def is None:
@@ -94,11 +96,10 @@ def _check(source, tmp: str, config, check: bool, allow_ops, say, precision: str
                 "assumed": {k: list(v) if isinstance(v, tuple) else v for k, v in assumed.items()}}
     if graph_traits.is_tflite_export(source.graph_def):
         return {"ran": False, "reason": f"{source.graph_from}: {graph_traits.TFLITE_REFUSAL}"}
-    from migrate import verify
     try:
         return self_check.check_conversion(source, detector_lib.load_model(tmp), config, allow_ops, say,
-                                           deployed=(verify.saved_model_detector(tmp), precision))
-    except verify.VerifyInputError as e:
+                                           deployed=(saved_model_detector(tmp), precision))
+    except VerifyInputError as e:
         raise CheckRefusedError(f"{e} (the conversion check runs the graph; --no-check skips it)") from None
 
 

@@ -42,9 +42,9 @@ import migrate
 from migrate.common import outputs
 from migrate.tf1 import frozen_graph
 from migrate.tf1.inference_graph import VerifyInputError, inference_graph_of, tf1_inference_graph
-from migrate.tf1.parity import (DEFAULT_ATOL, DEFAULT_RTOL, MATCH_IOU, MIXED_TOLERANCES, NMS_FLIP_BAND, _summarise,
-                                compare_detections, compare_tensor, match_detections)
-from migrate.tf1.side_by_side import _tf2_side, compare_batches, saved_model_detector
+from migrate.tf1.parity import (DEFAULT_ATOL, DEFAULT_RTOL, MATCH_IOU, MIXED_TOLERANCES, NMS_FLIP_BAND,
+                                compare_detections, compare_tensor, match_detections, summarise)
+from migrate.tf1.side_by_side import compare_batches, saved_model_detector, tf2_side
 from migrate.verification.inputs import (_check_outputs, file_images, generated_images, resolve_paths,
                                          saved_model_precision)
 from migrate.verification.measuring import _measure_sides, _side_summary, _trace
@@ -172,7 +172,7 @@ def verify(src=None, converted=None, images=None, batch: int = DEFAULT_BATCH, mo
         notes.append(f"TF2 side: {os.path.join(converted, 'saved_model')} (serving_default, {precision}); "
                      "a SavedModel has no stages to compare: detections only")
     else:
-        detect, network, tf2_notes = _tf2_side(model, mode, precision)
+        detect, network, tf2_notes = tf2_side(model, mode, precision)
         notes += tf2_notes
 
     per_stage, detections, drawn = compare_batches(runner, resolved, network, detect, batches, config, atol, rtol,
@@ -187,7 +187,7 @@ def verify(src=None, converted=None, images=None, batch: int = DEFAULT_BATCH, mo
         say(f"tracing two TF2 runs of {batches[0][1].shape[0]} image(s) -> {trace_dir}")
         _trace(detect, batches[0][1], trace_dir)
 
-    tensors = _summarise(resolved, per_stage) if network else []
+    tensors = summarise(resolved, per_stage) if network else []
     first = _first_divergence(tensors, detections, postprocessing,
                               "detections of the SavedModel" if mode == SAVED_MODEL else "Postprocessor")
     memory = {"memory_growth": bool(memory_growth), "memory_limit_mb": memory_limit_mb}

@@ -8,7 +8,8 @@ from migrate.tf1 import config_inference, frozen_graph, graph_traits, op_allowli
 
 
 class VerifyInputError(ValueError):
-    """Bad input for verify; the message names the file and the problem."""
+    """Bad input for verify, or a graph the conversion check cannot run; the message names the file and
+    the problem."""
 
 
 def tf1_inference_graph(src: str, stage_nodes, allow_ops=(), image_size=None):

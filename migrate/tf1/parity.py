@@ -184,7 +184,7 @@ def match_detections(ours: dict, ref: dict, index: int, score_threshold: float, 
     return out
 
 
-def _summarise(resolved: dict, per_stage: dict) -> list:
+def summarise(resolved: dict, per_stage: dict) -> list:
     """Per stage in graph order: the worst of its per-batch comparisons."""
     tensors = []
     for stage, (key, tensor) in resolved.items():

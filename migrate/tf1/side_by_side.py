@@ -12,7 +12,7 @@ from migrate.tf1 import frozen_graph
 from migrate.tf1.parity import compare_detections, compare_tensor, match_detections
 
 
-def _detector(model, mode: str, precision: str = "float32"):
+def tf2_detector(model, mode: str, precision: str = "float32"):
     """The TF2 detections function. "eager": the Keras model op for op (mixed precision on the
     batch-norm-folded copy, `fold_batch_norm(model, precision)`, the only network that computes
     in 16 bits); "function" and "xla": the `Detector` that `ssd_mobilenet.load` gives (batch norm
@@ -71,7 +71,7 @@ def compare_batches(runner, resolved: dict, network, detect, batches, config, at
     return per_stage, detections, drawn
 
 
-def _tf2_side(model, mode: str, precision: str = "float32"):
+def tf2_side(model, mode: str, precision: str = "float32"):
     """(detect, stages_of, notes): the TF2 detections function of `mode` and a function
     uint8 images -> {keras key: tensor} of every compared stage, computed by the network the
     detections come from (in function and xla modes the Detector's, which may be a copy with
@@ -79,7 +79,7 @@ def _tf2_side(model, mode: str, precision: str = "float32"):
     mode the network after preprocessing, which the Detector keeps outside XLA (XLA's legacy
     resize differs from TensorFlow's)."""
     import tensorflow as tf
-    detect = _detector(model, mode, precision)
+    detect = tf2_detector(model, mode, precision)
     net = detect.__self__ if mode == "eager" else detect.model  # eager: the bound `detect` of the model run
     notes = (["TF2 side: the Detector's network with batch norm folded into the convolutions"]
              if getattr(net, "batch_norm_folded", False) else [])

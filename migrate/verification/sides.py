@@ -5,7 +5,7 @@ process): the frozen TF1 graph in a session with the default config, and the con
 from __future__ import annotations
 
 from migrate.tf1 import frozen_graph, sources
-from migrate.tf1.side_by_side import _detector, saved_model_detector
+from migrate.tf1.side_by_side import saved_model_detector, tf2_detector
 
 SAVED_MODEL = "saved_model"
 
@@ -36,5 +36,5 @@ def tf2_runner(converted: str, mode: str = "function", precision: str = "float32
         run = saved_model_detector(converted)
         return lambda images: {k: v for k, v in run(images).items() if k in frozen_graph.DETECTION_OUTPUTS}
     from ssd_mobilenet import detector as detector_lib
-    run = _detector(detector_lib.load_model(converted), mode, precision)
+    run = tf2_detector(detector_lib.load_model(converted), mode, precision)
     return lambda images: {k: v for k, v in run(images).items() if k in frozen_graph.DETECTION_OUTPUTS}

@@ -26,6 +26,9 @@ median(side) / median(tf1_session), with a 95% interval from resampling the roun
 the same environment (`TF_CPU_ALLOCATOR_USE_BFC=true`, threads, oneDNN setting, weight
 cache), so a ratio is the migration's effect, not an environment flag's. `onednn` runs the latency
 worker once per oneDNN setting to show that lever for both sides.
+
+The figures (this machine, the last run) are in docs/benchmarks.md, written by `write_markdown`
+(`scripts/bench.py` reruns it); docstrings here say what is measured and why, not what it gave.
 """
 
 from __future__ import annotations

@@ -106,7 +106,9 @@ def _add_verify_parser(sub):
 
 
 def _verify(args) -> int:
-    from migrate import images, tf1_graph, verify
+    from migrate import verify
+    from migrate.common import images
+    from migrate.tf1 import frozen_graph
     try:
         report = verify.verify(args.src, args.converted, images=args.images, batch=args.batch, mode=args.mode,
                                atol=args.atol, rtol=args.rtol,
@@ -115,7 +117,7 @@ def _verify(args) -> int:
                                measure=not args.no_measure, repeats=args.repeats, precision=args.precision,
                                memory_growth=args.memory_growth, memory_limit_mb=args.memory_limit,
                                trace_dir=args.trace, progress=_progress(args.quiet))
-    except (verify.VerifyInputError, images.ImageError, tf1_graph.GraphFreezeError) as e:
+    except (verify.VerifyInputError, images.ImageError, frozen_graph.GraphFreezeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(verify.format_report(report))
@@ -231,15 +233,16 @@ def main(argv=None) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    from migrate import console
+    from migrate.common import console
     with console.tensorflow_output(verbose=args.verbose):
         return _run(args)
 
 
 def _run(args) -> int:
-    from migrate import assign, convert, infer, self_check, sources
+    from migrate import convert
+    from migrate.tf1 import assign, config_inference, self_check, sources
     from ssd_mobilenet.config import ConfigError
-    bad_input = (sources.SourceError, ConfigError, infer.MismatchError, assign.MappingError,
+    bad_input = (sources.SourceError, ConfigError, config_inference.MismatchError, assign.MappingError,
                  convert.OutputExistsError, convert.CheckRefusedError, convert.ExportOptionError)
     try:
         if args.command == "convert":
@@ -273,7 +276,8 @@ def _run(args) -> int:
 
 
 def _predict(args) -> int:
-    from migrate import images, label_map, predict
+    from migrate import predict
+    from migrate.common import images, label_map
     if args.batch is not None and not 1 <= args.batch <= predict.MAX_BATCH:
         print(f"error: --batch {args.batch}: must be 1..{predict.MAX_BATCH}", file=sys.stderr)
         return EXIT_BAD_INPUT

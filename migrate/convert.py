@@ -23,8 +23,9 @@ import time
 import tensorflow as tf
 
 import ssd_mobilenet
-from migrate import assign as assign_lib
-from migrate import infer, outputs, sources
+from migrate.common import outputs
+from migrate.tf1 import assign as assign_lib
+from migrate.tf1 import config_inference, sources
 from ssd_mobilenet import detector as detector_lib
 from ssd_mobilenet import export as export_lib
 from ssd_mobilenet.model import PRECISIONS, SSDMobileNetV1
@@ -82,7 +83,9 @@ def assumed_fields(source, config) -> dict:
 def _check(source, tmp: str, config, check: bool, allow_ops, say, precision: str) -> dict:
     """The report's `check`: `self_check.check_conversion` on the model as written to `tmp` (its
     checkpoint stage by stage, its SavedModel on detections), or why not."""
-    from migrate import graph_traits, self_check
+    from migrate.tf1 import graph_traits, self_check
+    from migrate.tf1.inference_graph import VerifyInputError
+    from migrate.tf1.side_by_side import saved_model_detector
     if not check:
         return {"ran": False, "reason": "--no-check"}
     if source.graph_def is None:
@@ -93,11 +96,10 @@ def _check(source, tmp: str, config, check: bool, allow_ops, say, precision: str
                 "assumed": {k: list(v) if isinstance(v, tuple) else v for k, v in assumed.items()}}
     if graph_traits.is_tflite_export(source.graph_def):
         return {"ran": False, "reason": f"{source.graph_from}: {graph_traits.TFLITE_REFUSAL}"}
-    from migrate import verify
     try:
         return self_check.check_conversion(source, detector_lib.load_model(tmp), config, allow_ops, say,
-                                           deployed=(verify.saved_model_detector(tmp), precision))
-    except verify.VerifyInputError as e:
+                                           deployed=(saved_model_detector(tmp), precision))
+    except VerifyInputError as e:
         raise CheckRefusedError(f"{e} (the conversion check runs the graph; --no-check skips it)") from None
 
 
@@ -118,7 +120,7 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
     `saved_model` records both (`ssd_mobilenet.export`).
 
     Raises:
-      sources.SourceError, ssd_mobilenet.ConfigError, infer.MismatchError,
+      sources.SourceError, ssd_mobilenet.ConfigError, config_inference.MismatchError,
       assign.MappingError, OutputExistsError, CheckRefusedError: with a one-line message
       naming the file (bad input).
       self_check.CheckFailed: the converted model differs from the graph; nothing is written.
@@ -142,7 +144,7 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
         raise OutputExistsError(f"{out}: exists and is not empty (use --force to replace it)")
     say(f"reading {src}")
     source = sources.open_source(src)
-    config, notes = infer.infer_config(source, trust_weights=trust_weights, image_size=image_size)
+    config, notes = config_inference.infer_config(source, trust_weights=trust_weights, image_size=image_size)
     timings["read_s"] = time.perf_counter() - t0
     say("building the Keras model")
     t = time.perf_counter()

@@ -42,12 +42,12 @@ def ensure_tf1_model(progress=None) -> str:
     """The default TF1 model directory, built (once) if it is not there yet."""
     path = tf1_dir()
     if not os.path.isfile(os.path.join(path, "frozen_inference_graph.pb")):
-        from migrate import tf1_builder
-        from migrate.sources import SourceError
+        from migrate.tf1 import builder
+        from migrate.tf1.sources import SourceError
         if os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
             raise SourceError(f"{path}: exists but holds no frozen_inference_graph.pb (remove it to rebuild "
                               "the default model)")
         if progress:
             progress(f"no TF1 model given: building the default one in {path}")
-        tf1_builder.write_model_dir(CONFIG, path, seed=SEED)
+        builder.write_model_dir(CONFIG, path, seed=SEED)
     return path

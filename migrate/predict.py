@@ -35,7 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 import ssd_mobilenet
-from migrate import draw, images, label_map, outputs
+from migrate.common import draw, images, label_map, outputs
 from ssd_mobilenet import preprocessing
 
 DEFAULT_BATCH = 8

@@ -67,8 +67,8 @@ def quantized_fixture(zoo_fixture, tmp_path_factory):
 
     import tensorflow as tf
 
-    from migrate.tf1_graph import DETECTION_OUTPUTS, FrozenGraphRunner, freeze_inference_graph
-    from migrate.sources import read_meta_graph
+    from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner, freeze_inference_graph
+    from migrate.tf1.sources import read_meta_graph
 
     fx = zoo_fixture(QUANTIZED)
     out = tmp_path_factory.mktemp("quantized_ranges")
@@ -134,11 +134,11 @@ def model_for_fixture(fixture_dir):
     `convert` configures it (pipeline.config + graph traits + weights; the TF 1.3 export's
     config says 1 class where its weights have 3, so the weights are trusted) and with the
     TF1 checkpoint's weights assigned."""
-    from migrate import assign, infer, sources
+    from migrate.tf1 import assign, config_inference, sources
     from ssd_mobilenet import SSDMobileNetV1
 
     source = sources.open_source(fixture_dir)
-    config, _ = infer.infer_config(source, trust_weights=True)
+    config, _ = config_inference.infer_config(source, trust_weights=True)
     model = SSDMobileNetV1(config)
     assign.assign(source.weights, model)
     return model, source.graph_def

@@ -13,8 +13,8 @@ import ssd_mobilenet
 from conftest import (DEPTHWISE, QUANTIZED, TF13, ZOO_2017, ZOO_2018, check_detections, needs_shared,
                       random_images, zoo_path)
 from migrate.cli import main
-from migrate.sources import read_graph_def
-from migrate.tf1_graph import DETECTION_OUTPUTS, FrozenGraphRunner
+from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner
+from migrate.tf1.sources import read_graph_def
 from migrate.verify import MIXED_TOLERANCES, compare_detections, match_detections
 
 
@@ -235,13 +235,13 @@ def test_quantization_aware_model_converts_to_a_faithful_saved_model(quantized_f
 def test_quantization_aware_model_from_one_file(quantized_fixture, tmp_path, form):
     # The frozen graph alone holds the ranges as constants and the bits in its FakeQuant ops;
     # the checkpoint's data and index alone get contrib.quantize's 8 bits, with a note.
-    from migrate import assign, infer, sources
+    from migrate.tf1 import assign, config_inference, sources
     from ssd_mobilenet import SSDMobileNetV1
 
     patterns = {"frozen_graph": FORMS["frozen_graph"],
                 "weights_only": ["checkpoint", "model.ckpt.data-*", "model.ckpt.index"]}[form]
     source = sources.open_source(_only(quantized_fixture, tmp_path / "src", patterns))
-    config, notes = infer.infer_config(source)
+    config, notes = config_inference.infer_config(source)
     assert (config.weight_bits, config.activation_bits) == (8, 8)
     assert sum("8-bit weights and activations assumed" in n for n in notes) == (form == "weights_only")
     model = SSDMobileNetV1(config)
@@ -315,7 +315,7 @@ def _save_tf1_checkpoint(prefix, weights):
 
 @needs_shared
 def test_moving_average_shadows_are_taken_only_when_asked(zoo_fixture, tmp_path):
-    from migrate.sources import read_checkpoint
+    from migrate.tf1.sources import read_checkpoint
     weights = read_checkpoint(os.path.join(zoo_fixture(ZOO_2018), "model.ckpt"))
     # A training checkpoint with EMA shadows of every model variable (values differ from the raw ones).
     shadows = {f"{n}/ExponentialMovingAverage": v * np.float32(0.5) for n, v in weights.items() if n != "global_step"}

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from conftest import check_detections, random_images
-from migrate import assign, infer, sources, tf1_builder
-from migrate.tf1_graph import DETECTION_OUTPUTS, FrozenGraphRunner, endpoint_candidates
+from migrate import tf1_builder
+from migrate.tf1 import assign, config_inference, sources
+from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner, endpoint_candidates
 from ssd_mobilenet import SSDConfig, SSDMobileNetV1, anchors
 from ssd_mobilenet.config import NMS_CLIP_AFTER
 
@@ -95,15 +96,15 @@ def built(tmp_path_factory):
 @pytest.mark.parametrize("name", list(FAMILY))
 def test_family_member_reads_back_and_matches_its_tf1_graph(built, name):
     source = sources.open_source(built(name))
-    config, _ = infer.infer_config(source)
+    config, _ = config_inference.infer_config(source)
     assert config.to_dict() == FAMILY[name].to_dict()
     # What the weights alone show agrees with the config, and so does what the graph alone shows.
-    facts = infer.weight_facts(source.weights, config.anchors_per_location()[0], config.min_depth,
+    facts = config_inference.weight_facts(source.weights, config.anchors_per_location()[0], config.min_depth,
                                config.add_background_class)
     # Without a config the weights' multiplier is the shortest decimal building their layer depths.
     assert facts.pop("depth_multiplier") == pytest.approx(config.depth_multiplier, abs=1e-7)
     assert {k: getattr(config, k) for k in facts} == facts
-    assert config.replace(**infer.graph_traits(source.graph_def)) == config
+    assert config.replace(**config_inference.graph_traits(source.graph_def)) == config
     model = SSDMobileNetV1(config)
     assign.assign(source.weights, model)
     runner = FrozenGraphRunner(source.graph_def, exact_arithmetic=True)
@@ -133,7 +134,7 @@ def test_frozen_graph_alone_gives_the_same_network(built, tmp_path, name):
     import shutil
     shutil.copy(f"{built(name)}/frozen_inference_graph.pb", tmp_path)
     source = sources.open_source(str(tmp_path))
-    config, notes = infer.infer_config(source)
+    config, notes = config_inference.infer_config(source)
     want = FAMILY[name]
     model = SSDMobileNetV1(config)
     assign.assign(source.weights, model)  # every weight finds a variable of its shape
@@ -166,7 +167,7 @@ def test_preprocessing_order_from_every_source_form(built, tmp_path, form):
         source = sources.open_source(str(tmp_path))
     else:
         source = sources.open_source(os.path.join(built(NORMALIZE_FIRST), form))
-    config, notes = infer.infer_config(source)
+    config, notes = config_inference.infer_config(source)
     assert config.normalize_before_resize == (form != "checkpoint alone")
     if form == "checkpoint alone":
         assert convert.assumed_fields(source, config)["normalize_before_resize"] is False
@@ -202,9 +203,9 @@ def test_anchors_the_weights_cannot_hold_are_refused_without_config(built, tmp_p
     for path in glob.glob(f"{built('one_class_pad_to_32')}/model.ckpt.data*") + glob.glob(
             f"{built('one_class_pad_to_32')}/model.ckpt.index"):
         shutil.copy(path, tmp_path)
-    with pytest.raises(infer.MismatchError, match=r"hold \[3, 3, 3, 3, 3, 3\] anchors per location.*"
+    with pytest.raises(config_inference.MismatchError, match=r"hold \[3, 3, 3, 3, 3, 3\] anchors per location.*"
                                                    r"gives \[3, 6, 6, 6, 6, 6\].*pipeline.config"):
-        infer.infer_config(sources.open_source(str(tmp_path)))
+        config_inference.infer_config(sources.open_source(str(tmp_path)))
 
 
 def test_anchors_no_anchor_grid_gives_are_refused(built, tmp_path):
@@ -212,7 +213,7 @@ def test_anchors_no_anchor_grid_gives_are_refused(built, tmp_path):
     (here: the decoder fed other values) are refused in one line, not converted to a model that
     decodes against other anchors."""
     import tensorflow as tf
-    from migrate.graph_anchors import ANCHORS_CONSUMER, graph_anchors
+    from migrate.tf1.graph_anchors import ANCHORS_CONSUMER, graph_anchors
     graph_def = sources.read_graph_def(f"{built('one_class_pad_to_32')}/frozen_inference_graph.pb")
     real, form, _ = graph_anchors(graph_def, (300, 300))
     assert form == "corners" and real.shape == (3 * sum(s * s for s in (20, 10, 5, 3, 2, 1)), 4)  # 320x320
@@ -223,9 +224,9 @@ def test_anchors_no_anchor_grid_gives_are_refused(built, tmp_path):
     consumer = next(n for n in graph_def.node if n.name == ANCHORS_CONSUMER)
     consumer.input[0] = "shifted_anchors"
     (tmp_path / "frozen_inference_graph.pb").write_bytes(graph_def.SerializeToString())
-    with pytest.raises(infer.ConfigError, match=r"frozen_inference_graph.pb: its anchor generator gives anchors "
+    with pytest.raises(config_inference.ConfigError, match=r"frozen_inference_graph.pb: its anchor generator gives anchors "
                                                 r"[0-9.]+ away .*no base anchor size, strides and offsets"):
-        infer.infer_config(sources.open_source(str(tmp_path)))
+        config_inference.infer_config(sources.open_source(str(tmp_path)))
 
 
 @pytest.mark.parametrize("op, name, mode", [
@@ -239,9 +240,9 @@ def test_other_nms_modes_in_the_graph_are_refused(built, tmp_path, op, name, mod
     node = graph_def.node.add()
     node.name, node.op = f"Postprocessor/{name}", op
     (tmp_path / "frozen_inference_graph.pb").write_bytes(graph_def.SerializeToString())
-    with pytest.raises(infer.ConfigError, match=f"frozen_inference_graph.pb: {mode} NMS \\(Postprocessor/.*"
+    with pytest.raises(config_inference.ConfigError, match=f"frozen_inference_graph.pb: {mode} NMS \\(Postprocessor/.*"
                                                 "the TF2 model runs per-class NMS"):
-        infer.infer_config(sources.open_source(str(tmp_path)))
+        config_inference.infer_config(sources.open_source(str(tmp_path)))
 
 
 @pytest.mark.parametrize("configured, expected", [(64, 64), (16, 32), (1, 32)])
@@ -253,7 +254,7 @@ def test_image_padding_in_the_graph_decides_pad_to_multiple(built, tmp_path, con
     shutil.copytree(built("one_class_pad_to_32"), src)
     (src / "pipeline.config").write_text(FAMILY["one_class_pad_to_32"].replace(
         pad_to_multiple=configured).to_pipeline_config())
-    config, notes = infer.infer_config(sources.open_source(str(src)))
+    config, notes = config_inference.infer_config(sources.open_source(str(src)))
     assert config.pad_to_multiple == expected
     assert any(n.startswith("pad_to_multiple: 32") for n in notes) == (configured != expected)
 
@@ -321,7 +322,7 @@ def test_tflite_export_without_its_op_takes_the_thresholds_of_pipeline_config(tm
     graph_def = tf1_builder.tflite_graph_def(TFLITE_CONFIG, weights, postprocess_op=False)
     (src / "tflite_graph.pb").write_bytes(graph_def.SerializeToString())
     (src / "pipeline.config").write_text(TFLITE_CONFIG.replace(max_total_detections=7).to_pipeline_config())
-    config, notes = infer.infer_config(sources.open_source(str(src)))
+    config, notes = config_inference.infer_config(sources.open_source(str(src)))
     assert config.to_dict() == TFLITE_CONFIG.replace(max_total_detections=7).to_dict()
     assert any("is a TFLite export without its post-processing op" in n for n in notes)
 

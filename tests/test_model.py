@@ -32,7 +32,7 @@ def test_zoo_model_has_the_checkpoint_weights(zoo_model):
 
 @needs_shared
 def test_weight_names_and_shapes_match_variables_txt(zoo_model):
-    from migrate.name_map import tf2_path
+    from migrate.tf1.name_map import tf2_path
     import re
     expected = {}
     with open(zoo_path("ssd_mobilenet_v1_coco_2018_01_28", "variables.txt")) as f:

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import (check_detections, DEPTHWISE, QUANTIZED, TF13, ZOO_2017, ZOO_2018, model_for_fixture, needs_shared,
                       random_images)
-from migrate.tf1_graph import DETECTION_OUTPUTS, FrozenGraphRunner, endpoint_candidates
+from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner, endpoint_candidates
 
 ATOL = 1e-5
 # QUANTIZED: the quantization-aware zoo graph with trained-looking FakeQuant ranges

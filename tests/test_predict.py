@@ -12,8 +12,9 @@ import tensorflow as tf
 
 import ssd_mobilenet
 from conftest import REPO, ZOO_2018, model_for_fixture, needs_shared
-from migrate import images, label_map, predict
+from migrate import predict
 from migrate.cli import main
+from migrate.common import images, label_map
 from ssd_mobilenet import SSDConfig, detector, preprocessing
 from ssd_mobilenet.config import RESIZE_METHODS
 

@@ -17,10 +17,12 @@ from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.framework import tensor_util
 
 from conftest import DEPTHWISE, ZOO_2018, needs_shared, random_images, zoo_path
-from migrate import op_allowlist, verify
+from migrate import verify
 from migrate.cli import main
-from migrate.sources import read_graph_def, read_meta_graph
-from migrate.tf1_graph import DETECTION_OUTPUTS
+from migrate.tf1 import op_allowlist
+from migrate.tf1.frozen_graph import DETECTION_OUTPUTS
+from migrate.tf1.sources import read_graph_def, read_meta_graph
+from migrate.verification import measuring
 from ssd_mobilenet import SSDMobileNetV1, detector
 
 FE = "FeatureExtractor/MobilenetV1/"
@@ -414,8 +416,8 @@ def test_too_small_a_memory_limit_fails_in_one_line(zoo, tmp_path):
     images_npz = tmp_path / "images.npz"
     np.savez(images_npz, batch_000=random_images(1, 1, 200, 240))
     with pytest.raises(verify.VerifyInputError) as failure:
-        verify._measure_one("migrate.verify:tf2_runner", {"converted": converted}, str(images_npz),
-                            {"memory_growth": False, "memory_limit_mb": 1}, 0, 1, "TF2")
+        measuring._measure_one("migrate.verification.sides:tf2_runner", {"converted": converted},
+                               str(images_npz), {"memory_growth": False, "memory_limit_mb": 1}, 0, 1, "TF2")
     message = str(failure.value)
     assert message.startswith("TF2 measurement failed under --memory-limit 1 MiB") and "OOM" in message
     assert "\n" not in message

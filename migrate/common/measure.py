@@ -2,7 +2,7 @@
 
 A process's peak resident memory (`ru_maxrss`) only ever grows and TensorFlow's allocators keep
 what they once took, so two models measured in one process colour each other's figures.
-`measure_isolated` runs each measurement in its own `python -m migrate.measure` subprocess with
+`measure_isolated` runs each measurement in its own `python -m migrate.common.measure` subprocess with
 the same environment for every side it is asked to measure.
 
 The model to measure is named, not passed: `factory` is `"module:function"`, called in the
@@ -82,10 +82,10 @@ def measure_isolated(factory: str, factory_kwargs: dict, images, warmup: int = 1
             json.dump(request, f)
         worker_env = {**os.environ, **BASE_ENV, **(env or {})}
         # The worker imports this package; make sure it finds the same copy the parent uses.
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         worker_env["PYTHONPATH"] = os.pathsep.join(p for p in (root, worker_env.get("PYTHONPATH")) if p)
         try:
-            proc = subprocess.run([sys.executable, "-m", "migrate.measure", request_path, result_path],
+            proc = subprocess.run([sys.executable, "-m", "migrate.common.measure", request_path, result_path],
                                   env=worker_env, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise MeasureError(f"measurement of {factory} timed out after {timeout} s") from None
@@ -207,11 +207,11 @@ def _worker(request: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    """`python -m migrate.measure REQUEST.json RESULT.json` (started by `measure_isolated`)."""
+    """`python -m migrate.common.measure REQUEST.json RESULT.json` (started by `measure_isolated`)."""
     request_path, result_path = (argv if argv is not None else sys.argv[1:])
     with open(request_path, encoding="utf-8") as f:
         request = json.load(f)
-    from migrate import console
+    from migrate.common import console
     console.quiet_worker()  # started by a command without --verbose: no TensorFlow notices in the stderr tail
     result = _worker(request)
     tmp = result_path + ".tmp"

@@ -11,9 +11,9 @@ import re
 
 import numpy as np
 
-from migrate import name_map
-from migrate.graph_anchors import ANCHOR_ATOL, fit_anchor_grid, graph_anchors, max_difference
-from migrate.graph_traits import (TFLITE_POSTPROCESS_OP, anchor_box_specs, graph_traits, is_tflite_export,
+from migrate.tf1 import name_map
+from migrate.tf1.graph_anchors import ANCHOR_ATOL, fit_anchor_grid, graph_anchors, max_difference
+from migrate.tf1.graph_traits import (TFLITE_POSTPROCESS_OP, anchor_box_specs, graph_traits, is_tflite_export,
                                   tflite_postprocess_node)
 from ssd_mobilenet.anchors import box_specs
 from ssd_mobilenet.backbone import EXTRA_LAYER_DEPTHS, MOBILENET_V1_BLOCKS, feature_map_shapes

@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 
 from conftest import REPO
-from migrate import cli, console
-from migrate.measure import MeasureError, measure_isolated
+from migrate import cli
+from migrate.common import console
+from migrate.common.measure import MeasureError, measure_isolated
 from migrate.tf1_builder import write_model_dir
 from ssd_mobilenet import SSDConfig
 
@@ -162,7 +163,7 @@ def test_a_checkpoint_prefix_is_not_a_missing_path(small):
         assert cli._missing_path(cli._parser().parse_args(args)) is None, args
 
 
-# ---- the mechanism (migrate.console) ----------------------------------------------------------
+# ---- the mechanism (migrate.common.console) ----------------------------------------------------------
 
 def test_quiet_output_hides_tensorflows_warnings_and_log_not_the_projects():
     tf_logger = logging.getLogger("tensorflow")
@@ -190,7 +191,7 @@ def test_workers_of_a_quiet_command_start_quietly():
     # A worker that fails after TensorFlow has loaded: its stderr tail (in the error) is the
     # failure alone, without the notices TensorFlow's libraries print while they load.
     with pytest.raises(MeasureError) as raised:
-        measure_isolated("migrate.console:no_such_function", {}, [np.zeros((1, 8, 8, 3), np.uint8)],
+        measure_isolated("migrate.common.console:no_such_function", {}, [np.zeros((1, 8, 8, 3), np.uint8)],
                          env={console.QUIET_ENV: "1"}, timeout=120)
     assert "AttributeError" in str(raised.value)
     assert not NOISE.search(str(raised.value)), str(raised.value)

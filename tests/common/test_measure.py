@@ -1,4 +1,4 @@
-"""`migrate.measure`: memory and latency of a runner, each in a fresh subprocess.
+"""`migrate.common.measure`: memory and latency of a runner, each in a fresh subprocess.
 
 The factories below are what the worker imports (`tests` is put on its PYTHONPATH): small
 but real TensorFlow computations whose allocator use grows with the batch.
@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from migrate.measure import MeasureError, measure_isolated
+from migrate.common.measure import MeasureError, measure_isolated
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 ENV = {"PYTHONPATH": TESTS}

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import tensor_util
 
-from migrate.op_allowlist import disallowed_ops
+from migrate.tf1.op_allowlist import disallowed_ops
 from ssd_mobilenet.anchors import box_specs, generate_anchors
 
 ANCHORS_CONSUMER = "Postprocessor/ExpandDims"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from migrate import name_map
+from migrate.tf1 import name_map
 
 
 class MappingError(ValueError):

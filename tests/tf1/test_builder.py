@@ -15,10 +15,11 @@ import pytest
 import tensorflow as tf
 
 from conftest import check_detections, DEPTHWISE, TF13, ZOO_2018, needs_shared, random_images
-from migrate import assign, infer, sources, tf1_builder
+from migrate import tf1_builder
 from migrate.cli import main
-from migrate.graph_traits import graph_traits
-from migrate.tf1_graph import DETECTION_OUTPUTS, FrozenGraphRunner, endpoint_candidates
+from migrate.tf1 import assign, config_inference, sources
+from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner, endpoint_candidates
+from migrate.tf1.graph_traits import graph_traits
 from ssd_mobilenet import SSDMobileNetV1
 from ssd_mobilenet.config import NMS_CLIP_AFTER, NMS_CLIP_BEFORE, SSDConfig
 
@@ -40,7 +41,7 @@ def zoo_pairs(zoo_fixture):
         if name not in cache:
             fx = zoo_fixture(name)
             source = sources.open_source(fx)
-            config, _ = infer.infer_config(source, trust_weights=True)
+            config, _ = config_inference.infer_config(source, trust_weights=True)
             graph, _, _ = tf1_builder.build_inference_graph(config)
             cache[name] = {
                 "dir": fx, "source": source, "config": config, "graph": graph,
@@ -118,7 +119,7 @@ def _images():
 def test_written_dir_has_the_zoo_layout_and_gives_back_its_config(written):
     assert sorted(os.listdir(written["dir"])) == ZOO_FILES
     assert sorted(os.listdir(os.path.join(written["dir"], "saved_model"))) == ["saved_model.pb", "variables"]
-    config, _ = infer.infer_config(sources.open_source(written["dir"]))
+    config, _ = config_inference.infer_config(sources.open_source(written["dir"]))
     assert config.to_dict() == SMALL.to_dict()
     # The .meta and the SavedModel show the same graph-version traits as the frozen graph.
     traits = graph_traits(written["frozen"])
@@ -234,8 +235,8 @@ def test_graph_alone_gives_the_post_processing_constants(written, form):
     # replace the proto defaults, or the converted model would keep low-score detections.
     source = sources.open_source(os.path.join(written["dir"], form))
     assert source.pipeline_config is None
-    config, _ = infer.infer_config(source)
-    for key in sorted(infer.POSTPROCESSING_FIELDS) + ["nms_variant", "fused_batch_norm", "num_classes",
+    config, _ = config_inference.infer_config(source)
+    for key in sorted(config_inference.POSTPROCESSING_FIELDS) + ["nms_variant", "fused_batch_norm", "num_classes",
                                                        "use_explicit_padding", "min_depth",
                                                        "depth_multiplier", "image_height", "image_width"]:
         assert getattr(config, key) == getattr(SMALL, key), key

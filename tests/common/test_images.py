@@ -1,4 +1,4 @@
-"""Finding, decoding and drawing on images (`migrate.images`, `migrate.draw`)."""
+"""Finding, decoding and drawing on images (`migrate.common.images`, `migrate.common.draw`)."""
 
 import os
 
@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import random_images
-from migrate import draw, images
+from migrate.common import draw, images
 
 
 def _write(path, data: bytes):

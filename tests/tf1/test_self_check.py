@@ -12,8 +12,9 @@ import os
 import numpy as np
 import pytest
 
-from migrate import infer, self_check, sources, tf1_builder
+from migrate import tf1_builder
 from migrate.cli import main
+from migrate.tf1 import config_inference, self_check, sources
 from ssd_mobilenet.config import NMS_CLIP_BEFORE, SSDConfig
 
 SMALL_2017 = SSDConfig(num_classes=5, image_height=128, image_width=128, depth_multiplier=0.25,
@@ -62,7 +63,7 @@ def test_faithful_conversion_passes_and_the_report_says_what_was_checked(model_2
 @pytest.mark.parametrize("field", sorted(INJECTED))
 def test_each_wrong_trait_is_caught_and_nothing_is_written(model_2017, tmp_path, monkeypatch, capsys, field):
     value, stage = INJECTED[field]
-    real = infer.infer_config
+    real = config_inference.infer_config
 
     def wrong(*args, **kwargs):
         config, notes = real(*args, **kwargs)
@@ -72,7 +73,7 @@ def test_each_wrong_trait_is_caught_and_nothing_is_written(model_2017, tmp_path,
             change["num_classes"] = config.num_classes + 1
         return config.replace(**change), notes
 
-    monkeypatch.setattr(infer, "infer_config", wrong)
+    monkeypatch.setattr(config_inference, "infer_config", wrong)
     out = tmp_path / "out"
     code = main(["convert", model_2017, "--out", str(out), "--quiet"])
     err = capsys.readouterr().err.strip()
@@ -85,8 +86,8 @@ def test_each_wrong_trait_is_caught_and_nothing_is_written(model_2017, tmp_path,
 
 def test_no_check_writes_it_anyway_and_says_so(model_2017, tmp_path, monkeypatch):
     import json
-    real = infer.infer_config
-    monkeypatch.setattr(infer, "infer_config",
+    real = config_inference.infer_config
+    monkeypatch.setattr(config_inference, "infer_config",
                         lambda *a, **k: (real(*a, **k)[0].replace(logit_scale=2.0), real(*a, **k)[1]))
     out = str(tmp_path / "out")
     assert main(["convert", model_2017, "--out", out, "--quiet", "--no-check"]) == 0
@@ -120,11 +121,11 @@ def test_postprocessing_check_alone_catches_a_background_slice_verify_would_miss
     """On generated images the stages agree whatever `background_slice` says (it acts after the
     network); only post-processing on crafted values shows it, in verify as in convert."""
     from migrate import verify
-    from migrate.tf1_graph import FrozenGraphRunner
+    from migrate.tf1.frozen_graph import FrozenGraphRunner
     from ssd_mobilenet import SSDMobileNetV1
-    from migrate import assign
+    from migrate.tf1 import assign
     source = sources.open_source(model_2017)
-    config, _ = infer.infer_config(source)
+    config, _ = config_inference.infer_config(source)
     runner = FrozenGraphRunner(source.graph_def, exact_arithmetic=True)
     for background_slice, ok in (("logits", True), ("scores", False)):
         model = SSDMobileNetV1(config.replace(background_slice=background_slice))
@@ -152,8 +153,8 @@ def test_a_normalize_first_graph_is_compared_at_its_preprocessed_image(tmp_path,
         pre = json.load(f)["check"]["tensors"][0]
     assert (pre["name"], pre["tf1_tensor"]) == ("Preprocessor", "Preprocessor/map/TensorArrayStack/TensorArrayGatherV3:0")
     assert pre["max_abs_err"] == 0.0
-    real = infer.infer_config
-    monkeypatch.setattr(infer, "infer_config",
+    real = config_inference.infer_config
+    monkeypatch.setattr(config_inference, "infer_config",
                         lambda *a, **k: (real(*a, **k)[0].replace(normalize_before_resize=False), real(*a, **k)[1]))
     capsys.readouterr()
     assert main(["convert", src, "--out", str(tmp_path / "wrong"), "--quiet"]) == 1

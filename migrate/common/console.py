@@ -22,10 +22,10 @@ measured with TensorFlow 2.21 on a CPU):
    filter limited to those modules, so the project's own `warnings.warn` (attributed to the
    project's modules) still shows.
 
-The processes the commands start (`migrate.measure` and `migrate.bench` workers) capture
+The processes the commands start (`migrate.common.measure` and `migrate.benchmark` workers) capture
 their stderr and show its tail only when they fail; `QUIET_ENV` tells them to quiet 1., 3.
 and 4. too (`quiet_worker`), so that tail is the failure. Their C++ log level stays the one
-`migrate.measure.BASE_ENV` gives every measured side (it is part of the recorded setup).
+`migrate.common.measure.BASE_ENV` gives every measured side (it is part of the recorded setup).
 
 Only the command line calls this: importing `migrate` or `ssd_mobilenet` changes nothing.
 """

@@ -1,4 +1,4 @@
-"""`migrate.graph_traits`: what the published graphs show of the releases that wrote them.
+"""`migrate.tf1.graph_traits`: what the published graphs show of the releases that wrote them.
 
 The score path (the ops from the class logits `concat_1` to NMS) differs between releases in
 ways a pipeline.config does not record; every op on it must be accounted for.
@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import DEPTHWISE, QUANTIZED, TF13, ZOO_2017, ZOO_2018, needs_shared, zoo_path
-from migrate import graph_traits, sources
+from migrate.tf1 import graph_traits, sources
 from ssd_mobilenet.config import BACKGROUND_SLICE_LOGITS, BACKGROUND_SLICE_SCORES
 
 # What each published graph's score path holds, read off the graphs (see ../shared/zoo/README.md).

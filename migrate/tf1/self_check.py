@@ -6,7 +6,7 @@ checked against `op_allowlist` first, Grappler off as in `verify`):
 - Stages: generated images at the graph's input size and at another size go through both
   sides; every stage `verify` compares (the preprocessed image, every feature extractor
   layer, box encodings, class logits, decoded boxes) and the detections must agree
-  (`verify.compare_tensor`, `verify.compare_detections`, same tolerances). The preprocessing
+  (`parity.compare_tensor`, `parity.compare_detections`, same tolerances). The preprocessing
   order (`normalize_before_resize`) changes the image by rounding only; a nonzero difference
   there that the other order removes exactly fails the check too.
 - Post-processing, independent of the weights (`check_postprocessing`): a model with trained
@@ -29,7 +29,10 @@ import time
 
 import numpy as np
 
-from migrate import tf1_graph
+from migrate.tf1 import frozen_graph
+from migrate.tf1.inference_graph import inference_graph_of
+from migrate.tf1.parity import DEFAULT_ATOL, DEFAULT_RTOL, MIXED_TOLERANCES, compare_detections, summarise
+from migrate.tf1.side_by_side import compare_batches, tf2_side
 
 CHECK_BATCH_SIZES = ((1, None), (2, (257, 311)))  # (images, size): None is the graph's input size
 CRAFTED_SEED = 20171117
@@ -211,11 +214,10 @@ def _tf2_postprocess(model, config, codes, logits) -> dict:
 
     from ssd_mobilenet import postprocessing
     out = postprocessing.postprocess(model.decode(tf.constant(codes)), tf.constant(logits), config)
-    return {k: np.asarray(out[k]) for k in tf1_graph.DETECTION_OUTPUTS}
+    return {k: np.asarray(out[k]) for k in frozen_graph.DETECTION_OUTPUTS}
 
 
 def _compare_all(ours: dict, ref: dict, atol: float, rtol: float, threshold) -> list:
-    from migrate.verify import compare_detections
     return [{"image": f"crafted#{i}", **compare_detections(ours, ref, i, atol, rtol, threshold)}
             for i in range(len(ref["num_detections"]))]
 
@@ -226,7 +228,7 @@ def check_postprocessing(runner, model, config, atol: float, rtol: float, seed: 
     The TF1 graph is fed `image_tensor` zeros at the model's input size (its anchors depend on
     the feature map sizes) and the crafted values at `concat:0` / `concat_1:0` in place of
     what its network computes. Returns {"ran", "detections": [per crafted image, as
-    `verify.compare_detections`], "ok", "suspects": [fields], "note"}.
+    `parity.compare_detections`], "ok", "suspects": [fields], "note"}.
     """
     heads = {"concat": runner.head_tensors["concat:0"], "concat_1": runner.head_tensors["concat_1:0"]}
     shapes = runner.run(np.zeros((2, config.image_height, config.image_width, 3), np.uint8), heads)
@@ -236,7 +238,7 @@ def check_postprocessing(runner, model, config, atol: float, rtol: float, seed: 
                 "note": f"class logits have {shapes['concat_1'].shape[-1]} columns in the TF1 graph, "
                         f"{logits.shape[-1]} in the converted model"}
     ref = runner.run(np.zeros((2, config.image_height, config.image_width, 3), np.uint8),
-                     {k: f"{k}:0" for k in tf1_graph.DETECTION_OUTPUTS},
+                     {k: f"{k}:0" for k in frozen_graph.DETECTION_OUTPUTS},
                      feeds={heads["concat"]: codes.reshape(shapes["concat"].shape), heads["concat_1"]: logits})
     ours = _tf2_postprocess(model, config, codes, logits)
     detections = _compare_all(ours, ref, atol, rtol, config.score_threshold)
@@ -343,11 +345,10 @@ def _check_deployed(runner, deployed, batches, config) -> list:
     with default optimisations gave the other one each time). The checkpoint's stages are
     still compared exactly, so the conversion itself is held to 1e-5.
     """
-    from migrate import verify
     serve, precision = deployed
     criterion = "mixed_bfloat16" if config.weight_bits and precision == "float32" else precision
-    _, detections, _ = verify.compare_batches(runner, {}, None, serve, batches, config, verify.DEFAULT_ATOL,
-                                              verify.DEFAULT_RTOL, verify.MIXED_TOLERANCES.get(criterion))
+    _, detections, _ = compare_batches(runner, {}, None, serve, batches, config, DEFAULT_ATOL, DEFAULT_RTOL,
+                                       MIXED_TOLERANCES.get(criterion))
     return detections
 
 
@@ -363,19 +364,18 @@ def check_conversion(source, model, config, allow_ops=(), progress=None, deploye
         `saved_model`; the stages are the Keras model's).
     Raises:
       CheckFailed: the first divergent stage, what differs there and the fields likely behind it.
-      verify.VerifyInputError: the graph cannot run (ops outside the allowlist, no image_tensor).
+      inference_graph.VerifyInputError: the graph cannot run (ops outside the allowlist, no image_tensor).
     """
-    from migrate import verify
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
-    stages = tf1_graph.endpoint_candidates(model)
-    stages[tf1_graph.DECODED_BOXES[0]] = tf1_graph.DECODED_BOXES[1]
+    stages = frozen_graph.endpoint_candidates(model)
+    stages[frozen_graph.DECODED_BOXES[0]] = frozen_graph.DECODED_BOXES[1]
     stage_nodes = [c.split(":")[0] for _, candidates in stages.values() for c in candidates]
-    graph_def, graph_from = verify.inference_graph_of(source, stage_nodes, allow_ops, config=config)
-    runner = tf1_graph.FrozenGraphRunner(graph_def, exact_arithmetic=True)
+    graph_def, graph_from = inference_graph_of(source, stage_nodes, allow_ops, config=config)
+    runner = frozen_graph.FrozenGraphRunner(graph_def, exact_arithmetic=True)
     try:
         resolved = runner.resolve(stages)
-        detect, network, _ = verify._tf2_side(model, "eager")
+        detect, network, _ = tf2_side(model, "eager")
         rng = np.random.default_rng(CRAFTED_SEED)
         batches = []
         for n, size in CHECK_BATCH_SIZES:
@@ -384,9 +384,8 @@ def check_conversion(source, model, config, allow_ops=(), progress=None, deploye
                             rng.integers(0, 256, (n, h, w, 3)).astype(np.uint8)))
         say("checking the conversion against the TF1 graph: every stage on generated images at "
             + " and ".join(f"{b[1].shape[1]}x{b[1].shape[2]}" for b in batches))
-        atol, rtol = verify.DEFAULT_ATOL, verify.DEFAULT_RTOL
-        per_stage, detections, _ = verify.compare_batches(runner, resolved, network, detect, batches, config,
-                                                          atol, rtol)
+        atol, rtol = DEFAULT_ATOL, DEFAULT_RTOL
+        per_stage, detections, _ = compare_batches(runner, resolved, network, detect, batches, config, atol, rtol)
         say("checking post-processing on crafted box encodings and class logits")
         postprocessing = check_postprocessing(runner, model, config, atol, rtol)
         order_failure = _preprocessing_order_failure(runner, resolved, per_stage, batches, config)
@@ -395,7 +394,7 @@ def check_conversion(source, model, config, allow_ops=(), progress=None, deploye
             saved_model = _check_deployed(runner, deployed, batches, config)
     finally:
         runner.close()
-    tensors = verify._summarise(resolved, per_stage)
+    tensors = summarise(resolved, per_stage)
     report = {
         "ran": True, "graph": graph_from, "tolerances": {"atol": atol, "rtol": rtol},
         "images": [d["image"] for d in detections], "tensors": tensors, "detections": detections,

@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import tensor_util
 
-from migrate import name_map
+from migrate.tf1 import name_map
 
 
 class SourceError(ValueError):

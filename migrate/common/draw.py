@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from migrate import outputs
+from migrate.common import outputs
 
 
 def _outline_rings(boxes: np.ndarray, height: int, width: int, thickness: int) -> np.ndarray:

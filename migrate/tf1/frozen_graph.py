@@ -115,7 +115,7 @@ class FrozenGraphRunner:
             config.graph_options.rewrite_options.disable_meta_optimizer = True
         self.session = tf1.Session(graph=self.graph, config=config)
         self.input = self.graph.get_tensor_by_name("image_tensor:0")
-        from migrate.graph_traits import head_concats, preprocessed_image
+        from migrate.tf1.graph_traits import head_concats, preprocessed_image
         heads = head_concats(graph_def)
         # `concat:0` / `concat_1:0` in stage candidates mean the box encodings / class logits,
         # wherever this graph has them (some exports swap the two names).

@@ -1,0 +1,47 @@
+"""What `bench` accepts: size and batch lists, and a TF1 side whose frozen graph a session can run."""
+
+from __future__ import annotations
+
+import os
+
+
+class BenchInputError(ValueError):
+    """A benchmark input (model directory, size or batch list, output file) is unusable."""
+
+
+def parse_sizes(text: str) -> list:
+    """"300x300,480x640" -> [(300, 300), (480, 640)] (H x W)."""
+    sizes = []
+    for item in text.split(","):
+        parts = item.strip().lower().split("x")
+        if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise BenchInputError(f"--size {text!r}: expected HxW[,HxW...] with positive integers")
+        sizes.append((int(parts[0]), int(parts[1])))
+    return sizes
+
+
+def parse_batches(text: str) -> list:
+    """"1,8,32" -> [1, 8, 32]."""
+    try:
+        batches = [int(b) for b in text.split(",")]
+    except ValueError:
+        batches = []
+    if not batches or min(batches) < 1:
+        raise BenchInputError(f"--batch {text!r}: expected positive integers separated by commas")
+    return batches
+
+
+def _frozen_graph(src: str) -> str:
+    path = src if os.path.isfile(src) else os.path.join(src, "frozen_inference_graph.pb")
+    if not os.path.isfile(path):
+        raise BenchInputError(f"{src}: no frozen_inference_graph.pb (the TF1 side needs the frozen graph)")
+    return path
+
+
+def _check_frozen_graph(src: str) -> None:
+    """Before any worker starts: the TF1 side's graph exists and is one a session can run."""
+    from migrate.tf1 import graph_traits
+    from migrate.tf1.sources import read_graph_def
+    path = _frozen_graph(src)
+    if graph_traits.is_tflite_export(read_graph_def(path)):
+        raise BenchInputError(f"{path}: {graph_traits.TFLITE_REFUSAL}")

@@ -1,0 +1,82 @@
+"""From times and memory peaks to the report's rows: medians and percentiles, latency ratios
+to the baseline with a bootstrap interval over paired rounds, allocator and RSS ratios."""
+
+from __future__ import annotations
+
+import os
+
+from migrate.benchmark.sides import BASELINE
+
+
+def _stats(values):
+    import numpy as np
+    v = np.asarray(values, dtype=np.float64)
+    return {"median": float(np.median(v)), "p90": float(np.percentile(v, 90)),
+            "spread": float((np.percentile(v, 90) - np.percentile(v, 10)) / np.median(v))}
+
+
+RATIO_INTERVAL = 0.95
+_BOOTSTRAP_RESAMPLES = 2000
+
+
+def ratio_interval(side_ms, base_ms, seed=0) -> list:
+    """[lo, hi]: the 95% bootstrap interval of median(side_ms) / median(base_ms).
+
+    `side_ms[r]` and `base_ms[r]` are round r's times (interleaved in one process), so rounds
+    are resampled as pairs: noise that slowed both sides in one round stays paired, as it does
+    in the measured ratio. The percentile interval of the resampled ratios; with a handful of
+    rounds it is wide, which is the point: a target "met" by a few percent inside it is not
+    settled by this run.
+    """
+    import numpy as np
+    side, base = np.asarray(side_ms, np.float64), np.asarray(base_ms, np.float64)
+    if side.shape != base.shape or side.size == 0:
+        raise ValueError(f"paired rounds needed: {side.size} vs {base.size} times")
+    picks = np.random.default_rng(seed).integers(0, side.size, (_BOOTSTRAP_RESAMPLES, side.size))
+    ratios = np.median(side[picks], axis=1) / np.median(base[picks], axis=1)
+    tail = (1.0 - RATIO_INTERVAL) / 2 * 100
+    return [float(np.percentile(ratios, tail)), float(np.percentile(ratios, 100 - tail))]
+
+
+def _report(latency, memory_results, sides, sizes, batches, repeats, warmup, base_env) -> dict:
+    import tensorflow as tf
+    rows = []
+    for label, times in latency.items():
+        for size in sizes:
+            for i, batch in enumerate(batches):
+                key = f"{size[0]}x{size[1]}/b{batch}"
+                base = _stats(times[BASELINE][key])
+                base_mem = memory_results.get(BASELINE)
+                for side in sides:
+                    st = _stats(times[side][key])
+                    row = {"side": side, "onednn": label, "size": list(size), "batch": batch,
+                           "rounds": len(times[side][key]), "latency_ms": st,
+                           "images_per_s": batch * 1000.0 / st["median"],
+                           "latency_ratio": st["median"] / base["median"],
+                           "latency_ratio_ci95": ratio_interval(times[side][key], times[BASELINE][key])}
+                    mem = memory_results.get(side)
+                    if mem is not None and label == next(iter(latency)):
+                        j = sizes.index(size) * len(batches) + i
+                        row["alloc_transient_bytes"] = _transient(mem, j)
+                        row["peak_rss_bytes"] = mem["peak_rss_bytes"]
+                        row["rss_bytes"] = mem.get("rss_bytes")
+                        if base_mem is not None:
+                            row["alloc_ratio"] = _ratio(row["alloc_transient_bytes"], _transient(base_mem, j))
+                            row["rss_ratio"] = _ratio(mem["peak_rss_bytes"], base_mem["peak_rss_bytes"])
+                            row["steady_rss_ratio"] = _ratio(mem.get("rss_bytes"), base_mem.get("rss_bytes"))
+                    rows.append(row)
+    return {"rows": rows, "sizes": [list(s) for s in sizes], "batches": list(batches), "sides": sides,
+            "repeats": repeats, "warmup": warmup, "env": base_env, "onednn": [str(s) for s in latency],
+            "device": "GPU" if tf.config.list_physical_devices("GPU") else "CPU", "tensorflow": tf.__version__,
+            "cpu_count": os.cpu_count(), "memory": memory_results}
+
+
+def _transient(result, index):
+    b = result["batches"][index]
+    if b["peak_memory_bytes"] is None or b["baseline_memory_bytes"] is None:
+        return None
+    return b["peak_memory_bytes"] - b["baseline_memory_bytes"]
+
+
+def _ratio(a, b):
+    return None if a is None or not b else a / b

@@ -1,0 +1,158 @@
+"""The report as text: the console table, the JSON file, the targets check, scaling lines and
+docs/benchmarks.md (`write_markdown`, with the prose of `notes`)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from migrate.benchmark.inputs import BenchInputError
+from migrate.benchmark.interleaving import MAX_ROUNDS_FACTOR, rounds
+from migrate.benchmark.notes import _NOTES, _SIDE_TEXT
+from migrate.benchmark.sides import BASELINE
+from migrate.common import outputs
+
+
+def format_table(report: dict, markdown: bool = False) -> str:
+    """The report as a table: one row per side, size, batch (and oneDNN setting)."""
+    head = ["side", "oneDNN", "size", "batch", "median ms", "p90 ms", "img/s", "latency x TF1 (95%)",
+            "alloc peak MiB", "alloc x TF1", "peak RSS MiB", "RSS x TF1", "steady RSS MiB", "x TF1"]
+    mib = lambda b: "-" if b is None else f"{b / 2**20:.1f}"
+    ratio = lambda r: "-" if r is None else f"{r:.2f}"
+    lines = []
+    for r in report["rows"]:
+        latency = ratio(r["latency_ratio"])
+        if r["side"] != BASELINE and r.get("latency_ratio_ci95"):
+            latency += " ({:.2f}-{:.2f})".format(*r["latency_ratio_ci95"])
+        lines.append([r["side"], r["onednn"], f"{r['size'][0]}x{r['size'][1]}", str(r["batch"]),
+                      f"{r['latency_ms']['median']:.1f}", f"{r['latency_ms']['p90']:.1f}", f"{r['images_per_s']:.1f}",
+                      latency, mib(r.get("alloc_transient_bytes")), ratio(r.get("alloc_ratio")),
+                      mib(r.get("peak_rss_bytes")), ratio(r.get("rss_ratio")), mib(r.get("rss_bytes")),
+                      ratio(r.get("steady_rss_ratio"))])
+    if markdown:
+        out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        return "\n".join(out + ["| " + " | ".join(line) + " |" for line in lines])
+    widths = [max(len(x) for x in col) for col in zip(head, *lines)]
+    fmt = lambda cells: "  ".join(c.rjust(w) if i > 0 else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+    return "\n".join([fmt(head)] + [fmt(line) for line in lines])
+
+
+def write_json(report: dict, path: str, force: bool = False) -> None:
+    """Writes `report` to `path` atomically; refuses to replace an existing file without `force`."""
+    if os.path.exists(path) and not force:
+        raise BenchInputError(f"{path}: exists (use --force to replace it)")
+    outputs.write_text(path, json.dumps(report, indent=1))
+
+
+# The targets (issue 19), per side: (side, batch, key, limit, what). The SavedModel is judged
+# as users deploy it (plain `tf.saved_model.load`), and `ssd_mobilenet.load()` as the library
+# runs it, both without process-wide levers; the mixed-precision SavedModel where the CPU has
+# bfloat16 units (or a GPU float16 ones).
+TARGETS = (
+    ("saved_model", 1, "latency_ratio", 0.8, "latency"),
+    ("saved_model", 8, "latency_ratio", 0.8, "latency"),
+    ("saved_model", 8, "alloc_ratio", 0.6, "allocator transient peak"),
+    ("saved_model", 8, "steady_rss_ratio", 1.0, "steady-state process RSS"),
+    ("detector", 1, "latency_ratio", 0.8, "latency"),
+    ("detector", 8, "latency_ratio", 0.8, "latency"),
+    ("saved_model_mixed", 1, "latency_ratio", 0.5, "latency"),
+    ("saved_model_mixed", 8, "latency_ratio", 0.5, "latency"),
+)
+
+
+def targets(report: dict, size=(480, 640)) -> list:
+    """`TARGETS` checked on `report` at `size`: [(text, measured, passed)], for the sides and
+    batches the report has.
+
+    `passed` judges the median ratio; `measured` adds the latency ratio's 95% interval and says
+    when that interval reaches across the limit (the run does not settle it either way)."""
+    rows = [r for r in report["rows"] if tuple(r["size"]) == tuple(size) and r["onednn"] == report["onednn"][0]]
+    out = []
+    for side, batch, key, limit, what in TARGETS:
+        row = next((r for r in rows if r["side"] == side and r["batch"] == batch and r.get(key) is not None), None)
+        if row is None:
+            continue
+        measured = f"{row[key]:.2f}x"
+        interval = row.get(key + "_ci95")
+        if interval:
+            measured += f", 95% interval {interval[0]:.2f}-{interval[1]:.2f}x"
+            if interval[0] <= limit < interval[1]:
+                measured += f", which reaches across {limit}x"
+        out.append((f"`{side}` {what} at batch {batch}, {size[0]}x{size[1]}: <= {limit}x TF1", measured,
+                    row[key] <= limit))
+    return out
+
+
+def scaling(report: dict) -> list:
+    """One Markdown line per side and size: per-image latency and allocator peak from the smallest
+    to the largest batch (peak memory should grow no faster than the batch)."""
+    lines = []
+    first = report["onednn"][0]
+    b0, b1 = min(report["batches"]), max(report["batches"])
+    if b0 == b1:
+        return ["(one batch size measured)"]
+    for size in report["sizes"]:
+        for side in report["sides"]:
+            rows = {r["batch"]: r for r in report["rows"]
+                    if r["side"] == side and r["size"] == size and r["onednn"] == first}
+            lo, hi = rows[b0], rows[b1]
+            text = (f"- `{side}` {size[0]}x{size[1]}: {lo['latency_ms']['median'] / b0:.1f} -> "
+                    f"{hi['latency_ms']['median'] / b1:.1f} ms per image from batch {b0} to {b1}")
+            if lo.get("alloc_transient_bytes") and hi.get("alloc_transient_bytes"):
+                growth = hi["alloc_transient_bytes"] / lo["alloc_transient_bytes"]
+                text += (f"; allocator peak {lo['alloc_transient_bytes'] / 2**20:.1f} -> "
+                         f"{hi['alloc_transient_bytes'] / 2**20:.1f} MiB, x{growth:.1f} for x{b1 // b0} the images")
+            lines.append(text)
+    return lines
+
+
+def _machine() -> str:
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} logical cores"
+
+
+def write_markdown(report: dict, path: str, command: str, force: bool = False, plot: str = None) -> None:
+    """docs/benchmarks.md: how it was run, the table, the targets, scaling and the notes (atomic write).
+    `plot`: a PNG written by `write_plot`, shown under the scaling section (path relative to `path`)."""
+    if os.path.exists(path) and not force:
+        raise BenchInputError(f"{path}: exists (use --force to replace it)")
+    spreads = [r["latency_ms"]["spread"] for r in report["rows"]]
+    per_batch = ", ".join(f"{rounds(report['repeats'], b, report['batches'])} at batch {b}" for b in report["batches"])
+    lines = ["# Benchmarks: TF1 frozen graph vs the converted TF2 model", "",
+             "Generated by one run of (from the repository root, after "
+             "`python -m migrate convert SRC --out CONVERTED`):",
+             "", "```bash", command, "```", "",
+             f"Machine: {_machine()}; device {report['device']}; TensorFlow {report['tensorflow']}; "
+             f"environment of every worker: `{' '.join(f'{k}={v}' for k, v in sorted(report['env'].items()))}`; "
+             f"interleaved rounds per batch: {per_batch} (`--repeats` {report['repeats']}, up to "
+             f"{MAX_ROUNDS_FACTOR}x for smaller batches), after "
+             f"{report['warmup']} warm-up runs per side.", "",
+             "Latency: all sides in one process, interleaved, so machine noise hits them alike; `latency x TF1` is "
+             "median / median of `tf1_session` at the same size, batch and oneDNN setting, with in brackets its 95% "
+             "interval from resampling the rounds in pairs (bootstrap). Memory: each side in "
+             "its own fresh process; `alloc peak` is the TensorFlow allocator's transient peak during the runs "
+             "(peak minus what was resident before: weights, graph constants), `peak RSS` the process's peak and "
+             "`steady RSS` its resident memory after the last run (what a serving process holds between "
+             "requests).", "",
+             "## Targets", ""]
+    for text, measured, passed in targets(report):
+        lines.append(f"- {text}: **{measured}** {'(met)' if passed else '(NOT met)'}")
+    lines += ["", "## Results", "", format_table(report, markdown=True), "", "## Scaling with the batch", ""]
+    lines += scaling(report)
+    if plot:
+        lines += ["", f"![latency per image and allocator transient peak against the batch size]({plot})"]
+    lines += ["",
+              "`spread` of the latency samples ((p90 - p10) / median) per row is in the `--json` report; "
+              f"in this run it was {min(spreads):.0%} to {max(spreads):.0%} "
+              f"(median {sorted(spreads)[len(spreads) // 2]:.0%}). "
+              "On a machine shared with other jobs it runs to tens of percent: compare ratios, not times, "
+              "and rerun on a quiet machine before drawing conclusions from a few percent.", "",
+              "## Sides", ""]
+    lines += [f"- `{name}`: {text}" for name, text in _SIDE_TEXT.items() if name in report["sides"]]
+    lines += ["", _NOTES]
+    outputs.write_text(path, "\n".join(lines) + "\n")

@@ -1,0 +1,82 @@
+"""The processes `bench` starts, all with the same environment: the export worker, the latency
+worker (`python -m migrate.benchmark`, `interleaving`) once per oneDNN setting, and one memory
+worker per side (`migrate.common.measure.measure_isolated`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from migrate.benchmark.interleaving import _images, interleaved_latency
+from migrate.common import measure
+
+
+def _latency_worker(request_path, result_path):
+    with open(request_path, encoding="utf-8") as f:
+        req = json.load(f)
+    if req.get("memory_growth") or req.get("memory_limit_mb"):
+        from ssd_mobilenet import runtime
+        runtime.configure(memory_growth=req.get("memory_growth", False), memory_limit_mb=req.get("memory_limit_mb"))
+    times = interleaved_latency(req["sides"], req["src"], req["converted"], [tuple(s) for s in req["sizes"]],
+                                req["batches"], req["warmup"], req["repeats"], trace_dir=req.get("trace_dir"),
+                                progress=lambda msg: print(f"[bench] {msg}", file=sys.stderr, flush=True),
+                                saved_models=req.get("saved_models"))
+    with open(result_path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(times, f)
+    os.replace(result_path + ".tmp", result_path)
+
+
+def _run_latency_process(request: dict, env: dict, progress) -> dict:
+    with tempfile.TemporaryDirectory(prefix="migrate-bench-") as tmp:
+        req, res = os.path.join(tmp, "request.json"), os.path.join(tmp, "result.json")
+        with open(req, "w", encoding="utf-8") as f:
+            json.dump(request, f)
+        proc = subprocess.Popen([sys.executable, "-m", "migrate.benchmark", req, res], env=_worker_env(env),
+                                stderr=subprocess.PIPE, text=True)
+        tail = []
+        for line in proc.stderr:
+            tail = (tail + [line.rstrip()])[-15:]
+            if line.startswith("[bench]"):
+                progress(line[len("[bench] "):].rstrip())
+        if proc.wait() != 0 or not os.path.isfile(res):
+            raise RuntimeError("latency worker failed:\n" + "\n".join(tail))
+        with open(res, encoding="utf-8") as f:
+            return json.load(f)
+
+
+def _worker_env(env: dict) -> dict:
+    """This process's environment with `env` and this checkout first on PYTHONPATH, for a worker."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return {**os.environ, **env, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+
+
+def _run_export_process(converted: str, out_dir: str, sides, env: dict) -> None:
+    proc = subprocess.run([sys.executable, "-c", "import sys; from migrate.benchmark.sides import _export_worker; "
+                           "_export_worker(*sys.argv[1:])", converted, out_dir, ",".join(sides)],
+                          env=_worker_env(env), capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError("export worker failed:\n" + "\n".join(proc.stderr.splitlines()[-15:]))
+
+
+def _measure(request, sides, sizes, batches, settings, base_env, memory, memory_repeats, say):
+    """(latency {oneDNN label: times}, memory {side: measure result}) of every side."""
+    latency = {}
+    for setting in settings:
+        label = "default" if setting is None else setting
+        worker_env = dict(base_env) if setting is None else {**base_env, "TF_ENABLE_ONEDNN_OPTS": setting}
+        say(f"interleaved latency, oneDNN {label}")
+        latency[label] = _run_latency_process(request, worker_env, say)
+    memory_results = {}
+    if memory:
+        images = [_images(size, b) for size in sizes for b in batches]
+        for side in sides:
+            say(f"memory: {side} in a fresh process")
+            memory_results[side] = measure.measure_isolated(
+                "migrate.benchmark.sides:runner",
+                {"side": side, "src": request["src"], "converted": request["converted"],
+                 "saved_model": request.get("saved_models", {}).get(side)},
+                images, warmup=1, repeats=memory_repeats, env=base_env)
+    return latency, memory_results

@@ -1,0 +1,87 @@
+"""Cost: each side measured in its own fresh subprocess (`migrate.common.measure`) with the same
+memory settings, summarised for the report; and the profiler trace of the TF2 side."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+
+from migrate.tf1.inference_graph import VerifyInputError
+
+
+def _measurement_batches(batches, batch: int) -> list:
+    """Batch 1 and batch `batch` of the largest image (repeated), so latencies compare by batch size."""
+    _, images = max(batches, key=lambda b: b[1].shape[1] * b[1].shape[2])
+    one = images[:1]
+    return [one] if batch == 1 else [one, np.repeat(one, batch, axis=0)]
+
+
+def _measure_one(factory: str, kwargs: dict, images_npz: str, memory: dict, warmup: int, repeats: int, side: str):
+    """`measure_isolated` with the memory settings applied in the worker (`runtime.configure`).
+    A worker that fails while memory settings are in force is reported as bad input naming
+    them and the worker's most telling line: under a small CPU limit the first allocation
+    beyond it fails (OOM, or a graph constant that cannot be materialised)."""
+    from migrate.common.measure import MeasureError, measure_isolated
+    try:
+        return measure_isolated(factory, {**kwargs, **memory}, images_npz, warmup=warmup, repeats=repeats)
+    except MeasureError as e:
+        if not memory["memory_growth"] and memory["memory_limit_mb"] is None:
+            raise
+        lines = [ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()]
+        cause = next((ln for key in ("RuntimeConfigError", "OOM when allocating", "Error:", "Cannot parse tensor")
+                      for ln in lines if key in ln), lines[-1] if lines else "no error output")
+        settings = ("--memory-growth" if memory["memory_growth"] else
+                    f"--memory-limit {memory['memory_limit_mb']} MiB")
+        raise VerifyInputError(f"{side} measurement failed under {settings}: {cause[:300]}") from None
+
+
+def _measure_sides(graph_def, converted: str, mode: str, precision: str, memory: dict, batches, batch: int,
+                   warmup: int, repeats: int, say):
+    """(tf1 result, tf2 result) of `measure.measure_isolated`, one fresh process per side, the
+    TF1 graph in a session with the default config (as a user runs it), each applying the
+    same `memory` settings (`runtime.configure`) before its first op."""
+    with tempfile.TemporaryDirectory(prefix="migrate-verify-") as tmp:
+        graph_pb = os.path.join(tmp, "tf1_inference_graph.pb")
+        with open(graph_pb, "wb") as f:
+            f.write(graph_def.SerializeToString())
+        measure_batches = _measurement_batches(batches, batch)
+        images_npz = os.path.join(tmp, "images.npz")
+        np.savez(images_npz, **{f"batch_{i:03d}": b for i, b in enumerate(measure_batches)})
+        sizes = " and ".join(str(len(b)) for b in measure_batches)
+        say(f"measuring TF1 (session, default config) in a fresh process: batch {sizes}, {repeats} runs each")
+        tf1 = _measure_one("migrate.verification.sides:tf1_session_runner", {"graph_pb": graph_pb}, images_npz, memory,
+                           warmup, repeats, "TF1")
+        say(f"measuring TF2 ({mode}, {precision}) in a fresh process: batch {sizes}, {repeats} runs each")
+        tf2 = _measure_one("migrate.verification.sides:tf2_runner",
+                           {"converted": converted, "mode": mode, "precision": precision},
+                           images_npz, memory, warmup, repeats, "TF2")
+    return tf1, tf2
+
+
+def _side_summary(result: dict, mode: str) -> dict:
+    if result is None:
+        return {"measured": False, "mode": mode, "device": None, "peak_memory_bytes": None,
+                "peak_rss_bytes": None, "latency_ms": None}
+    return {"measured": True, "mode": mode, "device": result["device"],
+            "peak_memory_bytes": result["peak_memory_bytes"],
+            "baseline_memory_bytes": result["baseline_memory_bytes"],
+            "transient_peak_bytes": result["transient_peak_bytes"],
+            "peak_rss_bytes": result["peak_rss_bytes"],
+            "latency_ms": {f"batch_{b['shape'][0]}": {"median": b["latency_ms"]["median"],
+                                                      "p90": b["latency_ms"]["p90"],
+                                                      "image_size": b["shape"][1:3]}
+                           for b in result["batches"]},
+            "build_s": result["build_s"], "env": result["env"]}
+
+
+def _trace(detect, images, trace_dir: str) -> None:
+    """A profiler trace of two runs of `detect` (already warm from the parity run)."""
+    from ssd_mobilenet import runtime
+    try:
+        with runtime.trace(trace_dir):
+            for _ in range(2):
+                [np.asarray(v) for v in detect(images).values()]
+    except runtime.RuntimeConfigError as e:
+        raise VerifyInputError(f"--trace {trace_dir}: {e}") from None

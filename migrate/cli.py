@@ -277,7 +277,8 @@ def _run(args) -> int:
 
 def _predict(args) -> int:
     from migrate import predict
-    from migrate.common import images, label_map
+    from migrate.common import images
+    from ssd_mobilenet import label_map
     if args.batch is not None and not 1 <= args.batch <= predict.MAX_BATCH:
         print(f"error: --batch {args.batch}: must be 1..{predict.MAX_BATCH}", file=sys.stderr)
         return EXIT_BAD_INPUT

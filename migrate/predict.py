@@ -35,7 +35,8 @@ import numpy as np
 import tensorflow as tf
 
 import ssd_mobilenet
-from migrate.common import draw, images, label_map, outputs
+from migrate.common import draw, images, outputs
+from ssd_mobilenet import label_map
 from ssd_mobilenet import preprocessing
 
 DEFAULT_BATCH = 8

@@ -14,7 +14,8 @@ import ssd_mobilenet
 from conftest import REPO, ZOO_2018, model_for_fixture, needs_shared
 from migrate import predict
 from migrate.cli import main
-from migrate.common import images, label_map
+from migrate.common import images
+from ssd_mobilenet import label_map
 from ssd_mobilenet import SSDConfig, detector, preprocessing
 from ssd_mobilenet.config import RESIZE_METHODS
 

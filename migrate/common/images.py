@@ -9,10 +9,11 @@ with `channels=3`). Like them, no EXIF orientation is applied: pixels are used a
 from __future__ import annotations
 
 import os
-import re
 
 import numpy as np
 import tensorflow as tf
+
+from ssd_mobilenet.image_io import decode, error_message  # noqa: F401 (re-exported: images.decode, ...)
 
 JPEG_MAGIC = b"\xff\xd8\xff"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -85,22 +86,6 @@ def list_images(paths) -> list:
     if not images:
         raise ImageError("no image paths given")
     return images
-
-
-def decode(contents):
-    """Encoded bytes (scalar string tensor) -> uint8 [H, W, 3] RGB tensor.
-
-    Grayscale is replicated to three channels, alpha is dropped, 16-bit PNG is scaled to
-    8 bits, an animation gives its first frame. Usable inside `tf.data` and `tf.function`.
-    """
-    return tf.io.decode_image(contents, channels=3, dtype=tf.uint8, expand_animations=False)
-
-
-def error_message(error: Exception) -> str:
-    """The first line of a TensorFlow error, without its `{{function_node ...}}` and `[Op:...]` wrapping."""
-    text = (getattr(error, "message", None) or str(error)).strip()
-    text = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", text.splitlines()[0] if text else "")
-    return text.split(" [Op:")[0].strip() or type(error).__name__
 
 
 def read_image(path) -> np.ndarray:

@@ -38,7 +38,8 @@ import warnings
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 
-from migrate import images, label_map as label_maps
+from ssd_mobilenet import image_io as images
+from ssd_mobilenet import label_map as label_maps
 from ssd_mobilenet import preprocessing
 from ssd_mobilenet.config import SSDConfig
 from ssd_mobilenet.training import augmentation

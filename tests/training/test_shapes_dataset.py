@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from migrate import label_map
+from ssd_mobilenet import label_map
 from ssd_mobilenet.training import data, shapes_dataset
 
 

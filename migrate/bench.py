@@ -10,8 +10,8 @@ Sides (`SIDES`), each a runner `run(images uint8 [N, H, W, 3]) -> dict of output
                      `mixed_float16` on GPUs)
   (the last two are exported from CONVERTED's checkpoint into a temporary directory first,
   in a process of their own, as `convert` writes them)
-  detector           `ssd_mobilenet.load(...)`: batch norm folded, batch in slices (float32)
-  detector_frozen    `ssd_mobilenet.load(..., freeze_weights=True)`: weights as graph constants
+  detector           `ssd_mobilenet.load(...)`: batch norm folded, batch in slices, weights as graph constants
+  detector_variables `ssd_mobilenet.load(..., freeze_weights=False)`: the same with weights as variables
                      whatever the model
   detector_exact     `ssd_mobilenet.load(..., fold_batch_norm=False, slice_size=None)`: op for op the graph
   detector_xla       `ssd_mobilenet.load(..., jit_compile=True)`

@@ -8,7 +8,7 @@ import os
 from migrate.benchmark.inputs import BenchInputError, _frozen_graph
 
 SIDES = ("tf1_session", "tf1_wrap_function", "saved_model", "saved_model_exact", "saved_model_mixed", "detector",
-         "detector_frozen", "detector_exact", "detector_xla", "detector_mixed")
+         "detector_variables", "detector_exact", "detector_xla", "detector_mixed")
 
 # Sides whose SavedModel bench exports first: (variant, precision; None: `mixed_precision()`).
 EXPORTED_SIDES = {"saved_model_exact": ("exact", "float32"), "saved_model_mixed": ("fast", None)}
@@ -42,7 +42,7 @@ def runner(side: str, src: str, converted: str, saved_model: str = None):
     import warnings
 
     import ssd_mobilenet
-    options = {"detector": {}, "detector_frozen": {"freeze_weights": True},
+    options = {"detector": {}, "detector_variables": {"freeze_weights": False},
                "detector_exact": {"fold_batch_norm": False, "slice_size": None},
                "detector_xla": {"jit_compile": True}, "detector_mixed": {"precision": mixed_precision()}}
     if side not in options:

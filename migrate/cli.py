@@ -38,7 +38,22 @@ def _parser():
     _add_predict_parser(sub)
     _add_verify_parser(sub)
     _add_bench_parser(sub)
+    _add_evaluate_parser(sub)
     return p
+
+
+def _add_evaluate_parser(sub):
+    p = sub.add_parser("evaluate", help="COCO detection metrics of a converted or TF1 model on OD API TFRecords")
+    p.add_argument("model", help="a directory written by `convert`, or a TF1 model (any form convert reads)")
+    p.add_argument("--records", nargs="+", required=True, metavar="RECORDS",
+                   help="TFRecord files or glob patterns in the OD API's tf.Example format")
+    p.add_argument("--labels", metavar="FILE", help="label_map.pbtxt: the categories, and ids for class texts")
+    p.add_argument("--json", metavar="FILE", help="also write the metrics as JSON")
+    p.add_argument("--force", action="store_true", help="replace an existing --json file")
+    p.add_argument("--allow-ops", default="", metavar="OP,...",
+                   help="run a TF1 graph although it holds these op types outside the SSD inference op set")
+    p.add_argument("--quiet", action="store_true")
+    _add_verbose(p)
 
 
 def _add_verbose(p):
@@ -217,6 +232,8 @@ def _missing_path(args):
                 f"(run `python -m migrate convert {args.src}` first)")
     if args.command == "predict" and missing(args.converted):
         return f"{args.converted}: no such directory (expected the output of `migrate convert`)"
+    if args.command == "evaluate" and missing(args.model, prefix=True):
+        return f"{args.model}: no such file or directory"
     if args.command == "bench" and missing(args.src):
         return f"{args.src}: no frozen_inference_graph.pb (the TF1 side needs the frozen graph)"
     if args.command == "bench" and missing(args.converted):
@@ -269,6 +286,8 @@ def _run(args) -> int:
             return _verify(args)
         if args.command == "bench":
             return _bench(args)
+        if args.command == "evaluate":
+            return _evaluate(args)
     except bad_input as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -303,6 +322,24 @@ def _predict(args) -> int:
                           f"detections in {summary['seconds']:.1f} s, {summary['images_per_s']:.1f} images/s, "
                           f"batch {summary['batch_size']}" + (f" -> {args.out}" if args.out else ""))
     return EXIT_OK if ok else EXIT_FAIL
+
+
+def _evaluate(args) -> int:
+    from migrate import evaluate
+    from ssd_mobilenet import label_map
+    from ssd_mobilenet.training import data
+    try:
+        result = evaluate.evaluate(args.model, args.records, labels=args.labels, json_path=args.json,
+                                   force=args.force, progress=_progress(args.quiet),
+                                   warn=lambda msg: print(msg, file=sys.stderr),
+                                   allow_ops=[op.strip() for op in args.allow_ops.split(",") if op.strip()])
+    except (evaluate.OutputExistsError, evaluate.ModelError, data.DataError, label_map.LabelMapError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(evaluate.format_result(result))
+    _progress(args.quiet)(f"{result['images']} images ({result['skipped']} records skipped) in "
+                          f"{result['seconds']:.1f} s" + (f" -> {args.json}" if args.json else ""))
+    return EXIT_OK
 
 
 def entry_point():

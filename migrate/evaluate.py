@@ -1,0 +1,122 @@
+"""`python -m migrate evaluate MODEL --records ...`: COCO detection metrics of a model on OD API TFRecords.
+
+MODEL is a converted directory (run through `ssd_mobilenet.load`) or a TF1 model in any form
+`convert` reads (run as its frozen inference graph in a `tf.compat.v1.Session`, its ops checked
+against the SSD inference set first). Each record's image goes to the model at its own size, as
+the OD API's evaluation fed it; detections and groundtruth are scaled to the image's pixels and
+scored by pycocotools (`ssd_mobilenet.training.coco_metrics`, the OD API's metric names). Every
+record counts once, keyed by its position (the OD API keyed by source id and dropped repeats).
+Categories: the label map's items when `labels` is given, else the classes in the groundtruth
+(a class with no groundtruth has no precision and does not enter the mean either way).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import warnings
+
+from migrate.common import outputs
+
+DETECTION_KEYS = ("detection_boxes", "detection_scores", "detection_classes", "num_detections")
+PROGRESS_EVERY = 50
+
+
+class OutputExistsError(FileExistsError):
+    """--json names an existing file and --force was not given."""
+
+
+class ModelError(ValueError):
+    """MODEL is neither a converted directory nor a TF1 model that can run; the message names it."""
+
+
+def is_converted(path: str) -> bool:
+    from ssd_mobilenet import detector
+    return os.path.isfile(os.path.join(path, detector.CONFIG_FILE))
+
+
+def model_runner(model: str, allow_ops=()):
+    """(run(images uint8 [1, H, W, 3]) -> {key: numpy}, description) for a converted dir or a TF1 model."""
+    if is_converted(model):
+        import ssd_mobilenet
+        try:
+            detector = ssd_mobilenet.load(model)
+        except (OSError, ValueError) as e:
+            raise ModelError(f"{model}: cannot load the converted model: {e}") from None
+        return (lambda images: {k: detector(images)[k].numpy() for k in DETECTION_KEYS}), "converted (TF2)"
+    from migrate.tf1 import sources
+    from migrate.tf1.frozen_graph import FrozenGraphRunner
+    from migrate.tf1.inference_graph import VerifyInputError, tf1_inference_graph
+    try:
+        frozen, graph_from = tf1_inference_graph(model, stage_nodes=(), allow_ops=allow_ops)
+    except (sources.SourceError, VerifyInputError) as e:
+        raise ModelError(str(e)) from None
+    session = FrozenGraphRunner(frozen)
+    fetches = {k: f"{k}:0" for k in DETECTION_KEYS}
+    return (lambda images: session.run(images, fetches)), f"TF1 graph ({graph_from})"
+
+
+def _check_json(path, force: bool) -> None:
+    if path is not None and os.path.exists(path) and not force:
+        raise OutputExistsError(f"{path}: exists (use --force to replace it)")
+
+
+def evaluate(model: str, records, labels: str = None, json_path: str = None, force: bool = False, allow_ops=(),
+             progress=None, warn=None) -> dict:
+    """COCO metrics of `model` on the `records` (paths or globs); see the module docstring.
+
+    Returns:
+      {"metrics": {name: value}, "images": int, "skipped": int, "model": description, "seconds": float};
+      written to `json_path` (atomically; an existing file only with `force`).
+    Raises:
+      OutputExistsError, ModelError, data.DataError, label_map.LabelMapError: bad input, before
+      anything is written.
+    """
+    from ssd_mobilenet import label_map as label_maps
+    from ssd_mobilenet.training import coco_metrics, data
+
+    say = progress or (lambda msg: None)
+    warn = warn or say
+    _check_json(json_path, force)
+    files = data.record_files(records)
+    names = label_maps.read(labels) if labels else None
+    run, description = model_runner(model, allow_ops)
+    say(f"evaluating {description} on {len(files)} record file(s)")
+    categories = [{"id": i, "name": n} for i, n in sorted(names.items())] if names else None
+    seen_classes = set()
+    evaluator = coco_metrics.CocoDetectionEvaluator(categories or [])
+    start, count = time.perf_counter(), 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", data.RecordWarning)
+        for example in data.read_examples(files, label_map=labels):
+            image = example["image"].numpy()
+            h, w = image.shape[:2]
+            classes = example["classes"].numpy()
+            seen_classes.update(int(c) for c in classes)
+            evaluator.add_groundtruth(count, coco_metrics.to_absolute(example["boxes"].numpy(), h, w), classes)
+            out = run(image[None])
+            n = int(out["num_detections"][0])
+            evaluator.add_detections(count, coco_metrics.to_absolute(out["detection_boxes"][0][:n], h, w),
+                                     out["detection_scores"][0][:n], out["detection_classes"][0][:n].astype(int))
+            count += 1
+            if count % PROGRESS_EVERY == 0:
+                say(f"{count} images, {count / (time.perf_counter() - start):.1f} images/s")
+    skipped = [w for w in caught if issubclass(w.category, data.RecordWarning)]
+    for w in skipped:
+        warn(f"warning: {w.message}")
+    if count == 0:
+        raise data.DataError(f"{', '.join(files)}: no usable record to evaluate")
+    if categories is None:
+        evaluator.categories = [{"id": c, "name": str(c)} for c in sorted(seen_classes)]
+    metrics = evaluator.evaluate()
+    result = {"metrics": dict(metrics), "images": count, "skipped": len(skipped), "model": description,
+              "records": files, "seconds": round(time.perf_counter() - start, 3)}
+    if json_path is not None:
+        outputs.write_text(json_path, json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def format_result(result: dict) -> str:
+    from ssd_mobilenet.training.coco_metrics import format_table
+    return format_table(result["metrics"])

@@ -260,7 +260,9 @@ def train(model, training_config, records, output_dir, *, steps: int | None = No
         `batch_size / accumulate`.
       progress: called after every step as `progress(step, losses, images_per_second)`, losses
         {name: float} averaged over the step's micro-batches.
-      seed: the dataset's shuffling and augmentation seed.
+      seed: the dataset's shuffling and augmentation seed. tf.data combines a shuffle's seed with
+        TensorFlow's global seed, so a resumed run continues the same stream of batches only
+        under the same global seed (`tf.random.set_seed`) as the interrupted one, or none in both.
     Returns:
       {"step": the last step, "losses": its losses, "model_dir": the written model directory}.
     """

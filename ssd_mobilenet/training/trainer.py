@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import tempfile
 import time
 
 import numpy as np
@@ -37,6 +35,7 @@ import tensorflow as tf
 
 from ssd_mobilenet import detector
 from ssd_mobilenet.training import builders, data
+from ssd_mobilenet.training.atomic_directory import atomic_directory
 from ssd_mobilenet.training.optimizers import clip_gradients_by_norm
 from ssd_mobilenet.training.ssd_loss import CLASSIFICATION_LOSS, LOCALIZATION_LOSS, SSDLoss
 
@@ -215,24 +214,9 @@ def write_model(trainer: Trainer, directory: str) -> str:
     """The trained model (the moving averages when there are some, as the OD API's saver stored
     them) as a converted directory (`detector.save`), written beside `directory` and renamed into
     place, replacing an earlier one."""
-    directory = os.path.abspath(os.fspath(directory))
-    parent, name = os.path.split(directory)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f".{name}.", dir=parent)
-    try:
-        with trainer.averaged_weights():
-            detector.save(trainer.model, tmp)
-        if os.path.lexists(directory):
-            old = tempfile.mkdtemp(prefix=f".{name}.old.", dir=parent)
-            os.rename(directory, os.path.join(old, name))
-            os.rename(tmp, directory)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, directory)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return directory
+    with atomic_directory(directory) as tmp, trainer.averaged_weights():
+        detector.save(trainer.model, tmp)
+    return os.path.abspath(os.fspath(directory))
 
 
 def _dataset(records, model, micro_batch: int, label_map, seed: int):

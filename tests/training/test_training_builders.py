@@ -131,8 +131,9 @@ def test_regulariser_override_without_regularizer_leaves_the_base_out(model):
 def test_regulariser_depthwise_heads_are_regularised_whatever_regularize_depthwise():
     depthwise = SSDMobileNetV1(SSDConfig(**SMALL, use_depthwise=True, box_predictor_use_depthwise=True))
     for flag in ("false", "true"):
+        head_activation = "          activation: RELU_6\n"  # the box predictor's block (deeper indent)
         text = pipeline(use_depthwise=True, box_predictor_use_depthwise=True).replace(
-            "          activation: RELU_6\n", f"          activation: RELU_6\n          regularize_depthwise: {flag}\n", 1)
+            head_activation, f"{head_activation}          regularize_depthwise: {flag}\n", 1)
         c = TrainingConfig.from_pipeline_config(text)
         assert c.box_predictor_hyperparams.regularize_depthwise == (flag == "true")
         names = _names(builders.regularized_weights(depthwise, c))

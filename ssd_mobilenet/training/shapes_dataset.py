@@ -12,12 +12,11 @@ the image's height and width. Everything follows from the seed.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 
 import numpy as np
 import tensorflow as tf
 
+from ssd_mobilenet.training.atomic_directory import atomic_directory
 from ssd_mobilenet.training.tf_example import make_example
 
 CLASS_NAMES = ("circle", "square", "triangle")  # class ids 1, 2, 3
@@ -144,23 +143,10 @@ def write_shapes_dataset(out_dir, num_train: int = 200, num_eval: int = 50, imag
     out_dir = os.path.abspath(os.fspath(out_dir))
     if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)) and not force:
         raise FileExistsError(f"{out_dir}: exists and is not empty (force=True replaces it)")
-    parent = os.path.dirname(out_dir)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.", dir=parent)
-    try:
+    with atomic_directory(out_dir) as tmp:
         rng = np.random.default_rng(seed)
         _write_records(os.path.join(tmp, "train.record"), rng, num_train, image_size, "train")
         _write_records(os.path.join(tmp, "eval.record"), rng, num_eval, image_size, "eval")
         with open(os.path.join(tmp, "label_map.pbtxt"), "w", encoding="utf-8") as f:
             f.write(label_map_text())
-        if os.path.lexists(out_dir):
-            old = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.old.", dir=parent)
-            os.rename(out_dir, os.path.join(old, "previous"))
-            os.rename(tmp, out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out_dir

@@ -1,0 +1,276 @@
+"""Training an `SSDMobileNetV1` as the TF1 Object Detection API's model_lib trained it.
+
+`Trainer` runs one step on a batch of `data.make_dataset`: the network in training mode, the
+groundtruth of each image, `SSDLoss`, slim's L2 regularisation (`builders`), their sum, the
+gradients (each clipped on its own with `gradient_clipping_by_norm`), TF1's optimiser update
+and the moving average. The losses carry TF1's names (`Loss/localization_loss`,
+`Loss/classification_loss`, `Loss/regularization_loss`, `Loss/total_loss`), summed in model_lib's
+order. `train` loops over the steps with checkpoints to resume from and writes the trained
+model as a converted directory (`detector.save`).
+
+Gradient accumulation (`accumulate=K`) sums the gradients of K micro-batches in non-trainable
+variables and applies their mean as one optimiser step, so the schedule, the moving average
+and `optimizer.iterations` (TF1's `global_step`) advance once per K micro-batches. The mean is
+the gradient of the K-times larger batch only when every micro-batch has as many matched
+anchors: TF1 divided each batch's losses by the batch's matched-anchor count
+(`normalize_loss_by_num_matches`), and each micro-batch divides by its own. Batch norm in
+training mode also normalises with each micro-batch's statistics and moves the moving ones K
+times per step.
+
+Frozen batch norm (`freeze_batchnorm`, or `batch_norm { train: false }` in either
+`conv_hyperparams`, or the `freeze_batch_norm` argument) runs every batch norm in inference mode
+(its moving statistics as they are) and trains no gamma or beta. TF1 froze per layer group
+(`freeze_batchnorm` the 14 MobileNet layers, `train: false` the layers under that
+hyperparams block) and kept training gamma and beta; here one switch covers the whole model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from ssd_mobilenet import detector
+from ssd_mobilenet.training import builders, data
+from ssd_mobilenet.training.atomic_directory import atomic_directory
+from ssd_mobilenet.training.optimizers import clip_gradients_by_norm
+from ssd_mobilenet.training.ssd_loss import CLASSIFICATION_LOSS, LOCALIZATION_LOSS, SSDLoss
+
+REGULARIZATION_LOSS = "Loss/regularization_loss"
+TOTAL_LOSS = "Loss/total_loss"
+CHECKPOINT_DIR = "checkpoints"  # under train's output directory: the resumable training state
+MODEL_DIR = "model"  # under train's output directory: the trained model, as `convert` writes one
+_MODEL_INPUTS = ("image", "boxes", "classes", "num_boxes")
+
+
+def groundtruth(boxes, classes, num_boxes, num_classes: int):
+    """The per-image groundtruth lists `SSDLoss` takes, from the padded batch of `make_dataset`.
+
+    Args:
+      boxes: float32 [B, M, 4], [ymin, xmin, ymax, xmax] normalised, zeros after the objects.
+      classes: int32 [B, M], 1-based, 0 after the objects.
+      num_boxes: int32 [B], the objects of each image.
+      num_classes: classes without background.
+    Returns:
+      (B tensors [M, 4], B one-hot tensors [M, num_classes], B weights [M]): the padding rows
+      have weight 0, which keeps them out of matching (forced matches included) and out of the
+      losses, so the padded batch gives the losses of the unpadded groundtruth.
+    """
+    rows = boxes.shape[1]
+    weights = tf.cast(tf.range(rows)[tf.newaxis, :] < num_boxes[:, tf.newaxis], tf.float32)
+    one_hot = tf.one_hot(classes - 1, num_classes)  # class 0 (padding) -> all zeros
+    return tf.unstack(boxes), tf.unstack(one_hot), tf.unstack(weights)
+
+
+def batch_norm_frozen(config, freeze_batch_norm=None) -> bool:
+    """Whether training runs batch norm in inference mode: the argument when given, else the config's
+    `freeze_batchnorm` or a `batch_norm { train: false }` in either `conv_hyperparams`."""
+    if freeze_batch_norm is not None:
+        return bool(freeze_batch_norm)
+    blocks = (config.feature_extractor_hyperparams, config.box_predictor_hyperparams)
+    return config.freeze_batchnorm or any(b.batch_norm is not None and not b.batch_norm.train for b in blocks)
+
+
+def batch_norm_parameters(model) -> list:
+    """gamma and beta of every batch norm of `model`."""
+    return [v for layers in builders.layer_groups(model).values() for layer in layers if layer.norm is not None
+            for v in (layer.norm.gamma, layer.norm.beta)]
+
+
+class Trainer:
+    """One training step at a time on an `SSDMobileNetV1`.
+
+    Args:
+      model: the model to train (its `BatchNorm.decay`s are set from the config here).
+      training_config: a `train_config.TrainingConfig`.
+      accumulate: micro-batches per optimiser step (see the module docstring).
+      freeze_batch_norm: None (from the config), True or False.
+    Attributes:
+      variables: the trained variables; optimizer; moving_average (None without one);
+      step: `optimizer.iterations`, the optimiser steps taken (TF1's global_step).
+    """
+
+    def __init__(self, model, training_config, accumulate: int = 1, freeze_batch_norm=None):
+        if accumulate < 1:
+            raise ValueError(f"accumulate must be >= 1, got {accumulate}")
+        self.model = model
+        self.config = training_config
+        self.accumulate = int(accumulate)
+        self.batch_norm_frozen = batch_norm_frozen(training_config, freeze_batch_norm)
+        builders.set_batch_norm_decay(model, training_config)
+        self.loss = SSDLoss.from_config(training_config)
+        self.anchors = tf.constant(model.anchors, tf.float32)
+        frozen = {id(v) for v in batch_norm_parameters(model)} if self.batch_norm_frozen else set()
+        self.variables = [v for v in model.trainable_variables if id(v) not in frozen]
+        optimizer_config = training_config.train.optimizer
+        self.optimizer = builders.optimizer(optimizer_config)
+        self.optimizer.build(self.variables)
+        self.moving_average = builders.moving_average(optimizer_config, self.variables)
+        self.regularized = builders.regularized_weights(model, training_config)
+        self.clip_norm = float(training_config.train.gradient_clipping_by_norm)
+        self.accumulation = _Accumulation(self.variables if self.accumulate > 1 else [])
+        self._step_fn = tf.function(self._step)
+        self._accumulate_fn = tf.function(self._accumulate)
+        self._apply_fn = tf.function(self._apply_accumulated)
+
+    @property
+    def step(self):
+        return self.optimizer.iterations
+
+    def losses(self, batch) -> dict:
+        """The four losses of a batch (float32 scalars); runs the model in training mode unless frozen."""
+        out = self.model(batch["image"], training=not self.batch_norm_frozen)
+        boxes, classes, weights = groundtruth(batch["boxes"], batch["classes"], batch["num_boxes"],
+                                              self.config.num_classes)
+        losses = dict(self.loss(self.anchors, out["box_encodings"], out["class_predictions_with_background"],
+                                boxes, classes, weights))
+        terms = [losses[LOCALIZATION_LOSS], losses[CLASSIFICATION_LOSS]]
+        if self.regularized:
+            losses[REGULARIZATION_LOSS] = builders.regularization_loss(self.regularized)
+            terms.append(losses[REGULARIZATION_LOSS])
+        losses[TOTAL_LOSS] = tf.add_n(terms)
+        return losses
+
+    def _gradients(self, batch):
+        with tf.GradientTape() as tape:
+            losses = self.losses(batch)
+        return losses, tape.gradient(losses[TOTAL_LOSS], self.variables)
+
+    def _apply(self, grads):
+        if self.clip_norm > 0:
+            grads = clip_gradients_by_norm(grads, self.clip_norm)
+        self.optimizer.apply(grads, self.variables)
+        if self.moving_average is not None:
+            self.moving_average.update()
+
+    def _step(self, batch):
+        losses, grads = self._gradients(batch)
+        self._apply(grads)
+        return losses
+
+    def _accumulate(self, batch):
+        losses, grads = self._gradients(batch)
+        for total, grad in zip(self.accumulation.sums, grads):
+            total.assign_add(grad)
+        self.accumulation.count.assign_add(1)
+        return losses
+
+    def _apply_accumulated(self):
+        scale = tf.constant(1.0 / self.accumulate, tf.float32)
+        self._apply([tf.convert_to_tensor(total) * scale for total in self.accumulation.sums])
+        for total in self.accumulation.sums:
+            total.assign(tf.zeros_like(total))
+        self.accumulation.count.assign(0)
+
+    def train_step(self, batch) -> dict:
+        """One micro-batch of `make_dataset` (the optimiser steps after every `accumulate`-th).
+
+        Returns the micro-batch's losses {name: float32 scalar tensor}.
+        """
+        batch = {k: batch[k] for k in _MODEL_INPUTS}
+        if self.accumulate == 1:
+            return self._step_fn(batch)
+        losses = self._accumulate_fn(batch)
+        if int(self.accumulation.count) == self.accumulate:
+            self._apply_fn()
+        return losses
+
+    def checkpoint(self, **extra) -> tf.train.Checkpoint:
+        """A TF2 checkpoint of the training state: model, optimizer (with its step), moving
+        average, gradient accumulators, and `extra` (e.g. the dataset iterator)."""
+        parts = {"model": self.model, "optimizer": self.optimizer, "accumulation": self.accumulation, **extra}
+        if self.moving_average is not None:
+            parts["moving_average"] = self.moving_average
+        return tf.train.Checkpoint(**parts)
+
+    @contextlib.contextmanager
+    def averaged_weights(self):
+        """Within: the model holds the moving averages (unchanged without a moving average)."""
+        if self.moving_average is None:
+            yield
+            return
+        trained = [tf.identity(v) for v in self.variables]
+        self.moving_average.copy_to()
+        try:
+            yield
+        finally:
+            for v, value in zip(self.variables, trained):
+                v.assign(value)
+
+
+class _Accumulation(tf.Module):
+    """Gradient sums of the micro-batches of the current step and their count."""
+
+    def __init__(self, variables):
+        super().__init__(name="accumulation")
+        self.sums = [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False) for v in variables]
+        self.count = tf.Variable(0, dtype=tf.int64, trainable=False)
+
+
+def write_model(trainer: Trainer, directory: str) -> str:
+    """The trained model (the moving averages when there are some, as the OD API's saver stored
+    them) as a converted directory (`detector.save`), written beside `directory` and renamed into
+    place, replacing an earlier one."""
+    with atomic_directory(directory) as tmp, trainer.averaged_weights():
+        detector.save(trainer.model, tmp)
+    return os.path.abspath(os.fspath(directory))
+
+
+def _dataset(records, model, micro_batch: int, label_map, seed: int):
+    dataset = data.make_dataset(records, model.config, micro_batch, training=True, label_map=label_map, seed=seed)
+    options = tf.data.Options()
+    # The pipeline's py_functions (naming a skipped record once, a file's size) hold no state a
+    # resumed run needs, so the iterator is checkpointed without them.
+    options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
+    return dataset.with_options(options)
+
+
+def train(model, training_config, records, output_dir, *, steps: int | None = None, batch_size: int | None = None,
+          accumulate: int = 1, freeze_batch_norm=None, checkpoint_every: int = 100, keep_checkpoints: int = 3,
+          progress=None, label_map=None, seed: int = 0) -> dict:
+    """Trains `model` on OD API TFRecords, resuming from `output_dir`'s latest checkpoint.
+
+    Args:
+      model: an `SSDMobileNetV1` (e.g. `detector.load_model` of a converted directory).
+      training_config: a `TrainingConfig`; its `num_steps` and `batch_size` unless given here.
+      records: TFRecord paths or patterns (`data.make_dataset`).
+      output_dir: `checkpoints/` (model, optimizer, moving average, accumulators, the dataset
+        iterator) every `checkpoint_every` steps and at the end, and `model/`, the trained model.
+      steps: optimiser steps to reach (a resumed run counts those already taken).
+      batch_size: images per optimiser step, in `accumulate` micro-batches of
+        `batch_size / accumulate`.
+      progress: called after every step as `progress(step, losses, images_per_second)`, losses
+        {name: float} averaged over the step's micro-batches.
+      seed: the dataset's shuffling and augmentation seed. tf.data combines a shuffle's seed with
+        TensorFlow's global seed, so a resumed run continues the same stream of batches only
+        under the same global seed (`tf.random.set_seed`) as the interrupted one, or none in both.
+    Returns:
+      {"step": the last step, "losses": its losses, "model_dir": the written model directory}.
+    """
+    steps = training_config.train.num_steps if steps is None else int(steps)
+    batch_size = training_config.train.batch_size if batch_size is None else int(batch_size)
+    if steps <= 0:
+        raise ValueError(f"steps must be positive, got {steps} (set num_steps or pass steps)")
+    if batch_size % accumulate:
+        raise ValueError(f"batch_size {batch_size} is not a multiple of accumulate {accumulate}")
+    trainer = Trainer(model, training_config, accumulate, freeze_batch_norm)
+    iterator = iter(_dataset(records, model, batch_size // accumulate, label_map, seed))
+    checkpoint = trainer.checkpoint(iterator=iterator)
+    manager = tf.train.CheckpointManager(checkpoint, os.path.join(output_dir, CHECKPOINT_DIR),
+                                         max_to_keep=keep_checkpoints)
+    if manager.latest_checkpoint:
+        checkpoint.restore(manager.latest_checkpoint).assert_consumed()
+    step, losses = int(trainer.step), {}
+    while step < steps:
+        start = time.perf_counter()
+        micro = [trainer.train_step(next(iterator)) for _ in range(accumulate)]
+        losses = {k: float(np.mean([m[k].numpy() for m in micro])) for k in micro[0]}
+        step = int(trainer.step)
+        if progress is not None:
+            progress(step, losses, batch_size / (time.perf_counter() - start))
+        if step % checkpoint_every == 0 or step == steps:
+            manager.save(checkpoint_number=step)
+    return {"step": step, "losses": losses, "model_dir": write_model(trainer, os.path.join(output_dir, MODEL_DIR))}

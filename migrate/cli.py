@@ -39,7 +39,32 @@ def _parser():
     _add_verify_parser(sub)
     _add_bench_parser(sub)
     _add_evaluate_parser(sub)
+    _add_train_parser(sub)
     return p
+
+
+def _add_train_parser(sub):
+    p = sub.add_parser("train", help="keep training a converted model in TF2 as the TF1 OD API trained it")
+    p.add_argument("converted", help="a directory written by `convert` (its pipeline.config gives the training)")
+    p.add_argument("--train", nargs="+", required=True, metavar="RECORDS",
+                   help="training TFRecords (files or globs) in the OD API's tf.Example format")
+    p.add_argument("--eval", nargs="+", metavar="RECORDS", help="evaluate the trained model on these records")
+    p.add_argument("--labels", metavar="FILE",
+                   help="label_map.pbtxt; another class count than the model's starts the class heads fresh")
+    p.add_argument("--config", metavar="PIPELINE",
+                   help="pipeline.config with the training settings (default: the source's, kept by convert)")
+    p.add_argument("--steps", type=int, metavar="N", help="optimiser steps to reach (default: num_steps)")
+    p.add_argument("--batch", type=int, metavar="N", help="images per optimiser step (default: batch_size)")
+    p.add_argument("--accumulate", type=int, default=1, metavar="K",
+                   help="split each step's batch into K micro-batches and accumulate their gradients")
+    p.add_argument("--freeze-batch-norm", action="store_true",
+                   help="batch norm in inference mode, gamma and beta not trained")
+    p.add_argument("--checkpoint-every", type=int, default=100, metavar="N")
+    p.add_argument("--seed", type=int, default=0, help="shuffling and augmentation seed")
+    p.add_argument("--out", help="run directory (default: CONVERTED_trained); an existing run resumes")
+    p.add_argument("--force", action="store_true", help="replace --out and start over")
+    p.add_argument("--quiet", action="store_true")
+    _add_verbose(p)
 
 
 def _add_evaluate_parser(sub):
@@ -232,6 +257,8 @@ def _missing_path(args):
                 f"(run `python -m migrate convert {args.src}` first)")
     if args.command == "predict" and missing(args.converted):
         return f"{args.converted}: no such directory (expected the output of `migrate convert`)"
+    if args.command == "train" and missing(args.converted):
+        return f"{args.converted}: no such directory (expected the output of `migrate convert`)"
     if args.command == "evaluate" and missing(args.model, prefix=True):
         return f"{args.model}: no such file or directory"
     if args.command == "bench" and missing(args.src):
@@ -288,6 +315,8 @@ def _run(args) -> int:
             return _bench(args)
         if args.command == "evaluate":
             return _evaluate(args)
+        if args.command == "train":
+            return _train(args)
     except bad_input as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -339,6 +368,34 @@ def _evaluate(args) -> int:
     print(evaluate.format_result(result))
     _progress(args.quiet)(f"{result['images']} images ({result['skipped']} records skipped) in "
                           f"{result['seconds']:.1f} s" + (f" -> {args.json}" if args.json else ""))
+    return EXIT_OK
+
+
+def _train(args) -> int:
+    from migrate import evaluate, train
+    from ssd_mobilenet import label_map
+    from ssd_mobilenet.config import ConfigError
+    from ssd_mobilenet.training import data
+    for flag, value in (("--steps", args.steps), ("--batch", args.batch), ("--checkpoint-every", args.checkpoint_every)):
+        if value is not None and value < 1:
+            print(f"error: {flag} {value}: must be >= 1", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    if args.batch is not None and args.batch % args.accumulate:
+        print(f"error: --batch {args.batch} is not a multiple of --accumulate {args.accumulate}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        result = train.run(args.converted, args.train, eval_records=args.eval, labels=args.labels, out=args.out,
+                           config=args.config, steps=args.steps, batch_size=args.batch, accumulate=args.accumulate,
+                           freeze_batch_norm=True if args.freeze_batch_norm else None,
+                           checkpoint_every=args.checkpoint_every, force=args.force, seed=args.seed,
+                           progress=_progress(args.quiet))
+    except (train.TrainInputError, train.OutputExistsError, data.DataError, label_map.LabelMapError,
+            ConfigError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if "metrics" in result:
+        print(evaluate.format_result(result))
+    print(f"trained to step {result['step']} -> {result['model_dir']}")
     return EXIT_OK
 
 

@@ -8,6 +8,7 @@ Output directory:
   checkpoint/             TF2 checkpoint of the Keras model
   model_config.json       the full SSDConfig (incl. the graph-version traits)
   pipeline.config         the config used, inferred fields filled in
+  source_pipeline.config  the source's pipeline.config as it was (its training settings), when it has one
   conversion_report.json  sources with sha256, versions, config, name map, ignored variables, timings
 """
 
@@ -31,6 +32,7 @@ from ssd_mobilenet import export as export_lib
 from ssd_mobilenet.model import PRECISIONS, SSDMobileNetV1
 
 REPORT = "conversion_report.json"
+SOURCE_PIPELINE_CONFIG = "source_pipeline.config"
 
 
 class OutputExistsError(FileExistsError):
@@ -161,6 +163,11 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
         detector_lib.save(model, tmp)
         with open(os.path.join(tmp, "pipeline.config"), "w", encoding="utf-8") as f:
             f.write(config.to_pipeline_config())
+        if source.pipeline_config is not None:
+            # The source's own config, verbatim: its training settings (loss, matcher,
+            # train_config) are what `migrate train` continues with.
+            with open(os.path.join(tmp, SOURCE_PIPELINE_CONFIG), "w", encoding="utf-8") as f:
+                f.write(source.pipeline_config)
         say(f"writing the SavedModel ({saved_model}, {precision})")
         export_lib.export_saved_model(model, os.path.join(tmp, "saved_model"), saved_model, precision)
         timings["write_s"] = time.perf_counter() - t

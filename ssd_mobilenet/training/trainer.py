@@ -210,12 +210,15 @@ class _Accumulation(tf.Module):
         self.count = tf.Variable(0, dtype=tf.int64, trainable=False)
 
 
-def write_model(trainer: Trainer, directory: str) -> str:
+def write_model(trainer: Trainer, directory: str, extra=None) -> str:
     """The trained model (the moving averages when there are some, as the OD API's saver stored
     them) as a converted directory (`detector.save`), written beside `directory` and renamed into
-    place, replacing an earlier one."""
+    place, replacing an earlier one. `extra(folder, model)`, when given, adds files to the folder
+    before the rename (e.g. the SavedModel), with the averaged weights in place."""
     with atomic_directory(directory) as tmp, trainer.averaged_weights():
         detector.save(trainer.model, tmp)
+        if extra is not None:
+            extra(tmp, trainer.model)
     return os.path.abspath(os.fspath(directory))
 
 
@@ -230,7 +233,7 @@ def _dataset(records, model, micro_batch: int, label_map, seed: int):
 
 def train(model, training_config, records, output_dir, *, steps: int | None = None, batch_size: int | None = None,
           accumulate: int = 1, freeze_batch_norm=None, checkpoint_every: int = 100, keep_checkpoints: int = 3,
-          progress=None, label_map=None, seed: int = 0) -> dict:
+          progress=None, label_map=None, seed: int = 0, write_extra=None) -> dict:
     """Trains `model` on OD API TFRecords, resuming from `output_dir`'s latest checkpoint.
 
     Args:
@@ -244,11 +247,13 @@ def train(model, training_config, records, output_dir, *, steps: int | None = No
         `batch_size / accumulate`.
       progress: called after every step as `progress(step, losses, images_per_second)`, losses
         {name: float} averaged over the step's micro-batches.
+      write_extra: `write_model`'s `extra`.
       seed: the dataset's shuffling and augmentation seed. tf.data combines a shuffle's seed with
         TensorFlow's global seed, so a resumed run continues the same stream of batches only
         under the same global seed (`tf.random.set_seed`) as the interrupted one, or none in both.
     Returns:
-      {"step": the last step, "losses": its losses, "model_dir": the written model directory}.
+      {"step": the last step, "losses": its losses, "model_dir": the written model directory,
+       "resumed_from": the step the run started at (0 for a fresh run)}.
     """
     steps = training_config.train.num_steps if steps is None else int(steps)
     batch_size = training_config.train.batch_size if batch_size is None else int(batch_size)
@@ -264,6 +269,7 @@ def train(model, training_config, records, output_dir, *, steps: int | None = No
     if manager.latest_checkpoint:
         checkpoint.restore(manager.latest_checkpoint).assert_consumed()
     step, losses = int(trainer.step), {}
+    resumed_from = step
     while step < steps:
         start = time.perf_counter()
         micro = [trainer.train_step(next(iterator)) for _ in range(accumulate)]
@@ -273,4 +279,5 @@ def train(model, training_config, records, output_dir, *, steps: int | None = No
             progress(step, losses, batch_size / (time.perf_counter() - start))
         if step % checkpoint_every == 0 or step == steps:
             manager.save(checkpoint_number=step)
-    return {"step": step, "losses": losses, "model_dir": write_model(trainer, os.path.join(output_dir, MODEL_DIR))}
+    return {"step": step, "losses": losses, "model_dir": write_model(trainer, os.path.join(output_dir, MODEL_DIR), write_extra),
+            "resumed_from": resumed_from}

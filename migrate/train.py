@@ -1,0 +1,206 @@
+"""`python -m migrate train CONVERTED --train RECORDS ...`: keep training a converted model in TF2
+as the TF1 Object Detection API trained it (`ssd_mobilenet.training`).
+
+The training settings (`train_config` and the model's loss, matcher and hyperparams) come from
+`--config` when given, else from the source's own pipeline.config that `convert` kept
+(`source_pipeline.config`), else from CONVERTED's `pipeline.config`; the first that has them is
+used, and without any the run is refused (the OD API had no defaults for them either). The
+model's class count, background class and box coder scales are always the converted model's.
+`--steps` and `--batch` override `num_steps` and `batch_size`. With `--labels` whose class count differs from the model's (a COCO model tuned to
+one's own classes), the class heads start fresh, as the OD API's
+`fine_tune_checkpoint_type: detection` restored everything but them, and the run says so.
+
+OUT (default `CONVERTED_trained`) holds `checkpoints/` (the resumable state: a run started again
+on the same OUT continues from its last checkpoint) and `model/`, the trained model as `convert`
+writes one (`model_config.json`, `checkpoint/`, `pipeline.config`, `saved_model/`), renamed into
+place when training ends. An OUT that is not a training run's is refused unless `--force`,
+which also starts a run over.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+
+from migrate.common import outputs
+
+PIPELINE_CONFIG = "pipeline.config"
+SOURCE_PIPELINE_CONFIG = "source_pipeline.config"  # written by convert
+PROGRESS_LINES = 20  # about this many progress lines per run, whatever its length
+
+
+class TrainInputError(ValueError):
+    """Bad input for train; the message names the file and the problem."""
+
+
+class OutputExistsError(FileExistsError):
+    """OUT exists, is not a training run's directory, and --force was not given."""
+
+
+def default_out(converted: str) -> str:
+    return os.path.abspath(converted).rstrip(os.sep) + "_trained"
+
+
+def with_fresh_class_heads(model, num_classes: int, seed: int = 0):
+    """(a copy of `model` for `num_classes` classes, the paths of its fresh variables): every
+    weight of `model` whose shape fits is copied; the class predictors' (whose width is the class
+    count) are drawn anew from the OD API's conv initializer (truncated normal, stddev 0.03),
+    biases zero."""
+    import tensorflow as tf
+
+    from ssd_mobilenet.model import SSDMobileNetV1
+    new = SSDMobileNetV1(dataclasses.replace(model.config, num_classes=num_classes))
+    old = {v.path: v for v in model.weights}
+    rng = tf.random.Generator.from_seed(seed)
+    fresh = []
+    for v in new.weights:
+        source = old.get(v.path)
+        if source is not None and tuple(source.shape) == tuple(v.shape):
+            v.assign(source)
+            continue
+        fresh.append(v.path)
+        if v.path.endswith("biases"):
+            v.assign(tf.zeros(v.shape, v.dtype))
+        else:
+            v.assign(rng.truncated_normal(v.shape, stddev=0.03, dtype=v.dtype))
+    return new, fresh
+
+
+def _label_map_classes(labels: str) -> int:
+    from ssd_mobilenet import label_map
+    ids = sorted(label_map.read(labels))
+    if ids != list(range(1, len(ids) + 1)):
+        raise TrainInputError(f"{labels}: class ids must be 1..N without gaps to train on, got {ids[:8]}")
+    return len(ids)
+
+
+def training_settings(converted: str, config: str = None):
+    """(path, TrainingConfig) of the first config with training settings (module docstring).
+
+    Raises:
+      TrainInputError: none has them, or `config` is missing; ConfigError: a config that has them
+        asks for what training cannot do (naming the file and field).
+    """
+    from ssd_mobilenet.config import ConfigError
+    from ssd_mobilenet.training.train_config import TrainingConfig
+    if config is not None and not os.path.isfile(config):
+        raise TrainInputError(f"{config}: no such file")
+    candidates = [config] if config is not None else [os.path.join(converted, name)
+                                                       for name in (SOURCE_PIPELINE_CONFIG, PIPELINE_CONFIG)]
+    for path in candidates:
+        if os.path.isfile(path) and _has_training_fields(path):
+            try:
+                return path, TrainingConfig.from_pipeline_config(path)
+            except ConfigError as e:
+                raise ConfigError(f"{path}: {e}") from None
+    raise TrainInputError(f"{candidates[0] if config else converted}: no training settings (model.ssd.loss and "
+                          "train_config); pass --config with a pipeline.config that has them")
+
+
+def _has_training_fields(path: str) -> bool:
+    # An inference-only pipeline.config (what convert writes) has neither block.
+    from ssd_mobilenet.config import parse_pipeline_config
+    root = parse_pipeline_config(path)
+    ssd = (root.child("model") or {}).get("ssd") and root.child("model").child("ssd")
+    return root.child("train_config") is not None and ssd is not None and ssd.child("loss") is not None
+
+
+def _pipeline_text(config_path: str, num_classes: int) -> str:
+    """The pipeline.config with `model.ssd.num_classes` set to `num_classes`, for the trained model."""
+    with open(config_path, encoding="utf-8") as f:
+        text = f.read()
+    text, n = re.subn(r"(\bnum_classes\s*:\s*)\d+", lambda m: f"{m.group(1)}{num_classes}", text, count=1)
+    return text if n == 1 else None
+
+
+def _check_out(out: str, force: bool) -> bool:
+    """Whether OUT holds a run to resume; refuses an OUT that is not a training run's."""
+    from ssd_mobilenet.training.trainer import CHECKPOINT_DIR
+    if not os.path.exists(out):
+        return False
+    if not os.path.isdir(out):
+        raise OutputExistsError(f"{out}: exists and is not a folder")
+    is_run = os.path.isdir(os.path.join(out, CHECKPOINT_DIR))
+    if force:
+        shutil.rmtree(out)
+        return False
+    if not is_run and os.listdir(out):
+        raise OutputExistsError(f"{out}: exists and holds no training run (use --force to replace it)")
+    return is_run
+
+
+def run(converted: str, train_records, eval_records=None, labels: str = None, out: str = None, config: str = None,
+        steps: int = None, batch_size: int = None, accumulate: int = 1, freeze_batch_norm=None, checkpoint_every: int = 100,
+        force: bool = False, seed: int = 0, progress=None) -> dict:
+    """Trains CONVERTED on `train_records` (module docstring); evaluates the trained model on
+    `eval_records` when given.
+
+    Returns:
+      {"out", "model_dir", "step", "resumed_from", "losses", "notes", "metrics" (with eval_records)}.
+    Raises:
+      TrainInputError, OutputExistsError, data.DataError, label_map.LabelMapError,
+      config.ConfigError: bad input, before any step runs.
+    """
+    from ssd_mobilenet import detector
+    from ssd_mobilenet.export import export_saved_model
+    from ssd_mobilenet.training import data, trainer
+
+    say = progress or (lambda msg: None)
+    if not os.path.isfile(os.path.join(converted, detector.CONFIG_FILE)):
+        raise TrainInputError(f"{converted}: not a converted model directory (no {detector.CONFIG_FILE})")
+    config_path, training_config = training_settings(converted, config)
+    data.record_files(train_records)  # missing or empty files: refused before anything runs
+    if eval_records:
+        data.record_files(eval_records)
+    if accumulate < 1:
+        raise TrainInputError(f"--accumulate {accumulate}: must be >= 1")
+    notes = []
+    out = os.path.abspath(out or default_out(converted))
+    resume = _check_out(out, force)
+    model = detector.load_model(converted)
+    num_classes = model.config.num_classes
+    training_config = dataclasses.replace(training_config, num_classes=num_classes,
+                                          add_background_class=model.config.add_background_class,
+                                          box_coder_scales=tuple(model.config.box_coder_scales))
+    notes.append(f"training settings from {config_path}")
+    if labels is not None:
+        wanted = _label_map_classes(labels)
+        if wanted != num_classes:
+            model, fresh = with_fresh_class_heads(model, wanted, seed)
+            training_config = dataclasses.replace(training_config, num_classes=wanted)
+            notes.append(f"{labels} has {wanted} classes, the model {num_classes}: the class heads start fresh "
+                         f"({len(fresh)} variables), every other weight is the converted model's")
+            num_classes = wanted
+    pipeline_text = _pipeline_text(config_path, num_classes)
+    for note in notes:
+        say(note)
+    steps = training_config.train.num_steps if steps is None else steps
+    every = max(1, (steps or 1) // PROGRESS_LINES)
+    if resume:
+        say(f"resuming the run in {out}")
+
+    def report(step, losses, images_per_second):
+        if step % every == 0 or step == steps:
+            parts = ", ".join(f"{k.split('/')[-1].replace('_loss', '')} {v:.4f}" for k, v in losses.items()
+                              if k != trainer.TOTAL_LOSS)
+            say(f"step {step}/{steps}: loss {losses[trainer.TOTAL_LOSS]:.4f} ({parts}), {images_per_second:.1f} "
+                "images/s")
+
+    def extra(folder, trained):
+        if pipeline_text is not None:
+            outputs.write_text(os.path.join(folder, PIPELINE_CONFIG), pipeline_text)
+        export_saved_model(trained, os.path.join(folder, "saved_model"))
+
+    result = trainer.train(model, training_config, train_records, out, steps=steps, batch_size=batch_size,
+                           accumulate=accumulate, freeze_batch_norm=freeze_batch_norm,
+                           checkpoint_every=checkpoint_every, progress=report, label_map=labels, seed=seed,
+                           write_extra=extra)
+    result = {"out": out, "notes": notes, **result}
+    say(f"trained to step {result['step']} -> {result['model_dir']}")
+    if eval_records:
+        from migrate import evaluate
+        result["metrics"] = evaluate.evaluate(result["model_dir"], eval_records, labels=labels,
+                                              progress=say)["metrics"]
+    return result

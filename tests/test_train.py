@@ -1,0 +1,136 @@
+"""`python -m migrate train`: a converted model trained on OD API TFRecords (the generated shapes set)
+into a model directory the other commands accept, class heads started fresh for another label
+map, a killed run resumed, and bad input refused. Small models (depth 0.25, 128x128)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import ssd_mobilenet
+from migrate import convert, evaluate, train
+from migrate.cli import main
+from migrate.tf1 import builder
+from ssd_mobilenet import detector
+from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.training import shapes_dataset
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "tests", "training"))
+from training_pipeline import pipeline  # noqa: E402
+
+SMALL = dict(depth_multiplier=0.25, image_height=128, image_width=128, score_threshold=0.05)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("train")
+    converted = {}
+    for classes in (3, 5):
+        tf1_dir = builder.write_model_dir(SSDConfig(num_classes=classes, **SMALL), str(root / f"tf1_{classes}"), seed=3)
+        converted[classes] = str(root / f"tf2_{classes}")
+        convert.convert(tf1_dir, converted[classes])
+    data = shapes_dataset.write_shapes_dataset(str(root / "shapes"), num_train=24, num_eval=6, image_size=128, seed=1)
+    config = root / "train.config"
+    config.write_text(pipeline(**SMALL))
+    return {"converted": converted, "records": os.path.join(data, "train.record"),
+            "eval": os.path.join(data, "eval.record"), "labels": os.path.join(data, "label_map.pbtxt"),
+            "config": str(config), "root": root}
+
+
+def _argv(s, out, steps=4, converted=3, *extra):
+    return ["train", s["converted"][converted], "--train", s["records"], "--config", s["config"], "--steps", str(steps),
+            "--batch", "4", "--out", str(out), *extra]
+
+
+def test_the_trained_model_is_a_converted_directory(setup, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(_argv(setup, out, 4, 3, "--eval", setup["eval"], "--labels", setup["labels"])) == 0
+    captured = capsys.readouterr()
+    assert "DetectionBoxes_Precision/mAP" in captured.out and "step 4/4: loss" in captured.err
+    model_dir = out / "model"
+    assert sorted(os.listdir(model_dir)) == ["checkpoint", "model_config.json", "pipeline.config", "saved_model"]
+    # Training moved the weights; the directory loads like a conversion and evaluates.
+    before, after = detector.load_model(setup["converted"][3]), detector.load_model(str(model_dir))
+    assert any(not np.array_equal(a.numpy(), b.numpy()) for a, b in zip(before.weights, after.weights))
+    images = np.random.default_rng(0).integers(0, 256, (2, 128, 160, 3), dtype=np.uint8)
+    ours = ssd_mobilenet.load(str(model_dir))(images)
+    served = tf.saved_model.load(str(model_dir / "saved_model"))(tf.constant(images))
+    np.testing.assert_array_equal(ours["num_detections"].numpy(), served["num_detections"].numpy())
+    np.testing.assert_allclose(ours["detection_scores"].numpy(), served["detection_scores"].numpy(), atol=1e-5)
+    assert evaluate.evaluate(str(model_dir), [setup["eval"]])["images"] == 6
+
+
+def test_another_class_count_starts_the_class_heads_fresh(setup, tmp_path, capsys):
+    model = detector.load_model(setup["converted"][5])
+    new, fresh = train.with_fresh_class_heads(model, 3)
+    assert new.config.num_classes == 3 and fresh and all("ClassPredictor" in p for p in fresh)
+    old = {v.path: v.numpy() for v in model.weights}
+    copied = [v for v in new.weights if v.path not in fresh]
+    assert len(copied) == len(model.weights) - len(fresh)
+    for v in copied:
+        np.testing.assert_array_equal(v.numpy(), old[v.path])
+    assert main(_argv(setup, tmp_path / "run", 2, 5, "--labels", setup["labels"])) == 0
+    assert "the class heads start fresh" in capsys.readouterr().err
+    assert detector.load_model(str(tmp_path / "run" / "model")).config.num_classes == 3
+
+
+def _command(setup, out, steps):
+    return [sys.executable, "-m", "migrate"] + _argv(setup, out, steps) + ["--checkpoint-every", "2"]
+
+
+def test_a_killed_run_resumes_where_it_was(setup, tmp_path):
+    env = {**os.environ, "PYTHONPATH": REPO}
+    out = tmp_path / "killed"
+    proc = subprocess.Popen(_command(setup, out, 30), cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    checkpoints = out / "checkpoints"
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        if checkpoints.exists() and any(f.startswith("ckpt-") and f.endswith(".index") and f != "ckpt-2.index"
+                                        for f in os.listdir(checkpoints)):
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (out / "model").exists()  # nothing half-written
+    resumed = subprocess.run(_command(setup, out, 30), cwd=REPO, env=env, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resuming the run" in resumed.stderr and "trained to step 30" in resumed.stdout
+    straight = subprocess.run(_command(setup, tmp_path / "straight", 30), cwd=REPO, env=env, capture_output=True,
+                              text=True)
+    assert straight.returncode == 0, straight.stderr[-2000:]
+    # The same batches in the same order, the same state restored: the same trained weights.
+    a = detector.load_model(str(out / "model"))
+    b = detector.load_model(str(tmp_path / "straight" / "model"))
+    for x, y in zip(a.weights, b.weights):
+        np.testing.assert_array_equal(x.numpy(), y.numpy(), err_msg=x.path)
+
+
+def test_bad_input_is_refused_in_one_line(setup, tmp_path, capsys):
+    def refused(argv, words):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and all(w in err[0] for w in words), err
+
+    no_config = ["train", setup["converted"][3], "--train", setup["records"], "--steps", "1", "--out",
+                 str(tmp_path / "a")]
+    refused(no_config, ["no training settings", "--config"])
+    refused(_argv(setup, tmp_path / "b")[:4] + ["--config", str(tmp_path / "none.config")], ["none.config"])
+    empty = tmp_path / "empty.record"
+    empty.write_bytes(b"")
+    refused(["train", setup["converted"][3], "--train", str(empty), "--config", setup["config"]], ["empty.record"])
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "notes.txt").write_text("mine")
+    refused(_argv(setup, taken), [str(taken), "--force"])
+    assert (taken / "notes.txt").read_text() == "mine"
+    refused(_argv(setup, tmp_path / "c", 4, 3, "--accumulate", "3"), ["--batch 4", "--accumulate 3"])

@@ -23,9 +23,9 @@ from ssd_mobilenet.model import fold_batch_norm as fold_batch_norm_copy
 CONFIG_FILE = "model_config.json"
 CHECKPOINT_DIR = "checkpoint"
 CHECKPOINT_PREFIX = "ckpt"
-# Slices of two images kept the early layers' activations in cache and the allocator's peak
-# near one slice's, at a latency no worse than one image per slice (docs/measurements.md).
-DEFAULT_SLICE_SIZE = 2
+# Slices of one image, two in flight: the allocator's peak stays near two images' early
+# activations, at a latency no worse than larger slices (docs/measurements.md).
+DEFAULT_SLICE_SIZE = 1
 # Two slices in flight kept two cores busier than one (see `Detector`, docs/measurements.md).
 DEFAULT_CONCURRENT_SLICES = 2
 INPUT_SIGNATURE = (tf.TensorSpec([None, None, None, 3], tf.uint8, name="input_tensor"),)

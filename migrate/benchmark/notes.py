@@ -17,7 +17,7 @@ _SIDE_TEXT = {
     "saved_model_mixed": "the same call on the SavedModel `convert --precision mixed_bfloat16` writes (CPUs; "
                          "`mixed_float16` on GPUs); detections agree by IoU and class, not to 1e-5.",
     "detector": "`ssd_mobilenet.load(CONVERTED)`: batch norm folded into the convolutions at load, "
-                "preprocessing and the early layers in slices of 2 images, two slices in flight at once, each "
+                "preprocessing and the early layers image by image, two images in flight at once, each "
                 "feature map's box and class heads as one conv, every weight a graph constant (what the "
                 "default SavedModel holds).",
     "detector_variables": "`ssd_mobilenet.load(CONVERTED, freeze_weights=False)`: the same with the weights as "

@@ -23,6 +23,7 @@ import dataclasses
 import os
 import re
 import shutil
+import warnings
 
 from migrate.common import outputs
 
@@ -151,7 +152,12 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
     if not os.path.isfile(os.path.join(converted, detector.CONFIG_FILE)):
         raise TrainInputError(f"{converted}: not a converted model directory (no {detector.CONFIG_FILE})")
     config_path, training_config = training_settings(converted, config)
-    data.record_files(train_records)  # missing or empty files: refused before anything runs
+    files = data.record_files(train_records)  # missing or empty files: refused before anything runs
+    # A training set whose every record is unusable would repeat without ever giving a batch.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", data.RecordWarning)  # named again when training reads them
+        if next(iter(data.read_examples(files, label_map=labels).take(1)), None) is None:
+            raise data.DataError(f"{', '.join(files)}: no usable record to train on")
     if eval_records:
         data.record_files(eval_records)
     if accumulate < 1:

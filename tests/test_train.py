@@ -128,6 +128,11 @@ def test_bad_input_is_refused_in_one_line(setup, tmp_path, capsys):
     empty = tmp_path / "empty.record"
     empty.write_bytes(b"")
     refused(["train", setup["converted"][3], "--train", str(empty), "--config", setup["config"]], ["empty.record"])
+    garbage = tmp_path / "garbage.record"
+    with tf.io.TFRecordWriter(str(garbage)) as writer:
+        writer.write(b"not an example")
+    refused(["train", setup["converted"][3], "--train", str(garbage), "--config", setup["config"]],
+            ["garbage.record", "no usable record"])
     taken = tmp_path / "taken"
     taken.mkdir()
     (taken / "notes.txt").write_text("mine")

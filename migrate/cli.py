@@ -376,7 +376,8 @@ def _train(args) -> int:
     from ssd_mobilenet import label_map
     from ssd_mobilenet.config import ConfigError
     from ssd_mobilenet.training import data
-    for flag, value in (("--steps", args.steps), ("--batch", args.batch), ("--checkpoint-every", args.checkpoint_every)):
+    for flag, value in (("--steps", args.steps), ("--batch", args.batch),
+                        ("--checkpoint-every", args.checkpoint_every)):
         if value is not None and value < 1:
             print(f"error: {flag} {value}: must be >= 1", file=sys.stderr)
             return EXIT_BAD_INPUT

@@ -81,7 +81,8 @@ def load_detector(directory: str, jit_compile: bool = False, precision: str = "f
     if not os.path.isdir(directory):
         raise ModelDirError(f"{directory}: no such directory (expected the output of `migrate convert`)")
     try:
-        return ssd_mobilenet.load(directory, jit_compile=jit_compile, precision=precision, freeze_weights=freeze_weights)
+        return ssd_mobilenet.load(directory, jit_compile=jit_compile, precision=precision,
+                                  freeze_weights=freeze_weights)
     except (OSError, ValueError, tf.errors.OpError) as e:
         raise ModelDirError(f"{directory}: cannot load the converted model: {images.error_message(e)}") from None
 

@@ -6,9 +6,10 @@ The training settings (`train_config` and the model's loss, matcher and hyperpar
 (`source_pipeline.config`), else from CONVERTED's `pipeline.config`; the first that has them is
 used, and without any the run is refused (the OD API had no defaults for them either). The
 model's class count, background class and box coder scales are always the converted model's.
-`--steps` and `--batch` override `num_steps` and `batch_size`. With `--labels` whose class count differs from the model's (a COCO model tuned to
-one's own classes), the class heads start fresh, as the OD API's
-`fine_tune_checkpoint_type: detection` restored everything but them, and the run says so.
+`--steps` and `--batch` override `num_steps` and `batch_size`. With `--labels` whose class count
+differs from the model's (a COCO model tuned to one's own classes), the class heads start fresh,
+as the OD API's `fine_tune_checkpoint_type: detection` restored everything but them, and the run
+says so.
 
 OUT (default `CONVERTED_trained`) holds `checkpoints/` (the resumable state: a run started again
 on the same OUT continues from its last checkpoint) and `model/`, the trained model as `convert`
@@ -133,7 +134,8 @@ def _check_out(out: str, force: bool) -> bool:
 
 
 def run(converted: str, train_records, eval_records=None, labels: str = None, out: str = None, config: str = None,
-        steps: int = None, batch_size: int = None, accumulate: int = 1, freeze_batch_norm=None, checkpoint_every: int = 100,
+        steps: int = None, batch_size: int = None, accumulate: int = 1, freeze_batch_norm=None,
+        checkpoint_every: int = 100,
         force: bool = False, seed: int = 0, progress=None) -> dict:
     """Trains CONVERTED on `train_records` (module docstring); evaluates the trained model on
     `eval_records` when given.

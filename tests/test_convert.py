@@ -53,8 +53,13 @@ def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, reques
         assert not os.path.exists(out)
         args.append("--trust-weights")
     assert main(args) == 0
-    assert sorted(os.listdir(out)) == ["checkpoint", "conversion_report.json", "model_config.json",
-                                       "pipeline.config", "saved_model"]
+    # A source with a pipeline.config (a zoo directory that has one) also has it kept as it was, for training.
+    kept = ["source_pipeline.config"] if os.path.isfile(os.path.join(src, "pipeline.config")) else []
+    assert sorted(os.listdir(out)) == sorted(["checkpoint", "conversion_report.json", "model_config.json",
+                                              "pipeline.config", "saved_model"] + kept)
+    if kept:
+        with open(os.path.join(out, "source_pipeline.config")) as f, open(os.path.join(src, "pipeline.config")) as g:
+            assert f.read() == g.read()
     with open(os.path.join(out, "conversion_report.json")) as f:
         check = json.load(f)["check"]
     # Every form holds a graph (the checkpoint form its .meta): the conversion was checked against it.

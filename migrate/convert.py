@@ -24,9 +24,9 @@ import time
 import tensorflow as tf
 
 import ssd_mobilenet
-from migrate.common import outputs
 from migrate.tf1 import assign as assign_lib
 from migrate.tf1 import config_inference, sources
+from ssd_mobilenet import atomic_write
 from ssd_mobilenet import detector as detector_lib
 from ssd_mobilenet import export as export_lib
 from ssd_mobilenet.model import PRECISIONS, SSDMobileNetV1
@@ -137,7 +137,7 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
     timings = {}
     t0 = time.perf_counter()
     out = os.path.abspath(out or default_out(src))
-    if outputs.covers(out, src):
+    if atomic_write.covers(out, src):
         # --force replaces the output folder whole: it would delete the model being converted.
         raise OutputExistsError(f"{out}: holds the source {src}; choose another --out")
     if os.path.exists(out) and not os.path.isdir(out):
@@ -156,7 +156,7 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
     except assign_lib.MappingError as e:
         raise assign_lib.MappingError(f"{source.weights_from}: {e}") from None
     timings["assign_s"] = time.perf_counter() - t
-    tmp = outputs.temp_dir_beside(out, prefix=".convert-")
+    tmp = atomic_write.temp_dir_beside(out, prefix=".convert-")
     try:
         say("writing the checkpoint")
         t = time.perf_counter()
@@ -198,7 +198,7 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
         }
         with open(os.path.join(tmp, REPORT), "w", encoding="utf-8") as f:
             json.dump(report, f, indent=2, sort_keys=True)
-        outputs.replace_path(tmp, out)
+        atomic_write.replace_path(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -17,7 +17,7 @@ import os
 import time
 import warnings
 
-from migrate.common import outputs
+from ssd_mobilenet import atomic_write
 
 DETECTION_KEYS = ("detection_boxes", "detection_scores", "detection_classes", "num_detections")
 PROGRESS_EVERY = 50
@@ -113,7 +113,7 @@ def evaluate(model: str, records, labels: str = None, json_path: str = None, for
     result = {"metrics": dict(metrics), "images": count, "skipped": len(skipped), "model": description,
               "records": files, "seconds": round(time.perf_counter() - start, 3)}
     if json_path is not None:
-        outputs.write_text(json_path, json.dumps(result, indent=2) + "\n")
+        atomic_write.write_text(json_path, json.dumps(result, indent=2) + "\n")
     return result
 
 

@@ -35,7 +35,8 @@ import numpy as np
 import tensorflow as tf
 
 import ssd_mobilenet
-from migrate.common import draw, images, outputs
+from migrate.common import draw, images
+from ssd_mobilenet import atomic_write
 from ssd_mobilenet import label_map
 from ssd_mobilenet import preprocessing
 
@@ -245,7 +246,7 @@ def _check_not_an_input(out: str | None, png_dir: str | None, inputs) -> None:
         if path is None:
             continue
         for item in inputs:
-            if outputs.covers(path, item):
+            if atomic_write.covers(path, item):
                 raise OutputExistsError(f"{path}: {what} would replace {item}, an input; choose another {what}")
 
 
@@ -306,13 +307,13 @@ def run(converted: str, inputs, out: str | None = None, png_dir: str | None = No
             folder = os.path.dirname(os.path.abspath(out))
             os.makedirs(folder, exist_ok=True)
             fd, tmp_out = tempfile.mkstemp(prefix=".predict-", suffix=".jsonl", dir=folder)
-            os.fchmod(fd, 0o666 & ~outputs.umask())  # mkstemp's 0600 is for the temporary name only
+            os.fchmod(fd, 0o666 & ~atomic_write.umask())  # mkstemp's 0600 is for the temporary name only
             cleanup.callback(lambda: os.path.exists(tmp_out) and os.unlink(tmp_out))
             sink = cleanup.enter_context(os.fdopen(fd, "w", encoding="utf-8"))
         else:
             sink = stdout or sys.stdout
         if png_dir is not None:
-            tmp_png = outputs.temp_dir_beside(png_dir, prefix=".predict-png-")
+            tmp_png = atomic_write.temp_dir_beside(png_dir, prefix=".predict-png-")
             cleanup.callback(shutil.rmtree, tmp_png, ignore_errors=True)
             png_paths = png_names(paths)
         tracer = _Tracer(trace_dir, num_batches=-(-len(paths) // batch_size))
@@ -348,7 +349,7 @@ def run(converted: str, inputs, out: str | None = None, png_dir: str | None = No
         else:
             sink.flush()
         if png_dir is not None:
-            outputs.replace_path(tmp_png, png_dir)
+            atomic_write.replace_path(tmp_png, png_dir)
     summary.update(seconds=round(seconds, 3), images_per_s=round(len(paths) / seconds, 2),
                    out=out, png_dir=png_dir)
     return summary

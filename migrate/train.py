@@ -26,7 +26,7 @@ import re
 import shutil
 import warnings
 
-from migrate.common import outputs
+from ssd_mobilenet import atomic_write
 
 PIPELINE_CONFIG = "pipeline.config"
 SOURCE_PIPELINE_CONFIG = "source_pipeline.config"  # written by convert
@@ -198,7 +198,7 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
 
     def extra(folder, trained):
         if pipeline_text is not None:
-            outputs.write_text(os.path.join(folder, PIPELINE_CONFIG), pipeline_text)
+            atomic_write.write_text(os.path.join(folder, PIPELINE_CONFIG), pipeline_text)
         export_saved_model(trained, os.path.join(folder, "saved_model"))
 
     result = trainer.train(model, training_config, train_records, out, steps=steps, batch_size=batch_size,

@@ -39,7 +39,6 @@ import os
 import platform
 
 import migrate
-from migrate.common import outputs
 from migrate.tf1 import frozen_graph
 from migrate.tf1.inference_graph import VerifyInputError, inference_graph_of, tf1_inference_graph
 from migrate.tf1.parity import (DEFAULT_ATOL, DEFAULT_RTOL, MATCH_IOU, MIXED_TOLERANCES, NMS_FLIP_BAND,
@@ -51,6 +50,7 @@ from migrate.verification.measuring import _measure_sides, _side_summary, _trace
 from migrate.verification.report import (TF1_COLOUR, TF2_COLOUR, VerifyReport, _first_divergence, _tolerances,
                                          _write_pngs, format_report)
 from migrate.verification.sides import SAVED_MODEL, tf1_session_runner, tf2_runner
+from ssd_mobilenet import atomic_write
 from ssd_mobilenet.model import PRECISIONS
 
 # The public names of `migrate.verify`, wherever they live now (README: "Library").
@@ -207,5 +207,5 @@ def verify(src=None, converted=None, images=None, batch: int = DEFAULT_BATCH, mo
     if png_dir:
         _write_pngs(drawn, png_dir)
     if json_path:
-        outputs.write_text(json_path, report.to_json())
+        atomic_write.write_text(json_path, report.to_json())
     return report

@@ -7,7 +7,6 @@ Boxes are [ymin, xmin, ymax, xmax], normalised to the image, everywhere.
 """
 
 from ssd_mobilenet.config import ConfigError, SSDConfig
-from ssd_mobilenet.model import SSDMobileNetV1, count_parameters
 
 __version__ = "0.1.0"
 
@@ -15,7 +14,12 @@ __all__ = ["ConfigError", "SSDConfig", "SSDMobileNetV1", "count_parameters", "lo
 
 
 def __getattr__(name):
-    # The detector pulls in saving/loading helpers; import it on first use.
+    # The model and the detector import TensorFlow: on first use, so that the package's light
+    # modules (config, pipeline_text, atomic_write, label_map) load without it, as the command
+    # line needs before it quiets TensorFlow's start-up lines.
+    if name in ("SSDMobileNetV1", "count_parameters"):
+        from ssd_mobilenet import model
+        return getattr(model, name)
     if name in ("load", "Detector"):
         from ssd_mobilenet import detector
         return getattr(detector, name)

@@ -7,7 +7,7 @@ import os
 
 from migrate.benchmark.inputs import BenchInputError
 from migrate.benchmark.sides import BASELINE
-from migrate.common import outputs
+from ssd_mobilenet import atomic_write
 
 PLOT_EXTRA = "pip install 'ssd-mobilenet-migrate[plot]'"
 
@@ -75,4 +75,4 @@ def write_plot(report: dict, path: str, force: bool = False) -> None:
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
-    outputs.write_bytes(path, buffer.getvalue())
+    atomic_write.write_bytes(path, buffer.getvalue())

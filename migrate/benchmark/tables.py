@@ -10,7 +10,7 @@ from migrate.benchmark.inputs import BenchInputError
 from migrate.benchmark.interleaving import MAX_ROUNDS_FACTOR, rounds
 from migrate.benchmark.notes import _NOTES, _SIDE_TEXT
 from migrate.benchmark.sides import BASELINE
-from migrate.common import outputs
+from ssd_mobilenet import atomic_write
 
 
 def format_table(report: dict, markdown: bool = False) -> str:
@@ -41,7 +41,7 @@ def write_json(report: dict, path: str, force: bool = False) -> None:
     """Writes `report` to `path` atomically; refuses to replace an existing file without `force`."""
     if os.path.exists(path) and not force:
         raise BenchInputError(f"{path}: exists (use --force to replace it)")
-    outputs.write_text(path, json.dumps(report, indent=1))
+    atomic_write.write_text(path, json.dumps(report, indent=1))
 
 
 # The targets (issue 19), per side: (side, batch, key, limit, what). The SavedModel is judged
@@ -155,4 +155,4 @@ def write_markdown(report: dict, path: str, command: str, force: bool = False, p
               "## Sides", ""]
     lines += [f"- `{name}`: {text}" for name, text in _SIDE_TEXT.items() if name in report["sides"]]
     lines += ["", _NOTES]
-    outputs.write_text(path, "\n".join(lines) + "\n")
+    atomic_write.write_text(path, "\n".join(lines) + "\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from migrate.common import outputs
+from ssd_mobilenet import atomic_write
 
 
 def _outline_rings(boxes: np.ndarray, height: int, width: int, thickness: int) -> np.ndarray:
@@ -51,4 +51,4 @@ def draw_detections(image, groups, out_png_path, thickness: int = 2) -> None:
         rings = _outline_rings(boxes, height, width, max(int(thickness), 1))
         canvas = tf.image.draw_bounding_boxes(canvas, rings[None], np.append(colour, 255.0)[None])
     png = tf.io.encode_png(tf.cast(canvas[0], tf.uint8)).numpy()
-    outputs.write_bytes(out_png_path, png)
+    atomic_write.write_bytes(out_png_path, png)

@@ -10,8 +10,8 @@ import shutil
 
 import numpy as np
 
-from migrate.common import outputs
 from migrate.tf1.parity import MATCH_IOU, MIXED_TOLERANCES, NMS_FLIP_BAND
+from ssd_mobilenet import atomic_write
 
 TF1_COLOUR, TF2_COLOUR = (255, 64, 0), (0, 128, 255)  # --png: TF1 red-orange, TF2 blue
 
@@ -82,13 +82,13 @@ def _tolerances(atol: float, rtol: float, precision: str) -> dict:
 
 def _write_pngs(drawn, png_dir: str) -> None:
     from migrate.common import draw
-    tmp = outputs.temp_dir_beside(png_dir, prefix=".verify-png-")
+    tmp = atomic_write.temp_dir_beside(png_dir, prefix=".verify-png-")
     try:
         for index, (name, image, tf1_boxes, tf2_boxes) in enumerate(drawn):
             stem = os.path.splitext(os.path.basename(name.replace(":", "_").replace("#", "_")))[0]
             draw.draw_detections(image, [(tf1_boxes, TF1_COLOUR), (tf2_boxes, TF2_COLOUR)],
                                  os.path.join(tmp, f"{index:03d}_{stem}.png"))
-        outputs.replace_path(tmp, png_dir)
+        atomic_write.replace_path(tmp, png_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

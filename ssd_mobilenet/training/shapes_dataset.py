@@ -16,7 +16,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from ssd_mobilenet.training.atomic_directory import atomic_directory
+from ssd_mobilenet.atomic_write import atomic_directory
 from ssd_mobilenet.training.tf_example import make_example
 
 CLASS_NAMES = ("circle", "square", "triangle")  # class ids 1, 2, 3

@@ -35,7 +35,7 @@ import tensorflow as tf
 
 from ssd_mobilenet import detector
 from ssd_mobilenet.training import builders, data
-from ssd_mobilenet.training.atomic_directory import atomic_directory
+from ssd_mobilenet.atomic_write import atomic_directory
 from ssd_mobilenet.training.optimizers import clip_gradients_by_norm
 from ssd_mobilenet.training.ssd_loss import CLASSIFICATION_LOSS, LOCALIZATION_LOSS, SSDLoss
 

@@ -8,6 +8,7 @@ any work starts.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -64,3 +65,17 @@ def replace_path(tmp: str, dest: str) -> None:
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.replace(tmp, dest)
+
+
+@contextlib.contextmanager
+def atomic_directory(directory: str, prefix: str = ".tmp-"):
+    """Yields a new empty folder beside `directory` to write into (`temp_dir_beside`); on leaving
+    without an error it replaces `directory` (`replace_path`), on an error it is removed and
+    `directory` stays as it was."""
+    tmp = temp_dir_beside(directory, prefix)
+    try:
+        yield tmp
+        replace_path(tmp, directory)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

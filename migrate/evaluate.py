@@ -57,11 +57,6 @@ def model_runner(model: str, allow_ops=()):
     return (lambda images: session.run(images, fetches)), f"TF1 graph ({graph_from})"
 
 
-def _check_json(path, force: bool) -> None:
-    if path is not None and os.path.exists(path) and not force:
-        raise OutputExistsError(f"{path}: exists (use --force to replace it)")
-
-
 def evaluate(model: str, records, labels: str = None, json_path: str = None, force: bool = False, allow_ops=(),
              progress=None, warn=None) -> dict:
     """COCO metrics of `model` on the `records` (paths or globs); see the module docstring.
@@ -78,7 +73,7 @@ def evaluate(model: str, records, labels: str = None, json_path: str = None, for
 
     say = progress or (lambda msg: None)
     warn = warn or say
-    _check_json(json_path, force)
+    atomic_write.check_output(json_path, force, is_dir=False, flag="--json", error=OutputExistsError)
     files = data.record_files(records)
     names = label_maps.read(labels) if labels else None
     run, description = model_runner(model, allow_ops)

@@ -219,27 +219,6 @@ def png_names(paths) -> dict:
     return {p: (r + ".png" if s in clash else s) for p, r, s in zip(paths, relative, stems)}
 
 
-def _check_output(path: str | None, force: bool, is_dir: bool) -> None:
-    if path is None:
-        return
-    parent = os.path.dirname(os.path.abspath(path))
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent):
-        raise OutputExistsError(f"{path}: {parent} is a file, not a folder")
-    if not os.path.exists(path):
-        return
-    if not is_dir and os.path.isdir(path):
-        raise OutputExistsError(f"{path}: is a folder (--out takes a file name)")
-    if is_dir and not os.path.isdir(path):
-        raise OutputExistsError(f"{path}: is a file (--png takes a folder)")
-    if force:
-        return
-    if is_dir and os.path.isdir(path) and not os.listdir(path):
-        return
-    raise OutputExistsError(f"{path}: exists (use --force to replace it)")
-
-
 def _check_not_an_input(out: str | None, png_dir: str | None, inputs) -> None:
     """--force replaces `out` and the `png_dir` folder whole: never an image read or the model."""
     for path, what in ((out, "--out"), (png_dir, "--png")):
@@ -283,8 +262,8 @@ def run(converted: str, inputs, out: str | None = None, png_dir: str | None = No
     """
     say = progress or (lambda msg: None)
     warn = warn or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    _check_output(out, force, is_dir=False)
-    _check_output(png_dir, force, is_dir=True)
+    atomic_write.check_output(out, force, is_dir=False, flag="--out", error=OutputExistsError)
+    atomic_write.check_output(png_dir, force, is_dir=True, flag="--png", error=OutputExistsError)
     paths = images.list_images(inputs)
     _check_not_an_input(out, png_dir, [converted, *paths])
     names = label_map.read(labels) if labels else None

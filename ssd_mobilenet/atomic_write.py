@@ -50,6 +50,31 @@ def temp_dir_beside(dest: str, prefix: str = ".tmp-") -> str:
     return tmp
 
 
+def check_output(path, force: bool, is_dir: bool, flag: str, error=FileExistsError) -> None:
+    """Refuses, before any work, an output `path` that cannot be written or would be replaced
+    without `force`: a parent that is a file, a folder where a file is expected (or the reverse),
+    or an existing output (an empty folder is taken as it is). `flag` names the option in the
+    message; `error` is the exception class raised. None: no output."""
+    if path is None:
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise error(f"{path}: {parent} is a file, not a folder")
+    if not os.path.exists(path):
+        return
+    if not is_dir and os.path.isdir(path):
+        raise error(f"{path}: is a folder ({flag} takes a file name)")
+    if is_dir and not os.path.isdir(path):
+        raise error(f"{path}: is a file ({flag} takes a folder)")
+    if force:
+        return
+    if is_dir and os.path.isdir(path) and not os.listdir(path):
+        return
+    raise error(f"{path}: exists (use --force to replace it)")
+
+
 def covers(dest: str, path: str) -> bool:
     """Whether replacing `dest` whole would remove `path`: the same file or folder, or one inside it."""
     real_dest, real_path = os.path.realpath(dest), os.path.realpath(path)

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
+from ssd_mobilenet.training.targets import intersection
+
 
 @dataclass(frozen=True)
 class CropOperation:
@@ -70,11 +72,7 @@ def intersection_over_area(boxes1, boxes2):
     boxes1: float32 [N, 4]; boxes2: float32 [M, 4], both [ymin, xmin, ymax, xmax].
     Returns float32 [N, M]: area(boxes1[i] & boxes2[j]) / area(boxes2[j]).
     """
-    y1min, x1min, y1max, x1max = (c[:, None] for c in _coordinates(boxes1))
-    y2min, x2min, y2max, x2max = (c[None, :] for c in _coordinates(boxes2))
-    heights = tf.maximum(0.0, tf.minimum(y1max, y2max) - tf.maximum(y1min, y2min))
-    widths = tf.maximum(0.0, tf.minimum(x1max, x2max) - tf.maximum(x1min, x2min))
-    return heights * widths / area(boxes2)[None, :]
+    return intersection(boxes1, boxes2) / area(boxes2)[None, :]
 
 
 def prune_completely_outside_window(boxes, window):

@@ -26,6 +26,16 @@ IGNORED = -2    # match result of an anchor between the thresholds: no loss at a
 EPSILON = 1e-8
 
 
+def intersection(boxes1, boxes2):
+    """Pairwise intersection areas, as `box_list_ops.intersection`: float32 [N, 4] x [M, 4] boxes
+    [ymin, xmin, ymax, xmax] -> float32 [N, M] (0 where two boxes do not overlap)."""
+    ymin1, xmin1, ymax1, xmax1 = tf.split(tf.convert_to_tensor(boxes1, tf.float32), 4, axis=1)
+    ymin2, xmin2, ymax2, xmax2 = tf.split(tf.convert_to_tensor(boxes2, tf.float32), 4, axis=1)
+    heights = tf.maximum(0.0, tf.minimum(ymax1, tf.transpose(ymax2)) - tf.maximum(ymin1, tf.transpose(ymin2)))
+    widths = tf.maximum(0.0, tf.minimum(xmax1, tf.transpose(xmax2)) - tf.maximum(xmin1, tf.transpose(xmin2)))
+    return heights * widths
+
+
 def iou(boxes1, boxes2):
     """Pairwise intersection over union, as `box_list_ops.iou`.
 
@@ -35,11 +45,9 @@ def iou(boxes1, boxes2):
     Returns:
       float32 [N, M]; exactly 0 where two boxes do not intersect (also for empty boxes).
     """
+    intersections = intersection(boxes1, boxes2)
     ymin1, xmin1, ymax1, xmax1 = tf.split(tf.convert_to_tensor(boxes1, tf.float32), 4, axis=1)
     ymin2, xmin2, ymax2, xmax2 = tf.split(tf.convert_to_tensor(boxes2, tf.float32), 4, axis=1)
-    heights = tf.maximum(0.0, tf.minimum(ymax1, tf.transpose(ymax2)) - tf.maximum(ymin1, tf.transpose(ymin2)))
-    widths = tf.maximum(0.0, tf.minimum(xmax1, tf.transpose(xmax2)) - tf.maximum(xmin1, tf.transpose(xmin2)))
-    intersections = heights * widths
     areas1 = tf.squeeze((ymax1 - ymin1) * (xmax1 - xmin1), [1])
     areas2 = tf.squeeze((ymax2 - ymin2) * (xmax2 - xmin2), [1])
     unions = tf.expand_dims(areas1, 1) + tf.expand_dims(areas2, 0) - intersections

@@ -105,7 +105,8 @@ def _has_training_fields(path: str) -> bool:
     # An inference-only pipeline.config (what convert writes) has neither block.
     from ssd_mobilenet.config import parse_pipeline_config
     root = parse_pipeline_config(path)
-    ssd = (root.child("model") or {}).get("ssd") and root.child("model").child("ssd")
+    model = root.child("model")
+    ssd = model.child("ssd") if model is not None else None
     return root.child("train_config") is not None and ssd is not None and ssd.child("loss") is not None
 
 
@@ -135,8 +136,7 @@ def _check_out(out: str, force: bool) -> bool:
 
 def run(converted: str, train_records, eval_records=None, labels: str = None, out: str = None, config: str = None,
         steps: int = None, batch_size: int = None, accumulate: int = 1, freeze_batch_norm=None,
-        checkpoint_every: int = 100,
-        force: bool = False, seed: int = 0, progress=None) -> dict:
+        checkpoint_every: int = 100, force: bool = False, seed: int = 0, progress=None) -> dict:
     """Trains CONVERTED on `train_records` (module docstring); evaluates the trained model on
     `eval_records` when given.
 
@@ -154,6 +154,7 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
     if not os.path.isfile(os.path.join(converted, detector.CONFIG_FILE)):
         raise TrainInputError(f"{converted}: not a converted model directory (no {detector.CONFIG_FILE})")
     config_path, training_config = training_settings(converted, config)
+    wanted = _label_map_classes(labels) if labels is not None else None
     files = data.record_files(train_records)  # missing or empty files: refused before anything runs
     # A training set whose every record is unusable would repeat without ever giving a batch.
     with warnings.catch_warnings():
@@ -166,21 +167,19 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
         raise TrainInputError(f"--accumulate {accumulate}: must be >= 1")
     notes = []
     out = os.path.abspath(out or default_out(converted))
-    resume = _check_out(out, force)
+    resume = _check_out(out, force)  # last: with force it removes OUT, so only once the input is good
     model = detector.load_model(converted)
     num_classes = model.config.num_classes
     training_config = dataclasses.replace(training_config, num_classes=num_classes,
                                           add_background_class=model.config.add_background_class,
                                           box_coder_scales=tuple(model.config.box_coder_scales))
     notes.append(f"training settings from {config_path}")
-    if labels is not None:
-        wanted = _label_map_classes(labels)
-        if wanted != num_classes:
-            model, fresh = with_fresh_class_heads(model, wanted, seed)
-            training_config = dataclasses.replace(training_config, num_classes=wanted)
-            notes.append(f"{labels} has {wanted} classes, the model {num_classes}: the class heads start fresh "
-                         f"({len(fresh)} variables), every other weight is the converted model's")
-            num_classes = wanted
+    if wanted is not None and wanted != num_classes:
+        model, fresh = with_fresh_class_heads(model, wanted, seed)
+        training_config = dataclasses.replace(training_config, num_classes=wanted)
+        notes.append(f"{labels} has {wanted} classes, the model {num_classes}: the class heads start fresh "
+                     f"({len(fresh)} variables), every other weight is the converted model's")
+        num_classes = wanted
     pipeline_text = _pipeline_text(config_path, num_classes)
     for note in notes:
         say(note)

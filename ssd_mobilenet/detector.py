@@ -149,6 +149,13 @@ class Detector:
                 for k, spec in self.concrete_function.structured_outputs.items()}
 
 
+def constants_keep_rounding(config: SSDConfig) -> bool:
+    """Whether the weights may be graph constants without changing results: not for
+    quantization-aware models, whose FakeQuant steps turn the other kernel rounding a constant
+    filter gets into whole quantization steps (`load`, `ssd_mobilenet.export`)."""
+    return not config.weight_bits
+
+
 def save(model: SSDMobileNetV1, directory: str) -> None:
     """Writes `model_config.json` and `checkpoint/` of `model` into an existing `directory`."""
     with open(os.path.join(directory, CONFIG_FILE), "w", encoding="utf-8") as f:
@@ -207,7 +214,7 @@ def load(directory: str, jit_compile: bool = False, precision: str = "float32", 
                       "for this network on CPUs; it pays on GPUs", stacklevel=2)
     model = load_model(directory)
     if freeze_weights is None:
-        freeze_weights = not model.config.weight_bits
+        freeze_weights = constants_keep_rounding(model.config)
     detector = Detector(model, jit_compile=jit_compile, precision=precision,
                         fold_batch_norm=fold_batch_norm, freeze_weights=freeze_weights, **options)
     # The folded copy replaced the loaded model; Keras models hold reference cycles, so

@@ -50,7 +50,7 @@ def describe(variant: str, config) -> str:
 
 def weights_as_constants(variant: str, config) -> bool:
     """Whether `variant` traces the weights in as constants (module docstring)."""
-    return variant == FAST and not config.weight_bits
+    return variant == FAST and detector_lib.constants_keep_rounding(config)
 
 
 class DetectionModule(tf.Module):

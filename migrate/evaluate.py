@@ -17,9 +17,9 @@ import os
 import time
 import warnings
 
+from migrate.tf1.frozen_graph import DETECTION_OUTPUTS
 from ssd_mobilenet import atomic_write
 
-DETECTION_KEYS = ("detection_boxes", "detection_scores", "detection_classes", "num_detections")
 PROGRESS_EVERY = 50
 
 
@@ -44,7 +44,10 @@ def model_runner(model: str, allow_ops=()):
             detector = ssd_mobilenet.load(model)
         except (OSError, ValueError) as e:
             raise ModelError(f"{model}: cannot load the converted model: {e}") from None
-        return (lambda images: {k: detector(images)[k].numpy() for k in DETECTION_KEYS}), "converted (TF2)"
+        def run(images):
+            out = detector(images)  # once per image, not once per output
+            return {k: out[k].numpy() for k in DETECTION_OUTPUTS}
+        return run, "converted (TF2)"
     from migrate.tf1 import sources
     from migrate.tf1.frozen_graph import FrozenGraphRunner
     from migrate.tf1.inference_graph import VerifyInputError, tf1_inference_graph
@@ -53,7 +56,7 @@ def model_runner(model: str, allow_ops=()):
     except (sources.SourceError, VerifyInputError) as e:
         raise ModelError(str(e)) from None
     session = FrozenGraphRunner(frozen)
-    fetches = {k: f"{k}:0" for k in DETECTION_KEYS}
+    fetches = {k: f"{k}:0" for k in DETECTION_OUTPUTS}
     return (lambda images: session.run(images, fetches)), f"TF1 graph ({graph_from})"
 
 

@@ -81,18 +81,16 @@ def evaluate(model: str, records, labels: str = None, json_path: str = None, for
     names = label_maps.read(labels) if labels else None
     run, description = model_runner(model, allow_ops)
     say(f"evaluating {description} on {len(files)} record file(s)")
-    categories = [{"id": i, "name": n} for i, n in sorted(names.items())] if names else None
-    seen_classes = set()
-    evaluator = coco_metrics.CocoDetectionEvaluator(categories or [])
+    evaluator = coco_metrics.CocoDetectionEvaluator(
+        [{"id": i, "name": n} for i, n in sorted(names.items())] if names else None)
     start, count = time.perf_counter(), 0
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", data.RecordWarning)
         for example in data.read_examples(files, label_map=labels):
             image = example["image"].numpy()
             h, w = image.shape[:2]
-            classes = example["classes"].numpy()
-            seen_classes.update(int(c) for c in classes)
-            evaluator.add_groundtruth(count, coco_metrics.to_absolute(example["boxes"].numpy(), h, w), classes)
+            evaluator.add_groundtruth(count, coco_metrics.to_absolute(example["boxes"].numpy(), h, w),
+                                      example["classes"].numpy())
             out = run(image[None])
             n = int(out["num_detections"][0])
             evaluator.add_detections(count, coco_metrics.to_absolute(out["detection_boxes"][0][:n], h, w),
@@ -105,8 +103,6 @@ def evaluate(model: str, records, labels: str = None, json_path: str = None, for
         warn(f"warning: {w.message}")
     if count == 0:
         raise data.DataError(f"{', '.join(files)}: no usable record to evaluate")
-    if categories is None:
-        evaluator.categories = [{"id": c, "name": str(c)} for c in sorted(seen_classes)]
     metrics = evaluator.evaluate()
     result = {"metrics": dict(metrics), "images": count, "skipped": len(skipped), "model": description,
               "records": files, "seconds": round(time.perf_counter() - start, 3)}

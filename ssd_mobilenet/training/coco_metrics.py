@@ -48,11 +48,13 @@ class CocoDetectionEvaluator:
 
     Args:
       categories: [{"id": int (1-based), "name": str}, ...]: the classes evaluated (a detection or
-        groundtruth of another id does not count, as in pycocotools).
+        groundtruth of another id does not count, as in pycocotools); None: the classes of the
+        groundtruth added (a class without groundtruth has no precision and enters no mean).
     """
 
-    def __init__(self, categories):
-        self.categories = [{"id": int(c["id"]), "name": str(c["name"])} for c in categories]
+    def __init__(self, categories=None):
+        self.categories = None if categories is None else [{"id": int(c["id"]), "name": str(c["name"])}
+                                                           for c in categories]
         self._images = []
         self._groundtruth = []
         self._detections = []
@@ -98,13 +100,16 @@ class CocoDetectionEvaluator:
 
         if not self._images:
             raise ValueError("no images to evaluate")
+        categories = self.categories
+        if categories is None:
+            categories = [{"id": c, "name": str(c)} for c in sorted({g["category_id"] for g in self._groundtruth})]
         groundtruth = COCO()
-        groundtruth.dataset = {"images": list(self._images), "categories": list(self.categories),
+        groundtruth.dataset = {"images": list(self._images), "categories": categories,
                                "annotations": list(self._groundtruth)}
         # pycocotools prints as it indexes, evaluates and summarises; the caller reports.
         with contextlib.redirect_stdout(io.StringIO()):
             groundtruth.createIndex()
-            detections = self._detection_set(groundtruth)
+            detections = self._detection_set(groundtruth, categories)
             coco_eval = COCOeval(groundtruth, detections, iouType="bbox")
             coco_eval.params.imgIds = [image["id"] for image in self._images]
             coco_eval.evaluate()
@@ -112,13 +117,13 @@ class CocoDetectionEvaluator:
             coco_eval.summarize()
         return OrderedDict((name, float(v)) for name, v in zip(METRIC_NAMES, coco_eval.stats))
 
-    def _detection_set(self, groundtruth):
+    def _detection_set(self, groundtruth, categories):
         from pycocotools.coco import COCO
         if self._detections:
             return groundtruth.loadRes([dict(d) for d in self._detections])
         # loadRes cannot take an empty list: an empty result set scores 0 where there is groundtruth.
         empty = COCO()
-        empty.dataset = {"images": list(self._images), "categories": list(self.categories), "annotations": []}
+        empty.dataset = {"images": list(self._images), "categories": categories, "annotations": []}
         empty.createIndex()
         return empty
 

@@ -1,5 +1,7 @@
-"""The SSD data augmentation of the TF1 Object Detection API (`core/preprocessor.py`): random
-horizontal flip, then `ssd_random_crop`, as the zoo's SSD MobileNet v1 pipeline.config lists them.
+"""The SSD data augmentation of the TF1 Object Detection API (`core/preprocessor.py`):
+`random_horizontal_flip` and `ssd_random_crop`, applied in the order a pipeline.config's
+`data_augmentation_options` lists them (`augment`); the zoo's SSD MobileNet v1 config lists the
+flip, then the crop (`ZOO_STEPS`). A config that lists none trains on the images as they are.
 
 Every function works on one image and its objects:
   image: uint8 (or float) [H, W, C]; boxes: float32 [M, 4] as [ymin, xmin, ymax, xmax],
@@ -34,6 +36,7 @@ class CropOperation:
     area_range: the window's area as a fraction of the image's lies in this range.
     overlap_thresh: a box is kept when at least this fraction of its area lies in the window.
     random_coef: the probability of leaving the image uncropped.
+    clip_boxes: clip the kept boxes to the window (else they may reach past its edges).
     """
 
     min_object_covered: float = 1.0
@@ -41,6 +44,7 @@ class CropOperation:
     area_range: tuple = (0.1, 1.0)
     overlap_thresh: float = 0.3
     random_coef: float = 0.0
+    clip_boxes: bool = True
 
 
 # `ssd_random_crop`'s seven operations (the SSD paper's sampling): one is chosen uniformly per image.
@@ -145,14 +149,14 @@ def random_horizontal_flip(image, boxes, seed):
 
 # ---- random crop ----------------------------------------------------------------------------
 
-def crop_to_window(image, boxes, classes, offset, size, overlap_thresh):
+def crop_to_window(image, boxes, classes, offset, size, overlap_thresh, clip_boxes=True):
     """Crops image and objects to a pixel window, as `random_crop_image` does once it has one.
 
     image: [H, W, C]; boxes: float32 [M, 4]; classes: [M];
     offset: int32 [2] (top, left) and size: int32 [2] (height, width) of the window in pixels.
     The boxes completely outside the window are dropped, then those with less than
-    `overlap_thresh` of their area inside it; the rest are expressed relative to the window and
-    clipped to [0, 1]. Returns (image [height, width, C], boxes [M', 4], classes [M']).
+    `overlap_thresh` of their area inside it; the rest are expressed relative to the window and,
+    with `clip_boxes` (a Python bool), clipped to [0, 1]. Returns (image [height, width, C], boxes [M', 4], classes [M']).
     """
     offset = tf.cast(offset, tf.int32)
     size = tf.cast(size, tf.int32)
@@ -168,7 +172,9 @@ def crop_to_window(image, boxes, classes, offset, size, overlap_thresh):
     boxes, classes = tf.boolean_mask(boxes, inside), tf.boolean_mask(classes, inside)
     overlapping = prune_non_overlapping_boxes(boxes, window[tf.newaxis, :], overlap_thresh)
     boxes, classes = tf.boolean_mask(boxes, overlapping), tf.boolean_mask(classes, overlapping)
-    boxes = tf.clip_by_value(change_coordinate_frame(boxes, window), 0.0, 1.0)
+    boxes = change_coordinate_frame(boxes, window)
+    if clip_boxes:
+        boxes = tf.clip_by_value(boxes, 0.0, 1.0)
     return new_image, boxes, classes
 
 
@@ -214,17 +220,65 @@ def ssd_random_crop(image, boxes, classes, seed, operations=SSD_CROP_OPERATIONS)
     image = tf.convert_to_tensor(image)
     boxes = tf.convert_to_tensor(boxes, tf.float32)
     classes = tf.convert_to_tensor(classes)
+    clip = {op.clip_boxes for op in operations}
+    if len(clip) != 1:
+        # The flag decides the graph (a clip or none) while the operation is drawn per image.
+        raise ValueError("ssd_random_crop: operations that clip and operations that do not cannot be mixed")
     crop, offset, size, overlap_thresh = sample_crop(tf.shape(image), boxes, seed, operations)
-    return tf.cond(crop, lambda: crop_to_window(image, boxes, classes, offset, size, overlap_thresh),
+    return tf.cond(crop, lambda: crop_to_window(image, boxes, classes, offset, size, overlap_thresh, clip.pop()),
                    lambda: (image, boxes, classes))
 
 
-def ssd_augment(image, boxes, classes, seed):
-    """The zoo SSD MobileNet v1 config's augmentation: `random_horizontal_flip`, then `ssd_random_crop`.
+# ---- the configured steps ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Step:
+    """One augmentation step: `kind` "random_horizontal_flip" or "ssd_random_crop" with its `operations`."""
+
+    kind: str
+    operations: tuple = ()
+
+
+ZOO_STEPS = (Step("random_horizontal_flip"), Step("ssd_random_crop", SSD_CROP_OPERATIONS))
+
+
+def steps_of(config_steps) -> tuple:
+    """`Step`s of a `TrainConfig.data_augmentation` (`AugmentationConfig`s): an `ssd_random_crop`
+    without `operations` takes the OD API's seven (`SSD_CROP_OPERATIONS`); written operations
+    are taken as written (the OD API read every field of one, an unset field being 0)."""
+    steps = []
+    for c in config_steps:
+        if c.kind == "random_horizontal_flip":
+            steps.append(Step(c.kind))
+        elif c.kind == "ssd_random_crop":
+            ops = tuple(CropOperation(min_object_covered=o.min_object_covered,
+                                      aspect_ratio_range=(o.min_aspect_ratio, o.max_aspect_ratio),
+                                      area_range=(o.min_area, o.max_area), overlap_thresh=o.overlap_thresh,
+                                      random_coef=o.random_coef, clip_boxes=o.clip_boxes)
+                        for o in c.operations) or SSD_CROP_OPERATIONS
+            steps.append(Step(c.kind, ops))
+        else:
+            raise ValueError(f"augmentation {c.kind!r} is not supported")
+    return tuple(steps)
+
+
+def augment(image, boxes, classes, seed, steps=ZOO_STEPS):
+    """`steps` applied in order, each with a seed of its own split from `seed`.
 
     image: [H, W, 3]; boxes: float32 [M, 4]; classes: int32 [M]; seed: int [2].
     Returns (image [h, w, 3], boxes [M', 4], classes [M']).
     """
-    flip_seed, crop_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
-    image, boxes = random_horizontal_flip(image, boxes, flip_seed)
-    return ssd_random_crop(image, boxes, classes, crop_seed)
+    if not steps:
+        return image, boxes, classes
+    seeds = tf.unstack(tf.random.experimental.stateless_split(seed, len(steps)))
+    for step, step_seed in zip(steps, seeds):
+        if step.kind == "random_horizontal_flip":
+            image, boxes = random_horizontal_flip(image, boxes, step_seed)
+        else:
+            image, boxes, classes = ssd_random_crop(image, boxes, classes, step_seed, step.operations)
+    return image, boxes, classes
+
+
+def ssd_augment(image, boxes, classes, seed):
+    """The zoo SSD MobileNet v1 config's augmentation: `random_horizontal_flip`, then `ssd_random_crop`."""
+    return augment(image, boxes, classes, seed, ZOO_STEPS)

@@ -317,12 +317,13 @@ def pad_objects(boxes, classes, max_boxes: int):
 
 def make_dataset(paths, config: SSDConfig, batch_size: int, *, training: bool = True, label_map=None,
                  max_boxes: int = MAX_NUMBER_OF_BOXES, shuffle_buffer: int = SHUFFLE_BUFFER_SIZE,
-                 seed: int = 0) -> tf.data.Dataset:
+                 seed: int = 0, augmentation_steps=augmentation.ZOO_STEPS) -> tf.data.Dataset:
     """Batches of model inputs from TFRecord files.
 
     With `training`: files and records shuffled (seeded), repeated without end, each image
-    flipped and cropped by `augmentation.ssd_augment` with a seed of its own (derived from
-    `seed` and its position in the stream, so a run is reproducible), and only full batches.
+    augmented by `augmentation_steps` (`augmentation.augment`; the zoo config's flip and crop
+    unless given, none for an empty tuple) with a seed of its own (derived from `seed` and its
+    position in the stream, so a run is reproducible), and only full batches.
     Without: file order, one pass, no augmentation, the last batch possibly smaller.
 
     Returns:
@@ -346,8 +347,8 @@ def make_dataset(paths, config: SSDConfig, batch_size: int, *, training: bool = 
     def prepare(position, e):
         image, boxes, classes = e["image"], e["boxes"], e["classes"]
         if training:
-            image, boxes, classes = augmentation.ssd_augment(
-                image, boxes, classes, tf.stack([tf.constant(seed, tf.int64), position]))
+            image, boxes, classes = augmentation.augment(
+                image, boxes, classes, tf.stack([tf.constant(seed, tf.int64), position]), augmentation_steps)
         image = preprocessing.preprocess(image[tf.newaxis], config)[0]
         image.set_shape([config.image_height, config.image_width, 3])
         boxes, classes, count = pad_objects(boxes, classes, max_boxes)

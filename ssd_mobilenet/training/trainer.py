@@ -34,7 +34,7 @@ import numpy as np
 import tensorflow as tf
 
 from ssd_mobilenet import detector
-from ssd_mobilenet.training import builders, data
+from ssd_mobilenet.training import augmentation, builders, data
 from ssd_mobilenet.atomic_write import atomic_directory
 from ssd_mobilenet.training.optimizers import clip_gradients_by_norm
 from ssd_mobilenet.training.ssd_loss import CLASSIFICATION_LOSS, LOCALIZATION_LOSS, SSDLoss
@@ -222,8 +222,11 @@ def write_model(trainer: Trainer, directory: str, extra=None) -> str:
     return os.path.abspath(os.fspath(directory))
 
 
-def _dataset(records, model, micro_batch: int, label_map, seed: int):
-    dataset = data.make_dataset(records, model.config, micro_batch, training=True, label_map=label_map, seed=seed)
+def _dataset(records, model, micro_batch: int, label_map, seed: int, training_config):
+    # The augmentation the config lists, in its order (the OD API applied none when it listed none).
+    steps = augmentation.steps_of(training_config.train.data_augmentation)
+    dataset = data.make_dataset(records, model.config, micro_batch, training=True, label_map=label_map, seed=seed,
+                                augmentation_steps=steps)
     options = tf.data.Options()
     # The pipeline's py_functions (naming a skipped record once, a file's size) hold no state a
     # resumed run needs, so the iterator is checkpointed without them.
@@ -262,7 +265,7 @@ def train(model, training_config, records, output_dir, *, steps: int | None = No
     if batch_size % accumulate:
         raise ValueError(f"batch_size {batch_size} is not a multiple of accumulate {accumulate}")
     trainer = Trainer(model, training_config, accumulate, freeze_batch_norm)
-    iterator = iter(_dataset(records, model, batch_size // accumulate, label_map, seed))
+    iterator = iter(_dataset(records, model, batch_size // accumulate, label_map, seed, training_config))
     checkpoint = trainer.checkpoint(iterator=iterator)
     manager = tf.train.CheckpointManager(checkpoint, os.path.join(output_dir, CHECKPOINT_DIR),
                                          max_to_keep=keep_checkpoints)

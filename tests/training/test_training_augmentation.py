@@ -225,3 +225,49 @@ def test_ssd_augment_is_seeded():
     b = aug.ssd_augment(image, TEST_BOXES, TEST_LABELS, tf.constant([5, 9]))
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x.numpy(), y.numpy())
+
+
+def test_crop_to_window_without_clipping():
+    # clip_boxes: false keeps the boxes' coordinates in the window's frame past its edges:
+    # (y - 0.03) / 0.95 and (x - 0.3575) / 0.5925 for the mock window above.
+    _, boxes, _ = aug.crop_to_window(colorful_image(), TEST_BOXES, TEST_LABELS, MOCK_OFFSET, MOCK_SIZE, 0.3,
+                                     clip_boxes=False)
+    window = np.array([6 / 200, 143 / 400, 196 / 200, 380 / 400])
+    size = np.tile(window[2:] - window[:2], 2)
+    expected = (TEST_BOXES - np.tile(window[:2], 2)) / size
+    assert expected.min() < 0 and expected.max() > 1  # the case clipping would change
+    np.testing.assert_allclose(boxes.numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+def _config_steps(*kinds_and_ops):
+    from ssd_mobilenet.training.train_config import AugmentationConfig
+    return aug.steps_of([AugmentationConfig(kind, ops) for kind, ops in kinds_and_ops])
+
+
+def test_augment_follows_the_configured_steps():
+    from ssd_mobilenet.training.train_config import SSDRandomCropOperation
+    image = np.random.default_rng(3).integers(0, 255, (64, 64, 3), dtype=np.uint8)
+    seeds = [tf.constant([1, i]) for i in range(8)]
+    # No steps: the images as they are.
+    for seed in seeds[:2]:
+        out, boxes, _ = aug.augment(image, TEST_BOXES, TEST_LABELS, seed, ())
+        np.testing.assert_array_equal(out, image)
+    # The flip alone: each image as it is or mirrored, never cropped; both happen over 8 seeds.
+    mirrored = []
+    for seed in seeds:
+        out, boxes, _ = aug.augment(image, TEST_BOXES, TEST_LABELS, seed, _config_steps(("random_horizontal_flip", ())))
+        flipped = not np.array_equal(out.numpy(), image)
+        np.testing.assert_array_equal(out.numpy(), image[:, ::-1] if flipped else image)
+        mirrored.append(flipped)
+    assert any(mirrored) and not all(mirrored)
+    # A written crop operation is taken as written: a quarter of the area, square, always cropped.
+    quarter = SSDRandomCropOperation(min_object_covered=0.0, min_aspect_ratio=1.0, max_aspect_ratio=1.0,
+                                     min_area=0.25, max_area=0.25, overlap_thresh=0.0, clip_boxes=True,
+                                     random_coef=0.0)
+    steps = _config_steps(("ssd_random_crop", (quarter,)))
+    assert steps[0].operations == (aug.CropOperation(0.0, (1.0, 1.0), (0.25, 0.25), 0.0, 0.0, True),)
+    for seed in seeds[:3]:
+        out, _, _ = aug.augment(image, TEST_BOXES, TEST_LABELS, seed, steps)
+        assert out.shape == (32, 32, 3)
+    # `ssd_random_crop {}` takes the OD API's seven operations.
+    assert _config_steps(("ssd_random_crop", ()))[0].operations == aug.SSD_CROP_OPERATIONS

@@ -40,7 +40,18 @@ def _parser():
     _add_bench_parser(sub)
     _add_evaluate_parser(sub)
     _add_train_parser(sub)
+    _add_shapes_parser(sub)
     return p
+
+
+def _add_shapes_parser(sub):
+    p = sub.add_parser("shapes", help="write the training demo's inputs: generated shape TFRecords, a small TF1 "
+                                      "model and its training config")
+    p.add_argument("out", metavar="DIR", help="the folder to write (train.record, eval.record, label_map.pbtxt, "
+                                              "images/, tf1_model/, train.config)")
+    p.add_argument("--force", action="store_true", help="replace an existing non-empty DIR")
+    p.add_argument("--quiet", action="store_true")
+    _add_verbose(p)
 
 
 def _add_train_parser(sub):
@@ -317,10 +328,23 @@ def _run(args) -> int:
             return _evaluate(args)
         if args.command == "train":
             return _train(args)
+        if args.command == "shapes":
+            return _shapes(args)
     except bad_input as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     return EXIT_FAIL
+
+
+def _shapes(args) -> int:
+    from migrate import shapes
+    try:
+        out = shapes.write(args.out, force=args.force, progress=_progress(args.quiet))
+    except shapes.OutputExistsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"wrote the shapes demo -> {out}")
+    return EXIT_OK
 
 
 def _predict(args) -> int:

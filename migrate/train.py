@@ -118,6 +118,25 @@ def _pipeline_text(config_path: str, num_classes: int) -> str:
     return text if n == 1 else None
 
 
+def settings_notes(training_config, steps: int) -> list:
+    """What the run's settings do that a user may not expect: the augmentation it applies (none
+    when the config lists none, as in the OD API), and a moving average too slow for the run."""
+    train = training_config.train
+    kinds = [a.kind for a in train.data_augmentation]
+    notes = [f"augmentation: {', '.join(kinds)}" if kinds
+             else "no augmentation (the config lists no data_augmentation_options)"]
+    optimizer = train.optimizer
+    if optimizer is not None and optimizer.use_moving_average and steps:
+        horizon = 1.0 / max(1.0 - optimizer.moving_average_decay, 1e-12)
+        if steps < horizon:
+            # The written model holds the averages (as the OD API saved them), and an average over
+            # more steps than the run has is mostly the starting weights.
+            notes.append(f"moving_average_decay {optimizer.moving_average_decay:g} averages over about "
+                         f"{horizon:.0f} steps and this run has {steps}: the written model (the averages) stays "
+                         "close to the starting weights; set use_moving_average: false for short runs")
+    return notes
+
+
 def _check_out(out: str, force: bool) -> bool:
     """Whether OUT holds a run to resume; refuses an OUT that is not a training run's."""
     from ssd_mobilenet.training.trainer import CHECKPOINT_DIR
@@ -181,9 +200,10 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
                      f"({len(fresh)} variables), every other weight is the converted model's")
         num_classes = wanted
     pipeline_text = _pipeline_text(config_path, num_classes)
+    steps = training_config.train.num_steps if steps is None else steps
+    notes.extend(settings_notes(training_config, steps))
     for note in notes:
         say(note)
-    steps = training_config.train.num_steps if steps is None else steps
     every = max(1, (steps or 1) // PROGRESS_LINES)
     if resume:
         say(f"resuming the run in {out}")

@@ -1,0 +1,112 @@
+"""`python -m migrate shapes DIR`: what the training demo needs, generated on this machine.
+
+DIR gets:
+  train.record, eval.record, label_map.pbtxt  the generated shapes set in the OD API's format
+                                              (`ssd_mobilenet.training.shapes_dataset`)
+  images/                                     the evaluation images as JPEG files, for `predict --png`
+  tf1_model/                                  a small TF1 SSD MobileNet v1 for the shapes' three classes
+                                              (depth multiplier 0.25, 128x128), built by `migrate.tf1.builder`
+                                              with seeded synthetic weights, in the zoo's layout
+  train.config                                the pipeline.config to train it with (`--config`)
+
+The model starts from synthetic weights, not from a trained one, so its detections mean nothing
+before training. `train.config` is the zoo config's matcher, losses and hard example miner with
+settings for a short run from such weights: Adam, batch norm moving statistics that follow
+within a hundred steps (decay 0.99 in every layer, so the moving statistics are the trained
+network's when the run ends; the zoo's 0.9997 needs thousands), no moving average of the weights
+(the zoo's 0.9999 would write out nearly the starting weights) and the horizontal flip only
+(the random crop makes the few images harder to learn in a short run).
+"""
+
+from __future__ import annotations
+
+import os
+
+from ssd_mobilenet.config import SSDConfig
+
+MODEL_CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
+TRAIN_IMAGES, EVAL_IMAGES = 2000, 50
+IMAGE_SIZE = 128
+STEPS, BATCH_SIZE, LEARNING_RATE = 1500, 16, 0.003
+BATCH_NORM_DECAY = 0.99
+MODEL_SEED = 3
+
+_LOSS_FIELDS = """    matcher { argmax_matcher { matched_threshold: 0.5 unmatched_threshold: 0.5
+      force_match_for_each_row: true } }
+    similarity_calculator { iou_similarity { } }
+    normalize_loss_by_num_matches: true
+    loss {
+      localization_loss { weighted_smooth_l1 { } }
+      classification_loss { weighted_sigmoid { } }
+      hard_example_miner { num_hard_examples: 3000 iou_threshold: 0.99 loss_type: CLASSIFICATION
+        max_negatives_per_positive: 3 min_negatives_per_image: 3 }
+      classification_weight: 1.0
+      localization_weight: 1.0
+    }
+    post_processing {"""
+_TRAIN_CONFIG = """train_config {{
+  batch_size: {batch}
+  num_steps: {steps}
+  optimizer {{
+    adam_optimizer {{ learning_rate {{ constant_learning_rate {{ learning_rate: {rate} }} }} }}
+    use_moving_average: false
+  }}
+{augmentation}}}
+"""
+
+
+class OutputExistsError(FileExistsError):
+    """DIR exists and --force was not given."""
+
+
+def train_config_text(config: SSDConfig = MODEL_CONFIG, batch_norm_decay: float = BATCH_NORM_DECAY,
+                      flip: bool = True) -> str:
+    """The demo's pipeline.config: `config`'s model with the zoo's matcher, losses and hard example
+    miner, `batch_norm_decay` in every layer (the base network's through
+    `override_base_feature_extractor_hyperparams`) and the demo's `train_config`, with the
+    horizontal flip unless `flip` is False."""
+    text = config.to_pipeline_config()
+    text = text.replace("decay: 0.9997", f"decay: {batch_norm_decay}")
+    text = text.replace("      min_depth: 16\n", "      min_depth: 16\n      override_base_feature_extractor_hyperparams: true\n",
+                        1)
+    text = text.replace("    post_processing {", _LOSS_FIELDS, 1)
+    augmentation = "  data_augmentation_options { random_horizontal_flip { } }\n" if flip else ""
+    return text + _TRAIN_CONFIG.format(batch=BATCH_SIZE, steps=STEPS, rate=LEARNING_RATE, augmentation=augmentation)
+
+
+def write(out_dir: str, force: bool = False, progress=None, num_train: int = TRAIN_IMAGES,
+          num_eval: int = EVAL_IMAGES, seed: int = 0) -> str:
+    """Writes DIR (module docstring) in a temporary folder beside it, renamed into place.
+
+    Raises:
+      OutputExistsError: DIR exists and is not an empty folder, without `force`.
+    """
+    import tensorflow as tf
+
+    from migrate.tf1 import builder
+    from ssd_mobilenet import atomic_write
+    from ssd_mobilenet.training import data, shapes_dataset
+
+    say = progress or (lambda msg: None)
+    out_dir = os.path.abspath(os.fspath(out_dir))
+    atomic_write.check_output(out_dir, force, is_dir=True, flag="DIR", error=OutputExistsError)
+    with atomic_write.atomic_directory(out_dir) as tmp:
+        say(f"writing {num_train} + {num_eval} shape images as TFRecords")
+        shapes_dataset.write_shapes_dataset(os.path.join(tmp, "records"), num_train=num_train, num_eval=num_eval,
+                                            image_size=IMAGE_SIZE, seed=seed)
+        for name in os.listdir(os.path.join(tmp, "records")):
+            os.replace(os.path.join(tmp, "records", name), os.path.join(tmp, name))
+        os.rmdir(os.path.join(tmp, "records"))
+        images = os.path.join(tmp, "images")
+        os.makedirs(images)
+        for serialized in tf.data.TFRecordDataset(os.path.join(tmp, "eval.record")):
+            features = tf.io.parse_single_example(serialized, {k: data.FEATURES[k] for k in
+                                                               ("image/encoded", "image/filename")})
+            name = os.path.basename(features["image/filename"].numpy().decode())
+            with open(os.path.join(images, name), "wb") as f:
+                f.write(features["image/encoded"].numpy())
+        say("building a small TF1 SSD MobileNet v1 (3 classes, depth 0.25, 128x128, synthetic weights)")
+        builder.write_model_dir(MODEL_CONFIG, os.path.join(tmp, "tf1_model"), seed=MODEL_SEED)
+        with open(os.path.join(tmp, "train.config"), "w", encoding="utf-8") as f:
+            f.write(train_config_text())
+    return out_dir

@@ -1,0 +1,38 @@
+"""`python -m migrate shapes DIR`: the training demo's inputs (records, label map, images, a TF1
+model, a training config that `train` reads as meant), and an existing DIR refused."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from migrate import shapes
+from migrate.cli import main
+from migrate.tf1 import sources
+from ssd_mobilenet.training import builders, data
+from ssd_mobilenet.training.train_config import TrainingConfig
+
+
+def test_the_demo_inputs_are_written_and_read_as_meant(tmp_path, capsys):
+    out = shapes.write(str(tmp_path / "demo"), num_train=4, num_eval=2)
+    assert sorted(os.listdir(out)) == ["eval.record", "images", "label_map.pbtxt", "tf1_model", "train.config",
+                                       "train.record"]
+    assert sorted(os.listdir(os.path.join(out, "images"))) == ["eval_00000.jpg", "eval_00001.jpg"]
+    examples = list(data.read_examples([os.path.join(out, "eval.record")]))
+    assert len(examples) == 2 and all(len(e["classes"]) >= 1 for e in examples)
+    # The TF1 model is one `convert` reads, for the shapes' classes at the demo's size.
+    source = sources.open_source(os.path.join(out, "tf1_model"))
+    assert source.weights and source.pipeline_config
+    config = TrainingConfig.from_pipeline_config(os.path.join(out, "train.config"))
+    assert config.num_classes == 3 and config.train.batch_size == shapes.BATCH_SIZE
+    assert config.train.optimizer.kind == "adam_optimizer" and not config.train.optimizer.use_moving_average
+    assert [a.kind for a in config.train.data_augmentation] == ["random_horizontal_flip"]
+    decays = {s.batch_norm_decay for s in builders.group_settings(config).values()}
+    assert decays == {np.float32(shapes.BATCH_NORM_DECAY)}
+    # An existing DIR is refused in one line, exit 2, and left as it was.
+    before = sorted(os.listdir(out))
+    assert main(["shapes", out]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and out in err[0]
+    assert sorted(os.listdir(out)) == before

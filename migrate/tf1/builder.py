@@ -26,9 +26,12 @@ import shutil
 import tempfile
 import warnings
 
+from typing import NamedTuple
+
 import numpy as np
 import tensorflow as tf
 import tf_slim as slim
+from tensorflow.python.training import moving_averages
 
 from migrate.tf1.frozen_graph import DETECTION_OUTPUTS
 from ssd_mobilenet.config import BACKGROUND_SLICE_LOGITS, NMS_CLIP_BEFORE, SSDConfig
@@ -45,6 +48,8 @@ _FROM_LAYER = ("Conv2d_11_pointwise", "Conv2d_13_pointwise", "", "", "", "")
 _LAYER_DEPTH = (-1, -1, 512, 256, 256, 128)
 _BOX_CODE_SIZE = 4
 _GLOBAL_STEP = "global_step"
+# Layer groups of `LayerTraining` settings: the 14 MobileNet layers, the extra layers, the box predictor.
+BASE, EXTRA, BOX_PREDICTOR = "base", "extra", "box_predictor"
 
 
 # ---- graph construction -------------------------------------------------------------------
@@ -66,6 +71,16 @@ def _v1_control_flow():
             tf1.enable_control_flow_v2()
 
 
+def _batch_norm_variables(inputs):
+    """gamma, beta, moving_mean, moving_variance [C] of slim's batch norm, in slim's order."""
+    channels = int(inputs.shape[-1])
+    gamma = tf1.get_variable("gamma", [channels], initializer=tf1.ones_initializer())
+    beta = tf1.get_variable("beta", [channels], initializer=tf1.zeros_initializer())
+    mean = tf1.get_variable("moving_mean", [channels], initializer=tf1.zeros_initializer(), trainable=False)
+    variance = tf1.get_variable("moving_variance", [channels], initializer=tf1.ones_initializer(), trainable=False)
+    return gamma, beta, mean, variance
+
+
 def _batch_norm_fn(epsilon: float, fused: bool):
     """A slim `normalizer_fn` for inference batch norm with slim's variable names.
 
@@ -77,13 +92,7 @@ def _batch_norm_fn(epsilon: float, fused: bool):
     """
     def batch_norm(inputs, scope=None):
         with tf1.variable_scope(scope, "BatchNorm", [inputs]):
-            channels = int(inputs.shape[-1])
-            gamma = tf1.get_variable("gamma", [channels], initializer=tf1.ones_initializer())
-            beta = tf1.get_variable("beta", [channels], initializer=tf1.zeros_initializer())
-            mean = tf1.get_variable("moving_mean", [channels], initializer=tf1.zeros_initializer(),
-                                    trainable=False)
-            variance = tf1.get_variable("moving_variance", [channels], initializer=tf1.ones_initializer(),
-                                        trainable=False)
+            gamma, beta, mean, variance = _batch_norm_variables(inputs)
             if fused:
                 outputs, _, _ = tf1.nn.fused_batch_norm(inputs, gamma, beta, mean=mean, variance=variance,
                                                         epsilon=epsilon, is_training=False)
@@ -92,11 +101,56 @@ def _batch_norm_fn(epsilon: float, fused: bool):
     return batch_norm
 
 
-def _conv_arg_scope(epsilon: float, fused: bool):
-    """The OD API conv_hyperparams: conv -> batch norm -> ReLU6, SAME padding."""
+def _training_batch_norm_fn(epsilon: float, fused: bool, decay: float):
+    """A slim `normalizer_fn` for batch norm in training mode, as `slim.batch_norm(is_training=True)`
+    built it (its source's op sequence; slim itself needs tf-keras, see `_batch_norm_fn`).
+
+    The output is normalised with the batch's statistics: unfused, `tf.nn.moments` over N, H, W
+    (population variance) into `tf.nn.batch_normalization`; fused, the `FusedBatchNorm` kernel in
+    training mode, whose returned variance (Bessel-corrected) is what the moving update used. The
+    moving statistics move by `assign_moving_average(moving, batch, decay, zero_debias=False)`
+    with `decay` a Python float (so `1 - decay` is a float64 difference), and those update ops
+    go to the `UPDATE_OPS` collection for the train op to run, as slim's default
+    `updates_collections` did.
+    """
+    def batch_norm(inputs, scope=None):
+        with tf1.variable_scope(scope, "BatchNorm", [inputs]):
+            gamma, beta, moving_mean, moving_variance = _batch_norm_variables(inputs)
+            if fused:
+                outputs, mean, variance = tf1.nn.fused_batch_norm(inputs, gamma, beta, epsilon=epsilon,
+                                                                  is_training=True)
+            else:
+                mean, variance = tf.nn.moments(inputs, [0, 1, 2])
+                outputs = tf.nn.batch_normalization(inputs, mean, variance, beta, gamma, epsilon)
+            for moving, batch in ((moving_mean, mean), (moving_variance, variance)):
+                tf1.add_to_collection(tf1.GraphKeys.UPDATE_OPS, moving_averages.assign_moving_average(
+                    moving, batch, decay, zero_debias=False))
+            return outputs
+    return batch_norm
+
+
+class LayerTraining(NamedTuple):
+    """Training settings of one layer group (the MobileNet layers, the extra layers, the box
+    predictor): its batch norm's decay and its slim `l2_regularizer` scale (0.0: none)."""
+
+    batch_norm_decay: float
+    l2_weight: float
+
+
+def _conv_arg_scope(epsilon: float, fused: bool, training: "LayerTraining | None" = None):
+    """The OD API conv_hyperparams: conv -> batch norm -> ReLU6, SAME padding. With `training`,
+    batch norm in training mode and `slim.l2_regularizer` on every conv and separable conv's
+    weights (the depthwise ones included: slim's `separable_conv2d(num_outputs=None)` hands its
+    `weights_regularizer` to `depthwise_weights`), which puts each layer's loss in the
+    `REGULARIZATION_LOSSES` collection as it creates the variable."""
+    if training is None:
+        return slim.arg_scope([slim.conv2d, slim.separable_conv2d], activation_fn=tf.nn.relu6,
+                              normalizer_fn=_batch_norm_fn(epsilon, fused), padding="SAME",
+                              weights_initializer=tf1.truncated_normal_initializer(stddev=0.03))
     return slim.arg_scope([slim.conv2d, slim.separable_conv2d], activation_fn=tf.nn.relu6,
-                          normalizer_fn=_batch_norm_fn(epsilon, fused), padding="SAME",
-                          weights_initializer=tf1.truncated_normal_initializer(stddev=0.03))
+                          normalizer_fn=_training_batch_norm_fn(epsilon, fused, training.batch_norm_decay),
+                          padding="SAME", weights_initializer=tf1.truncated_normal_initializer(stddev=0.03),
+                          weights_regularizer=slim.l2_regularizer(training.l2_weight))
 
 
 def _fixed_padding(inputs, kernel_size: int):
@@ -162,21 +216,24 @@ def _mobilenet_v1_base(inputs, config: SSDConfig, scope):
     return end_points
 
 
-def _feature_maps(preprocessed, config: SSDConfig) -> list:
+def _feature_maps(preprocessed, config: SSDConfig, training: "dict | None" = None) -> list:
     """`ssd_mobilenet_v1` feature extractor (scope `FeatureExtractor/MobilenetV1`): 6 maps.
 
     Base maps are Conv2d_11_pointwise and Conv2d_13_pointwise; each extra map is a 1x1 conv
     to half depth and a 3x3 stride-2 conv (`multi_resolution_feature_maps`, insert_1x1_conv).
+    `training`: None (inference) or {BASE: LayerTraining, EXTRA: LayerTraining} for the 14
+    MobileNet layers and the extra layers.
     """
+    training = training or {}
     depth = _depth_fn(config)
     net = preprocessed
     with tf1.variable_scope("FeatureExtractor", values=[net]):
         with tf1.variable_scope("MobilenetV1") as scope:
             if config.pad_to_multiple > 1:
                 net = _pad_to_multiple(net, config.pad_to_multiple)
-            with _conv_arg_scope(config.base_batch_norm_epsilon, config.fused_batch_norm):
+            with _conv_arg_scope(config.base_batch_norm_epsilon, config.fused_batch_norm, training.get(BASE)):
                 end_points = _mobilenet_v1_base(net, config, scope)
-            with _conv_arg_scope(config.batch_norm_epsilon, config.fused_batch_norm):
+            with _conv_arg_scope(config.batch_norm_epsilon, config.fused_batch_norm, training.get(EXTRA)):
                 maps, base = [], ""
                 for index, (from_layer, layer_depth) in enumerate(zip(_FROM_LAYER, _LAYER_DEPTH)):
                     if from_layer:
@@ -208,8 +265,9 @@ def _static_or_dynamic_shape(tensor) -> list:
     return [d if d is not None else dynamic[i] for i, d in enumerate(tensor.shape.as_list())]
 
 
-def _box_predictor(feature_maps, anchors_per_location, config: SSDConfig):
-    """ConvolutionalBoxPredictor (0 layers before the predictor), scopes `BoxPredictor_i`.
+def _box_predictor(feature_maps, anchors_per_location, config: SSDConfig, training: "LayerTraining | None" = None):
+    """ConvolutionalBoxPredictor (0 layers before the predictor), scopes `BoxPredictor_i`;
+    `training`: None (inference) or the box predictor's `LayerTraining`.
 
     Returns per map box encodings [N, H*W*A, 1, 4] and class logits [N, H*W*A, slots],
     rows ordered (y, x, anchor) as the reshape of the NHWC conv output orders them.
@@ -219,7 +277,7 @@ def _box_predictor(feature_maps, anchors_per_location, config: SSDConfig):
     boxes, classes = [], []
     for i, (fmap, anchors) in enumerate(zip(feature_maps, anchors_per_location)):
         with tf1.variable_scope(f"BoxPredictor_{i}"):
-            with _conv_arg_scope(config.box_predictor_batch_norm_epsilon, config.fused_batch_norm):
+            with _conv_arg_scope(config.box_predictor_batch_norm_epsilon, config.fused_batch_norm, training):
                 # The heads are plain convs with bias; only slim.conv2d is overridden, so a
                 # depthwise head's separable conv keeps batch norm and ReLU6.
                 with slim.arg_scope([slim.conv2d], activation_fn=None, normalizer_fn=None, normalizer_params=None):

@@ -1,0 +1,211 @@
+"""One training step of `ssd_mobilenet.training.trainer.Trainer` against the same step built in TF1.
+
+`migrate.tf1.training_step` builds the step the way the OD API's TF1 code did (slim network with
+batch norm in training mode, TF1 target assignment, losses and hard example miner, slim's L2
+regularisation collection, `tf.compat.v1.train` optimisers, `ExponentialMovingAverage`); it
+shares no code with `ssd_mobilenet.training`. Both start from the same weights
+(`builder.synthetic_weights`, assigned into the Keras model by the project's name map) and take
+the same batch: two 128x128 images with 3 and 2 groundtruth boxes of 3 classes, padded to 4 rows
+(the TF2 side gives the padding weight 0, the TF1 side slices it off as model_lib's
+`unstack_batch` did); one box is large, so the anchors of every feature map are matched and
+every variable gets a gradient. The TF2 gradients are computed in a tf.function, as the
+trainer's step computes them: eagerly, TF2's first-layer batch-norm gamma gradients differ from
+its own graph's by up to 2e-5 relative (other kernels, other summation orders). Compared, per case:
+
+- the four losses of the first step: 1e-6 relative (float32 sums in other orders; measured:
+  equal, the total up to 1.2e-7, `tf.add_n` of the terms in another order).
+- every gradient of the total loss (unclipped), by relative norm error |g_tf2 - g_tf1| / |g_tf1|
+  <= 1e-5, the margin for float32 reductions in other orders (measured: 0, bit-identical).
+- every model variable after the step (weights, batch-norm gamma/beta and moving statistics):
+  |tf2 - tf1| <= 1e-6 * max|tf1| per variable, and the update itself (after - before) by
+  relative norm error with the gradients' tolerance (measured: 0 for both).
+- the moving-average shadows after the step, when the config has a moving average: as the
+  weights (measured: 0).
+- the four losses of a second step on the same batch: 1e-5 relative, as that step starts from
+  weights that may already differ by the first step's rounding (measured: up to 1.2e-7).
+The hard example miner selects anchors by their losses (NMS, then the negatives in loss order up
+to the cap), so a difference there would show as a loss and gradient difference; the losses
+being equal, the two sides select the same anchors here.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from migrate.tf1 import assign, builder, name_map
+from migrate.tf1 import training_step as tf1_step
+from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.model import SSDMobileNetV1
+from ssd_mobilenet.training.train_config import TrainingConfig
+from ssd_mobilenet.training.trainer import Trainer, TOTAL_LOSS
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "training"))
+from training_pipeline import SMALL, pipeline  # noqa: E402
+
+LOSS_RTOL = 1e-6
+SECOND_LOSS_RTOL = 1e-5
+GRADIENT_RTOL = 1e-5
+WEIGHT_RTOL = 1e-6
+BATCH, ROWS = 2, 4
+MOMENTUM = """momentum_optimizer {
+      learning_rate { exponential_decay_learning_rate { initial_learning_rate: 0.01 decay_steps: 1
+        decay_factor: 0.5 staircase: false } }
+      momentum_optimizer_value: 0.8 }
+    use_moving_average: false"""
+
+
+def _softmax_pipeline() -> str:
+    """Softmax (logit scale 2) and L2 losses, a miner scoring both losses, localization weight 2,
+    Momentum with a rate that halves every step, gradient clipping at 1.0 (below many gradients'
+    norms), no moving average."""
+    text = pipeline(optimizer=MOMENTUM, train_extra="  gradient_clipping_by_norm: 1.0\n")
+    for old, new in (("weighted_sigmoid { }", "weighted_softmax { logit_scale: 2.0 }"),
+                     ("weighted_smooth_l1 { }", "weighted_l2 { }"),
+                     ("loss_type: CLASSIFICATION", "loss_type: BOTH"),
+                     ("localization_weight: 1.0", "localization_weight: 2.0")):
+        assert old in text
+        text = text.replace(old, new)
+    return text
+
+
+# {case: (pipeline.config text, SSDConfig fields besides SMALL)}
+CASES = {
+    # The zoo-like config: sigmoid, smooth L1, mining by classification loss, RMSProp, moving
+    # average; unfused batch norm (moments, as the 2018 zoo graphs).
+    "sigmoid_rmsprop_average": (pipeline, {}),
+    # ... and the fused batch-norm kernel in training mode (newer exports).
+    "softmax_momentum_clipped_fused": (_softmax_pipeline, {"fused_batch_norm": True}),
+}
+
+
+def _batch():
+    rng = np.random.default_rng(0)
+    batch = {"image": rng.uniform(-1.0, 1.0, (BATCH, 128, 128, 3)).astype(np.float32),
+             "boxes": np.zeros((BATCH, ROWS, 4), np.float32), "classes": np.zeros((BATCH, ROWS), np.int32),
+             "num_boxes": np.array([3, 2], np.int32)}
+    for i, n in enumerate(batch["num_boxes"]):
+        for j in range(n):
+            y, x = rng.uniform(0.0, 0.6, 2)
+            h, w = rng.uniform(0.15, 0.4, 2)
+            batch["boxes"][i, j] = [y, x, y + h, x + w]
+            batch["classes"][i, j] = rng.integers(1, SMALL["num_classes"] + 1)
+    # One large box, which the anchors of the three 1x1 maps match: every layer then sees a loss.
+    batch["boxes"][0, 2] = [0.05, 0.1, 0.95, 0.85]
+    return batch
+
+
+def _tf1_side(config, training, weights, batch):
+    step = tf1_step.build_training_step(config, training, BATCH, ROWS)
+    session = tf1_step.TrainingSession(step, weights)
+    try:
+        first = session.run_step(batch)
+        after, averages = session.values(), session.averages()
+        second = session.run_step(batch)
+    finally:
+        session.close()
+    return {"losses": first["losses"], "gradients": first["gradients"], "after": after, "averages": averages,
+            "second": second["losses"]}
+
+
+def _tf2_side(config, training, weights, batch):
+    keras.utils.set_random_seed(0)
+    model = SSDMobileNetV1(config)
+    assign.assign(weights, model)
+    initial = model.get_weights()
+    trainer = Trainer(model, training)
+    inputs = {k: tf.constant(v) for k, v in batch.items()}
+    losses, gradients = tf.function(lambda x: _gradients(trainer, x))(inputs)
+    model.set_weights(initial)  # the training-mode call above moved the batch-norm statistics
+    first = trainer.train_step(inputs)
+    after = {v.path: v.numpy() for v in model.weights}
+    averages = {}
+    if trainer.moving_average is not None:
+        averages = {v.path: s.numpy() for v, s in zip(trainer.variables, trainer.moving_average.shadows)}
+    second = trainer.train_step(inputs)
+    return {"losses": {k: float(v) for k, v in first.items()},
+            "gradient_losses": {k: float(v) for k, v in losses.items()},
+            "gradients": {v.path: g.numpy() for v, g in zip(trainer.variables, gradients)},
+            "after": after, "averages": averages, "second": {k: float(v) for k, v in second.items()}}
+
+
+def _gradients(trainer, inputs):
+    """The trainer's losses and the gradients of its total loss, in a tf.function as its step computes them."""
+    with tf.GradientTape() as tape:
+        losses = trainer.losses(inputs)
+    return losses, tape.gradient(losses[TOTAL_LOSS], trainer.variables)
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def sides(request):
+    text, fields = CASES[request.param]
+    config = SSDConfig(**SMALL, **fields)
+    training = TrainingConfig.from_pipeline_config(text())
+    weights = builder.synthetic_weights(config, seed=3)
+    batch = _batch()
+    return {"case": request.param, "training": training, "weights": weights,
+            "tf1": _tf1_side(config, training, weights, batch), "tf2": _tf2_side(config, training, weights, batch)}
+
+
+def _relative_error(got, want) -> float:
+    return float(np.linalg.norm(got - want) / max(np.linalg.norm(want), np.finfo(np.float32).tiny))
+
+
+def test_losses_of_the_first_step(sides):
+    tf1_losses, tf2 = sides["tf1"]["losses"], sides["tf2"]
+    assert set(tf1_losses) == set(tf2["losses"]) == {
+        tf1_step.LOCALIZATION_LOSS, tf1_step.CLASSIFICATION_LOSS, tf1_step.REGULARIZATION_LOSS, tf1_step.TOTAL_LOSS}
+    for name, want in tf1_losses.items():
+        assert want > 0, name
+        np.testing.assert_allclose(tf2["losses"][name], want, rtol=LOSS_RTOL, err_msg=name)
+        # The gradients below come from another call of the same losses.
+        np.testing.assert_allclose(tf2["gradient_losses"][name], want, rtol=LOSS_RTOL, err_msg=name)
+
+
+def test_every_gradient(sides):
+    tf1_grads, tf2_grads = sides["tf1"]["gradients"], sides["tf2"]["gradients"]
+    assert sorted(name_map.tf2_path(n) for n in tf1_grads) == sorted(tf2_grads)
+    errors = {n: _relative_error(tf2_grads[name_map.tf2_path(n)], g) for n, g in tf1_grads.items()}
+    worst = max(errors, key=errors.get)
+    assert errors[worst] <= GRADIENT_RTOL, f"{worst}: relative error {errors[worst]:.3g}"
+    # Not vacuous: every variable has a non-zero gradient, and the clipped case has many beyond its norm.
+    assert all(np.any(g != 0) for g in tf1_grads.values())
+    clip = sides["training"].train.gradient_clipping_by_norm
+    if clip:
+        assert sum(np.linalg.norm(g) > clip for g in tf1_grads.values()) >= 10
+
+
+def test_every_variable_after_the_step(sides):
+    tf1_after, tf2_after, before = sides["tf1"]["after"], sides["tf2"]["after"], sides["weights"]
+    assert sorted(name_map.tf2_path(n) for n in tf1_after) == sorted(tf2_after)
+    for name, want in tf1_after.items():
+        got = tf2_after[name_map.tf2_path(name)]
+        assert not np.array_equal(want, before[name]), f"{name} did not move"
+        assert np.max(np.abs(got - want)) <= WEIGHT_RTOL * np.max(np.abs(want)), name
+        error = _relative_error(got - before[name], want - before[name])
+        assert error <= GRADIENT_RTOL, f"{name}: update relative error {error:.3g}"
+
+
+def test_moving_averages_after_the_step(sides):
+    tf1_averages, tf2_averages = sides["tf1"]["averages"], sides["tf2"]["averages"]
+    if not sides["training"].train.optimizer.use_moving_average:
+        assert tf1_averages == {} and tf2_averages == {}
+        return
+    assert sorted(name_map.tf2_path(n) for n in tf1_averages) == sorted(tf2_averages)
+    # decay 0.9999: a shadow moves by 1e-4 of its variable's update, below float32 rounding for some.
+    assert sum(not np.array_equal(want, sides["weights"][name]) for name, want in tf1_averages.items()) >= 10
+    for name, want in tf1_averages.items():
+        got = tf2_averages[name_map.tf2_path(name)]
+        assert np.max(np.abs(got - want)) <= WEIGHT_RTOL * np.max(np.abs(want)), name
+
+
+def test_losses_of_a_second_step(sides):
+    first, second = sides["tf1"]["losses"], sides["tf1"]["second"]
+    assert second[tf1_step.TOTAL_LOSS] < first[tf1_step.TOTAL_LOSS]
+    for name, want in second.items():
+        np.testing.assert_allclose(sides["tf2"]["second"][name], want, rtol=SECOND_LOSS_RTOL, err_msg=name)

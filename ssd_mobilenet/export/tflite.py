@@ -1,0 +1,156 @@
+"""TFLite export: the converted detector as one `.tflite` file with a serving signature.
+
+The file holds a static batch of one image at the model's input size (TFLite's delegates want
+static shapes) and one signature, `serving_default`:
+
+- input `input_tensor` uint8 [1, h, w, 3] (`input_type="uint8"`, the default: a camera frame
+  resized to the model's size; the model casts and scales it to [-1, 1] itself), or
+  `normalized_input_image_tensor` float32 [1, h, w, 3] already scaled by `x * 2/255 - 1`
+  (`input_type="float32"`, the input `export_tflite_ssd_graph.py` gave TF1's TFLite graphs);
+- outputs named as the SavedModel's: `detection_boxes` [1, D, 4] ([ymin, xmin, ymax, xmax],
+  normalised), `detection_scores` [1, D], `detection_classes` [1, D] (1-based, float32),
+  `num_detections` [1], so `Interpreter.get_signature_runner()(input_tensor=...)` returns the
+  dict the SavedModel's signature returns (D = `max_detections`, the config's
+  `max_total_detections` by default).
+
+Post-processing modes (`nms`):
+
+- "per-class" (the default): the TF graph's own post-processing (`postprocessing`: per-class
+  NMS, the global sort with its tie order, clipping, empty boxes dropped), in TFLite builtin
+  ops only (NON_MAX_SUPPRESSION_V4 per class, TOPK_V2, GATHER, SELECT). Its detections are the
+  converted model's (`ssd_mobilenet.load`) to float32 rounding: the kernels are TFLite's, not
+  oneDNN's, so scores and boxes differ in the last bits, and counts, classes and order are the
+  same unless two candidates tie within that rounding.
+- "regular" / "fast": the `TFLite_Detection_PostProcess` custom op (in the builtin op resolver
+  of the TFLite interpreter and of TFLite's mobile runtimes) on the raw box codes, the class
+  scores and the anchors, with the attributes `export_tflite_ssd_graph.py` set. What differs
+  from the TF graph, in both: boxes are not clipped to the image (the graph clips them, and its
+  `clip_before_nms` exports run NMS on the clipped boxes and drop those that are empty once
+  clipped); a score must be at least the threshold (the graph: above it); the op decodes the
+  boxes itself. "regular": NMS per class, each class capped at `detections_per_class`
+  (the config's `max_detections_per_class`), then the best `max_detections` over all classes,
+  which is the graph's scheme apart from the above. "fast" (the TF1 script's default): each
+  anchor keeps only its best class, and one class-agnostic NMS runs over those, capped at
+  `max_detections` in all: a box of one class suppresses an overlapping box of another, and an
+  anchor never yields two classes. In the file, the op's four outputs then go through a
+  class offset (its classes are 0-based) and are renamed to the signature's names.
+
+`int8`: post-training full-integer quantization of the network (weights and activations int8,
+calibrated on `representative_images`), with float32 (or the uint8 image) in and float32 out;
+the post-processing ops that have no int8 kernels (NMS, TopK) stay float32.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from ssd_mobilenet import postprocessing, preprocessing
+from ssd_mobilenet.model import fold_batch_norm, with_weights_as_constants
+
+PER_CLASS = "per-class"
+REGULAR = "regular"
+FAST = "fast"
+NMS_MODES = (PER_CLASS, REGULAR, FAST)
+UINT8 = "uint8"
+FLOAT32 = "float32"
+INPUT_TYPES = (UINT8, FLOAT32)
+INPUT_NAMES = {UINT8: "input_tensor", FLOAT32: "normalized_input_image_tensor"}
+SIGNATURE_KEY = "serving_default"
+OUTPUT_KEYS = ("detection_boxes", "detection_scores", "detection_classes", "num_detections")
+
+
+def _network(model, input_type: str):
+    """The folded network as a function of the signature's input -> (codes [1, A, 4], logits [1, A, slots]).
+
+    The weights are traced in as constants: the converter freezes a function's captured
+    variables, but Keras 3 variables read through their resource handles came out as NaN in
+    the converted file (TF 2.21), and constants are what a `.tflite` holds anyway.
+    """
+    folded = fold_batch_norm(model)
+
+    def run(images):
+        if input_type == UINT8:
+            # At the model's own size the legacy resize is the identity (scale 1, every
+            # interpolation weight 0, for all four kernels), so the image is only cast and
+            # scaled: the same values `preprocessing.preprocess` computes, without TF's uint8
+            # ResizeBilinear, which TFLite has no kernel for.
+            images = preprocessing.normalize(tf.cast(images, tf.float32))
+        out = folded(images, training=False)
+        return out["box_encodings"], out["class_predictions_with_background"]
+
+    return folded, with_weights_as_constants(run, folded.weights)
+
+
+def _per_class(folded, codes, logits, max_detections: int) -> dict:
+    config = folded.config.replace(max_total_detections=max_detections)
+    boxes = folded.decode(codes)[0]
+    scores = postprocessing.convert_scores(logits, config)[0]
+    boxes, scores, classes, num = postprocessing.postprocess_image(boxes, scores, config)[:4]
+    return {"detection_boxes": boxes[None], "detection_scores": scores[None],
+            "detection_classes": classes[None] + 1.0,  # label_id_offset, as `postprocess`
+            "num_detections": num[None]}
+
+
+class _Export(tf.Module):
+    """The traced signature function and what the converter needs beside it."""
+
+    def __init__(self, model, nms: str, input_type: str, max_detections: int):
+        super().__init__(name="ssd_mobilenet_v1_tflite")
+        if nms not in NMS_MODES:
+            raise ValueError(f"nms must be one of {', '.join(NMS_MODES)}, got {nms!r}")
+        if input_type not in INPUT_TYPES:
+            raise ValueError(f"input_type must be one of {', '.join(INPUT_TYPES)}, got {input_type!r}")
+        if max_detections < 1:
+            raise ValueError(f"max_detections must be >= 1, got {max_detections}")
+        config = model.config
+        folded, network = _network(model, input_type)
+
+        def serve(image):
+            codes, logits = network(image)
+            return _per_class(folded, codes, logits, max_detections)
+
+        dtype = tf.uint8 if input_type == UINT8 else tf.float32
+        spec = tf.TensorSpec([1, config.image_height, config.image_width, 3], dtype, name=INPUT_NAMES[input_type])
+        # The keyword names the signature's input.
+        function = tf.function(lambda **kw: serve(kw[INPUT_NAMES[input_type]]))
+        self.concrete_function = function.get_concrete_function(**{INPUT_NAMES[input_type]: spec})
+
+
+def convert(model, nms: str = PER_CLASS, input_type: str = UINT8, max_detections: int | None = None) -> bytes:
+    """The `.tflite` file of `model` (an `SSDMobileNetV1` with its weights, batch norm unfolded,
+    as `detector.load_model` returns it), per the module docstring.
+
+    Raises:
+      ValueError: an unknown mode, or a quantization-aware model (its FakeQuant ops would be
+        converted into TFLite quantization the calibration has not set).
+    """
+    if model.config.weight_bits:
+        raise ValueError("quantization-aware models (FakeQuant ranges in the graph) are not exported to TFLite")
+    module = _Export(model, nms, input_type, max_detections or model.config.max_total_detections)
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([module.concrete_function], module)
+    # Builtin ops only: a Flex op would need the TF select runtime, which mobile apps rarely link.
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    return converter.convert()
+
+
+def operator_names(tflite_bytes: bytes) -> list:
+    """The sorted names of the operators a `.tflite` file uses: builtin names
+    (`CONV_2D`, `NON_MAX_SUPPRESSION_V4`) and custom ones (`TFLite_Detection_PostProcess`;
+    Flex ops are custom ops named `Flex<TF op>`)."""
+    from tensorflow.lite.python import schema_py_generated as schema
+    model = schema.Model.GetRootAsModel(tflite_bytes, 0)
+    builtin = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    names = set()
+    for i in range(model.OperatorCodesLength()):
+        code = model.OperatorCodes(i)
+        op = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())  # the schema's two fields
+        names.add(code.CustomCode().decode() if op == schema.BuiltinOperator.CUSTOM else builtin[op])
+    return sorted(names)
+
+
+def export_tflite(model, path: str, nms: str = PER_CLASS, input_type: str = UINT8,
+                  max_detections: int | None = None) -> None:
+    """Writes `convert(model, ...)` to `path`, atomically (nothing is left at `path` on an error)."""
+    from ssd_mobilenet.atomic_write import write_bytes
+    write_bytes(path, convert(model, nms, input_type, max_detections))

@@ -1,0 +1,93 @@
+"""The TFLite export (`ssd_mobilenet.export.tflite`, `python -m migrate export --tflite`), run by
+TensorFlow's own TFLite interpreter through the file's serving signature.
+
+One small model (depth 0.25, 128x128, 3 classes, the zoo's post-processing: score threshold 1e-8,
+100 detections, so NMS and the sort are exercised on every image) with the TF1 builder's seeded
+synthetic weights assigned as `convert` assigns them, saved as a converted directory (config and
+checkpoint, what `ssd_mobilenet.load` reads) once per module; the images are the shapes set's
+(gradient backgrounds, noise, solid shapes).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import check_detections
+from migrate.tf1 import assign, builder
+from ssd_mobilenet import SSDMobileNetV1, detector, preprocessing
+from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.export import tflite
+from ssd_mobilenet.training import shapes_dataset
+
+CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
+# What "the same detections" allows: TFLite's kernels round differently from oneDNN's in the
+# last bits of float32 (measured: 3e-7 on scores and boxes); the project's parity tolerance.
+ATOL = 1e-5
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*tf.lite.Interpreter is deprecated:UserWarning")
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("tflite_converted"))
+    model = SSDMobileNetV1(CONFIG)
+    assign.assign(builder.synthetic_weights(CONFIG, seed=3), model)
+    detector.save(model, out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def images():
+    """uint8 [4, 128, 128, 3]: shapes-set images at the model's size."""
+    rng = np.random.default_rng(11)
+    return np.stack([shapes_dataset.make_image(rng, 128, 128)[0] for _ in range(4)])
+
+
+def run_signature(model_bytes: bytes, **inputs) -> dict:
+    runner = tf.lite.Interpreter(model_content=model_bytes).get_signature_runner()
+    return {k: np.asarray(v) for k, v in runner(**inputs).items()}
+
+
+def batched(outputs: list) -> dict:
+    return {k: np.concatenate([o[k] for o in outputs]) for k in tflite.OUTPUT_KEYS}
+
+
+@pytest.mark.parametrize("input_type", tflite.INPUT_TYPES)
+def test_per_class_tflite_gives_the_converted_models_detections(converted, images, input_type, tmp_path):
+    model = detector.load_model(converted)
+    path = str(tmp_path / "model.tflite")
+    tflite.export_tflite(model, path, input_type=input_type)
+    data = open(path, "rb").read()
+    ops = tflite.operator_names(data)
+    assert not [op for op in ops if op.startswith("Flex") or op == "TFLite_Detection_PostProcess"], ops
+    assert "NON_MAX_SUPPRESSION_V4" in ops and "TOPK_V2" in ops
+
+    interpreter = tf.lite.Interpreter(model_content=data)
+    signature = interpreter.get_signature_list()[tflite.SIGNATURE_KEY]
+    assert signature == {"inputs": [tflite.INPUT_NAMES[input_type]], "outputs": sorted(tflite.OUTPUT_KEYS)}
+    runner = interpreter.get_signature_runner()
+    ours = []
+    for image in images:
+        feed = image[None] if input_type == "uint8" else preprocessing.preprocess(image[None], CONFIG).numpy()
+        ours.append({k: np.asarray(v) for k, v in runner(**{tflite.INPUT_NAMES[input_type]: feed}).items()})
+    ours = batched(ours)
+    assert ours["detection_boxes"].shape == (4, 100, 4) and ours["num_detections"].shape == (4,)
+    ref = {k: v.numpy() for k, v in detector.load(converted)(images).items()}
+    # Dense detections (threshold 1e-8): every image fills all 100, so the order of 100 is compared.
+    assert (ref["num_detections"] == 100).all()
+    check_detections(ours, ref, atol=ATOL)
+    # Padded rows are zeros with class 1, as in the SavedModel.
+    assert ours["detection_classes"].min() >= 1.0
+
+
+def test_max_detections_caps_the_per_class_output(converted, images):
+    model = detector.load_model(converted)
+    ours = run_signature(tflite.convert(model, max_detections=7), input_tensor=images[:1])
+    ref = {k: v.numpy() for k, v in detector.load(converted)(images[:1]).items()}
+    assert ours["detection_boxes"].shape == (1, 7, 4) and ours["num_detections"][0] == 7
+    for key in ("detection_boxes", "detection_scores", "detection_classes"):
+        np.testing.assert_allclose(ours[key][0], ref[key][0, :7], rtol=0, atol=ATOL)

@@ -40,7 +40,35 @@ def _parser():
     _add_bench_parser(sub)
     _add_evaluate_parser(sub)
     _add_train_parser(sub)
+    _add_export_parser(sub)
     return p
+
+
+def _add_export_parser(sub):
+    p = sub.add_parser("export", help="write a converted model as a TFLite file")
+    p.add_argument("converted", help="a directory written by `convert`")
+    p.add_argument("--tflite", required=True, metavar="OUT", help="the .tflite file to write")
+    p.add_argument("--input", choices=("uint8", "float32"), default="uint8",
+                   help="uint8: the image at the model's size, scaled inside the model (default); float32: "
+                        "already scaled to [-1, 1) as export_tflite_ssd_graph.py's graphs take it")
+    p.add_argument("--max-detections", type=int, metavar="N",
+                   help="detections per image (default: the model's max_total_detections)")
+    p.add_argument("--force", action="store_true", help="replace an existing OUT")
+    p.add_argument("--quiet", action="store_true", help="no progress messages")
+    _add_verbose(p)
+
+
+def _export(args) -> int:
+    from migrate import export
+    try:
+        result = export.export(args.converted, args.tflite, input_type=args.input,
+                               max_detections=args.max_detections, force=args.force, progress=_progress(args.quiet))
+    except export.ExportInputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"exported {result['nms']} NMS, {result['input']} input, {result['max_detections']} detections, "
+          f"{len(result['operators'])} operator types, {result['bytes']} bytes -> {result['out']}")
+    return EXIT_OK
 
 
 def _add_train_parser(sub):
@@ -257,7 +285,7 @@ def _missing_path(args):
                 f"(run `python -m migrate convert {args.src}` first)")
     if args.command == "predict" and missing(args.converted):
         return f"{args.converted}: no such directory (expected the output of `migrate convert`)"
-    if args.command == "train" and missing(args.converted):
+    if args.command in ("train", "export") and missing(args.converted):
         return f"{args.converted}: no such directory (expected the output of `migrate convert`)"
     if args.command == "evaluate" and missing(args.model, prefix=True):
         return f"{args.model}: no such file or directory"
@@ -317,6 +345,8 @@ def _run(args) -> int:
             return _evaluate(args)
         if args.command == "train":
             return _train(args)
+        if args.command == "export":
+            return _export(args)
     except bad_input as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

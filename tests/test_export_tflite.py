@@ -91,3 +91,45 @@ def test_max_detections_caps_the_per_class_output(converted, images):
     assert ours["detection_boxes"].shape == (1, 7, 4) and ours["num_detections"][0] == 7
     for key in ("detection_boxes", "detection_scores", "detection_classes"):
         np.testing.assert_allclose(ours[key][0], ref[key][0, :7], rtol=0, atol=ATOL)
+
+
+def test_cli_writes_the_file_and_refuses_bad_input_in_one_line(converted, images, tmp_path, capsys):
+    from migrate.cli import main
+    out = tmp_path / "out" / "model.tflite"
+    argv = ["export", converted, "--tflite", str(out), "--input", "float32", "--max-detections", "5", "--quiet"]
+    assert main(argv) == 0
+    assert capsys.readouterr().out.strip().endswith(f"-> {out}")
+    feed = preprocessing.preprocess(images[:1], CONFIG).numpy()
+    ours = run_signature(out.read_bytes(), normalized_input_image_tensor=feed)
+    ref = {k: v.numpy() for k, v in detector.load(converted)(images[:1]).items()}
+    assert ours["detection_scores"].shape == (1, 5)
+    np.testing.assert_allclose(ours["detection_scores"][0], ref["detection_scores"][0, :5], rtol=0, atol=ATOL)
+    before = out.read_bytes()
+
+    def refused(argv, *words):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: ") and all(w in err[0] for w in words), err
+
+    refused(argv, str(out), "--force")
+    assert out.read_bytes() == before
+    target = tmp_path / "new.tflite"
+    refused(["export", str(tmp_path / "none"), "--tflite", str(target)], str(tmp_path / "none"), "no such directory")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "model.ckpt.index").write_bytes(b"")
+    refused(["export", str(folder), "--tflite", str(target)], str(folder), "not a converted model directory")
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    (corrupt / detector.CONFIG_FILE).write_bytes(open(os.path.join(converted, detector.CONFIG_FILE), "rb").read())
+    checkpoint = os.path.join(converted, detector.CHECKPOINT_DIR)
+    (corrupt / detector.CHECKPOINT_DIR).mkdir()
+    for name in os.listdir(checkpoint):
+        data = open(os.path.join(checkpoint, name), "rb").read()
+        # The index is kept; the tensor data is cut short, as an interrupted copy leaves it.
+        (corrupt / detector.CHECKPOINT_DIR / name).write_bytes(data if ".index" in name else data[:len(data) // 2])
+    refused(["export", str(corrupt), "--tflite", str(target)], str(corrupt), "cannot load the converted model")
+    refused(["export", converted, "--tflite", str(target), "--max-detections", "0"], "--max-detections 0")
+    refused(["export", converted, "--tflite", str(tmp_path)], str(tmp_path), "is a folder")
+    assert not target.exists() and sorted(os.listdir(tmp_path)) == ["corrupt", "folder", "out"]
+    assert os.listdir(tmp_path / "out") == ["model.tflite"]

@@ -51,6 +51,10 @@ def _add_export_parser(sub):
     p.add_argument("--input", choices=("uint8", "float32"), default="uint8",
                    help="uint8: the image at the model's size, scaled inside the model (default); float32: "
                         "already scaled to [-1, 1) as export_tflite_ssd_graph.py's graphs take it")
+    p.add_argument("--nms", choices=("per-class", "regular", "fast"), default="per-class",
+                   help="per-class: the TF graph's post-processing in builtin ops, the converted model's detections "
+                        "(default); regular / fast: the TFLite_Detection_PostProcess custom op with regular or fast "
+                        "(class-agnostic) NMS, for runtimes that expect its four outputs")
     p.add_argument("--max-detections", type=int, metavar="N",
                    help="detections per image (default: the model's max_total_detections)")
     p.add_argument("--force", action="store_true", help="replace an existing OUT")
@@ -61,11 +65,13 @@ def _add_export_parser(sub):
 def _export(args) -> int:
     from migrate import export
     try:
-        result = export.export(args.converted, args.tflite, input_type=args.input,
+        result = export.export(args.converted, args.tflite, nms=args.nms, input_type=args.input,
                                max_detections=args.max_detections, force=args.force, progress=_progress(args.quiet))
     except export.ExportInputError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    for note in result["notes"]:
+        print(f"[migrate] {note}", file=sys.stderr)
     print(f"exported {result['nms']} NMS, {result['input']} input, {result['max_detections']} detections, "
           f"{len(result['operators'])} operator types, {result['bytes']} bytes -> {result['out']}")
     return EXIT_OK

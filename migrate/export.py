@@ -12,12 +12,18 @@ from __future__ import annotations
 import os
 import time
 
+import numpy as np
 import tensorflow as tf
 
 from ssd_mobilenet import atomic_write
 from ssd_mobilenet import detector as detector_lib
 from ssd_mobilenet.export import tflite as tflite_lib
 from ssd_mobilenet.image_io import error_message
+
+
+# Detections a user would show: the floor of the agreement the command reports.
+REPORT_MIN_SCORE = 0.5
+MATCH_IOU = 0.5
 
 
 class ExportInputError(ValueError):
@@ -48,7 +54,7 @@ def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_t
       nms, input_type, max_detections: `ssd_mobilenet.export.tflite.convert`'s.
       force: replace an existing `tflite`.
     Returns:
-      dict: out, bytes, nms, input, max_detections, operators (the file's op names), seconds.
+      dict: notes (what the file differs in from the converted model), out, bytes, nms, input, max_detections, operators (the file's op names), seconds.
     Raises:
       ExportInputError: bad input, one line naming the path or option; nothing is written.
     """
@@ -69,6 +75,54 @@ def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_t
     say(f"converting to TFLite ({nms} NMS, {input_type} input, {max_detections} detections)")
     data = tflite_lib.convert(model, nms=nms, input_type=input_type, max_detections=max_detections)
     atomic_write.write_bytes(tflite, data)
-    return {"out": os.path.abspath(tflite), "bytes": len(data), "nms": nms, "input": input_type,
+    notes = [tflite_lib.DIFFERENCES[nms]] if nms in tflite_lib.DIFFERENCES else []
+    return {"notes": notes, "out": os.path.abspath(tflite), "bytes": len(data), "nms": nms, "input": input_type,
             "max_detections": max_detections, "operators": tflite_lib.operator_names(data),
             "seconds": time.perf_counter() - start}
+
+
+def _iou(a, b):
+    """[n, 4] x [m, 4] [ymin, xmin, ymax, xmax] -> [n, m] IoU."""
+    ymin, xmin = np.maximum(a[:, None, 0], b[None, :, 0]), np.maximum(a[:, None, 1], b[None, :, 1])
+    ymax, xmax = np.minimum(a[:, None, 2], b[None, :, 2]), np.minimum(a[:, None, 3], b[None, :, 3])
+    inter = np.clip(ymax - ymin, 0, None) * np.clip(xmax - xmin, 0, None)
+    area = lambda x: (x[:, 2] - x[:, 0]) * (x[:, 3] - x[:, 1])  # noqa: E731
+    union = area(a)[:, None] + area(b)[None, :] - inter
+    return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
+
+
+def agreement(ref: dict, ours: dict, min_score: float = REPORT_MIN_SCORE, iou: float = MATCH_IOU) -> dict:
+    """How many of `ref`'s detections scoring >= `min_score` `ours` also has: one to one, same
+    class, IoU >= `iou`, pairs of highest IoU first (a counterpart may score anything).
+
+    Args:
+      ref, ours: detection dicts (numpy, [N, D, ...], the signature's four keys), same images.
+    Returns:
+      dict: reference (detections counted), matched, rate (matched / reference, 1.0 when there
+      are none), mean_iou of the matched pairs (1.0 when none), max_score_diff of the pairs.
+    """
+    total = matched = 0
+    ious, score_diffs = [], []
+    for i in range(len(ref["num_detections"])):
+        n1, n2 = int(ref["num_detections"][i]), int(ours["num_detections"][i])
+        keep = np.flatnonzero(ref["detection_scores"][i, :n1] >= min_score)
+        total += len(keep)
+        if not len(keep) or not n2:
+            continue
+        b1, c1, s1 = ref["detection_boxes"][i, keep], ref["detection_classes"][i, keep], ref["detection_scores"][i, keep]
+        b2, c2, s2 = (ours["detection_boxes"][i, :n2], ours["detection_classes"][i, :n2],
+                      ours["detection_scores"][i, :n2])
+        overlap = _iou(b1, b2)
+        pairs = sorted(((overlap[a, b], a, b) for a in range(len(keep)) for b in range(n2)
+                        if c1[a] == c2[b] and overlap[a, b] >= iou), reverse=True)
+        used1, used2 = set(), set()
+        for value, a, b in pairs:
+            if a not in used1 and b not in used2:
+                used1.add(a)
+                used2.add(b)
+                ious.append(value)
+                score_diffs.append(abs(float(s1[a]) - float(s2[b])))
+        matched += len(used1)
+    return {"reference": total, "matched": matched, "rate": matched / total if total else 1.0,
+            "mean_iou": float(np.mean(ious)) if ious else 1.0,
+            "max_score_diff": float(max(score_diffs, default=0.0))}

@@ -133,3 +133,51 @@ def test_cli_writes_the_file_and_refuses_bad_input_in_one_line(converted, images
     refused(["export", converted, "--tflite", str(tmp_path)], str(tmp_path), "is a folder")
     assert not target.exists() and sorted(os.listdir(tmp_path)) == ["corrupt", "folder", "out"]
     assert os.listdir(tmp_path / "out") == ["model.tflite"]
+
+
+@pytest.mark.parametrize("nms", [tflite.REGULAR, tflite.FAST])
+def test_custom_op_modes_carry_the_tf1_scripts_op_and_agree_with_the_per_class_model(converted, images, nms):
+    """The file holds `TFLite_Detection_PostProcess` with the attributes export_tflite_ssd_graph.py
+    set and the center-size anchors as a constant input; the interpreter's builtin resolver runs
+    it. Its detections are the op's NMS, not the graph's: they are matched to the converted
+    model's by class and IoU, and the rates are printed (pytest -s) and bounded."""
+    from migrate import export
+    model = detector.load_model(converted)
+    data = tflite.convert(model, nms=nms)
+    assert [op for op in tflite.operator_names(data) if not op.isupper()] == ["TFLite_Detection_PostProcess"]
+    [(attributes, anchors)] = tflite.custom_op_options(data)
+    assert attributes == {"max_detections": 100, "max_classes_per_detection": 1, "detections_per_class": 100,
+                          "use_regular_nms": int(nms == tflite.REGULAR), "num_classes": 3,
+                          "nms_score_threshold": pytest.approx(1e-8, rel=1e-6),
+                          "nms_iou_threshold": pytest.approx(0.6, rel=1e-6),
+                          "y_scale": 10.0, "x_scale": 10.0, "h_scale": 5.0, "w_scale": 5.0}
+    a = model.anchors
+    np.testing.assert_allclose(anchors, np.stack([(a[:, 0] + a[:, 2]) / 2, (a[:, 1] + a[:, 3]) / 2,
+                                                  a[:, 2] - a[:, 0], a[:, 3] - a[:, 1]], axis=1), rtol=0, atol=1e-7)
+    runner = tf.lite.Interpreter(model_content=data).get_signature_runner()
+    ours = batched([{k: np.asarray(v) for k, v in runner(input_tensor=image[None]).items()} for image in images])
+    ref = {k: v.numpy() for k, v in detector.load(converted)(images).items()}
+    assert ours["detection_classes"].shape == (4, 100) and set(np.unique(ours["detection_classes"])) <= {1.0, 2.0, 3.0}
+    rates = {floor: export.agreement(ref, ours, min_score=floor) for floor in (0.0, 0.3)}
+    # The op does not clip its boxes (the graph does): clipped, the same detections are the same boxes.
+    clipped = dict(ours, detection_boxes=np.clip(ours["detection_boxes"], 0.0, 1.0))
+    rates.update({f"clipped {floor}": export.agreement(ref, clipped, min_score=floor) for floor in (0.0, 0.3)})
+    print(nms, rates)
+    # The best detections are the same objects (the synthetic model's top scores are ~0.4);
+    # down in the 1e-8 tail the modes differ by design.
+    assert rates[0.3]["rate"] == 1.0 and rates["clipped 0.3"]["mean_iou"] > 0.9999
+    assert rates[0.0]["rate"] > (0.9 if nms == tflite.REGULAR else 0.5)
+
+
+def test_detections_per_class_reaches_the_op(converted, images):
+    """The converter drops `detections_per_class`; the written options carry it and the
+    kernel applies it: regular NMS with 2 per class gives at most 2 of each class."""
+    loaded = detector.load_model(converted)
+    model = SSDMobileNetV1(CONFIG.replace(max_detections_per_class=2))
+    model.set_weights(loaded.get_weights())
+    data = tflite.convert(model, nms=tflite.REGULAR)
+    assert tflite.custom_op_options(data)[0][0]["detections_per_class"] == 2
+    out = run_signature(data, input_tensor=images[:1])
+    n = int(out["num_detections"][0])
+    classes = out["detection_classes"][0, :n]
+    assert n == 6 and all((classes == c).sum() == 2 for c in (1.0, 2.0, 3.0))

@@ -57,6 +57,14 @@ FLOAT32 = "float32"
 INPUT_TYPES = (UINT8, FLOAT32)
 INPUT_NAMES = {UINT8: "input_tensor", FLOAT32: "normalized_input_image_tensor"}
 SIGNATURE_KEY = "serving_default"
+# What the custom-op modes differ in from the TF graph, one line each (the module docstring has more).
+DIFFERENCES = {
+    REGULAR: "TFLite_Detection_PostProcess, regular NMS: boxes not clipped to the image, scores at the threshold "
+             "kept, per-class caps as the graph's; detections agree with the converted model's by class and IoU, "
+             "not exactly",
+    FAST: "TFLite_Detection_PostProcess, fast NMS: one class per anchor (its best) and one class-agnostic NMS, "
+          "boxes not clipped; detections of overlapping objects of different classes suppress each other",
+}
 OUTPUT_KEYS = ("detection_boxes", "detection_scores", "detection_classes", "num_detections")
 
 
@@ -92,6 +100,90 @@ def _per_class(folded, codes, logits, max_detections: int) -> dict:
             "num_detections": num[None]}
 
 
+CUSTOM_OP = "TFLite_Detection_PostProcess"
+
+
+def center_size_anchors(anchors: np.ndarray) -> np.ndarray:
+    """[A, 4] [ymin, xmin, ymax, xmax] -> [A, 4] [ycenter, xcenter, h, w], float32: the anchors
+    constant `export_tflite_ssd_graph.py` feeds the op (box_list's center coordinates)."""
+    ymin, xmin, ymax, xmax = np.asarray(anchors, np.float32).T
+    h, w = ymax - ymin, xmax - xmin
+    return np.stack([ymin + h / 2, xmin + w / 2, h, w], axis=1).astype(np.float32)
+
+
+def custom_op_attributes(config, nms: str, max_detections: int) -> dict:
+    """The op's attributes as `export_tflite_ssd_graph.py` set them: one class per detection,
+    the config's per-class cap, thresholds and box coder scales; `use_regular_nms` for "regular"."""
+    ys, xs, hs, ws = config.box_coder_scales
+    return {"max_detections": int(max_detections), "max_classes_per_detection": 1,
+            "detections_per_class": int(config.max_detections_per_class), "use_regular_nms": nms == REGULAR,
+            "nms_score_threshold": float(config.score_threshold), "nms_iou_threshold": float(config.iou_threshold),
+            "num_classes": int(config.num_classes), "y_scale": float(ys), "x_scale": float(xs),
+            "h_scale": float(hs), "w_scale": float(ws)}
+
+
+def _implements_signature(attributes: dict) -> str:
+    """The `experimental_implements` text the converter legalizes into the custom op: a NameAttrList
+    in text format. Floats are written with `repr`, all their digits (a "%f" would write a 1e-8
+    score threshold as 0.000000)."""
+    def value(v):
+        if isinstance(v, bool):
+            return f"b: {str(v).lower()}"
+        return f"i: {v}" if isinstance(v, int) else f"f: {v!r}"
+    return " ".join([f'name: "{CUSTOM_OP}"'] + [f'attr {{ key: "{k}" value {{ {value(v)} }} }}'
+                                                 for k, v in attributes.items()])
+
+
+def _with_options(tflite_bytes: bytes, attributes: dict) -> bytes:
+    """The file with every `TFLite_Detection_PostProcess` op's custom options set to `attributes`.
+
+    The converter writes the options from the `experimental_implements` text but leaves
+    `detections_per_class` out (TF 2.21's nms_utils.cc writes a fixed list without it), and the
+    kernel then takes its default, 100; the TF1 script set it to the config's
+    `max_detections_per_class`, so the options are written again here, complete. Booleans as
+    integers, as the converter and the TF1 toco path write them.
+    """
+    from flatbuffers import flexbuffers
+    from tensorflow.lite.tools import flatbuffer_utils
+    model = flatbuffer_utils.read_model_from_bytearray(tflite_bytes)
+    options = list(flexbuffers.Dumps({k: int(v) if isinstance(v, bool) else v for k, v in attributes.items()}))
+    custom = {i for i, code in enumerate(model.operatorCodes)
+              if code.customCode is not None and code.customCode.decode() == CUSTOM_OP}
+    for graph in model.subgraphs:
+        for op in graph.operators:
+            if op.opcodeIndex in custom:
+                op.customOptions = options
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+
+
+def _custom_op(folded, codes, logits, nms: str, max_detections: int) -> dict:
+    config = folded.config
+    attributes = custom_op_attributes(config, nms, max_detections)
+    num_anchors = int(codes.shape[1])
+    d = max_detections * attributes["max_classes_per_detection"]
+
+    # TensorFlow has no kernel for the op: the converter replaces this function, by its
+    # `experimental_implements`, with the custom op, whose four results take the places of
+    # the function's four results in order. The placeholders only give them their shapes.
+    @tf.function(experimental_implements=_implements_signature(attributes))
+    def detection_postprocess(box_encodings, class_predictions, anchors):
+        del box_encodings, class_predictions, anchors
+        return (tf.zeros([1, d, 4], tf.float32, name="detection_boxes"),
+                tf.zeros([1, d], tf.float32, name="detection_classes"),
+                tf.zeros([1, d], tf.float32, name="detection_scores"),
+                tf.zeros([1], tf.float32, name="num_detections"))
+
+    # The op converts no scores itself: it takes them after the score converter, background
+    # column included (its label offset is the column count minus num_classes).
+    scores = postprocessing.convert_scores(logits, config)
+    anchors = tf.constant(center_size_anchors(folded.anchors), name="anchors")
+    assert anchors.shape[0] == num_anchors
+    boxes, classes, scores, num = detection_postprocess(codes, scores, anchors)
+    return {"detection_boxes": boxes, "detection_scores": scores,
+            "detection_classes": classes + 1.0,  # the op's classes are 0-based
+            "num_detections": num}
+
+
 class _Export(tf.Module):
     """The traced signature function and what the converter needs beside it."""
 
@@ -108,12 +200,15 @@ class _Export(tf.Module):
 
         def serve(image):
             codes, logits = network(image)
-            return _per_class(folded, codes, logits, max_detections)
+            if nms == PER_CLASS:
+                return _per_class(folded, codes, logits, max_detections)
+            return _custom_op(folded, codes, logits, nms, max_detections)
 
         dtype = tf.uint8 if input_type == UINT8 else tf.float32
         spec = tf.TensorSpec([1, config.image_height, config.image_width, 3], dtype, name=INPUT_NAMES[input_type])
         # The keyword names the signature's input.
         function = tf.function(lambda **kw: serve(kw[INPUT_NAMES[input_type]]))
+        self.max_detections = max_detections
         self.concrete_function = function.get_concrete_function(**{INPUT_NAMES[input_type]: spec})
 
 
@@ -131,7 +226,12 @@ def convert(model, nms: str = PER_CLASS, input_type: str = UINT8, max_detections
     converter = tf.lite.TFLiteConverter.from_concrete_functions([module.concrete_function], module)
     # Builtin ops only: a Flex op would need the TF select runtime, which mobile apps rarely link.
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-    return converter.convert()
+    # The one custom op allowed is the detection post-processing the modes other than per-class ask for.
+    converter.allow_custom_ops = nms != PER_CLASS
+    data = converter.convert()
+    if nms != PER_CLASS:
+        data = _with_options(data, custom_op_attributes(model.config, nms, module.max_detections))
+    return data
 
 
 def operator_names(tflite_bytes: bytes) -> list:
@@ -147,6 +247,31 @@ def operator_names(tflite_bytes: bytes) -> list:
         op = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())  # the schema's two fields
         names.add(code.CustomCode().decode() if op == schema.BuiltinOperator.CUSTOM else builtin[op])
     return sorted(names)
+
+
+def custom_op_options(tflite_bytes: bytes) -> list:
+    """[(attributes dict, anchors float32 [A, 4] or None)] of every `TFLite_Detection_PostProcess`
+    op in a `.tflite` file: its custom options (a FlexBuffer map) and its third input when that
+    is a constant (the center-size anchors)."""
+    from flatbuffers import flexbuffers
+    from tensorflow.lite.python import schema_py_generated as schema
+    model = schema.Model.GetRootAsModel(tflite_bytes, 0)
+    found = []
+    for g in range(model.SubgraphsLength()):
+        graph = model.Subgraphs(g)
+        for i in range(graph.OperatorsLength()):
+            op = graph.Operators(i)
+            code = model.OperatorCodes(op.OpcodeIndex())
+            if code.CustomCode() is None or code.CustomCode().decode() != CUSTOM_OP:
+                continue
+            attributes = flexbuffers.Loads(op.CustomOptionsAsNumpy().tobytes())
+            tensor = graph.Tensors(op.Inputs(2))
+            buffer = model.Buffers(tensor.Buffer())
+            anchors = None
+            if buffer.DataLength():
+                anchors = np.frombuffer(buffer.DataAsNumpy().tobytes(), np.float32).reshape(tensor.ShapeAsNumpy())
+            found.append((attributes, anchors))
+    return found
 
 
 def export_tflite(model, path: str, nms: str = PER_CLASS, input_type: str = UINT8,

@@ -57,6 +57,11 @@ def _add_export_parser(sub):
                         "(class-agnostic) NMS, for runtimes that expect its four outputs")
     p.add_argument("--max-detections", type=int, metavar="N",
                    help="detections per image (default: the model's max_total_detections)")
+    p.add_argument("--int8", action="store_true",
+                   help="post-training int8 quantization of the network (float32 outputs), with a report of how "
+                        "far its detections drift from the float model's")
+    p.add_argument("--calibration", nargs="+", metavar="IMAGES",
+                   help="JPEG/PNG files and folders to calibrate --int8 on (default: generated images)")
     p.add_argument("--force", action="store_true", help="replace an existing OUT")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
     _add_verbose(p)
@@ -66,13 +71,16 @@ def _export(args) -> int:
     from migrate import export
     try:
         result = export.export(args.converted, args.tflite, nms=args.nms, input_type=args.input,
-                               max_detections=args.max_detections, force=args.force, progress=_progress(args.quiet))
+                               max_detections=args.max_detections, int8=args.int8, calibration=args.calibration,
+                               force=args.force, progress=_progress(args.quiet),
+                               warn=lambda msg: print(msg, file=sys.stderr))
     except export.ExportInputError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     for note in result["notes"]:
         print(f"[migrate] {note}", file=sys.stderr)
-    print(f"exported {result['nms']} NMS, {result['input']} input, {result['max_detections']} detections, "
+    print(f"exported {result['nms']} NMS, {result['input']} input, {'int8' if result['int8'] else 'float32'}, "
+          f"{result['max_detections']} detections, "
           f"{len(result['operators'])} operator types, {result['bytes']} bytes -> {result['out']}")
     return EXIT_OK
 
@@ -299,7 +307,7 @@ def _missing_path(args):
         return f"{args.src}: no frozen_inference_graph.pb (the TF1 side needs the frozen graph)"
     if args.command == "bench" and missing(args.converted):
         return f"{args.converted}: not a converted model directory (no model_config.json)"
-    for path in getattr(args, "images", None) or ():
+    for path in [*(getattr(args, "images", None) or ()), *(getattr(args, "calibration", None) or ())]:
         if missing(path):
             return f"{path}: no such file or folder"
     return None

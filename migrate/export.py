@@ -44,21 +44,71 @@ def load_converted(converted: str):
         raise ExportInputError(f"{converted}: cannot load the converted model: {error_message(e)}") from None
 
 
+# How many of the calibration images the int8 file is compared on with the float model.
+DRIFT_IMAGES = 16
+
+
+def _calibration_images(paths, config) -> tuple:
+    """(names, uint8 [H, W, 3] images): the files of `paths`, or generated ones when None."""
+    if paths is None:
+        images = tflite_lib.generated_images(config)
+        return [f"generated:{i}" for i in range(len(images))], list(images)
+    from migrate.common import images as images_lib
+    try:
+        files = images_lib.list_images(paths)
+        if not files:
+            raise ExportInputError(f"{' '.join(paths)}: no JPEG or PNG images for --calibration")
+        return files, [images_lib.read_image(f) for f in files]
+    except images_lib.ImageError as e:
+        raise ExportInputError(str(e)) from None
+
+
+def quantization_drift(model, tflite_bytes: bytes, names, images, input_type: str) -> dict:
+    """The int8 file's detections against the converted (float32) model's on `images`, each at
+    the model's size as `tflite.model_input` makes it (uint8, so both sides see the same pixels).
+
+    Returns:
+      dict: overall `agreement` at `REPORT_MIN_SCORE`, plus per_image [(name, agreement)].
+    """
+    detect = detector_lib.Detector(model, fold_batch_norm=True)
+    runner = tf.lite.Interpreter(model_content=tflite_bytes).get_signature_runner()
+    refs, ours, per_image = [], [], []
+    for name, image in zip(names, images):
+        pixels = tflite_lib.model_input(image, model.config, tflite_lib.UINT8)
+        feed = pixels if input_type == tflite_lib.UINT8 else tflite_lib.model_input(pixels[0], model.config,
+                                                                                      input_type)
+        ref = {k: v.numpy() for k, v in detect(pixels).items()}
+        out = {k: np.asarray(v) for k, v in runner(**{tflite_lib.INPUT_NAMES[input_type]: feed}).items()}
+        per_image.append((name, agreement(ref, out)))
+        refs.append(ref)
+        ours.append(out)
+    joined = [{k: np.concatenate([d[k] for d in side]) for k in tflite_lib.OUTPUT_KEYS} for side in (refs, ours)]
+    return dict(agreement(*joined), per_image=per_image)
+
+
 def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_type: str = tflite_lib.UINT8,
-           max_detections: int | None = None, force: bool = False, progress=None) -> dict:
+           max_detections: int | None = None, int8: bool = False, calibration=None, force: bool = False,
+           progress=None, warn=None) -> dict:
     """Writes the TFLite file of `converted` to `tflite`.
 
     Args:
       converted: a directory written by `migrate convert`.
       tflite: the `.tflite` file to write.
       nms, input_type, max_detections: `ssd_mobilenet.export.tflite.convert`'s.
+      int8: post-training int8 quantization, calibrated on `calibration` (image files and
+        folders) or, when None, on generated images (`tflite.generated_images`). The file is then
+        compared with the float model on (up to `DRIFT_IMAGES` of) those images, and `warn` is
+        called for each image whose confident detections (score >= `REPORT_MIN_SCORE`) the
+        quantized file does not all reproduce (same class, IoU >= `MATCH_IOU`).
       force: replace an existing `tflite`.
     Returns:
-      dict: notes (what the file differs in from the converted model), out, bytes, nms, input, max_detections, operators (the file's op names), seconds.
+      dict: notes (what the file differs in from the converted model), int8, drift
+      (`quantization_drift`, or None), out, bytes, nms, input, max_detections, operators (the file's op names), seconds.
     Raises:
       ExportInputError: bad input, one line naming the path or option; nothing is written.
     """
     say = progress or (lambda msg: None)
+    warn = warn or (lambda msg: None)
     start = time.perf_counter()
     atomic_write.check_output(tflite, force, is_dir=False, flag="--tflite", error=ExportInputError)
     if nms not in tflite_lib.NMS_MODES:
@@ -67,16 +117,32 @@ def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_t
         raise ExportInputError(f"--input {input_type}: one of {', '.join(tflite_lib.INPUT_TYPES)}")
     if max_detections is not None and max_detections < 1:
         raise ExportInputError(f"--max-detections {max_detections}: must be >= 1")
+    if calibration is not None and not int8:
+        raise ExportInputError("--calibration: calibrates the --int8 quantization; add --int8")
     model = load_converted(converted)
     if model.config.weight_bits:
         raise ExportInputError(f"{converted}: a quantization-aware model (FakeQuant ranges); its TFLite export "
                                "is not supported")
     max_detections = max_detections or model.config.max_total_detections
-    say(f"converting to TFLite ({nms} NMS, {input_type} input, {max_detections} detections)")
-    data = tflite_lib.convert(model, nms=nms, input_type=input_type, max_detections=max_detections)
-    atomic_write.write_bytes(tflite, data)
+    names, images = _calibration_images(calibration, model.config) if int8 else ([], None)
+    say(f"converting to TFLite ({nms} NMS, {input_type} input, {max_detections} detections"
+        + (f", int8 calibrated on {len(images)} images)" if int8 else ")"))
+    data = tflite_lib.convert(model, nms=nms, input_type=input_type, max_detections=max_detections,
+                              representative_images=images)
     notes = [tflite_lib.DIFFERENCES[nms]] if nms in tflite_lib.DIFFERENCES else []
-    return {"notes": notes, "out": os.path.abspath(tflite), "bytes": len(data), "nms": nms, "input": input_type,
+    drift = None
+    if int8:
+        say("comparing the int8 file with the float model")
+        drift = quantization_drift(model, data, names[:DRIFT_IMAGES], images[:DRIFT_IMAGES], input_type)
+        notes.append(f"int8: {drift['matched']} of {drift['reference']} detections scoring >= {REPORT_MIN_SCORE} "
+                     f"on {len(drift['per_image'])} calibration images kept (same class, IoU >= {MATCH_IOU}), "
+                     f"mean IoU {drift['mean_iou']:.3f}, scores within {drift['max_score_diff']:.3f}")
+        for name, a in drift["per_image"]:
+            if a["matched"] < a["reference"]:
+                warn(f"warning: int8 drift on {name}: {a['matched']} of {a['reference']} detections scoring >= "
+                     f"{REPORT_MIN_SCORE} kept (same class, IoU >= {MATCH_IOU})")
+    atomic_write.write_bytes(tflite, data)
+    return {"notes": notes, "int8": int8, "drift": drift, "out": os.path.abspath(tflite), "bytes": len(data), "nms": nms, "input": input_type,
             "max_detections": max_detections, "operators": tflite_lib.operator_names(data),
             "seconds": time.perf_counter() - start}
 

@@ -181,3 +181,47 @@ def test_detections_per_class_reaches_the_op(converted, images):
     n = int(out["num_detections"][0])
     classes = out["detection_classes"][0, :n]
     assert n == 6 and all((classes == c).sum() == 2 for c in (1.0, 2.0, 3.0))
+
+
+def test_int8_cli_quantizes_on_user_images_and_reports_the_drift(converted, images, tmp_path, capsys):
+    """--int8 --calibration: the network's convolutions run on int8 weights, the input and outputs
+    keep their types, and the drift from the float model is reported; the figures are printed
+    (pytest -s), the bound only says the quantized model finds the same confident objects."""
+    from PIL import Image
+
+    from migrate import export
+    from migrate.cli import main
+    folder = tmp_path / "calibration"
+    folder.mkdir()
+    rng = np.random.default_rng(5)
+    for i in range(6):  # other sizes than the model's: resized as the graph resizes
+        Image.fromarray(shapes_dataset.make_image(rng, 96, 160)[0]).save(folder / f"{i}.png")
+    out = tmp_path / "int8.tflite"
+    assert main(["export", converted, "--tflite", str(out), "--int8", "--calibration", str(folder)]) == 0
+    captured = capsys.readouterr()
+    assert "int8" in captured.out and "[migrate] int8: " in captured.err
+    data = out.read_bytes()
+    interpreter = tf.lite.Interpreter(model_content=data)
+    details = interpreter.get_tensor_details()
+    conv_inputs = {i for op in interpreter._get_ops_details() if op["op_name"] == "CONV_2D" for i in op["inputs"]}
+    assert {d["dtype"] for d in details if d["index"] in conv_inputs} == {np.int8, np.int32}  # data, filter, bias
+    runner = interpreter.get_signature_runner()
+    assert runner.get_input_details()["input_tensor"]["dtype"] == np.uint8
+    assert {v["dtype"] for v in runner.get_output_details().values()} == {np.float32}
+    ours = batched([{k: np.asarray(v) for k, v in runner(input_tensor=image[None]).items()} for image in images])
+    ref = {k: v.numpy() for k, v in detector.load(converted)(images).items()}
+    rates = {floor: export.agreement(ref, ours, min_score=floor) for floor in (0.0, 0.3)}
+    print("int8", rates)
+    assert rates[0.3]["rate"] == 1.0 and rates[0.3]["mean_iou"] > 0.8
+
+
+def test_int8_refusals(converted, tmp_path, capsys):
+    from migrate.cli import main
+    target = tmp_path / "x.tflite"
+    for argv, words in [(["--calibration", str(tmp_path)], ["--calibration", "--int8"]),
+                        (["--int8", "--calibration", str(tmp_path)], [str(tmp_path), "no JPEG or PNG"]),
+                        (["--int8", "--calibration", str(tmp_path / "none.png")], ["none.png", "no such file"])]:
+        assert main(["export", converted, "--tflite", str(target), *argv]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and all(w in err[0] for w in words), err
+    assert not target.exists()

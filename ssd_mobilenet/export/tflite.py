@@ -212,9 +212,40 @@ class _Export(tf.Module):
         self.concrete_function = function.get_concrete_function(**{INPUT_NAMES[input_type]: spec})
 
 
-def convert(model, nms: str = PER_CLASS, input_type: str = UINT8, max_detections: int | None = None) -> bytes:
+# Generated calibration images when the user gives none: the shapes set's (gradient backgrounds,
+# noise, solid shapes), enough to see every layer's activation range.
+GENERATED_CALIBRATION_IMAGES = 16
+
+
+def generated_images(config, count: int = GENERATED_CALIBRATION_IMAGES, seed: int = 0) -> np.ndarray:
+    """uint8 [count, h, w, 3] shapes-set images at the model's size (`shapes_dataset.make_image`)."""
+    from ssd_mobilenet.training import shapes_dataset
+    rng = np.random.default_rng(seed)
+    return np.stack([shapes_dataset.make_image(rng, config.image_height, config.image_width)[0]
+                     for _ in range(count)])
+
+
+def model_input(image, config, input_type: str = UINT8) -> np.ndarray:
+    """One uint8 [H, W, 3] image (any size) -> the file's input [1, h, w, 3]: resized to the
+    model's size with the TF graph's own resize (`preprocessing.resize`), then rounded back to
+    uint8 for the uint8 input, or scaled to [-1, 1] for the float32 input (`preprocessing.normalize`)."""
+    image = np.asarray(image)[None]
+    if image.shape[1:3] == (config.image_height, config.image_width):
+        resized = image.astype(np.float32)
+    else:
+        resized = preprocessing.resize(image, config).numpy()
+    if input_type == UINT8:
+        return np.clip(np.rint(resized), 0, 255).astype(np.uint8)
+    return preprocessing.normalize(resized).numpy()
+
+
+def convert(model, nms: str = PER_CLASS, input_type: str = UINT8, max_detections: int | None = None,
+            representative_images=None) -> bytes:
     """The `.tflite` file of `model` (an `SSDMobileNetV1` with its weights, batch norm unfolded,
     as `detector.load_model` returns it), per the module docstring.
+
+    `representative_images`: None for a float32 file; uint8 [H, W, 3] images (any sizes; a
+    list or an [N, H, W, 3] array) for int8 post-training quantization calibrated on them.
 
     Raises:
       ValueError: an unknown mode, or a quantization-aware model (its FakeQuant ops would be
@@ -228,6 +259,15 @@ def convert(model, nms: str = PER_CLASS, input_type: str = UINT8, max_detections
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     # The one custom op allowed is the detection post-processing the modes other than per-class ask for.
     converter.allow_custom_ops = nms != PER_CLASS
+    if representative_images is not None:
+        images = [model_input(image, model.config, input_type) for image in representative_images]
+        if not images:
+            raise ValueError("no representative images for the int8 calibration")
+        # Full-integer quantization where TFLite has int8 kernels (the whole network), float32
+        # where it has none (NMS, TopK, the custom op's inputs): the builtin op set allows both,
+        # and the input and outputs keep their types (float32 or the uint8 image in, float32 out).
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.representative_dataset = lambda: ([image] for image in images)
     data = converter.convert()
     if nms != PER_CLASS:
         data = _with_options(data, custom_op_attributes(model.config, nms, module.max_detections))

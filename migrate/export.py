@@ -142,7 +142,8 @@ def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_t
                 warn(f"warning: int8 drift on {name}: {a['matched']} of {a['reference']} detections scoring >= "
                      f"{REPORT_MIN_SCORE} kept (same class, IoU >= {MATCH_IOU})")
     atomic_write.write_bytes(tflite, data)
-    return {"notes": notes, "int8": int8, "drift": drift, "out": os.path.abspath(tflite), "bytes": len(data), "nms": nms, "input": input_type,
+    return {"notes": notes, "int8": int8, "drift": drift, "out": os.path.abspath(tflite), "bytes": len(data),
+            "nms": nms, "input": input_type,
             "max_detections": max_detections, "operators": tflite_lib.operator_names(data),
             "seconds": time.perf_counter() - start}
 
@@ -175,7 +176,8 @@ def agreement(ref: dict, ours: dict, min_score: float = REPORT_MIN_SCORE, iou: f
         total += len(keep)
         if not len(keep) or not n2:
             continue
-        b1, c1, s1 = ref["detection_boxes"][i, keep], ref["detection_classes"][i, keep], ref["detection_scores"][i, keep]
+        b1, c1, s1 = (ref["detection_boxes"][i, keep], ref["detection_classes"][i, keep],
+                      ref["detection_scores"][i, keep])
         b2, c2, s2 = (ours["detection_boxes"][i, :n2], ours["detection_classes"][i, :n2],
                       ours["detection_scores"][i, :n2])
         overlap = _iou(b1, b2)

@@ -69,7 +69,9 @@ OUTPUT_KEYS = ("detection_boxes", "detection_scores", "detection_classes", "num_
 
 
 def _network(model, input_type: str):
-    """The folded network as a function of the signature's input -> (codes [1, A, 4], logits [1, A, slots]).
+    """The inference copy (`model.fold_batch_norm`: batch norm folded, each feature map's box
+    and class heads one convolution) as a function of the signature's input -> (codes [1, A, 4],
+    logits [1, A, slots]).
 
     The weights are traced in as constants: the converter freezes a function's captured
     variables, but Keras 3 variables read through their resource handles came out as NaN in
@@ -263,15 +265,83 @@ def convert(model, nms: str = PER_CLASS, input_type: str = UINT8, max_detections
         images = [model_input(image, model.config, input_type) for image in representative_images]
         if not images:
             raise ValueError("no representative images for the int8 calibration")
-        # Full-integer quantization where TFLite has int8 kernels (the whole network), float32
-        # where it has none (NMS, TopK, the custom op's inputs): the builtin op set allows both,
-        # and the input and outputs keep their types (float32 or the uint8 image in, float32 out).
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
         converter.representative_dataset = lambda: ([image] for image in images)
-    data = converter.convert()
+        data = _quantize_network_only(converter)
+    else:
+        data = converter.convert()
     if nms != PER_CLASS:
         data = _with_options(data, custom_op_attributes(model.config, nms, module.max_detections))
     return data
+
+
+# The ops int8 quantization may take: the network's convolutions (batch norm and ReLU6 fused in)
+# and the padding between them. Everything after the heads stays float32.
+QUANTIZED_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "PAD")
+
+
+def _quantize_network_only(converter) -> bytes:
+    """int8 weights and activations for the `QUANTIZED_OPS`, float32 for every other op.
+
+    Left to itself the converter quantizes every op that has an int8 kernel, post-processing
+    included: class ids, anchor indices and the NMS inputs then pass through int8 tensors
+    whose calibrated ranges cannot hold them (measured on the 90-class model: class ids came
+    out as 0.95, no detection survived). Selective quantization (the converter's debugger
+    options) keeps those ops float32; the head outputs are dequantized once, right after the
+    last convolutions.
+    """
+    from tensorflow.lite.python import schema_py_generated as schema
+    denied = [name for name in vars(schema.BuiltinOperator) if not name.startswith("_")
+              and name not in QUANTIZED_OPS]
+    options = tf.lite.experimental.QuantizationDebugOptions(denylisted_ops=denied)
+    debugger = tf.lite.experimental.QuantizationDebugger(converter=converter, debug_options=options,
+                                                         debug_dataset=converter.representative_dataset)
+    return _without_requantization(debugger.get_nondebug_quantized_model())
+
+
+def _without_requantization(tflite_bytes: bytes) -> bytes:
+    """The file without QUANTIZE -> DEQUANTIZE pairs on float32 tensors.
+
+    Selective quantization keeps a denied op float32 but still rounds its calibrated output
+    through int8 and back (a QUANTIZE and a DEQUANTIZE), which for the post-processing means
+    scores in steps of 1/256 and class ids through a range that cannot hold them. Every reader of
+    such a pair's output reads the float32 tensor before it instead; the pair is removed.
+    """
+    from tensorflow.lite.python import schema_py_generated as schema
+    from tensorflow.lite.tools import flatbuffer_utils
+    model = flatbuffer_utils.read_model_from_bytearray(tflite_bytes)
+    names = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
+    quantize, dequantize = schema.BuiltinOperator.QUANTIZE, schema.BuiltinOperator.DEQUANTIZE
+    for g, graph in enumerate(model.subgraphs):
+        producer = {t: op for op in graph.operators for t in op.outputs}
+        replace = {}
+        for op in graph.operators:
+            if names[op.opcodeIndex] != dequantize:
+                continue
+            # Back through the QUANTIZE chain (a float32 -> int8 step, then int8 -> int8 requantizations).
+            source, q = None, producer.get(op.inputs[0])
+            while q is not None and names[q.opcodeIndex] == quantize:
+                source = q.inputs[0]
+                if graph.tensors[source].type == schema.TensorType.FLOAT32:
+                    replace[op.outputs[0]] = source
+                    break
+                q = producer.get(source)
+        for op in graph.operators:
+            op.inputs = [replace.get(t, t) for t in op.inputs]
+        graph.outputs = [replace.get(t, t) for t in graph.outputs]
+        for signature in model.signatureDefs or ():
+            if signature.subgraphIndex == g:
+                for output in signature.outputs:
+                    output.tensorIndex = replace.get(output.tensorIndex, output.tensorIndex)
+        graph.operators = [op for op in graph.operators
+                           if not (names[op.opcodeIndex] == dequantize and op.outputs[0] in replace)]
+        while True:  # QUANTIZE ops nothing reads any more, last ones of a chain first
+            read = {t for op in graph.operators for t in op.inputs} | set(graph.outputs)
+            kept = [op for op in graph.operators if names[op.opcodeIndex] != quantize or set(op.outputs) & read]
+            if len(kept) == len(graph.operators):
+                break
+            graph.operators = kept
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
 
 
 def operator_names(tflite_bytes: bytes) -> list:

@@ -127,9 +127,21 @@ def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_t
     names, images = _calibration_images(calibration, model.config) if int8 else ([], None)
     say(f"converting to TFLite ({nms} NMS, {input_type} input, {max_detections} detections"
         + (f", int8 calibrated on {len(images)} images)" if int8 else ")"))
-    data = tflite_lib.convert(model, nms=nms, input_type=input_type, max_detections=max_detections,
-                              representative_images=images)
-    notes = [tflite_lib.DIFFERENCES[nms]] if nms in tflite_lib.DIFFERENCES else []
+    notes = []
+    try:
+        data = tflite_lib.convert(model, nms=nms, input_type=input_type, max_detections=max_detections,
+                                  representative_images=images)
+    except tflite_lib.NeedsFlexOps as e:
+        if nms != tflite_lib.PER_CLASS:
+            raise
+        # The issue's rule: a converter that cannot express per-class NMS in builtin ops gets the
+        # custom op instead, said out loud.
+        notes.append(f"per-class NMS needs Flex ops with TensorFlow {tf.__version__}'s converter ({e}); "
+                     f"fell back to --nms {tflite_lib.REGULAR}")
+        nms = tflite_lib.REGULAR
+        data = tflite_lib.convert(model, nms=nms, input_type=input_type, max_detections=max_detections,
+                                  representative_images=images)
+    notes += [tflite_lib.DIFFERENCES[nms]] if nms in tflite_lib.DIFFERENCES else []
     drift = None
     if int8:
         say("comparing the int8 file with the float model")

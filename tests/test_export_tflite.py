@@ -231,3 +231,16 @@ def test_int8_refusals(converted, tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and all(w in err[0] for w in words), err
     assert not target.exists()
+
+
+def test_a_converter_refusal_for_flex_ops_is_recognised():
+    """What `convert` reads off a converter that would need Flex ops (then `migrate export` falls
+    back to regular NMS): a real refusal, TF's uint8 ResizeBilinear, which TFLite has no kernel for."""
+    spec = tf.TensorSpec([1, 8, 8, 3], tf.uint8)
+    fn = tf.function(lambda x: tf.raw_ops.ResizeBilinear(images=x, size=[4, 4]), input_signature=[spec])
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([fn.get_concrete_function()], tf.Module())
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    with pytest.raises(Exception) as refused:
+        converter.convert()
+    assert tflite.flex_ops_needed(refused.value) == "ResizeBilinear"
+    assert tflite.flex_ops_needed(ValueError("another problem")) is None

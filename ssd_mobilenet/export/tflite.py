@@ -241,6 +241,19 @@ def model_input(image, config, input_type: str = UINT8) -> np.ndarray:
     return preprocessing.normalize(resized).numpy()
 
 
+def flex_ops_needed(error: Exception) -> str | None:
+    """The TF ops a converter error says need Flex ("ResizeBilinear, ..."), or None for other errors."""
+    for line in str(error).splitlines():
+        if line.strip().startswith("TF Select ops:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+class NeedsFlexOps(RuntimeError):
+    """The converter of this TensorFlow release cannot express the per-class post-processing in
+    builtin ops (it would need Flex ops); the message is the converter's list of them."""
+
+
 def convert(model, nms: str = PER_CLASS, input_type: str = UINT8, max_detections: int | None = None,
             representative_images=None) -> bytes:
     """The `.tflite` file of `model` (an `SSDMobileNetV1` with its weights, batch norm unfolded,
@@ -252,6 +265,8 @@ def convert(model, nms: str = PER_CLASS, input_type: str = UINT8, max_detections
     Raises:
       ValueError: an unknown mode, or a quantization-aware model (its FakeQuant ops would be
         converted into TFLite quantization the calibration has not set).
+      NeedsFlexOps: the converter needs Flex ops for this file (`migrate export` then falls back
+        to "regular" with a notice). TF 2.21's expresses every mode in builtin ops.
     """
     if model.config.weight_bits:
         raise ValueError("quantization-aware models (FakeQuant ranges in the graph) are not exported to TFLite")
@@ -267,9 +282,13 @@ def convert(model, nms: str = PER_CLASS, input_type: str = UINT8, max_detections
             raise ValueError("no representative images for the int8 calibration")
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
         converter.representative_dataset = lambda: ([image] for image in images)
-        data = _quantize_network_only(converter)
-    else:
-        data = converter.convert()
+    try:
+        data = _quantize_network_only(converter) if representative_images is not None else converter.convert()
+    except Exception as e:  # the converter's ConverterError is not exported under a stable name
+        flex = flex_ops_needed(e)
+        if flex:
+            raise NeedsFlexOps(f"TF Select ops: {flex}") from None
+        raise
     if nms != PER_CLASS:
         data = _with_options(data, custom_op_attributes(model.config, nms, module.max_detections))
     return data

@@ -15,6 +15,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from migrate.common import console
 from ssd_mobilenet import atomic_write
 from ssd_mobilenet import detector as detector_lib
 from ssd_mobilenet.export import tflite as tflite_lib
@@ -86,6 +87,21 @@ def quantization_drift(model, tflite_bytes: bytes, names, images, input_type: st
     return dict(agreement(*joined), per_image=per_image)
 
 
+def _convert(model, nms, input_type, max_detections, images, notes) -> tuple:
+    """(file bytes, the NMS mode it has): per-class falls back to regular when the converter
+    would need Flex ops for it (the issue's rule), with a note."""
+    try:
+        return tflite_lib.convert(model, nms=nms, input_type=input_type, max_detections=max_detections,
+                                  representative_images=images), nms
+    except tflite_lib.NeedsFlexOps as e:
+        if nms != tflite_lib.PER_CLASS:
+            raise
+        notes.append(f"per-class NMS needs Flex ops with TensorFlow {tf.__version__}'s converter ({e}); "
+                     f"fell back to --nms {tflite_lib.REGULAR}")
+        return tflite_lib.convert(model, nms=tflite_lib.REGULAR, input_type=input_type,
+                                  max_detections=max_detections, representative_images=images), tflite_lib.REGULAR
+
+
 def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_type: str = tflite_lib.UINT8,
            max_detections: int | None = None, int8: bool = False, calibration=None, force: bool = False,
            progress=None, warn=None) -> dict:
@@ -128,24 +144,18 @@ def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_t
     say(f"converting to TFLite ({nms} NMS, {input_type} input, {max_detections} detections"
         + (f", int8 calibrated on {len(images)} images)" if int8 else ")"))
     notes = []
-    try:
-        data = tflite_lib.convert(model, nms=nms, input_type=input_type, max_detections=max_detections,
-                                  representative_images=images)
-    except tflite_lib.NeedsFlexOps as e:
-        if nms != tflite_lib.PER_CLASS:
-            raise
-        # The issue's rule: a converter that cannot express per-class NMS in builtin ops gets the
-        # custom op instead, said out loud.
-        notes.append(f"per-class NMS needs Flex ops with TensorFlow {tf.__version__}'s converter ({e}); "
-                     f"fell back to --nms {tflite_lib.REGULAR}")
-        nms = tflite_lib.REGULAR
-        data = tflite_lib.convert(model, nms=nms, input_type=input_type, max_detections=max_detections,
-                                  representative_images=images)
+    with console.native_stderr_quieted():
+        data, nms = _convert(model, nms, input_type, max_detections, images, notes)
     notes += [tflite_lib.DIFFERENCES[nms]] if nms in tflite_lib.DIFFERENCES else []
     drift = None
     if int8:
         say("comparing the int8 file with the float model")
-        drift = quantization_drift(model, data, names[:DRIFT_IMAGES], images[:DRIFT_IMAGES], input_type)
+        with console.native_stderr_quieted():
+            drift = quantization_drift(model, data, names[:DRIFT_IMAGES], images[:DRIFT_IMAGES], input_type)
+    if drift is not None and not drift["reference"]:
+        notes.append(f"int8: the float model has no detections scoring >= {REPORT_MIN_SCORE} on the "
+                     f"{len(drift['per_image'])} calibration images to compare the quantized file's with")
+    elif drift is not None:
         notes.append(f"int8: {drift['matched']} of {drift['reference']} detections scoring >= {REPORT_MIN_SCORE} "
                      f"on {len(drift['per_image'])} calibration images kept (same class, IoU >= {MATCH_IOU}), "
                      f"mean IoU {drift['mean_iou']:.3f}, scores within {drift['max_score_diff']:.3f}")

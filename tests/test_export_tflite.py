@@ -47,6 +47,12 @@ def images():
     return np.stack([shapes_dataset.make_image(rng, 128, 128)[0] for _ in range(4)])
 
 
+@pytest.fixture(scope="module")
+def reference(converted, images):
+    """The converted model's detections on `images` (`ssd_mobilenet.load`, what users run), numpy."""
+    return {k: v.numpy() for k, v in detector.load(converted)(images).items()}
+
+
 def run_signature(model_bytes: bytes, **inputs) -> dict:
     runner = tf.lite.Interpreter(model_content=model_bytes).get_signature_runner()
     return {k: np.asarray(v) for k, v in runner(**inputs).items()}
@@ -57,7 +63,7 @@ def batched(outputs: list) -> dict:
 
 
 @pytest.mark.parametrize("input_type", tflite.INPUT_TYPES)
-def test_per_class_tflite_gives_the_converted_models_detections(converted, images, input_type, tmp_path):
+def test_per_class_tflite_gives_the_converted_models_detections(converted, images, reference, input_type, tmp_path):
     model = detector.load_model(converted)
     path = str(tmp_path / "model.tflite")
     tflite.export_tflite(model, path, input_type=input_type)
@@ -76,7 +82,7 @@ def test_per_class_tflite_gives_the_converted_models_detections(converted, image
         ours.append({k: np.asarray(v) for k, v in runner(**{tflite.INPUT_NAMES[input_type]: feed}).items()})
     ours = batched(ours)
     assert ours["detection_boxes"].shape == (4, 100, 4) and ours["num_detections"].shape == (4,)
-    ref = {k: v.numpy() for k, v in detector.load(converted)(images).items()}
+    ref = reference
     # Dense detections (threshold 1e-8): every image fills all 100, so the order of 100 is compared.
     assert (ref["num_detections"] == 100).all()
     check_detections(ours, ref, atol=ATOL)
@@ -84,16 +90,7 @@ def test_per_class_tflite_gives_the_converted_models_detections(converted, image
     assert ours["detection_classes"].min() >= 1.0
 
 
-def test_max_detections_caps_the_per_class_output(converted, images):
-    model = detector.load_model(converted)
-    ours = run_signature(tflite.convert(model, max_detections=7), input_tensor=images[:1])
-    ref = {k: v.numpy() for k, v in detector.load(converted)(images[:1]).items()}
-    assert ours["detection_boxes"].shape == (1, 7, 4) and ours["num_detections"][0] == 7
-    for key in ("detection_boxes", "detection_scores", "detection_classes"):
-        np.testing.assert_allclose(ours[key][0], ref[key][0, :7], rtol=0, atol=ATOL)
-
-
-def test_cli_writes_the_file_and_refuses_bad_input_in_one_line(converted, images, tmp_path, capsys):
+def test_cli_writes_the_file_and_refuses_bad_input_in_one_line(converted, images, reference, tmp_path, capsys):
     from migrate.cli import main
     out = tmp_path / "out" / "model.tflite"
     argv = ["export", converted, "--tflite", str(out), "--input", "float32", "--max-detections", "5", "--quiet"]
@@ -101,9 +98,11 @@ def test_cli_writes_the_file_and_refuses_bad_input_in_one_line(converted, images
     assert capsys.readouterr().out.strip().endswith(f"-> {out}")
     feed = preprocessing.preprocess(images[:1], CONFIG).numpy()
     ours = run_signature(out.read_bytes(), normalized_input_image_tensor=feed)
-    ref = {k: v.numpy() for k, v in detector.load(converted)(images[:1]).items()}
-    assert ours["detection_scores"].shape == (1, 5)
-    np.testing.assert_allclose(ours["detection_scores"][0], ref["detection_scores"][0, :5], rtol=0, atol=ATOL)
+    ref = reference
+    # --max-detections 5: the first 5 of the converted model's 100.
+    assert ours["detection_boxes"].shape == (1, 5, 4) and ours["num_detections"][0] == 5
+    for key in ("detection_boxes", "detection_scores", "detection_classes"):
+        np.testing.assert_allclose(ours[key][0], ref[key][0, :5], rtol=0, atol=ATOL)
     before = out.read_bytes()
 
     def refused(argv, *words):
@@ -136,7 +135,7 @@ def test_cli_writes_the_file_and_refuses_bad_input_in_one_line(converted, images
 
 
 @pytest.mark.parametrize("nms", [tflite.REGULAR, tflite.FAST])
-def test_custom_op_modes_carry_the_tf1_scripts_op_and_agree_with_the_per_class_model(converted, images, nms):
+def test_custom_op_modes_carry_the_tf1_op_and_agree_with_the_per_class_model(converted, images, reference, nms):
     """The file holds `TFLite_Detection_PostProcess` with the attributes export_tflite_ssd_graph.py
     set and the center-size anchors as a constant input; the interpreter's builtin resolver runs
     it. Its detections are the op's NMS, not the graph's: they are matched to the converted
@@ -156,7 +155,7 @@ def test_custom_op_modes_carry_the_tf1_scripts_op_and_agree_with_the_per_class_m
                                                   a[:, 2] - a[:, 0], a[:, 3] - a[:, 1]], axis=1), rtol=0, atol=1e-7)
     runner = tf.lite.Interpreter(model_content=data).get_signature_runner()
     ours = batched([{k: np.asarray(v) for k, v in runner(input_tensor=image[None]).items()} for image in images])
-    ref = {k: v.numpy() for k, v in detector.load(converted)(images).items()}
+    ref = reference
     assert ours["detection_classes"].shape == (4, 100) and set(np.unique(ours["detection_classes"])) <= {1.0, 2.0, 3.0}
     rates = {floor: export.agreement(ref, ours, min_score=floor) for floor in (0.0, 0.3)}
     # The op does not clip its boxes (the graph does): clipped, the same detections are the same boxes.
@@ -183,7 +182,7 @@ def test_detections_per_class_reaches_the_op(converted, images):
     assert n == 6 and all((classes == c).sum() == 2 for c in (1.0, 2.0, 3.0))
 
 
-def test_int8_cli_quantizes_on_user_images_and_reports_the_drift(converted, images, tmp_path, capsys):
+def test_int8_cli_quantizes_on_user_images_and_reports_the_drift(converted, images, reference, tmp_path, capsys):
     """--int8 --calibration: the network's convolutions run on int8 weights, the input and outputs
     keep their types, and the drift from the float model is reported; the figures are printed
     (pytest -s), the bound only says the quantized model finds the same confident objects."""
@@ -214,7 +213,7 @@ def test_int8_cli_quantizes_on_user_images_and_reports_the_drift(converted, imag
     assert runner.get_input_details()["input_tensor"]["dtype"] == np.uint8
     assert {v["dtype"] for v in runner.get_output_details().values()} == {np.float32}
     ours = batched([{k: np.asarray(v) for k, v in runner(input_tensor=image[None]).items()} for image in images])
-    ref = {k: v.numpy() for k, v in detector.load(converted)(images).items()}
+    ref = reference
     np.testing.assert_array_equal(ours["detection_classes"], np.round(ours["detection_classes"]))
     rates = {floor: export.agreement(ref, ours, min_score=floor) for floor in (0.0, 0.3)}
     print("int8", rates)

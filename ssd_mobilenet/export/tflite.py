@@ -35,9 +35,15 @@ Post-processing modes (`nms`):
   anchor never yields two classes. In the file, the op's four outputs then go through a
   class offset (its classes are 0-based) and are renamed to the signature's names.
 
-`int8`: post-training full-integer quantization of the network (weights and activations int8,
-calibrated on `representative_images`), with float32 (or the uint8 image) in and float32 out;
-the post-processing ops that have no int8 kernels (NMS, TopK) stay float32.
+`int8` (`representative_images`): post-training quantization of the network's convolutions
+(int8 weights and activations, calibrated on those images), with the input and outputs in their
+types (the uint8 image or float32 in, float32 out). Everything after the heads (box decoding,
+the score converter, NMS, the sort) stays float32: the converter's default would also round
+scores and class ids through int8 (`_quantize_network_only`). Detections then agree with the
+float model's by class and IoU, not exactly (`migrate export` measures and reports by how much).
+
+What the TFLite op does differently is read off its kernel (tensorflow/lite/kernels/
+detection_postprocess.cc: `values[i] >= threshold`, no clipping, decoding in double precision).
 """
 
 from __future__ import annotations

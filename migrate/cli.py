@@ -41,7 +41,49 @@ def _parser():
     _add_evaluate_parser(sub)
     _add_train_parser(sub)
     _add_shapes_parser(sub)
+    _add_export_parser(sub)
     return p
+
+
+def _add_export_parser(sub):
+    p = sub.add_parser("export", help="write a converted model as a TFLite file")
+    p.add_argument("converted", help="a directory written by `convert`")
+    p.add_argument("--tflite", required=True, metavar="OUT", help="the .tflite file to write")
+    p.add_argument("--input", choices=("uint8", "float32"), default="uint8",
+                   help="uint8: the image at the model's size, scaled inside the model (default); float32: "
+                        "already scaled to [-1, 1) as export_tflite_ssd_graph.py's graphs take it")
+    p.add_argument("--nms", choices=("per-class", "regular", "fast"), default="per-class",
+                   help="per-class: the TF graph's post-processing in builtin ops, the converted model's detections "
+                        "(default); regular / fast: the TFLite_Detection_PostProcess custom op with regular or fast "
+                        "(class-agnostic) NMS, for runtimes that expect its four outputs")
+    p.add_argument("--max-detections", type=int, metavar="N",
+                   help="detections per image (default: the model's max_total_detections)")
+    p.add_argument("--int8", action="store_true",
+                   help="post-training int8 quantization of the network (float32 outputs), with a report of how "
+                        "far its detections drift from the float model's")
+    p.add_argument("--calibration", nargs="+", metavar="IMAGES",
+                   help="JPEG/PNG files and folders to calibrate --int8 on (default: generated images)")
+    p.add_argument("--force", action="store_true", help="replace an existing OUT")
+    p.add_argument("--quiet", action="store_true", help="no progress messages")
+    _add_verbose(p)
+
+
+def _export(args) -> int:
+    from migrate import export
+    try:
+        result = export.export(args.converted, args.tflite, nms=args.nms, input_type=args.input,
+                               max_detections=args.max_detections, int8=args.int8, calibration=args.calibration,
+                               force=args.force, progress=_progress(args.quiet),
+                               warn=lambda msg: print(msg, file=sys.stderr))
+    except export.ExportInputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for note in result["notes"]:
+        print(f"[migrate] {note}", file=sys.stderr)
+    print(f"exported {result['nms']} NMS, {result['input']} input, {'int8' if result['int8'] else 'float32'}, "
+          f"{result['max_detections']} detections, "
+          f"{len(result['operators'])} operator types, {result['bytes']} bytes -> {result['out']}")
+    return EXIT_OK
 
 
 def _add_shapes_parser(sub):
@@ -268,7 +310,7 @@ def _missing_path(args):
                 f"(run `python -m migrate convert {args.src}` first)")
     if args.command == "predict" and missing(args.converted):
         return f"{args.converted}: no such directory (expected the output of `migrate convert`)"
-    if args.command == "train" and missing(args.converted):
+    if args.command in ("train", "export") and missing(args.converted):
         return f"{args.converted}: no such directory (expected the output of `migrate convert`)"
     if args.command == "evaluate" and missing(args.model, prefix=True):
         return f"{args.model}: no such file or directory"
@@ -276,7 +318,7 @@ def _missing_path(args):
         return f"{args.src}: no frozen_inference_graph.pb (the TF1 side needs the frozen graph)"
     if args.command == "bench" and missing(args.converted):
         return f"{args.converted}: not a converted model directory (no model_config.json)"
-    for path in getattr(args, "images", None) or ():
+    for path in [*(getattr(args, "images", None) or ()), *(getattr(args, "calibration", None) or ())]:
         if missing(path):
             return f"{path}: no such file or folder"
     return None
@@ -330,6 +372,8 @@ def _run(args) -> int:
             return _train(args)
         if args.command == "shapes":
             return _shapes(args)
+        if args.command == "export":
+            return _export(args)
     except bad_input as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -139,6 +139,21 @@ def _postprocess_image(boxes, multiclass_scores, config: SSDConfig):
             tf.pad(tf.where(real, anchor_idx, 0), [[0, pad]]))
 
 
+def postprocess_image(boxes, multiclass_scores, config: SSDConfig) -> tuple:
+    """One image's post-processing, what `postprocess` maps over the batch; for exports with a
+    static batch of one (TFLite), which need no loop around it.
+
+    Args:
+      boxes: float32 [A, 4] decoded boxes, unclipped; multiclass_scores: float32 [A, slots]
+        (`convert_scores`).
+    Returns:
+      (boxes [D, 4] clipped, scores [D], classes [D] (0-based: add 1 for the output's ids),
+      num_detections [], multiclass scores [D, slots], anchor indices int32 [D]),
+      D = max_total_detections.
+    """
+    return _postprocess_image(boxes, multiclass_scores, config)
+
+
 def postprocess(box_encodings_decoded, class_logits, config: SSDConfig) -> dict:
     """Detections from decoded boxes and class logits.
 

@@ -129,3 +129,31 @@ def _restore_fd2(saved: int) -> None:
     sys.stderr.flush()
     os.dup2(saved, 2)
     os.close(saved)
+
+
+@contextlib.contextmanager
+def native_stderr_quieted():
+    """In a quiet command (`QUIET_ENV` set by `tensorflow_output`): file descriptor 2 sent to a
+    temporary file for the block, for native code that writes to it whatever the log levels
+    (the TFLite converter's `fully_quantize: 0, ...`, the interpreter's `INFO: Created TensorFlow
+    Lite XNNPACK delegate`); written back to stderr if the block raises. Otherwise a no-op."""
+    if os.environ.get(QUIET_ENV) != "1":
+        yield
+        return
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            _restore_fd2(saved)
+            caught.seek(0)
+            sys.stderr.write(caught.read().decode("utf-8", "replace"))
+            sys.stderr.flush()
+            raise
+        _restore_fd2(saved)

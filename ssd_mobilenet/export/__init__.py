@@ -1,5 +1,5 @@
-"""Deployable forms of the converted model: the SavedModel (`saved_model`); mobile formats
-arrive beside it.
+"""Deployable forms of the converted model: the SavedModel (`saved_model`) and the TFLite file
+(`tflite`: `ssd_mobilenet.export.tflite.export_tflite(model, path, nms, input_type, ...)`).
 
 `ssd_mobilenet.export.export_saved_model(model, path, variant, precision)` and the names
 below are the public interface; each format's module says what its files hold.

@@ -1,0 +1,218 @@
+"""`export`: a converted model directory -> a deployable file (`--tflite OUT.tflite`).
+
+`export(converted, tflite=OUT, ...)` is the command as a library function; what the file holds
+and how each post-processing mode differs from the TF graph is `ssd_mobilenet.export.tflite`'s
+docstring. Bad input (no converted model, an unreadable checkpoint, an existing OUT without
+`force`, a bad option) raises `ExportInputError` with one line naming the path, before
+anything is written; the file is written under a temporary name and renamed into place.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from migrate.common import console
+from ssd_mobilenet import atomic_write
+from ssd_mobilenet import detector as detector_lib
+from ssd_mobilenet.export import tflite as tflite_lib
+from ssd_mobilenet.image_io import error_message
+
+
+# Detections a user would show: the floor of the agreement the command reports.
+REPORT_MIN_SCORE = 0.5
+MATCH_IOU = 0.5
+
+
+class ExportInputError(ValueError):
+    """A converted directory that cannot be read, an output that may not be written, a bad option."""
+
+
+def load_converted(converted: str):
+    """The Keras model of a converted directory, or `ExportInputError` naming the directory."""
+    if not os.path.isdir(converted):
+        raise ExportInputError(f"{converted}: no such directory (expected the output of `migrate convert`)")
+    if not os.path.isfile(os.path.join(converted, detector_lib.CONFIG_FILE)):
+        raise ExportInputError(f"{converted}: not a converted model directory (no {detector_lib.CONFIG_FILE})")
+    try:
+        return detector_lib.load_model(converted)
+    # A truncated tensor data file: the checkpoint reader raises IndexError ("Read less bytes
+    # than requested").
+    except (OSError, ValueError, IndexError, tf.errors.OpError) as e:
+        raise ExportInputError(f"{converted}: cannot load the converted model: {error_message(e)}") from None
+
+
+# How many of the calibration images the int8 file is compared on with the float model.
+DRIFT_IMAGES = 16
+
+
+def _calibration_images(paths, config) -> tuple:
+    """(names, uint8 [H, W, 3] images): the files of `paths`, or generated ones when None."""
+    if paths is None:
+        images = tflite_lib.generated_images(config)
+        return [f"generated:{i}" for i in range(len(images))], list(images)
+    from migrate.common import images as images_lib
+    try:
+        files = images_lib.list_images(paths)
+        if not files:
+            raise ExportInputError(f"{' '.join(paths)}: no JPEG or PNG images for --calibration")
+        return files, [images_lib.read_image(f) for f in files]
+    except images_lib.ImageError as e:
+        raise ExportInputError(str(e)) from None
+
+
+def quantization_drift(model, tflite_bytes: bytes, names, images, input_type: str) -> dict:
+    """The int8 file's detections against the converted (float32) model's on `images`, each at
+    the model's size as `tflite.model_input` makes it (uint8, so both sides see the same pixels).
+
+    Returns:
+      dict: overall `agreement` at `REPORT_MIN_SCORE`, plus per_image [(name, agreement)].
+    """
+    detect = detector_lib.Detector(model, fold_batch_norm=True)
+    runner = tf.lite.Interpreter(model_content=tflite_bytes).get_signature_runner()
+    refs, ours, per_image = [], [], []
+    for name, image in zip(names, images):
+        pixels = tflite_lib.model_input(image, model.config, tflite_lib.UINT8)
+        feed = pixels if input_type == tflite_lib.UINT8 else tflite_lib.model_input(pixels[0], model.config,
+                                                                                      input_type)
+        ref = {k: v.numpy() for k, v in detect(pixels).items()}
+        out = {k: np.asarray(v) for k, v in runner(**{tflite_lib.INPUT_NAMES[input_type]: feed}).items()}
+        per_image.append((name, agreement(ref, out)))
+        refs.append(ref)
+        ours.append(out)
+    joined = [{k: np.concatenate([d[k] for d in side]) for k in tflite_lib.OUTPUT_KEYS} for side in (refs, ours)]
+    return dict(agreement(*joined), per_image=per_image)
+
+
+def _convert(model, nms, input_type, max_detections, images, notes) -> tuple:
+    """(file bytes, the NMS mode it has): per-class falls back to regular when the converter
+    would need Flex ops for it (the issue's rule), with a note."""
+    try:
+        return tflite_lib.convert(model, nms=nms, input_type=input_type, max_detections=max_detections,
+                                  representative_images=images), nms
+    except tflite_lib.NeedsFlexOps as e:
+        if nms != tflite_lib.PER_CLASS:
+            raise
+        notes.append(f"per-class NMS needs Flex ops with TensorFlow {tf.__version__}'s converter ({e}); "
+                     f"fell back to --nms {tflite_lib.REGULAR}")
+        return tflite_lib.convert(model, nms=tflite_lib.REGULAR, input_type=input_type,
+                                  max_detections=max_detections, representative_images=images), tflite_lib.REGULAR
+
+
+def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_type: str = tflite_lib.UINT8,
+           max_detections: int | None = None, int8: bool = False, calibration=None, force: bool = False,
+           progress=None, warn=None) -> dict:
+    """Writes the TFLite file of `converted` to `tflite`.
+
+    Args:
+      converted: a directory written by `migrate convert`.
+      tflite: the `.tflite` file to write.
+      nms, input_type, max_detections: `ssd_mobilenet.export.tflite.convert`'s.
+      int8: post-training int8 quantization, calibrated on `calibration` (image files and
+        folders) or, when None, on generated images (`tflite.generated_images`). The file is then
+        compared with the float model on (up to `DRIFT_IMAGES` of) those images, and `warn` is
+        called for each image whose confident detections (score >= `REPORT_MIN_SCORE`) the
+        quantized file does not all reproduce (same class, IoU >= `MATCH_IOU`).
+      force: replace an existing `tflite`.
+    Returns:
+      dict: notes (what the file differs in from the converted model), int8, drift
+      (`quantization_drift`, or None), out, bytes, nms, input, max_detections, operators (the file's op names), seconds.
+    Raises:
+      ExportInputError: bad input, one line naming the path or option; nothing is written.
+    """
+    say = progress or (lambda msg: None)
+    warn = warn or (lambda msg: None)
+    start = time.perf_counter()
+    atomic_write.check_output(tflite, force, is_dir=False, flag="--tflite", error=ExportInputError)
+    if nms not in tflite_lib.NMS_MODES:
+        raise ExportInputError(f"--nms {nms}: one of {', '.join(tflite_lib.NMS_MODES)}")
+    if input_type not in tflite_lib.INPUT_TYPES:
+        raise ExportInputError(f"--input {input_type}: one of {', '.join(tflite_lib.INPUT_TYPES)}")
+    if max_detections is not None and max_detections < 1:
+        raise ExportInputError(f"--max-detections {max_detections}: must be >= 1")
+    if calibration is not None and not int8:
+        raise ExportInputError("--calibration: calibrates the --int8 quantization; add --int8")
+    model = load_converted(converted)
+    if model.config.weight_bits:
+        raise ExportInputError(f"{converted}: a quantization-aware model (FakeQuant ranges); its TFLite export "
+                               "is not supported")
+    max_detections = max_detections or model.config.max_total_detections
+    names, images = _calibration_images(calibration, model.config) if int8 else ([], None)
+    say(f"converting to TFLite ({nms} NMS, {input_type} input, {max_detections} detections"
+        + (f", int8 calibrated on {len(images)} images)" if int8 else ")"))
+    notes = []
+    with console.native_stderr_quieted():
+        data, nms = _convert(model, nms, input_type, max_detections, images, notes)
+    notes += [tflite_lib.DIFFERENCES[nms]] if nms in tflite_lib.DIFFERENCES else []
+    drift = None
+    if int8:
+        say("comparing the int8 file with the float model")
+        with console.native_stderr_quieted():
+            drift = quantization_drift(model, data, names[:DRIFT_IMAGES], images[:DRIFT_IMAGES], input_type)
+    if drift is not None and not drift["reference"]:
+        notes.append(f"int8: the float model has no detections scoring >= {REPORT_MIN_SCORE} on the "
+                     f"{len(drift['per_image'])} calibration images to compare the quantized file's with")
+    elif drift is not None:
+        notes.append(f"int8: {drift['matched']} of {drift['reference']} detections scoring >= {REPORT_MIN_SCORE} "
+                     f"on {len(drift['per_image'])} calibration images kept (same class, IoU >= {MATCH_IOU}), "
+                     f"mean IoU {drift['mean_iou']:.3f}, scores within {drift['max_score_diff']:.3f}")
+        for name, a in drift["per_image"]:
+            if a["matched"] < a["reference"]:
+                warn(f"warning: int8 drift on {name}: {a['matched']} of {a['reference']} detections scoring >= "
+                     f"{REPORT_MIN_SCORE} kept (same class, IoU >= {MATCH_IOU})")
+    atomic_write.write_bytes(tflite, data)
+    return {"notes": notes, "int8": int8, "drift": drift, "out": os.path.abspath(tflite), "bytes": len(data),
+            "nms": nms, "input": input_type,
+            "max_detections": max_detections, "operators": tflite_lib.operator_names(data),
+            "seconds": time.perf_counter() - start}
+
+
+def _iou(a, b):
+    """[n, 4] x [m, 4] [ymin, xmin, ymax, xmax] -> [n, m] IoU."""
+    ymin, xmin = np.maximum(a[:, None, 0], b[None, :, 0]), np.maximum(a[:, None, 1], b[None, :, 1])
+    ymax, xmax = np.minimum(a[:, None, 2], b[None, :, 2]), np.minimum(a[:, None, 3], b[None, :, 3])
+    inter = np.clip(ymax - ymin, 0, None) * np.clip(xmax - xmin, 0, None)
+    area = lambda x: (x[:, 2] - x[:, 0]) * (x[:, 3] - x[:, 1])  # noqa: E731
+    union = area(a)[:, None] + area(b)[None, :] - inter
+    return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
+
+
+def agreement(ref: dict, ours: dict, min_score: float = REPORT_MIN_SCORE, iou: float = MATCH_IOU) -> dict:
+    """How many of `ref`'s detections scoring >= `min_score` `ours` also has: one to one, same
+    class, IoU >= `iou`, pairs of highest IoU first (a counterpart may score anything).
+
+    Args:
+      ref, ours: detection dicts (numpy, [N, D, ...], the signature's four keys), same images.
+    Returns:
+      dict: reference (detections counted), matched, rate (matched / reference, 1.0 when there
+      are none), mean_iou of the matched pairs (1.0 when none), max_score_diff of the pairs.
+    """
+    total = matched = 0
+    ious, score_diffs = [], []
+    for i in range(len(ref["num_detections"])):
+        n1, n2 = int(ref["num_detections"][i]), int(ours["num_detections"][i])
+        keep = np.flatnonzero(ref["detection_scores"][i, :n1] >= min_score)
+        total += len(keep)
+        if not len(keep) or not n2:
+            continue
+        b1, c1, s1 = (ref["detection_boxes"][i, keep], ref["detection_classes"][i, keep],
+                      ref["detection_scores"][i, keep])
+        b2, c2, s2 = (ours["detection_boxes"][i, :n2], ours["detection_classes"][i, :n2],
+                      ours["detection_scores"][i, :n2])
+        overlap = _iou(b1, b2)
+        pairs = sorted(((overlap[a, b], a, b) for a in range(len(keep)) for b in range(n2)
+                        if c1[a] == c2[b] and overlap[a, b] >= iou), reverse=True)
+        used1, used2 = set(), set()
+        for value, a, b in pairs:
+            if a not in used1 and b not in used2:
+                used1.add(a)
+                used2.add(b)
+                ious.append(value)
+                score_diffs.append(abs(float(s1[a]) - float(s2[b])))
+        matched += len(used1)
+    return {"reference": total, "matched": matched, "rate": matched / total if total else 1.0,
+            "mean_iou": float(np.mean(ious)) if ious else 1.0,
+            "max_score_diff": float(max(score_diffs, default=0.0))}

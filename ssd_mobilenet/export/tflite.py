@@ -1,0 +1,416 @@
+"""TFLite export: the converted detector as one `.tflite` file with a serving signature.
+
+The file holds a static batch of one image at the model's input size (TFLite's delegates want
+static shapes) and one signature, `serving_default`:
+
+- input `input_tensor` uint8 [1, h, w, 3] (`input_type="uint8"`, the default: a camera frame
+  resized to the model's size; the model casts and scales it to [-1, 1] itself), or
+  `normalized_input_image_tensor` float32 [1, h, w, 3] already scaled by `x * 2/255 - 1`
+  (`input_type="float32"`, the input `export_tflite_ssd_graph.py` gave TF1's TFLite graphs);
+- outputs named as the SavedModel's: `detection_boxes` [1, D, 4] ([ymin, xmin, ymax, xmax],
+  normalised), `detection_scores` [1, D], `detection_classes` [1, D] (1-based, float32),
+  `num_detections` [1], so `Interpreter.get_signature_runner()(input_tensor=...)` returns the
+  dict the SavedModel's signature returns (D = `max_detections`, the config's
+  `max_total_detections` by default).
+
+Post-processing modes (`nms`):
+
+- "per-class" (the default): the TF graph's own post-processing (`postprocessing`: per-class
+  NMS, the global sort with its tie order, clipping, empty boxes dropped), in TFLite builtin
+  ops only (NON_MAX_SUPPRESSION_V4 per class, TOPK_V2, GATHER, SELECT). Its detections are the
+  converted model's (`ssd_mobilenet.load`) to float32 rounding: the kernels are TFLite's, not
+  oneDNN's, so scores and boxes differ in the last bits, and counts, classes and order are the
+  same unless two candidates tie within that rounding.
+- "regular" / "fast": the `TFLite_Detection_PostProcess` custom op (in the builtin op resolver
+  of the TFLite interpreter and of TFLite's mobile runtimes) on the raw box codes, the class
+  scores and the anchors, with the attributes `export_tflite_ssd_graph.py` set. What differs
+  from the TF graph, in both: boxes are not clipped to the image (the graph clips them, and its
+  `clip_before_nms` exports run NMS on the clipped boxes and drop those that are empty once
+  clipped); a score must be at least the threshold (the graph: above it); the op decodes the
+  boxes itself. "regular": NMS per class, each class capped at `detections_per_class`
+  (the config's `max_detections_per_class`), then the best `max_detections` over all classes,
+  which is the graph's scheme apart from the above. "fast" (the TF1 script's default): each
+  anchor keeps only its best class, and one class-agnostic NMS runs over those, capped at
+  `max_detections` in all: a box of one class suppresses an overlapping box of another, and an
+  anchor never yields two classes. In the file, the op's four outputs then go through a
+  class offset (its classes are 0-based) and are renamed to the signature's names.
+
+`int8` (`representative_images`): post-training quantization of the network's convolutions
+(int8 weights and activations, calibrated on those images), with the input and outputs in their
+types (the uint8 image or float32 in, float32 out). Everything after the heads (box decoding,
+the score converter, NMS, the sort) stays float32: the converter's default would also round
+scores and class ids through int8 (`_quantize_network_only`). Detections then agree with the
+float model's by class and IoU, not exactly (`migrate export` measures and reports by how much).
+
+What the TFLite op does differently is read off its kernel (tensorflow/lite/kernels/
+detection_postprocess.cc: `values[i] >= threshold`, no clipping, decoding in double precision).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from ssd_mobilenet import postprocessing, preprocessing
+from ssd_mobilenet.model import fold_batch_norm, with_weights_as_constants
+
+PER_CLASS = "per-class"
+REGULAR = "regular"
+FAST = "fast"
+NMS_MODES = (PER_CLASS, REGULAR, FAST)
+UINT8 = "uint8"
+FLOAT32 = "float32"
+INPUT_TYPES = (UINT8, FLOAT32)
+INPUT_NAMES = {UINT8: "input_tensor", FLOAT32: "normalized_input_image_tensor"}
+SIGNATURE_KEY = "serving_default"
+# What the custom-op modes differ in from the TF graph, one line each (the module docstring has more).
+DIFFERENCES = {
+    REGULAR: "TFLite_Detection_PostProcess, regular NMS: boxes not clipped to the image, scores at the threshold "
+             "kept, per-class caps as the graph's; detections agree with the converted model's by class and IoU, "
+             "not exactly",
+    FAST: "TFLite_Detection_PostProcess, fast NMS: one class per anchor (its best) and one class-agnostic NMS, "
+          "boxes not clipped; detections of overlapping objects of different classes suppress each other",
+}
+OUTPUT_KEYS = ("detection_boxes", "detection_scores", "detection_classes", "num_detections")
+
+
+def _network(model, input_type: str):
+    """The inference copy (`model.fold_batch_norm`: batch norm folded, each feature map's box
+    and class heads one convolution) as a function of the signature's input -> (codes [1, A, 4],
+    logits [1, A, slots]).
+
+    The weights are traced in as constants: the converter freezes a function's captured
+    variables, but Keras 3 variables read through their resource handles came out as NaN in
+    the converted file (TF 2.21), and constants are what a `.tflite` holds anyway.
+    """
+    folded = fold_batch_norm(model)
+
+    def run(images):
+        if input_type == UINT8:
+            # At the model's own size the legacy resize is the identity (scale 1, every
+            # interpolation weight 0, for all four kernels), so the image is only cast and
+            # scaled: the same values `preprocessing.preprocess` computes, without TF's uint8
+            # ResizeBilinear, which TFLite has no kernel for.
+            images = preprocessing.normalize(tf.cast(images, tf.float32))
+        out = folded(images, training=False)
+        return out["box_encodings"], out["class_predictions_with_background"]
+
+    return folded, with_weights_as_constants(run, folded.weights)
+
+
+def _per_class(folded, codes, logits, max_detections: int) -> dict:
+    config = folded.config.replace(max_total_detections=max_detections)
+    boxes = folded.decode(codes)[0]
+    scores = postprocessing.convert_scores(logits, config)[0]
+    boxes, scores, classes, num = postprocessing.postprocess_image(boxes, scores, config)[:4]
+    return {"detection_boxes": boxes[None], "detection_scores": scores[None],
+            "detection_classes": classes[None] + 1.0,  # label_id_offset, as `postprocess`
+            "num_detections": num[None]}
+
+
+CUSTOM_OP = "TFLite_Detection_PostProcess"
+
+
+def center_size_anchors(anchors: np.ndarray) -> np.ndarray:
+    """[A, 4] [ymin, xmin, ymax, xmax] -> [A, 4] [ycenter, xcenter, h, w], float32: the anchors
+    constant `export_tflite_ssd_graph.py` feeds the op (box_list's center coordinates)."""
+    ymin, xmin, ymax, xmax = np.asarray(anchors, np.float32).T
+    h, w = ymax - ymin, xmax - xmin
+    return np.stack([ymin + h / 2, xmin + w / 2, h, w], axis=1).astype(np.float32)
+
+
+def custom_op_attributes(config, nms: str, max_detections: int) -> dict:
+    """The op's attributes as `export_tflite_ssd_graph.py` set them: one class per detection,
+    the config's per-class cap, thresholds and box coder scales; `use_regular_nms` for "regular"."""
+    ys, xs, hs, ws = config.box_coder_scales
+    return {"max_detections": int(max_detections), "max_classes_per_detection": 1,
+            "detections_per_class": int(config.max_detections_per_class), "use_regular_nms": nms == REGULAR,
+            "nms_score_threshold": float(config.score_threshold), "nms_iou_threshold": float(config.iou_threshold),
+            "num_classes": int(config.num_classes), "y_scale": float(ys), "x_scale": float(xs),
+            "h_scale": float(hs), "w_scale": float(ws)}
+
+
+def _implements_signature(attributes: dict) -> str:
+    """The `experimental_implements` text the converter legalizes into the custom op: a NameAttrList
+    in text format. Floats are written with `repr`, all their digits (a "%f" would write a 1e-8
+    score threshold as 0.000000)."""
+    def value(v):
+        if isinstance(v, bool):
+            return f"b: {str(v).lower()}"
+        return f"i: {v}" if isinstance(v, int) else f"f: {v!r}"
+    return " ".join([f'name: "{CUSTOM_OP}"'] + [f'attr {{ key: "{k}" value {{ {value(v)} }} }}'
+                                                 for k, v in attributes.items()])
+
+
+def _with_options(tflite_bytes: bytes, attributes: dict) -> bytes:
+    """The file with every `TFLite_Detection_PostProcess` op's custom options set to `attributes`.
+
+    The converter writes the options from the `experimental_implements` text but leaves
+    `detections_per_class` out (TF 2.21's nms_utils.cc writes a fixed list without it), and the
+    kernel then takes its default, 100; the TF1 script set it to the config's
+    `max_detections_per_class`, so the options are written again here, complete. Booleans as
+    integers, as the converter and the TF1 toco path write them.
+    """
+    from flatbuffers import flexbuffers
+    from tensorflow.lite.tools import flatbuffer_utils
+    model = flatbuffer_utils.read_model_from_bytearray(tflite_bytes)
+    options = list(flexbuffers.Dumps({k: int(v) if isinstance(v, bool) else v for k, v in attributes.items()}))
+    custom = {i for i, code in enumerate(model.operatorCodes)
+              if code.customCode is not None and code.customCode.decode() == CUSTOM_OP}
+    for graph in model.subgraphs:
+        for op in graph.operators:
+            if op.opcodeIndex in custom:
+                op.customOptions = options
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+
+
+def _custom_op(folded, codes, logits, nms: str, max_detections: int) -> dict:
+    config = folded.config
+    attributes = custom_op_attributes(config, nms, max_detections)
+    num_anchors = int(codes.shape[1])
+    d = max_detections * attributes["max_classes_per_detection"]
+
+    # TensorFlow has no kernel for the op: the converter replaces this function, by its
+    # `experimental_implements`, with the custom op, whose four results take the places of
+    # the function's four results in order. The placeholders only give them their shapes.
+    @tf.function(experimental_implements=_implements_signature(attributes))
+    def detection_postprocess(box_encodings, class_predictions, anchors):
+        del box_encodings, class_predictions, anchors
+        return (tf.zeros([1, d, 4], tf.float32, name="detection_boxes"),
+                tf.zeros([1, d], tf.float32, name="detection_classes"),
+                tf.zeros([1, d], tf.float32, name="detection_scores"),
+                tf.zeros([1], tf.float32, name="num_detections"))
+
+    # The op converts no scores itself: it takes them after the score converter, background
+    # column included (its label offset is the column count minus num_classes).
+    scores = postprocessing.convert_scores(logits, config)
+    anchors = tf.constant(center_size_anchors(folded.anchors), name="anchors")
+    assert anchors.shape[0] == num_anchors
+    boxes, classes, scores, num = detection_postprocess(codes, scores, anchors)
+    return {"detection_boxes": boxes, "detection_scores": scores,
+            "detection_classes": classes + 1.0,  # the op's classes are 0-based
+            "num_detections": num}
+
+
+class _Export(tf.Module):
+    """The traced signature function and what the converter needs beside it."""
+
+    def __init__(self, model, nms: str, input_type: str, max_detections: int):
+        super().__init__(name="ssd_mobilenet_v1_tflite")
+        if nms not in NMS_MODES:
+            raise ValueError(f"nms must be one of {', '.join(NMS_MODES)}, got {nms!r}")
+        if input_type not in INPUT_TYPES:
+            raise ValueError(f"input_type must be one of {', '.join(INPUT_TYPES)}, got {input_type!r}")
+        if max_detections < 1:
+            raise ValueError(f"max_detections must be >= 1, got {max_detections}")
+        config = model.config
+        folded, network = _network(model, input_type)
+
+        def serve(image):
+            codes, logits = network(image)
+            if nms == PER_CLASS:
+                return _per_class(folded, codes, logits, max_detections)
+            return _custom_op(folded, codes, logits, nms, max_detections)
+
+        dtype = tf.uint8 if input_type == UINT8 else tf.float32
+        spec = tf.TensorSpec([1, config.image_height, config.image_width, 3], dtype, name=INPUT_NAMES[input_type])
+        # The keyword names the signature's input.
+        function = tf.function(lambda **kw: serve(kw[INPUT_NAMES[input_type]]))
+        self.max_detections = max_detections
+        self.concrete_function = function.get_concrete_function(**{INPUT_NAMES[input_type]: spec})
+
+
+# Generated calibration images when the user gives none: the shapes set's (gradient backgrounds,
+# noise, solid shapes), enough to see every layer's activation range.
+GENERATED_CALIBRATION_IMAGES = 16
+
+
+def generated_images(config, count: int = GENERATED_CALIBRATION_IMAGES, seed: int = 0) -> np.ndarray:
+    """uint8 [count, h, w, 3] shapes-set images at the model's size (`shapes_dataset.make_image`)."""
+    from ssd_mobilenet.training import shapes_dataset
+    rng = np.random.default_rng(seed)
+    return np.stack([shapes_dataset.make_image(rng, config.image_height, config.image_width)[0]
+                     for _ in range(count)])
+
+
+def model_input(image, config, input_type: str = UINT8) -> np.ndarray:
+    """One uint8 [H, W, 3] image (any size) -> the file's input [1, h, w, 3]: resized to the
+    model's size with the TF graph's own resize (`preprocessing.resize`), then rounded back to
+    uint8 for the uint8 input, or scaled to [-1, 1] for the float32 input (`preprocessing.normalize`)."""
+    image = np.asarray(image)[None]
+    if image.shape[1:3] == (config.image_height, config.image_width):
+        resized = image.astype(np.float32)
+    else:
+        resized = preprocessing.resize(image, config).numpy()
+    if input_type == UINT8:
+        return np.clip(np.rint(resized), 0, 255).astype(np.uint8)
+    return preprocessing.normalize(resized).numpy()
+
+
+def flex_ops_needed(error: Exception) -> str | None:
+    """The TF ops a converter error says need Flex ("ResizeBilinear, ..."), or None for other errors."""
+    for line in str(error).splitlines():
+        if line.strip().startswith("TF Select ops:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+class NeedsFlexOps(RuntimeError):
+    """The converter of this TensorFlow release cannot express the per-class post-processing in
+    builtin ops (it would need Flex ops); the message is the converter's list of them."""
+
+
+def convert(model, nms: str = PER_CLASS, input_type: str = UINT8, max_detections: int | None = None,
+            representative_images=None) -> bytes:
+    """The `.tflite` file of `model` (an `SSDMobileNetV1` with its weights, batch norm unfolded,
+    as `detector.load_model` returns it), per the module docstring.
+
+    `representative_images`: None for a float32 file; uint8 [H, W, 3] images (any sizes; a
+    list or an [N, H, W, 3] array) for int8 post-training quantization calibrated on them.
+
+    Raises:
+      ValueError: an unknown mode, or a quantization-aware model (its FakeQuant ops would be
+        converted into TFLite quantization the calibration has not set).
+      NeedsFlexOps: the converter needs Flex ops for this file (`migrate export` then falls back
+        to "regular" with a notice). TF 2.21's expresses every mode in builtin ops.
+    """
+    if model.config.weight_bits:
+        raise ValueError("quantization-aware models (FakeQuant ranges in the graph) are not exported to TFLite")
+    module = _Export(model, nms, input_type, max_detections or model.config.max_total_detections)
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([module.concrete_function], module)
+    # Builtin ops only: a Flex op would need the TF select runtime, which mobile apps rarely link.
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    # The one custom op allowed is the detection post-processing the modes other than per-class ask for.
+    converter.allow_custom_ops = nms != PER_CLASS
+    if representative_images is not None:
+        images = [model_input(image, model.config, input_type) for image in representative_images]
+        if not images:
+            raise ValueError("no representative images for the int8 calibration")
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.representative_dataset = lambda: ([image] for image in images)
+    try:
+        data = _quantize_network_only(converter) if representative_images is not None else converter.convert()
+    except Exception as e:  # the converter's ConverterError is not exported under a stable name
+        flex = flex_ops_needed(e)
+        if flex:
+            raise NeedsFlexOps(f"TF Select ops: {flex}") from None
+        raise
+    if nms != PER_CLASS:
+        data = _with_options(data, custom_op_attributes(model.config, nms, module.max_detections))
+    return data
+
+
+# The ops int8 quantization may take: the network's convolutions (batch norm and ReLU6 fused in)
+# and the padding between them. Everything after the heads stays float32.
+QUANTIZED_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "PAD")
+
+
+def _quantize_network_only(converter) -> bytes:
+    """int8 weights and activations for the `QUANTIZED_OPS`, float32 for every other op.
+
+    Left to itself the converter quantizes every op that has an int8 kernel, post-processing
+    included: class ids, anchor indices and the NMS inputs then pass through int8 tensors
+    whose calibrated ranges cannot hold them (measured on the 90-class model: class ids came
+    out as 0.95, no detection survived). Selective quantization (the converter's debugger
+    options) keeps those ops float32; the head outputs are dequantized once, right after the
+    last convolutions.
+    """
+    from tensorflow.lite.python import schema_py_generated as schema
+    denied = [name for name in vars(schema.BuiltinOperator) if not name.startswith("_")
+              and name not in QUANTIZED_OPS]
+    options = tf.lite.experimental.QuantizationDebugOptions(denylisted_ops=denied)
+    debugger = tf.lite.experimental.QuantizationDebugger(converter=converter, debug_options=options,
+                                                         debug_dataset=converter.representative_dataset)
+    return _without_requantization(debugger.get_nondebug_quantized_model())
+
+
+def _without_requantization(tflite_bytes: bytes) -> bytes:
+    """The file without QUANTIZE -> DEQUANTIZE pairs on float32 tensors.
+
+    Selective quantization keeps a denied op float32 but still rounds its calibrated output
+    through int8 and back (a QUANTIZE and a DEQUANTIZE), which for the post-processing means
+    scores in steps of 1/256 and class ids through a range that cannot hold them. Every reader of
+    such a pair's output reads the float32 tensor before it instead; the pair is removed.
+    """
+    from tensorflow.lite.python import schema_py_generated as schema
+    from tensorflow.lite.tools import flatbuffer_utils
+    model = flatbuffer_utils.read_model_from_bytearray(tflite_bytes)
+    names = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
+    quantize, dequantize = schema.BuiltinOperator.QUANTIZE, schema.BuiltinOperator.DEQUANTIZE
+    for g, graph in enumerate(model.subgraphs):
+        producer = {t: op for op in graph.operators for t in op.outputs}
+        replace = {}
+        for op in graph.operators:
+            if names[op.opcodeIndex] != dequantize:
+                continue
+            # Back through the QUANTIZE chain (a float32 -> int8 step, then int8 -> int8 requantizations).
+            source, q = None, producer.get(op.inputs[0])
+            while q is not None and names[q.opcodeIndex] == quantize:
+                source = q.inputs[0]
+                if graph.tensors[source].type == schema.TensorType.FLOAT32:
+                    replace[op.outputs[0]] = source
+                    break
+                q = producer.get(source)
+        for op in graph.operators:
+            op.inputs = [replace.get(t, t) for t in op.inputs]
+        graph.outputs = [replace.get(t, t) for t in graph.outputs]
+        for signature in model.signatureDefs or ():
+            if signature.subgraphIndex == g:
+                for output in signature.outputs:
+                    output.tensorIndex = replace.get(output.tensorIndex, output.tensorIndex)
+        graph.operators = [op for op in graph.operators
+                           if not (names[op.opcodeIndex] == dequantize and op.outputs[0] in replace)]
+        while True:  # QUANTIZE ops nothing reads any more, last ones of a chain first
+            read = {t for op in graph.operators for t in op.inputs} | set(graph.outputs)
+            kept = [op for op in graph.operators if names[op.opcodeIndex] != quantize or set(op.outputs) & read]
+            if len(kept) == len(graph.operators):
+                break
+            graph.operators = kept
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+
+
+def operator_names(tflite_bytes: bytes) -> list:
+    """The sorted names of the operators a `.tflite` file uses: builtin names
+    (`CONV_2D`, `NON_MAX_SUPPRESSION_V4`) and custom ones (`TFLite_Detection_PostProcess`;
+    Flex ops are custom ops named `Flex<TF op>`)."""
+    from tensorflow.lite.python import schema_py_generated as schema
+    model = schema.Model.GetRootAsModel(tflite_bytes, 0)
+    builtin = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    names = set()
+    for i in range(model.OperatorCodesLength()):
+        code = model.OperatorCodes(i)
+        op = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())  # the schema's two fields
+        names.add(code.CustomCode().decode() if op == schema.BuiltinOperator.CUSTOM else builtin[op])
+    return sorted(names)
+
+
+def custom_op_options(tflite_bytes: bytes) -> list:
+    """[(attributes dict, anchors float32 [A, 4] or None)] of every `TFLite_Detection_PostProcess`
+    op in a `.tflite` file: its custom options (a FlexBuffer map) and its third input when that
+    is a constant (the center-size anchors)."""
+    from flatbuffers import flexbuffers
+    from tensorflow.lite.python import schema_py_generated as schema
+    model = schema.Model.GetRootAsModel(tflite_bytes, 0)
+    found = []
+    for g in range(model.SubgraphsLength()):
+        graph = model.Subgraphs(g)
+        for i in range(graph.OperatorsLength()):
+            op = graph.Operators(i)
+            code = model.OperatorCodes(op.OpcodeIndex())
+            if code.CustomCode() is None or code.CustomCode().decode() != CUSTOM_OP:
+                continue
+            attributes = flexbuffers.Loads(op.CustomOptionsAsNumpy().tobytes())
+            tensor = graph.Tensors(op.Inputs(2))
+            buffer = model.Buffers(tensor.Buffer())
+            anchors = None
+            if buffer.DataLength():
+                anchors = np.frombuffer(buffer.DataAsNumpy().tobytes(), np.float32).reshape(tensor.ShapeAsNumpy())
+            found.append((attributes, anchors))
+    return found
+
+
+def export_tflite(model, path: str, nms: str = PER_CLASS, input_type: str = UINT8,
+                  max_detections: int | None = None) -> None:
+    """Writes `convert(model, ...)` to `path`, atomically (nothing is left at `path` on an error)."""
+    from ssd_mobilenet.atomic_write import write_bytes
+    write_bytes(path, convert(model, nms, input_type, max_detections))

@@ -1,0 +1,245 @@
+"""The TFLite export (`ssd_mobilenet.export.tflite`, `python -m migrate export --tflite`), run by
+TensorFlow's own TFLite interpreter through the file's serving signature.
+
+One small model (depth 0.25, 128x128, 3 classes, the zoo's post-processing: score threshold 1e-8,
+100 detections, so NMS and the sort are exercised on every image) with the TF1 builder's seeded
+synthetic weights assigned as `convert` assigns them, saved as a converted directory (config and
+checkpoint, what `ssd_mobilenet.load` reads) once per module; the images are the shapes set's
+(gradient backgrounds, noise, solid shapes).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import check_detections
+from migrate.tf1 import assign, builder
+from ssd_mobilenet import SSDMobileNetV1, detector, preprocessing
+from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.export import tflite
+from ssd_mobilenet.training import shapes_dataset
+
+CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
+# What "the same detections" allows: TFLite's kernels round differently from oneDNN's in the
+# last bits of float32 (measured: 3e-7 on scores and boxes); the project's parity tolerance.
+ATOL = 1e-5
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*tf.lite.Interpreter is deprecated:UserWarning")
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("tflite_converted"))
+    model = SSDMobileNetV1(CONFIG)
+    assign.assign(builder.synthetic_weights(CONFIG, seed=3), model)
+    detector.save(model, out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def images():
+    """uint8 [4, 128, 128, 3]: shapes-set images at the model's size."""
+    rng = np.random.default_rng(11)
+    return np.stack([shapes_dataset.make_image(rng, 128, 128)[0] for _ in range(4)])
+
+
+@pytest.fixture(scope="module")
+def reference(converted, images):
+    """The converted model's detections on `images` (`ssd_mobilenet.load`, what users run), numpy."""
+    return {k: v.numpy() for k, v in detector.load(converted)(images).items()}
+
+
+def run_signature(model_bytes: bytes, **inputs) -> dict:
+    runner = tf.lite.Interpreter(model_content=model_bytes).get_signature_runner()
+    return {k: np.asarray(v) for k, v in runner(**inputs).items()}
+
+
+def batched(outputs: list) -> dict:
+    return {k: np.concatenate([o[k] for o in outputs]) for k in tflite.OUTPUT_KEYS}
+
+
+@pytest.mark.parametrize("input_type", tflite.INPUT_TYPES)
+def test_per_class_tflite_gives_the_converted_models_detections(converted, images, reference, input_type, tmp_path):
+    model = detector.load_model(converted)
+    path = str(tmp_path / "model.tflite")
+    tflite.export_tflite(model, path, input_type=input_type)
+    data = open(path, "rb").read()
+    ops = tflite.operator_names(data)
+    assert not [op for op in ops if op.startswith("Flex") or op == "TFLite_Detection_PostProcess"], ops
+    assert "NON_MAX_SUPPRESSION_V4" in ops and "TOPK_V2" in ops
+
+    interpreter = tf.lite.Interpreter(model_content=data)
+    signature = interpreter.get_signature_list()[tflite.SIGNATURE_KEY]
+    assert signature == {"inputs": [tflite.INPUT_NAMES[input_type]], "outputs": sorted(tflite.OUTPUT_KEYS)}
+    runner = interpreter.get_signature_runner()
+    ours = []
+    for image in images:
+        feed = image[None] if input_type == "uint8" else preprocessing.preprocess(image[None], CONFIG).numpy()
+        ours.append({k: np.asarray(v) for k, v in runner(**{tflite.INPUT_NAMES[input_type]: feed}).items()})
+    ours = batched(ours)
+    assert ours["detection_boxes"].shape == (4, 100, 4) and ours["num_detections"].shape == (4,)
+    ref = reference
+    # Dense detections (threshold 1e-8): every image fills all 100, so the order of 100 is compared.
+    assert (ref["num_detections"] == 100).all()
+    check_detections(ours, ref, atol=ATOL)
+    # Padded rows are zeros with class 1, as in the SavedModel.
+    assert ours["detection_classes"].min() >= 1.0
+
+
+def test_cli_writes_the_file_and_refuses_bad_input_in_one_line(converted, images, reference, tmp_path, capsys):
+    from migrate.cli import main
+    out = tmp_path / "out" / "model.tflite"
+    argv = ["export", converted, "--tflite", str(out), "--input", "float32", "--max-detections", "5", "--quiet"]
+    assert main(argv) == 0
+    assert capsys.readouterr().out.strip().endswith(f"-> {out}")
+    feed = preprocessing.preprocess(images[:1], CONFIG).numpy()
+    ours = run_signature(out.read_bytes(), normalized_input_image_tensor=feed)
+    ref = reference
+    # --max-detections 5: the first 5 of the converted model's 100.
+    assert ours["detection_boxes"].shape == (1, 5, 4) and ours["num_detections"][0] == 5
+    for key in ("detection_boxes", "detection_scores", "detection_classes"):
+        np.testing.assert_allclose(ours[key][0], ref[key][0, :5], rtol=0, atol=ATOL)
+    before = out.read_bytes()
+
+    def refused(argv, *words):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: ") and all(w in err[0] for w in words), err
+
+    refused(argv, str(out), "--force")
+    assert out.read_bytes() == before
+    target = tmp_path / "new.tflite"
+    refused(["export", str(tmp_path / "none"), "--tflite", str(target)], str(tmp_path / "none"), "no such directory")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "model.ckpt.index").write_bytes(b"")
+    refused(["export", str(folder), "--tflite", str(target)], str(folder), "not a converted model directory")
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    (corrupt / detector.CONFIG_FILE).write_bytes(open(os.path.join(converted, detector.CONFIG_FILE), "rb").read())
+    checkpoint = os.path.join(converted, detector.CHECKPOINT_DIR)
+    (corrupt / detector.CHECKPOINT_DIR).mkdir()
+    for name in os.listdir(checkpoint):
+        data = open(os.path.join(checkpoint, name), "rb").read()
+        # The index is kept; the tensor data is cut short, as an interrupted copy leaves it.
+        (corrupt / detector.CHECKPOINT_DIR / name).write_bytes(data if ".index" in name else data[:len(data) // 2])
+    refused(["export", str(corrupt), "--tflite", str(target)], str(corrupt), "cannot load the converted model")
+    refused(["export", converted, "--tflite", str(target), "--max-detections", "0"], "--max-detections 0")
+    refused(["export", converted, "--tflite", str(tmp_path)], str(tmp_path), "is a folder")
+    assert not target.exists() and sorted(os.listdir(tmp_path)) == ["corrupt", "folder", "out"]
+    assert os.listdir(tmp_path / "out") == ["model.tflite"]
+
+
+@pytest.mark.parametrize("nms", [tflite.REGULAR, tflite.FAST])
+def test_custom_op_modes_carry_the_tf1_op_and_agree_with_the_per_class_model(converted, images, reference, nms):
+    """The file holds `TFLite_Detection_PostProcess` with the attributes export_tflite_ssd_graph.py
+    set and the center-size anchors as a constant input; the interpreter's builtin resolver runs
+    it. Its detections are the op's NMS, not the graph's: they are matched to the converted
+    model's by class and IoU, and the rates are printed (pytest -s) and bounded."""
+    from migrate import export
+    model = detector.load_model(converted)
+    data = tflite.convert(model, nms=nms)
+    assert [op for op in tflite.operator_names(data) if not op.isupper()] == ["TFLite_Detection_PostProcess"]
+    [(attributes, anchors)] = tflite.custom_op_options(data)
+    assert attributes == {"max_detections": 100, "max_classes_per_detection": 1, "detections_per_class": 100,
+                          "use_regular_nms": int(nms == tflite.REGULAR), "num_classes": 3,
+                          "nms_score_threshold": pytest.approx(1e-8, rel=1e-6),
+                          "nms_iou_threshold": pytest.approx(0.6, rel=1e-6),
+                          "y_scale": 10.0, "x_scale": 10.0, "h_scale": 5.0, "w_scale": 5.0}
+    a = model.anchors
+    np.testing.assert_allclose(anchors, np.stack([(a[:, 0] + a[:, 2]) / 2, (a[:, 1] + a[:, 3]) / 2,
+                                                  a[:, 2] - a[:, 0], a[:, 3] - a[:, 1]], axis=1), rtol=0, atol=1e-7)
+    runner = tf.lite.Interpreter(model_content=data).get_signature_runner()
+    ours = batched([{k: np.asarray(v) for k, v in runner(input_tensor=image[None]).items()} for image in images])
+    ref = reference
+    assert ours["detection_classes"].shape == (4, 100) and set(np.unique(ours["detection_classes"])) <= {1.0, 2.0, 3.0}
+    rates = {floor: export.agreement(ref, ours, min_score=floor) for floor in (0.0, 0.3)}
+    # The op does not clip its boxes (the graph does): clipped, the same detections are the same boxes.
+    clipped = dict(ours, detection_boxes=np.clip(ours["detection_boxes"], 0.0, 1.0))
+    rates.update({f"clipped {floor}": export.agreement(ref, clipped, min_score=floor) for floor in (0.0, 0.3)})
+    print(nms, rates)
+    # The best detections are the same objects (the synthetic model's top scores are ~0.4);
+    # down in the 1e-8 tail the modes differ by design.
+    assert rates[0.3]["rate"] == 1.0 and rates["clipped 0.3"]["mean_iou"] > 0.9999
+    assert rates[0.0]["rate"] > (0.9 if nms == tflite.REGULAR else 0.5)
+
+
+def test_detections_per_class_reaches_the_op(converted, images):
+    """The converter drops `detections_per_class`; the written options carry it and the
+    kernel applies it: regular NMS with 2 per class gives at most 2 of each class."""
+    loaded = detector.load_model(converted)
+    model = SSDMobileNetV1(CONFIG.replace(max_detections_per_class=2))
+    model.set_weights(loaded.get_weights())
+    data = tflite.convert(model, nms=tflite.REGULAR)
+    assert tflite.custom_op_options(data)[0][0]["detections_per_class"] == 2
+    out = run_signature(data, input_tensor=images[:1])
+    n = int(out["num_detections"][0])
+    classes = out["detection_classes"][0, :n]
+    assert n == 6 and all((classes == c).sum() == 2 for c in (1.0, 2.0, 3.0))
+
+
+def test_int8_cli_quantizes_on_user_images_and_reports_the_drift(converted, images, reference, tmp_path, capsys):
+    """--int8 --calibration: the network's convolutions run on int8 weights, the input and outputs
+    keep their types, and the drift from the float model is reported; the figures are printed
+    (pytest -s), the bound only says the quantized model finds the same confident objects."""
+    from PIL import Image
+
+    from migrate import export
+    from migrate.cli import main
+    folder = tmp_path / "calibration"
+    folder.mkdir()
+    rng = np.random.default_rng(5)
+    for i in range(6):  # other sizes than the model's: resized as the graph resizes
+        Image.fromarray(shapes_dataset.make_image(rng, 96, 160)[0]).save(folder / f"{i}.png")
+    out = tmp_path / "int8.tflite"
+    assert main(["export", converted, "--tflite", str(out), "--int8", "--calibration", str(folder)]) == 0
+    captured = capsys.readouterr()
+    assert "int8" in captured.out and "[migrate] int8: " in captured.err
+    data = out.read_bytes()
+    interpreter = tf.lite.Interpreter(model_content=data)
+    details = interpreter.get_tensor_details()
+    conv_inputs = {i for op in interpreter._get_ops_details() if op["op_name"] == "CONV_2D" for i in op["inputs"]}
+    assert {d["dtype"] for d in details if d["index"] in conv_inputs} == {np.int8, np.int32}  # data, filter, bias
+    # The post-processing stays float32: one float32 tensor is quantized (the scaled image into the
+    # first conv), no scores or class ids are rounded through int8.
+    dtypes = {d["index"]: d["dtype"] for d in details}
+    assert len([op for op in interpreter._get_ops_details()
+                if op["op_name"] == "QUANTIZE" and dtypes[op["inputs"][0]] == np.float32]) == 1
+    runner = interpreter.get_signature_runner()
+    assert runner.get_input_details()["input_tensor"]["dtype"] == np.uint8
+    assert {v["dtype"] for v in runner.get_output_details().values()} == {np.float32}
+    ours = batched([{k: np.asarray(v) for k, v in runner(input_tensor=image[None]).items()} for image in images])
+    ref = reference
+    np.testing.assert_array_equal(ours["detection_classes"], np.round(ours["detection_classes"]))
+    rates = {floor: export.agreement(ref, ours, min_score=floor) for floor in (0.0, 0.3)}
+    print("int8", rates)
+    assert rates[0.3]["rate"] == 1.0 and rates[0.3]["mean_iou"] > 0.9
+
+
+def test_int8_refusals(converted, tmp_path, capsys):
+    from migrate.cli import main
+    target = tmp_path / "x.tflite"
+    for argv, words in [(["--calibration", str(tmp_path)], ["--calibration", "--int8"]),
+                        (["--int8", "--calibration", str(tmp_path)], [str(tmp_path), "no JPEG or PNG"]),
+                        (["--int8", "--calibration", str(tmp_path / "none.png")], ["none.png", "no such file"])]:
+        assert main(["export", converted, "--tflite", str(target), *argv]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and all(w in err[0] for w in words), err
+    assert not target.exists()
+
+
+def test_a_converter_refusal_for_flex_ops_is_recognised():
+    """What `convert` reads off a converter that would need Flex ops (then `migrate export` falls
+    back to regular NMS): a real refusal, TF's uint8 ResizeBilinear, which TFLite has no kernel for."""
+    spec = tf.TensorSpec([1, 8, 8, 3], tf.uint8)
+    fn = tf.function(lambda x: tf.raw_ops.ResizeBilinear(images=x, size=[4, 4]), input_signature=[spec])
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([fn.get_concrete_function()], tf.Module())
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    with pytest.raises(Exception) as refused:
+        converter.convert()
+    assert tflite.flex_ops_needed(refused.value) == "ResizeBilinear"
+    assert tflite.flex_ops_needed(ValueError("another problem")) is None

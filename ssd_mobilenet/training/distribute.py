@@ -76,7 +76,8 @@ def make_strategy(devices=None):
     """The strategy for `devices` replicas on this machine (module docstring), or None for one.
 
     Args:
-      devices: None or 1 (one device), an int N > 1, or "all" (every GPU).
+      devices: None or 1 (one device), an int N > 1, or "all" (every GPU); not used under
+        TF_CONFIG, where each worker takes all its GPUs or its CPU.
     Raises:
       ValueError: more GPUs asked for than visible; devices < 1.
     """

@@ -98,7 +98,8 @@ class Trainer:
         under; `train_step` then takes the global batch (see `distribute`).
     Attributes:
       variables: the trained variables; optimizer; moving_average (None without one);
-      step: `optimizer.iterations`, the optimiser steps taken (TF1's global_step).
+      step: `optimizer.iterations`, the optimiser steps taken (TF1's global_step);
+      replicas: the `distribute.Replicas` the step meets the other replicas through.
     """
 
     def __init__(self, model, training_config, accumulate: int = 1, freeze_batch_norm=None, strategy=None):

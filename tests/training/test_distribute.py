@@ -7,7 +7,8 @@ statistics (as TF1's multi-clone training did), so the forward passes, and with 
 would differ from one device's by design. The config clips gradients and keeps a moving average
 so that the order (clip the replicas' summed gradient, average once) is tested too. Logical
 devices must be set before TensorFlow initialises its devices, so the two-device run is a fresh
-process (`two_device_run.py`), started before the one-device run here so that the two overlap.
+process (`two_device_run.py`, the `train` command's `run` with `devices=2`, SavedModel export
+included), started before the one-device run here (`trainer.train`) so that the two overlap.
 Small model (depth 0.25, 128x128, 3 classes), two steps of 4 images.
 """
 
@@ -23,7 +24,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from migrate import train
 from migrate.cli import main
 from ssd_mobilenet import detector
 from ssd_mobilenet.config import SSDConfig
@@ -89,7 +89,9 @@ def test_two_devices_train_as_one_on_the_same_global_batch(setup):
     worker = subprocess.Popen([sys.executable, WORKER, json.dumps(_run_args(setup, two_out))], cwd=REPO, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     tf.random.set_seed(0)  # as the worker: the dataset's shuffles combine their seed with the global one
-    one_result = train.run(**_run_args(setup, one_out))
+    training_config = TrainingConfig.from_pipeline_config(setup["config"])
+    one_result = trainer.train(detector.load_model(setup["converted"]), training_config, [setup["records"]],
+                               str(one_out), steps=STEPS, batch_size=BATCH, freeze_batch_norm=True, checkpoint_every=1)
     stdout, stderr = worker.communicate(timeout=600)
     assert worker.returncode == 0, stderr[-3000:]
     two_result = json.loads(stdout.strip().splitlines()[-1])

@@ -11,10 +11,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 from migrate import train  # noqa: E402
 
 if __name__ == "__main__":
-    args = json.loads(sys.argv[1])
     import tensorflow as tf
-    tf.random.set_seed(0)  # the dataset's shuffles combine their seed with the global one
-    result = train.run(devices=2, **args)
-    import tensorflow as tf  # noqa: F811
+    tf.random.set_seed(0)  # the dataset's shuffles combine their seed with the global one (no device set up yet)
+    result = train.run(devices=2, **json.loads(sys.argv[1]))
     print(json.dumps({"losses": result["losses"], "step": result["step"],
                       "replicas": len(tf.config.list_logical_devices("CPU"))}))

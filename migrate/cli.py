@@ -112,6 +112,10 @@ def _add_train_parser(sub):
                    help="split each step's batch into K micro-batches and accumulate their gradients")
     p.add_argument("--freeze-batch-norm", action="store_true",
                    help="batch norm in inference mode, gamma and beta not trained")
+    p.add_argument("--devices", metavar="N|all",
+                   help="split each batch across N devices (tf.distribute.MirroredStrategy): N GPUs, or without a "
+                        "GPU the CPU as N logical devices; 'all': every GPU. With TF_CONFIG set, "
+                        "MultiWorkerMirroredStrategy over its workers instead (default: one device)")
     p.add_argument("--checkpoint-every", type=int, default=100, metavar="N")
     p.add_argument("--seed", type=int, default=0, help="shuffling and augmentation seed")
     p.add_argument("--out", help="run directory (default: CONVERTED_trained); an existing run resumes")
@@ -449,6 +453,16 @@ def _train(args) -> int:
         if value is not None and value < 1:
             print(f"error: {flag} {value}: must be >= 1", file=sys.stderr)
             return EXIT_BAD_INPUT
+    devices = args.devices
+    if devices is not None and devices != "all":
+        devices = int(devices) if devices.isdigit() else 0
+        if devices < 1:
+            print(f"error: --devices {args.devices}: must be a number >= 1 or 'all'", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    if args.batch is not None and isinstance(devices, int) and args.batch % (devices * args.accumulate):
+        print(f"error: --batch {args.batch} is not a multiple of --devices {devices} x --accumulate {args.accumulate}",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
     if args.batch is not None and args.batch % args.accumulate:
         print(f"error: --batch {args.batch} is not a multiple of --accumulate {args.accumulate}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -457,7 +471,7 @@ def _train(args) -> int:
                            config=args.config, steps=args.steps, batch_size=args.batch, accumulate=args.accumulate,
                            freeze_batch_norm=True if args.freeze_batch_norm else None,
                            checkpoint_every=args.checkpoint_every, force=args.force, seed=args.seed,
-                           progress=_progress(args.quiet))
+                           devices=devices, progress=_progress(args.quiet))
     except (train.TrainInputError, train.OutputExistsError, data.DataError, label_map.LabelMapError,
             ConfigError) as e:
         print(f"error: {e}", file=sys.stderr)

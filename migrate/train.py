@@ -16,6 +16,21 @@ on the same OUT continues from its last checkpoint) and `model/`, the trained mo
 writes one (`model_config.json`, `checkpoint/`, `pipeline.config`, `saved_model/`), renamed into
 place when training ends. An OUT that is not a training run's is refused unless `--force`,
 which also starts a run over.
+
+`--devices N` trains on N devices with `tf.distribute.MirroredStrategy`, each batch split evenly
+across them (`ssd_mobilenet.training.distribute`): N GPUs when there are GPUs (`all`: every
+one), else the CPU split into N logical devices (which share the same cores: a way to run the
+distributed path without GPUs, not a speed-up). The batch must be a multiple of N x
+`--accumulate`. The losses and updates are the one-device run's on the same batches (the
+matched-anchor normaliser is the whole batch's), except that batch norm in training mode
+normalises each device's slice with its own statistics, as TF1's multi-clone training did.
+Checkpoints do not depend on the device count: a run resumes on another count, or on one device.
+
+Multi-worker: with `TF_CONFIG` set (the standard `{"cluster": {"worker": [...]}, "task": {"type":
+"worker", "index": i}}`), training runs `MultiWorkerMirroredStrategy` over the workers, each on
+its GPUs (or its CPU), and `--devices` is refused. Start the same command on every worker with
+its own TF_CONFIG and its own OUT (each writes checkpoints and the model; task 0's is the run);
+every worker reads the whole global batch of the same records and keeps its devices' slices.
 """
 
 from __future__ import annotations
@@ -137,6 +152,30 @@ def settings_notes(training_config, steps: int) -> list:
     return notes
 
 
+def _strategy(devices, batch_text: str, batch: int, accumulate: int):
+    """`distribute.make_strategy(devices)`; refuses (TrainInputError) what it refuses and a batch
+    that does not split into replicas x `accumulate`, a known count before creating the strategy."""
+    from ssd_mobilenet.training import distribute
+
+    def check(replicas):
+        if batch % (replicas * accumulate):
+            raise TrainInputError(f"{batch_text} is not a multiple of {replicas} replicas x --accumulate {accumulate}")
+
+    if devices is not None and distribute.multi_worker_configured():
+        raise TrainInputError(f"--devices {devices}: TF_CONFIG is set, so every worker trains on all its GPUs (or its "
+                              "CPU); leave --devices out or unset TF_CONFIG")
+    if devices is not None and devices != distribute.ALL and int(devices) < 1:
+        raise TrainInputError(f"--devices {devices}: must be >= 1")
+    if devices != distribute.ALL:
+        check(1 if devices is None else int(devices))
+    try:
+        strategy = distribute.make_strategy(devices)
+    except ValueError as e:
+        raise TrainInputError(f"--devices {devices}: {e}") from None
+    check(distribute.num_replicas(strategy))
+    return strategy
+
+
 def _check_out(out: str, force: bool) -> bool:
     """Whether OUT holds a run to resume; refuses an OUT that is not a training run's."""
     from ssd_mobilenet.training.trainer import CHECKPOINT_DIR
@@ -155,9 +194,10 @@ def _check_out(out: str, force: bool) -> bool:
 
 def run(converted: str, train_records, eval_records=None, labels: str = None, out: str = None, config: str = None,
         steps: int = None, batch_size: int = None, accumulate: int = 1, freeze_batch_norm=None,
-        checkpoint_every: int = 100, force: bool = False, seed: int = 0, progress=None) -> dict:
+        checkpoint_every: int = 100, force: bool = False, seed: int = 0, devices=None, progress=None) -> dict:
     """Trains CONVERTED on `train_records` (module docstring); evaluates the trained model on
-    `eval_records` when given.
+    `eval_records` when given. `devices`: None (one device), N or "all" (`distribute.make_strategy`);
+    the CPU split happens here, so call it before TensorFlow has initialised its devices.
 
     Returns:
       {"out", "model_dir", "step", "resumed_from", "losses", "notes", "metrics" (with eval_records)}.
@@ -167,12 +207,19 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
     """
     from ssd_mobilenet import detector
     from ssd_mobilenet.export import export_saved_model
-    from ssd_mobilenet.training import data, trainer
+    from ssd_mobilenet.training import data, distribute, trainer
 
     say = progress or (lambda msg: None)
     if not os.path.isfile(os.path.join(converted, detector.CONFIG_FILE)):
         raise TrainInputError(f"{converted}: not a converted model directory (no {detector.CONFIG_FILE})")
+    if accumulate < 1:
+        raise TrainInputError(f"--accumulate {accumulate}: must be >= 1")
     config_path, training_config = training_settings(converted, config)
+    batch = training_config.train.batch_size if batch_size is None else batch_size
+    batch_text = f"--batch {batch}" if batch_size is not None else f"{config_path}: batch_size {batch}"
+    # Before any TensorFlow op: splitting the CPU into logical devices must precede their initialisation.
+    strategy = _strategy(devices, batch_text, batch, accumulate)
+    replicas = distribute.num_replicas(strategy)
     wanted = _label_map_classes(labels) if labels is not None else None
     files = data.record_files(train_records)  # missing or empty files: refused before anything runs
     # A training set whose every record is unusable would repeat without ever giving a batch.
@@ -182,19 +229,20 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
             raise data.DataError(f"{', '.join(files)}: no usable record to train on")
     if eval_records:
         data.record_files(eval_records)
-    if accumulate < 1:
-        raise TrainInputError(f"--accumulate {accumulate}: must be >= 1")
     notes = []
     out = os.path.abspath(out or default_out(converted))
     resume = _check_out(out, force)  # last: with force it removes OUT, so only once the input is good
-    model = detector.load_model(converted)
+    scope = distribute.Replicas(strategy).scope  # the model's variables must be the strategy's
+    with scope():
+        model = detector.load_model(converted)
     num_classes = model.config.num_classes
     training_config = dataclasses.replace(training_config, num_classes=num_classes,
                                           add_background_class=model.config.add_background_class,
                                           box_coder_scales=tuple(model.config.box_coder_scales))
     notes.append(f"training settings from {config_path}")
     if wanted is not None and wanted != num_classes:
-        model, fresh = with_fresh_class_heads(model, wanted, seed)
+        with scope():
+            model, fresh = with_fresh_class_heads(model, wanted, seed)
         training_config = dataclasses.replace(training_config, num_classes=wanted)
         notes.append(f"{labels} has {wanted} classes, the model {num_classes}: the class heads start fresh "
                      f"({len(fresh)} variables), every other weight is the converted model's")
@@ -207,6 +255,9 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
     every = max(1, (steps or 1) // PROGRESS_LINES)
     if resume:
         say(f"resuming the run in {out}")
+    if strategy is not None:
+        say(f"training on {replicas} replicas ({type(strategy).__name__}), {batch // (replicas * accumulate)} images "
+            "each per micro-batch")
 
     def report(step, losses, images_per_second):
         if step % every == 0 or step == steps:
@@ -223,7 +274,7 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
     result = trainer.train(model, training_config, train_records, out, steps=steps, batch_size=batch_size,
                            accumulate=accumulate, freeze_batch_norm=freeze_batch_norm,
                            checkpoint_every=checkpoint_every, progress=report, label_map=labels, seed=seed,
-                           write_extra=extra)
+                           write_extra=extra, strategy=strategy)
     result = {"out": out, "notes": notes, **result}
     say(f"trained to step {result['step']} -> {result['model_dir']}")
     if eval_records:

@@ -46,9 +46,12 @@ class BatchNorm(keras.layers.Layer):
         c = int(input_shape[-1])
         self.gamma = self.add_weight(name="gamma", shape=(c,), initializer="ones")
         self.beta = self.add_weight(name="beta", shape=(c,), initializer="zeros")
-        self.moving_mean = self.add_weight(name="moving_mean", shape=(c,), initializer="zeros", trainable=False)
+        # Under a tf.distribute strategy the first replica's update moves every copy, as TF1's
+        # multi-clone training ran the first clone's update ops only; no effect on one device.
+        self.moving_mean = self.add_weight(name="moving_mean", shape=(c,), initializer="zeros", trainable=False,
+                                           aggregation="only_first_replica")
         self.moving_variance = self.add_weight(name="moving_variance", shape=(c,), initializer="ones",
-                                               trainable=False)
+                                               trainable=False, aggregation="only_first_replica")
 
     def call(self, x, training=False):
         if training:

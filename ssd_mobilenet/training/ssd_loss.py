@@ -8,11 +8,17 @@ anchors (the sum of the regression weights, at least 1) when `normalize_loss_by_
 localization loss also by the code size with `normalize_loc_loss_by_codesize`, and multiplied by
 their weights. Random example sampling and expected-loss weights (refused by `train_config`) are
 not reproduced.
+
+`sums` and `normalize` are the two halves of `__call__`: the unnormalised sums with the batch's
+matched-anchor count, and the division. A batch split across replicas (`distribute`) gets the
+whole batch's losses as the sum of its parts' `normalize(sums, total count)`, the count summed
+over the parts first: the miner works per image, so only the normaliser couples the images.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import tensorflow as tf
 
@@ -22,6 +28,14 @@ from ssd_mobilenet.training.targets import ArgMaxMatcher, FasterRcnnBoxCoder, Ta
 
 LOCALIZATION_LOSS = "Loss/localization_loss"  # the TF1 op names of the two loss tensors
 CLASSIFICATION_LOSS = "Loss/classification_loss"
+
+
+class LossSums(NamedTuple):
+    """A batch's losses before normalisation (float32 scalars)."""
+
+    localization: tf.Tensor  # the (mined) localization losses summed over anchors and images
+    classification: tf.Tensor  # the same for classification, summed over classes too
+    num_matches: tf.Tensor  # matched anchors of the batch: the sum of the regression weights
 
 
 @dataclass(frozen=True)
@@ -60,7 +74,17 @@ class SSDLoss:
 
     def __call__(self, anchors, box_encodings, class_predictions_with_background, groundtruth_boxes_list,
                  groundtruth_classes_list, groundtruth_weights_list=None) -> dict:
-        """The two losses of a batch of B images over A anchors.
+        """The two losses of a batch of B images over A anchors: `normalize(sums(...))`, arguments as `sums`.
+
+        Returns:
+          {"Loss/localization_loss": float32 scalar, "Loss/classification_loss": float32 scalar}.
+        """
+        return self.normalize(self.sums(anchors, box_encodings, class_predictions_with_background,
+                                        groundtruth_boxes_list, groundtruth_classes_list, groundtruth_weights_list))
+
+    def sums(self, anchors, box_encodings, class_predictions_with_background, groundtruth_boxes_list,
+             groundtruth_classes_list, groundtruth_weights_list=None) -> LossSums:
+        """The unnormalised losses of a batch of B images over A anchors, and its matched-anchor count.
 
         Args:
           anchors: float32 [A, 4] anchors [ymin, xmin, ymax, xmax], normalised.
@@ -71,7 +95,7 @@ class SSDLoss:
           groundtruth_classes_list: B tensors [M_i, num_classes], one-hot without background.
           groundtruth_weights_list: B tensors [M_i] or None (all 1; 0 marks padding).
         Returns:
-          {"Loss/localization_loss": float32 scalar, "Loss/classification_loss": float32 scalar}.
+          `LossSums`.
         """
         class_predictions_with_background = tf.convert_to_tensor(class_predictions_with_background, tf.float32)
         if self.add_background_class:
@@ -93,13 +117,23 @@ class SSDLoss:
         else:
             localization_loss = tf.reduce_sum(location_losses)
             classification_loss = tf.reduce_sum(cls_losses)
+        return LossSums(localization_loss, classification_loss, tf.reduce_sum(targets.reg_weights))
+
+    def normalize(self, sums: LossSums, num_matches=None) -> dict:
+        """The two weighted losses of `sums`, divided by `num_matches` (default `sums.num_matches`;
+        a split batch passes the count of the whole, see the module docstring), at least 1, when
+        `normalize_loss_by_num_matches`.
+
+        Returns:
+          {"Loss/localization_loss": float32 scalar, "Loss/classification_loss": float32 scalar}.
+        """
         normalizer = tf.constant(1.0)
         if self.normalize_loss_by_num_matches:
-            normalizer = tf.maximum(tf.reduce_sum(targets.reg_weights), 1.0)
+            normalizer = tf.maximum(sums.num_matches if num_matches is None else num_matches, 1.0)
         localization_normalizer = normalizer
         if self.normalize_loc_loss_by_codesize:
             localization_normalizer = normalizer * self.assigner.coder.code_size
         return {
-            LOCALIZATION_LOSS: (self.localization_weight / localization_normalizer) * localization_loss,
-            CLASSIFICATION_LOSS: (self.classification_weight / normalizer) * classification_loss,
+            LOCALIZATION_LOSS: (self.localization_weight / localization_normalizer) * sums.localization,
+            CLASSIFICATION_LOSS: (self.classification_weight / normalizer) * sums.classification,
         }

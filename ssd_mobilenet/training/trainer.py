@@ -22,6 +22,11 @@ Frozen batch norm (`freeze_batchnorm`, or `batch_norm { train: false }` in eithe
 (its moving statistics as they are) and trains no gamma or beta. TF1 froze per layer group
 (`freeze_batchnorm` the 14 MobileNet layers, `train: false` the layers under that
 hyperparams block) and kept training gamma and beta; here one switch covers the whole model.
+
+With a `tf.distribute` strategy (`strategy`), each step's batch is split across the replicas and
+their gradients summed, the losses normalised by the whole batch's matched anchors: the
+one-device step on the same batch with frozen batch norm; in training mode each replica's batch
+norm uses its own slice's statistics, as TF1's multi-clone training did (see `distribute`).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import tensorflow as tf
 
 from ssd_mobilenet import detector
 from ssd_mobilenet.training import augmentation, builders, data
+from ssd_mobilenet.training.distribute import Replicas, num_replicas
 from ssd_mobilenet.atomic_write import atomic_directory
 from ssd_mobilenet.training.optimizers import clip_gradients_by_norm
 from ssd_mobilenet.training.ssd_loss import CLASSIFICATION_LOSS, LOCALIZATION_LOSS, SSDLoss
@@ -88,14 +94,19 @@ class Trainer:
       training_config: a `train_config.TrainingConfig`.
       accumulate: micro-batches per optimiser step (see the module docstring).
       freeze_batch_norm: None (from the config), True or False.
+      strategy: None (one device) or a `tf.distribute` strategy whose scope `model` was created
+        under; `train_step` then takes the global batch (see `distribute`).
     Attributes:
       variables: the trained variables; optimizer; moving_average (None without one);
-      step: `optimizer.iterations`, the optimiser steps taken (TF1's global_step).
+      step: `optimizer.iterations`, the optimiser steps taken (TF1's global_step);
+      replicas: the `distribute.Replicas` the step meets the other replicas through.
     """
 
-    def __init__(self, model, training_config, accumulate: int = 1, freeze_batch_norm=None):
+    def __init__(self, model, training_config, accumulate: int = 1, freeze_batch_norm=None, strategy=None):
         if accumulate < 1:
             raise ValueError(f"accumulate must be >= 1, got {accumulate}")
+        self.replicas = Replicas(strategy)
+        self.replicas.check_created_here(model.weights)
         self.model = model
         self.config = training_config
         self.accumulate = int(accumulate)
@@ -106,30 +117,33 @@ class Trainer:
         frozen = {id(v) for v in batch_norm_parameters(model)} if self.batch_norm_frozen else set()
         self.variables = [v for v in model.trainable_variables if id(v) not in frozen]
         optimizer_config = training_config.train.optimizer
-        self.optimizer = builders.optimizer(optimizer_config)
-        self.optimizer.build(self.variables)
-        self.moving_average = builders.moving_average(optimizer_config, self.variables)
+        with self.replicas.scope():  # a strategy's variables: slots, averages and accumulators
+            self.optimizer = builders.optimizer(optimizer_config)
+            self.optimizer.build(self.variables)
+            self.moving_average = builders.moving_average(optimizer_config, self.variables)
+            self.accumulation = _Accumulation(self.variables if self.accumulate > 1 else [])
         self.regularized = builders.regularized_weights(model, training_config)
         self.clip_norm = float(training_config.train.gradient_clipping_by_norm)
-        self.accumulation = _Accumulation(self.variables if self.accumulate > 1 else [])
-        self._step_fn = tf.function(self._step)
-        self._accumulate_fn = tf.function(self._accumulate)
-        self._apply_fn = tf.function(self._apply_accumulated)
+        self._step_fn = self.replicas.function(self._step)
+        self._accumulate_fn = self.replicas.function(self._accumulate)
+        self._apply_fn = self.replicas.function(self._apply_accumulated, split=False)
 
     @property
     def step(self):
         return self.optimizer.iterations
 
     def losses(self, batch) -> dict:
-        """The four losses of a batch (float32 scalars); runs the model in training mode unless frozen."""
+        """The four losses of a batch (float32 scalars); runs the model in training mode unless frozen.
+        Under `strategy.run`, this replica's share of the global batch's (see `distribute`)."""
         out = self.model(batch["image"], training=not self.batch_norm_frozen)
         boxes, classes, weights = groundtruth(batch["boxes"], batch["classes"], batch["num_boxes"],
                                               self.config.num_classes)
-        losses = dict(self.loss(self.anchors, out["box_encodings"], out["class_predictions_with_background"],
-                                boxes, classes, weights))
+        sums = self.loss.sums(self.anchors, out["box_encodings"], out["class_predictions_with_background"],
+                              boxes, classes, weights)
+        losses = self.loss.normalize(sums, self.replicas.total(sums.num_matches))
         terms = [losses[LOCALIZATION_LOSS], losses[CLASSIFICATION_LOSS]]
         if self.regularized:
-            losses[REGULARIZATION_LOSS] = builders.regularization_loss(self.regularized)
+            losses[REGULARIZATION_LOSS] = self.replicas.share(builders.regularization_loss(self.regularized))
             terms.append(losses[REGULARIZATION_LOSS])
         losses[TOTAL_LOSS] = tf.add_n(terms)
         return losses
@@ -140,23 +154,27 @@ class Trainer:
         return losses, tape.gradient(losses[TOTAL_LOSS], self.variables)
 
     def _apply(self, grads):
+        # `grads`: the whole batch's, summed over the replicas (clipping sees the sum).
         if self.clip_norm > 0:
             grads = clip_gradients_by_norm(grads, self.clip_norm)
-        self.optimizer.apply(grads, self.variables)
+        self.optimizer.apply(self.replicas.spread(grads), self.variables)
         if self.moving_average is not None:
-            self.moving_average.update()
+            self.replicas.once(self.moving_average.update)
 
     def _step(self, batch):
         losses, grads = self._gradients(batch)
-        self._apply(grads)
+        self._apply(self.replicas.sum_gradients(grads))
         return losses
 
     def _accumulate(self, batch):
         losses, grads = self._gradients(batch)
+        self.replicas.once(self._add, self.replicas.sum_gradients(grads))
+        return losses
+
+    def _add(self, grads):
         for total, grad in zip(self.accumulation.sums, grads):
             total.assign_add(grad)
         self.accumulation.count.assign_add(1)
-        return losses
 
     def _apply_accumulated(self):
         scale = tf.constant(1.0 / self.accumulate, tf.float32)
@@ -168,15 +186,20 @@ class Trainer:
     def train_step(self, batch) -> dict:
         """One micro-batch of `make_dataset` (the optimiser steps after every `accumulate`-th).
 
-        Returns the micro-batch's losses {name: float32 scalar tensor}.
+        Returns the micro-batch's losses {name: float32 scalar tensor}. With a strategy, the batch
+        is the global one (its size a multiple of the replicas), split across them.
         """
         batch = {k: batch[k] for k in _MODEL_INPUTS}
-        if self.accumulate == 1:
-            return self._step_fn(batch)
-        losses = self._accumulate_fn(batch)
-        if int(self.accumulation.count) == self.accumulate:
-            self._apply_fn()
-        return losses
+        size = batch["image"].shape[0]
+        if size is not None and size % self.replicas.count:
+            raise ValueError(f"a batch of {size} does not split across {self.replicas.count} replicas")
+        with self.replicas.scope():
+            if self.accumulate == 1:
+                return self._step_fn(batch)
+            losses = self._accumulate_fn(batch)
+            if _as_int(self.accumulation.count) == self.accumulate:
+                self._apply_fn()
+            return losses
 
     def checkpoint(self, **extra) -> tf.train.Checkpoint:
         """A TF2 checkpoint of the training state: model, optimizer (with its step), moving
@@ -210,6 +233,11 @@ class _Accumulation(tf.Module):
         self.count = tf.Variable(0, dtype=tf.int64, trainable=False)
 
 
+def _as_int(variable) -> int:
+    # int() of a Keras variable holding a tf.distribute MirroredVariable fails; its value does not.
+    return int(tf.convert_to_tensor(variable))
+
+
 def write_model(trainer: Trainer, directory: str, extra=None) -> str:
     """The trained model (the moving averages when there are some, as the OD API's saver stored
     them) as a converted directory (`detector.save`), written beside `directory` and renamed into
@@ -236,7 +264,7 @@ def _dataset(records, model, micro_batch: int, label_map, seed: int, training_co
 
 def train(model, training_config, records, output_dir, *, steps: int | None = None, batch_size: int | None = None,
           accumulate: int = 1, freeze_batch_norm=None, checkpoint_every: int = 100, keep_checkpoints: int = 3,
-          progress=None, label_map=None, seed: int = 0, write_extra=None) -> dict:
+          progress=None, label_map=None, seed: int = 0, write_extra=None, strategy=None) -> dict:
     """Trains `model` on OD API TFRecords, resuming from `output_dir`'s latest checkpoint.
 
     Args:
@@ -247,7 +275,9 @@ def train(model, training_config, records, output_dir, *, steps: int | None = No
         iterator) every `checkpoint_every` steps and at the end, and `model/`, the trained model.
       steps: optimiser steps to reach (a resumed run counts those already taken).
       batch_size: images per optimiser step, in `accumulate` micro-batches of
-        `batch_size / accumulate`.
+        `batch_size / accumulate`, each split across the strategy's replicas.
+      strategy: None or a `tf.distribute` strategy `model` was created under (`Trainer`); the
+        checkpoints are the same either way, so a run resumes under another strategy or none.
       progress: called after every step as `progress(step, losses, images_per_second)`, losses
         {name: float} averaged over the step's micro-batches.
       write_extra: `write_model`'s `extra`.
@@ -262,22 +292,23 @@ def train(model, training_config, records, output_dir, *, steps: int | None = No
     batch_size = training_config.train.batch_size if batch_size is None else int(batch_size)
     if steps <= 0:
         raise ValueError(f"steps must be positive, got {steps} (set num_steps or pass steps)")
-    if batch_size % accumulate:
-        raise ValueError(f"batch_size {batch_size} is not a multiple of accumulate {accumulate}")
-    trainer = Trainer(model, training_config, accumulate, freeze_batch_norm)
+    if batch_size % (accumulate * num_replicas(strategy)):
+        raise ValueError(f"batch_size {batch_size} is not a multiple of {num_replicas(strategy)} replicas x accumulate "
+                         f"{accumulate}")
+    trainer = Trainer(model, training_config, accumulate, freeze_batch_norm, strategy)
     iterator = iter(_dataset(records, model, batch_size // accumulate, label_map, seed, training_config))
     checkpoint = trainer.checkpoint(iterator=iterator)
     manager = tf.train.CheckpointManager(checkpoint, os.path.join(output_dir, CHECKPOINT_DIR),
                                          max_to_keep=keep_checkpoints)
     if manager.latest_checkpoint:
         checkpoint.restore(manager.latest_checkpoint).assert_consumed()
-    step, losses = int(trainer.step), {}
+    step, losses = _as_int(trainer.step), {}
     resumed_from = step
     while step < steps:
         start = time.perf_counter()
         micro = [trainer.train_step(next(iterator)) for _ in range(accumulate)]
         losses = {k: float(np.mean([m[k].numpy() for m in micro])) for k in micro[0]}
-        step = int(trainer.step)
+        step = _as_int(trainer.step)
         if progress is not None:
             progress(step, losses, batch_size / (time.perf_counter() - start))
         if step % checkpoint_every == 0 or step == steps:

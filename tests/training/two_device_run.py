@@ -1,0 +1,18 @@
+"""Run by test_distribute in a fresh process (logical devices must be set before TensorFlow
+initialises its devices): `python two_device_run.py ARGS_JSON` calls `migrate.train.run(**args)`
+with `devices=2` (the CPU split into two logical devices) and prints the result's losses as JSON."""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from migrate import train  # noqa: E402
+
+if __name__ == "__main__":
+    import tensorflow as tf
+    tf.random.set_seed(0)  # the dataset's shuffles combine their seed with the global one (no device set up yet)
+    result = train.run(devices=2, **json.loads(sys.argv[1]))
+    print(json.dumps({"losses": result["losses"], "step": result["step"],
+                      "replicas": len(tf.config.list_logical_devices("CPU"))}))

@@ -70,7 +70,7 @@ def _restored(setup, out):
     consumed, the dataset iterator included), and that iterator."""
     training_config = TrainingConfig.from_pipeline_config(setup["config"])
     one = trainer.Trainer(detector.load_model(setup["converted"]), training_config, freeze_batch_norm=True)
-    iterator = iter(trainer._dataset([setup["records"]], one.model, BATCH, None, 0))
+    iterator = iter(trainer._dataset([setup["records"]], one.model, BATCH, None, 0, training_config))
     checkpoint = one.checkpoint(iterator=iterator)
     checkpoint.restore(tf.train.latest_checkpoint(os.path.join(out, trainer.CHECKPOINT_DIR))).assert_consumed()
     return one, iterator

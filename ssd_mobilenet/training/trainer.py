@@ -22,6 +22,13 @@ Frozen batch norm (`freeze_batchnorm`, or `batch_norm { train: false }` in eithe
 (its moving statistics as they are) and trains no gamma or beta. TF1 froze per layer group
 (`freeze_batchnorm` the 14 MobileNet layers, `train: false` the layers under that
 hyperparams block) and kept training gamma and beta; here one switch covers the whole model.
+
+Memory levers (docs/training_memory.md measures them): the model's compute precision
+(`precision.with_policy` before the Trainer; float16 adds dynamic loss scaling, see
+`precision`), recomputation of the backbone's blocks in the backward pass (`recompute=True`, see
+`recompute`), accumulation and frozen batch norm above, and `memory_budget.largest_batch` for the
+largest batch under a memory budget. The model written at the end computes in float32 whatever
+the training precision.
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ import tensorflow as tf
 
 from ssd_mobilenet import detector
 from ssd_mobilenet.training import builders, data
+from ssd_mobilenet.training import precision as precision_lib
+from ssd_mobilenet.training.recompute import Recomputed
 from ssd_mobilenet.atomic_write import atomic_directory
 from ssd_mobilenet.training.optimizers import clip_gradients_by_norm
 from ssd_mobilenet.training.ssd_loss import CLASSIFICATION_LOSS, LOCALIZATION_LOSS, SSDLoss
@@ -88,12 +97,15 @@ class Trainer:
       training_config: a `train_config.TrainingConfig`.
       accumulate: micro-batches per optimiser step (see the module docstring).
       freeze_batch_norm: None (from the config), True or False.
+      recompute: recompute the backbone's activations in the backward pass (`recompute`).
+    The model's dtype policy is its compute precision (`precision.with_policy`); mixed_float16
+    wraps the optimiser in a `LossScaleOptimizer`.
     Attributes:
       variables: the trained variables; optimizer; moving_average (None without one);
       step: `optimizer.iterations`, the optimiser steps taken (TF1's global_step).
     """
 
-    def __init__(self, model, training_config, accumulate: int = 1, freeze_batch_norm=None):
+    def __init__(self, model, training_config, accumulate: int = 1, freeze_batch_norm=None, recompute: bool = False):
         if accumulate < 1:
             raise ValueError(f"accumulate must be >= 1, got {accumulate}")
         self.model = model
@@ -106,7 +118,11 @@ class Trainer:
         frozen = {id(v) for v in batch_norm_parameters(model)} if self.batch_norm_frozen else set()
         self.variables = [v for v in model.trainable_variables if id(v) not in frozen]
         optimizer_config = training_config.train.optimizer
-        self.optimizer = builders.optimizer(optimizer_config)
+        # === Memory levers (precision, recompute) ===
+        self.precision = precision_lib.of_model(model)
+        self.recompute = bool(recompute)
+        self.forward = Recomputed(model) if recompute else model
+        self.optimizer = precision_lib.loss_scaled(builders.optimizer(optimizer_config), self.precision)
         self.optimizer.build(self.variables)
         self.moving_average = builders.moving_average(optimizer_config, self.variables)
         self.regularized = builders.regularized_weights(model, training_config)
@@ -122,7 +138,9 @@ class Trainer:
 
     def losses(self, batch) -> dict:
         """The four losses of a batch (float32 scalars); runs the model in training mode unless frozen."""
-        out = self.model(batch["image"], training=not self.batch_norm_frozen)
+        out = self.forward(batch["image"], training=not self.batch_norm_frozen)
+        # Under a mixed policy the heads compute in 16 bits; the losses are float32 (no-op in float32).
+        out = {k: tf.cast(v, tf.float32) for k, v in out.items()}
         boxes, classes, weights = groundtruth(batch["boxes"], batch["classes"], batch["num_boxes"],
                                               self.config.num_classes)
         losses = dict(self.loss(self.anchors, out["box_encodings"], out["class_predictions_with_background"],
@@ -137,14 +155,28 @@ class Trainer:
     def _gradients(self, batch):
         with tf.GradientTape() as tape:
             losses = self.losses(batch)
-        return losses, tape.gradient(losses[TOTAL_LOSS], self.variables)
+            scaled = precision_lib.scale_loss(self.optimizer, losses[TOTAL_LOSS])  # mixed_float16: times the scale
+        return losses, tape.gradient(scaled, self.variables)
 
     def _apply(self, grads):
+        # With loss scaling the gradients arrive multiplied by the scale, a power of two: clipping
+        # them at clip_norm * scale is exactly clipping the unscaled ones at clip_norm.
         if self.clip_norm > 0:
-            grads = clip_gradients_by_norm(grads, self.clip_norm)
+            grads = clip_gradients_by_norm(grads, self.clip_norm * precision_lib.gradient_scale(self.optimizer))
+        loss_scaled = precision_lib.is_loss_scaled(self.optimizer)
+        before = tf.identity(self.optimizer.iterations) if loss_scaled else None
         self.optimizer.apply(grads, self.variables)
-        if self.moving_average is not None:
+        if self.moving_average is None:
+            return
+        if loss_scaled:
+            # A step with non-finite scaled gradients was skipped (iterations stayed): so is the average's.
+            tf.cond(self.optimizer.iterations > before, self._update_average, tf.no_op)
+        else:
             self.moving_average.update()
+
+    def _update_average(self):
+        self.moving_average.update()
+        return tf.no_op()
 
     def _step(self, batch):
         losses, grads = self._gradients(batch)
@@ -214,11 +246,13 @@ def write_model(trainer: Trainer, directory: str, extra=None) -> str:
     """The trained model (the moving averages when there are some, as the OD API's saver stored
     them) as a converted directory (`detector.save`), written beside `directory` and renamed into
     place, replacing an earlier one. `extra(folder, model)`, when given, adds files to the folder
-    before the rename (e.g. the SavedModel), with the averaged weights in place."""
+    before the rename (e.g. the SavedModel), with the averaged weights in place. The model written
+    computes in float32 (a float32 copy of a mixed precision one: the same variables)."""
     with atomic_directory(directory) as tmp, trainer.averaged_weights():
-        detector.save(trainer.model, tmp)
+        model = precision_lib.with_policy(trainer.model, "float32")
+        detector.save(model, tmp)
         if extra is not None:
-            extra(tmp, trainer.model)
+            extra(tmp, model)
     return os.path.abspath(os.fspath(directory))
 
 
@@ -233,7 +267,8 @@ def _dataset(records, model, micro_batch: int, label_map, seed: int):
 
 def train(model, training_config, records, output_dir, *, steps: int | None = None, batch_size: int | None = None,
           accumulate: int = 1, freeze_batch_norm=None, checkpoint_every: int = 100, keep_checkpoints: int = 3,
-          progress=None, label_map=None, seed: int = 0, write_extra=None) -> dict:
+          progress=None, label_map=None, seed: int = 0, write_extra=None, precision: str = "float32",
+          recompute: bool = False, max_memory_mb: float | None = None, say=None) -> dict:
     """Trains `model` on OD API TFRecords, resuming from `output_dir`'s latest checkpoint.
 
     Args:
@@ -248,20 +283,34 @@ def train(model, training_config, records, output_dir, *, steps: int | None = No
       progress: called after every step as `progress(step, losses, images_per_second)`, losses
         {name: float} averaged over the step's micro-batches.
       write_extra: `write_model`'s `extra`.
+      precision: "float32", "mixed_bfloat16" or "mixed_float16" (`precision`): the model trains
+        as a copy computing in that precision; the written model is float32.
+      recompute: `Trainer`'s recompute.
+      max_memory_mb: instead of `batch_size`, the largest batch whose measured step peaks under
+        this many MiB (`memory_budget.largest_batch`; a multiple of `accumulate`).
+      say: called with a line about the batch `max_memory_mb` chose (and the sizes measured).
       seed: the dataset's shuffling and augmentation seed. tf.data combines a shuffle's seed with
         TensorFlow's global seed, so a resumed run continues the same stream of batches only
         under the same global seed (`tf.random.set_seed`) as the interrupted one, or none in both.
     Returns:
       {"step": the last step, "losses": its losses, "model_dir": the written model directory,
-       "resumed_from": the step the run started at (0 for a fresh run)}.
+       "resumed_from": the step the run started at (0 for a fresh run), "batch_size": images per step}.
+    Raises:
+      memory_budget.BudgetError, runtime.RuntimeConfigError: with `max_memory_mb` (see there).
     """
     steps = training_config.train.num_steps if steps is None else int(steps)
     batch_size = training_config.train.batch_size if batch_size is None else int(batch_size)
     if steps <= 0:
         raise ValueError(f"steps must be positive, got {steps} (set num_steps or pass steps)")
-    if batch_size % accumulate:
+    if batch_size % accumulate and max_memory_mb is None:
         raise ValueError(f"batch_size {batch_size} is not a multiple of accumulate {accumulate}")
-    trainer = Trainer(model, training_config, accumulate, freeze_batch_norm)
+    trainer = Trainer(precision_lib.with_policy(model, precision), training_config, accumulate, freeze_batch_norm,
+                      recompute=recompute)
+    if max_memory_mb is not None:
+        from ssd_mobilenet.training import memory_budget
+        batch_size = accumulate * memory_budget.largest_batch(trainer, max_memory_mb, progress=say)
+        if say is not None:
+            say(f"batch size {batch_size}: the largest whose measured training step peaks under {max_memory_mb:g} MiB")
     iterator = iter(_dataset(records, model, batch_size // accumulate, label_map, seed))
     checkpoint = trainer.checkpoint(iterator=iterator)
     manager = tf.train.CheckpointManager(checkpoint, os.path.join(output_dir, CHECKPOINT_DIR),
@@ -279,5 +328,6 @@ def train(model, training_config, records, output_dir, *, steps: int | None = No
             progress(step, losses, batch_size / (time.perf_counter() - start))
         if step % checkpoint_every == 0 or step == steps:
             manager.save(checkpoint_number=step)
-    return {"step": step, "losses": losses, "model_dir": write_model(trainer, os.path.join(output_dir, MODEL_DIR), write_extra),
-            "resumed_from": resumed_from}
+    model_dir = write_model(trainer, os.path.join(output_dir, MODEL_DIR), write_extra)
+    return {"step": step, "losses": losses, "model_dir": model_dir, "resumed_from": resumed_from,
+            "batch_size": batch_size}

@@ -308,9 +308,12 @@ def train(model, training_config, records, output_dir, *, steps: int | None = No
                       recompute=recompute)
     if max_memory_mb is not None:
         from ssd_mobilenet.training import memory_budget
-        batch_size = accumulate * memory_budget.largest_batch(trainer, max_memory_mb, progress=say)
+        micro = memory_budget.largest_batch(trainer, max_memory_mb, progress=say)
+        batch_size = accumulate * micro
         if say is not None:
-            say(f"batch size {batch_size}: the largest whose measured training step peaks under {max_memory_mb:g} MiB")
+            parts = f" ({accumulate} micro-batches of {micro})" if accumulate > 1 else ""
+            say(f"batch size {batch_size}{parts}: the largest whose measured training step peaks under "
+                f"{max_memory_mb:g} MiB")
     iterator = iter(_dataset(records, model, batch_size // accumulate, label_map, seed))
     checkpoint = trainer.checkpoint(iterator=iterator)
     manager = tf.train.CheckpointManager(checkpoint, os.path.join(output_dir, CHECKPOINT_DIR),

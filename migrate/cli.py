@@ -107,9 +107,19 @@ def _add_train_parser(sub):
     p.add_argument("--config", metavar="PIPELINE",
                    help="pipeline.config with the training settings (default: the source's, kept by convert)")
     p.add_argument("--steps", type=int, metavar="N", help="optimiser steps to reach (default: num_steps)")
-    p.add_argument("--batch", type=int, metavar="N", help="images per optimiser step (default: batch_size)")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--batch", type=int, metavar="N", help="images per optimiser step (default: batch_size)")
+    size.add_argument("--max-memory", type=float, metavar="MiB",
+                      help="the largest batch whose measured training step peaks under MiB (allocator peak, "
+                           "weights included)")
     p.add_argument("--accumulate", type=int, default=1, metavar="K",
                    help="split each step's batch into K micro-batches and accumulate their gradients")
+    p.add_argument("--precision", choices=("float32", "mixed_bfloat16", "mixed_float16"), default="float32",
+                   help="compute precision of the training steps: mixed_float16 (GPUs; dynamic loss scaling) or "
+                        "mixed_bfloat16 (CPUs with bfloat16 units, TPUs); variables, losses and the trained model "
+                        "stay float32 (default float32)")
+    p.add_argument("--recompute", action="store_true",
+                   help="recompute the backbone's activations in the backward pass: less memory, more compute")
     p.add_argument("--freeze-batch-norm", action="store_true",
                    help="batch norm in inference mode, gamma and beta not trained")
     p.add_argument("--devices", metavar="N|all",
@@ -466,14 +476,24 @@ def _train(args) -> int:
     if args.batch is not None and args.batch % args.accumulate:
         print(f"error: --batch {args.batch} is not a multiple of --accumulate {args.accumulate}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.max_memory is not None and not args.max_memory > 0:
+        print(f"error: --max-memory {args.max_memory:g}: must be a positive number of MiB", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    from ssd_mobilenet import runtime
+    from ssd_mobilenet.training import memory_budget
     try:
+        if args.max_memory is not None and not runtime.devices_initialized():
+            # Allocator peaks on a CPU need the BFC allocator, chosen before TensorFlow starts
+            # (a process that started it already is refused below when it has no statistics).
+            runtime.configure()
         result = train.run(args.converted, args.train, eval_records=args.eval, labels=args.labels, out=args.out,
                            config=args.config, steps=args.steps, batch_size=args.batch, accumulate=args.accumulate,
                            freeze_batch_norm=True if args.freeze_batch_norm else None,
                            checkpoint_every=args.checkpoint_every, force=args.force, seed=args.seed,
-                           devices=devices, progress=_progress(args.quiet))
+                           devices=devices, progress=_progress(args.quiet), precision=args.precision,
+                           recompute=args.recompute, max_memory_mb=args.max_memory)
     except (train.TrainInputError, train.OutputExistsError, data.DataError, label_map.LabelMapError,
-            ConfigError) as e:
+            ConfigError, memory_budget.BudgetError, runtime.RuntimeConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if "metrics" in result:

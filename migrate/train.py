@@ -6,7 +6,10 @@ The training settings (`train_config` and the model's loss, matcher and hyperpar
 (`source_pipeline.config`), else from CONVERTED's `pipeline.config`; the first that has them is
 used, and without any the run is refused (the OD API had no defaults for them either). The
 model's class count, background class and box coder scales are always the converted model's.
-`--steps` and `--batch` override `num_steps` and `batch_size`. With `--labels` whose class count
+`--steps` and `--batch` override `num_steps` and `batch_size`; `--max-memory MiB` instead measures the
+largest batch whose training step peaks under MiB (`memory_budget`). `--precision` (mixed_float16 with
+dynamic loss scaling, mixed_bfloat16), `--recompute`, `--accumulate` and `--freeze-batch-norm` are
+the memory levers (`trainer`; docs/training_memory.md); the run says which are on. With `--labels` whose class count
 differs from the model's (a COCO model tuned to one's own classes), the class heads start fresh,
 as the OD API's `fine_tune_checkpoint_type: detection` restored everything but them, and the run
 says so.
@@ -192,9 +195,28 @@ def _check_out(out: str, force: bool) -> bool:
     return is_run
 
 
+def levers_line(training_config, precision: str, recompute: bool, accumulate: int, freeze_batch_norm,
+                max_memory_mb) -> str:
+    """The console line naming the memory levers of a run ("memory levers: none" for none)."""
+    from ssd_mobilenet.training import trainer
+    on = []
+    if precision != "float32":
+        on.append(f"precision {precision}" + (" (dynamic loss scaling)" if precision == "mixed_float16" else ""))
+    if recompute:
+        on.append("recompute")
+    if accumulate > 1:
+        on.append(f"accumulate {accumulate}")
+    if trainer.batch_norm_frozen(training_config, freeze_batch_norm):
+        on.append("frozen batch norm")
+    if max_memory_mb is not None:
+        on.append(f"max memory {max_memory_mb:g} MiB")
+    return "memory levers: " + (", ".join(on) if on else "none")
+
+
 def run(converted: str, train_records, eval_records=None, labels: str = None, out: str = None, config: str = None,
         steps: int = None, batch_size: int = None, accumulate: int = 1, freeze_batch_norm=None,
-        checkpoint_every: int = 100, force: bool = False, seed: int = 0, devices=None, progress=None) -> dict:
+        checkpoint_every: int = 100, force: bool = False, seed: int = 0, devices=None, progress=None,
+        precision: str = "float32", recompute: bool = False, max_memory_mb: float | None = None) -> dict:
     """Trains CONVERTED on `train_records` (module docstring); evaluates the trained model on
     `eval_records` when given. `devices`: None (one device), N or "all" (`distribute.make_strategy`);
     the CPU split happens here, so call it before TensorFlow has initialised its devices.
@@ -203,7 +225,9 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
       {"out", "model_dir", "step", "resumed_from", "losses", "notes", "metrics" (with eval_records)}.
     Raises:
       TrainInputError, OutputExistsError, data.DataError, label_map.LabelMapError,
-      config.ConfigError: bad input, before any step runs.
+      config.ConfigError: bad input, before any step runs; memory_budget.BudgetError,
+      runtime.RuntimeConfigError: `max_memory_mb` too small for one image, or no allocator
+      statistics (nothing written: the search runs before the run's first checkpoint).
     """
     from ssd_mobilenet import detector
     from ssd_mobilenet.export import export_saved_model
@@ -214,6 +238,9 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
         raise TrainInputError(f"{converted}: not a converted model directory (no {detector.CONFIG_FILE})")
     if accumulate < 1:
         raise TrainInputError(f"--accumulate {accumulate}: must be >= 1")
+    if max_memory_mb is not None and devices is not None:
+        raise TrainInputError(f"--max-memory {max_memory_mb:g} measures one device's training steps; with --devices "
+                              "give --batch")
     config_path, training_config = training_settings(converted, config)
     batch = training_config.train.batch_size if batch_size is None else batch_size
     batch_text = f"--batch {batch}" if batch_size is not None else f"{config_path}: batch_size {batch}"
@@ -258,6 +285,7 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
     if strategy is not None:
         say(f"training on {replicas} replicas ({type(strategy).__name__}), {batch // (replicas * accumulate)} images "
             "each per micro-batch")
+    say(levers_line(training_config, precision, recompute, accumulate, freeze_batch_norm, max_memory_mb))
 
     def report(step, losses, images_per_second):
         if step % every == 0 or step == steps:
@@ -274,7 +302,8 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
     result = trainer.train(model, training_config, train_records, out, steps=steps, batch_size=batch_size,
                            accumulate=accumulate, freeze_batch_norm=freeze_batch_norm,
                            checkpoint_every=checkpoint_every, progress=report, label_map=labels, seed=seed,
-                           write_extra=extra, strategy=strategy)
+                           write_extra=extra, strategy=strategy, precision=precision, recompute=recompute,
+                           max_memory_mb=max_memory_mb, say=say)
     result = {"out": out, "notes": notes, **result}
     say(f"trained to step {result['step']} -> {result['model_dir']}")
     if eval_records:

@@ -34,6 +34,11 @@ class BatchNorm(keras.layers.Layer):
     batch mean and its Bessel-corrected variance for the update; the update
     `moving -= (moving - batch) * (1 - decay)` (`assign_moving_average`, no zero debiasing).
     `decay` is a training setting, not a weight: the trainer sets it from the pipeline.config.
+
+    Under a mixed precision policy (16-bit compute) the input is cast to float32 and back:
+    statistics, normalisation and updates are float32 arithmetic on the float32 variables,
+    which are not autocast to 16 bits (as Keras' own BatchNormalization does it; in float16 the
+    moving averages' small steps would round away and a variance can overflow).
     """
 
     def __init__(self, epsilon=0.001, fused=False, decay=DEFAULT_BATCH_NORM_DECAY, **kwargs):
@@ -44,18 +49,21 @@ class BatchNorm(keras.layers.Layer):
 
     def build(self, input_shape):
         c = int(input_shape[-1])
-        self.gamma = self.add_weight(name="gamma", shape=(c,), initializer="ones")
-        self.beta = self.add_weight(name="beta", shape=(c,), initializer="zeros")
+        self.gamma = self.add_weight(name="gamma", shape=(c,), initializer="ones", autocast=False)
+        self.beta = self.add_weight(name="beta", shape=(c,), initializer="zeros", autocast=False)
         # Under a tf.distribute strategy the first replica's update moves every copy, as TF1's
         # multi-clone training ran the first clone's update ops only; no effect on one device.
         self.moving_mean = self.add_weight(name="moving_mean", shape=(c,), initializer="zeros", trainable=False,
-                                           aggregation="only_first_replica")
+                                           aggregation="only_first_replica", autocast=False)
         self.moving_variance = self.add_weight(name="moving_variance", shape=(c,), initializer="ones",
-                                               trainable=False, aggregation="only_first_replica")
+                                               trainable=False, aggregation="only_first_replica", autocast=False)
 
     def call(self, x, training=False):
-        if training:
-            return self._train(x)
+        dtype = x.dtype  # float32, or 16 bits under a mixed policy (class docstring)
+        x = tf.cast(x, tf.float32)  # a no-op in float32
+        return tf.cast(self._train(x) if training else self._infer(x), dtype)
+
+    def _infer(self, x):
         if self.fused:
             y, _, _ = tf.compat.v1.nn.fused_batch_norm(
                 x, self.gamma, self.beta, self.moving_mean, self.moving_variance,

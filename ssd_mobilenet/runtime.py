@@ -188,6 +188,12 @@ def max_batch_size(detector, budget_bytes: int, image_size=(480, 640), limit: in
             peaks[n] = max(measure_peak(run) for _ in range(runs))
         return peaks[n] <= budget_bytes
 
+    return largest_fitting(fits, limit)
+
+
+def largest_fitting(fits, limit: int) -> int:
+    """The largest n in 1..`limit` with `fits(n)`, 0 when not even `fits(1)`: n doubles until one
+    does not fit, then a binary search finds the boundary (assuming fitting is monotonic in n)."""
     if not fits(1):
         return 0
     good, bad = 1, None

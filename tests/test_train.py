@@ -4,7 +4,9 @@ map, a killed run resumed, and bad input refused. Small models (depth 0.25, 128x
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -157,3 +159,57 @@ def test_training_raises_the_map_of_the_images_it_learns(setup, tmp_path):
                        config=str(config), steps=MEMORISE_STEPS, batch_size=6, checkpoint_every=MEMORISE_STEPS)
     after = result["metrics"]["DetectionBoxes_Precision/mAP@.50IOU"]
     assert before < 0.1 and after > 0.5, (before, after)
+
+
+def test_max_memory_picks_the_largest_batch_and_refuses_an_impossible_budget(setup, tmp_path):
+    # Allocator peaks on a CPU need the BFC allocator, which `train --max-memory` switches on before
+    # TensorFlow starts: a fresh process, as a user runs it. The budget search is then checked in
+    # the same process (its allocator keeps statistics now) on a float32 trainer.
+    out = tmp_path / "run"
+    argv = ["train", setup["converted"][3], "--train", setup["records"], "--config", setup["config"], "--steps", "1",
+            "--out", str(out), "--precision", "mixed_bfloat16", "--recompute", "--max-memory", "1"]
+    script = f"""
+import contextlib, io, json
+import numpy as np
+from migrate import train
+from migrate.cli import main
+from ssd_mobilenet import detector
+from ssd_mobilenet.training import memory_budget
+from ssd_mobilenet.training.trainer import Trainer
+
+err = io.StringIO()
+with contextlib.redirect_stderr(err):
+    code = main({argv!r})
+print(json.dumps({{"code": code, "stderr": err.getvalue()}}))
+_, config = train.training_settings({setup["converted"][3]!r}, {setup["config"]!r})
+trainer = Trainer(detector.load_model({setup["converted"][3]!r}), config)
+peaks = [{{}}]
+def seen(line):  # "batch N: step peak X MiB"
+    words = line.split()
+    peaks[-1][int(words[1].rstrip(":"))] = float(words[4])
+before = [v.numpy() for v in trainer.model.weights]
+everything = memory_budget.largest_batch(trainer, 1e6, limit=2, progress=seen)
+budget = (peaks[0][1] + peaks[0][2]) / 2
+peaks.append({{}})
+between = memory_budget.largest_batch(trainer, budget, limit=2, progress=seen)
+kept = all(np.array_equal(a, v.numpy()) for a, v in zip(before, trainer.model.weights)) and int(trainer.step) == 0
+print(json.dumps({{"everything": everything, "between": between, "budget": budget, "peaks": peaks,
+                  "kept": kept}}))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    refused, searched = [json.loads(line) for line in proc.stdout.strip().splitlines()[-2:]]
+    lines = refused["stderr"].strip().splitlines()
+    assert refused["code"] == 2
+    assert "[migrate] memory levers: precision mixed_bfloat16, recompute, max memory 1 MiB" in lines, lines
+    assert re.fullmatch(r"error: --max-memory 1: a training step on one image at 128x128 already peaks at \d+ MiB "
+                        r"\(weights included\)", lines[-1]), lines
+    assert not out.exists()  # nothing written
+    # An ample budget picks the limit. A budget halfway between the peaks of batch 1 and 2 picks
+    # the largest batch that the second search measured under it (1, unless a measurement moved
+    # by half their difference). The searches left the trainer as it was.
+    first, second = searched["peaks"]
+    assert searched["everything"] == 2 and first["2"] > first["1"], searched
+    assert searched["between"] == max(int(n) for n, peak in second.items() if peak <= searched["budget"]), searched
+    assert searched["kept"], searched

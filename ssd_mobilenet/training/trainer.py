@@ -27,6 +27,13 @@ With a `tf.distribute` strategy (`strategy`), each step's batch is split across 
 their gradients summed, the losses normalised by the whole batch's matched anchors: the
 one-device step on the same batch with frozen batch norm; in training mode each replica's batch
 norm uses its own slice's statistics, as TF1's multi-clone training did (see `distribute`).
+
+Memory levers (docs/training_memory.md measures them): the model's compute precision
+(`precision.with_policy` before the Trainer; float16 adds dynamic loss scaling, see
+`precision`), recomputation of the backbone's blocks in the backward pass (`recompute=True`, see
+`recompute`), accumulation and frozen batch norm above, and `memory_budget.largest_batch` for the
+largest batch under a memory budget. The model written at the end computes in float32 whatever
+the training precision.
 """
 
 from __future__ import annotations
@@ -40,7 +47,9 @@ import tensorflow as tf
 
 from ssd_mobilenet import detector
 from ssd_mobilenet.training import augmentation, builders, data
+from ssd_mobilenet.training import precision as precision_lib
 from ssd_mobilenet.training.distribute import Replicas, num_replicas
+from ssd_mobilenet.training.recompute import Recomputed
 from ssd_mobilenet.atomic_write import atomic_directory
 from ssd_mobilenet.training.optimizers import clip_gradients_by_norm
 from ssd_mobilenet.training.ssd_loss import CLASSIFICATION_LOSS, LOCALIZATION_LOSS, SSDLoss
@@ -96,13 +105,17 @@ class Trainer:
       freeze_batch_norm: None (from the config), True or False.
       strategy: None (one device) or a `tf.distribute` strategy whose scope `model` was created
         under; `train_step` then takes the global batch (see `distribute`).
+      recompute: recompute the backbone's activations in the backward pass (`recompute`).
+    The model's dtype policy is its compute precision (`precision.with_policy`); mixed_float16
+    wraps the optimiser in a `LossScaleOptimizer`.
     Attributes:
       variables: the trained variables; optimizer; moving_average (None without one);
       step: `optimizer.iterations`, the optimiser steps taken (TF1's global_step);
       replicas: the `distribute.Replicas` the step meets the other replicas through.
     """
 
-    def __init__(self, model, training_config, accumulate: int = 1, freeze_batch_norm=None, strategy=None):
+    def __init__(self, model, training_config, accumulate: int = 1, freeze_batch_norm=None, strategy=None,
+                 recompute: bool = False):
         if accumulate < 1:
             raise ValueError(f"accumulate must be >= 1, got {accumulate}")
         self.replicas = Replicas(strategy)
@@ -117,8 +130,12 @@ class Trainer:
         frozen = {id(v) for v in batch_norm_parameters(model)} if self.batch_norm_frozen else set()
         self.variables = [v for v in model.trainable_variables if id(v) not in frozen]
         optimizer_config = training_config.train.optimizer
+        # === Memory levers (precision, recompute) ===
+        self.precision = precision_lib.of_model(model)
+        self.recompute = bool(recompute)
+        self.forward = Recomputed(model) if recompute else model
         with self.replicas.scope():  # a strategy's variables: slots, averages and accumulators
-            self.optimizer = builders.optimizer(optimizer_config)
+            self.optimizer = precision_lib.loss_scaled(builders.optimizer(optimizer_config), self.precision)
             self.optimizer.build(self.variables)
             self.moving_average = builders.moving_average(optimizer_config, self.variables)
             self.accumulation = _Accumulation(self.variables if self.accumulate > 1 else [])
@@ -135,7 +152,9 @@ class Trainer:
     def losses(self, batch) -> dict:
         """The four losses of a batch (float32 scalars); runs the model in training mode unless frozen.
         Under `strategy.run`, this replica's share of the global batch's (see `distribute`)."""
-        out = self.model(batch["image"], training=not self.batch_norm_frozen)
+        out = self.forward(batch["image"], training=not self.batch_norm_frozen)
+        # Under a mixed policy the heads compute in 16 bits; the losses are float32 (no-op in float32).
+        out = {k: tf.cast(v, tf.float32) for k, v in out.items()}
         boxes, classes, weights = groundtruth(batch["boxes"], batch["classes"], batch["num_boxes"],
                                               self.config.num_classes)
         sums = self.loss.sums(self.anchors, out["box_encodings"], out["class_predictions_with_background"],
@@ -151,15 +170,29 @@ class Trainer:
     def _gradients(self, batch):
         with tf.GradientTape() as tape:
             losses = self.losses(batch)
-        return losses, tape.gradient(losses[TOTAL_LOSS], self.variables)
+            scaled = precision_lib.scale_loss(self.optimizer, losses[TOTAL_LOSS])  # mixed_float16: times the scale
+        return losses, tape.gradient(scaled, self.variables)
 
     def _apply(self, grads):
-        # `grads`: the whole batch's, summed over the replicas (clipping sees the sum).
+        # `grads`: the whole batch's, summed over the replicas (clipping sees the sum). With loss
+        # scaling they arrive multiplied by the scale, a power of two: clipping them at
+        # clip_norm * scale is exactly clipping the unscaled ones at clip_norm.
         if self.clip_norm > 0:
-            grads = clip_gradients_by_norm(grads, self.clip_norm)
+            grads = clip_gradients_by_norm(grads, self.clip_norm * precision_lib.gradient_scale(self.optimizer))
+        loss_scaled = precision_lib.is_loss_scaled(self.optimizer)
+        before = tf.identity(self.optimizer.iterations) if loss_scaled else None
         self.optimizer.apply(self.replicas.spread(grads), self.variables)
-        if self.moving_average is not None:
+        if self.moving_average is None:
+            return
+        if loss_scaled:
+            # A step with non-finite scaled gradients was skipped (iterations stayed): so is the average's.
+            tf.cond(self.optimizer.iterations > before, self._update_average, tf.no_op)
+        else:
             self.replicas.once(self.moving_average.update)
+
+    def _update_average(self):
+        self.moving_average.update()
+        return tf.no_op()
 
     def _step(self, batch):
         losses, grads = self._gradients(batch)
@@ -242,11 +275,13 @@ def write_model(trainer: Trainer, directory: str, extra=None) -> str:
     """The trained model (the moving averages when there are some, as the OD API's saver stored
     them) as a converted directory (`detector.save`), written beside `directory` and renamed into
     place, replacing an earlier one. `extra(folder, model)`, when given, adds files to the folder
-    before the rename (e.g. the SavedModel), with the averaged weights in place."""
+    before the rename (e.g. the SavedModel), with the averaged weights in place. The model written
+    computes in float32 (a float32 copy of a mixed precision one: the same variables)."""
     with atomic_directory(directory) as tmp, trainer.averaged_weights():
-        detector.save(trainer.model, tmp)
+        model = precision_lib.with_policy(trainer.model, "float32")
+        detector.save(model, tmp)
         if extra is not None:
-            extra(tmp, trainer.model)
+            extra(tmp, model)
     return os.path.abspath(os.fspath(directory))
 
 
@@ -264,7 +299,8 @@ def _dataset(records, model, micro_batch: int, label_map, seed: int, training_co
 
 def train(model, training_config, records, output_dir, *, steps: int | None = None, batch_size: int | None = None,
           accumulate: int = 1, freeze_batch_norm=None, checkpoint_every: int = 100, keep_checkpoints: int = 3,
-          progress=None, label_map=None, seed: int = 0, write_extra=None, strategy=None) -> dict:
+          progress=None, label_map=None, seed: int = 0, write_extra=None, strategy=None, precision: str = "float32",
+          recompute: bool = False, max_memory_mb: float | None = None, say=None) -> dict:
     """Trains `model` on OD API TFRecords, resuming from `output_dir`'s latest checkpoint.
 
     Args:
@@ -281,21 +317,41 @@ def train(model, training_config, records, output_dir, *, steps: int | None = No
       progress: called after every step as `progress(step, losses, images_per_second)`, losses
         {name: float} averaged over the step's micro-batches.
       write_extra: `write_model`'s `extra`.
+      precision: "float32", "mixed_bfloat16" or "mixed_float16" (`precision`): the model trains
+        as a copy computing in that precision; the written model is float32.
+      recompute: `Trainer`'s recompute.
+      max_memory_mb: instead of `batch_size`, the largest batch whose measured step peaks under
+        this many MiB (`memory_budget.largest_batch`; a multiple of `accumulate`).
+      say: called with a line about the batch `max_memory_mb` chose (and the sizes measured).
       seed: the dataset's shuffling and augmentation seed. tf.data combines a shuffle's seed with
         TensorFlow's global seed, so a resumed run continues the same stream of batches only
         under the same global seed (`tf.random.set_seed`) as the interrupted one, or none in both.
     Returns:
       {"step": the last step, "losses": its losses, "model_dir": the written model directory,
-       "resumed_from": the step the run started at (0 for a fresh run)}.
+       "resumed_from": the step the run started at (0 for a fresh run), "batch_size": images per step}.
+    Raises:
+      memory_budget.BudgetError, runtime.RuntimeConfigError: with `max_memory_mb` (see there).
     """
     steps = training_config.train.num_steps if steps is None else int(steps)
     batch_size = training_config.train.batch_size if batch_size is None else int(batch_size)
     if steps <= 0:
         raise ValueError(f"steps must be positive, got {steps} (set num_steps or pass steps)")
-    if batch_size % (accumulate * num_replicas(strategy)):
+    if max_memory_mb is None and batch_size % (accumulate * num_replicas(strategy)):
         raise ValueError(f"batch_size {batch_size} is not a multiple of {num_replicas(strategy)} replicas x accumulate "
                          f"{accumulate}")
-    trainer = Trainer(model, training_config, accumulate, freeze_batch_norm, strategy)
+    if max_memory_mb is not None and strategy is not None:
+        raise ValueError("max_memory_mb measures one device's steps: give batch_size with a strategy")
+    with strategy.scope() if strategy is not None else contextlib.nullcontext():
+        model = precision_lib.with_policy(model, precision)  # a strategy's variables for a policy copy
+    trainer = Trainer(model, training_config, accumulate, freeze_batch_norm, strategy, recompute=recompute)
+    if max_memory_mb is not None:
+        from ssd_mobilenet.training import memory_budget
+        micro = memory_budget.largest_batch(trainer, max_memory_mb, progress=say)
+        batch_size = accumulate * micro
+        if say is not None:
+            parts = f" ({accumulate} micro-batches of {micro})" if accumulate > 1 else ""
+            say(f"batch size {batch_size}{parts}: the largest whose measured training step peaks under "
+                f"{max_memory_mb:g} MiB")
     iterator = iter(_dataset(records, model, batch_size // accumulate, label_map, seed, training_config))
     checkpoint = trainer.checkpoint(iterator=iterator)
     manager = tf.train.CheckpointManager(checkpoint, os.path.join(output_dir, CHECKPOINT_DIR),
@@ -313,5 +369,6 @@ def train(model, training_config, records, output_dir, *, steps: int | None = No
             progress(step, losses, batch_size / (time.perf_counter() - start))
         if step % checkpoint_every == 0 or step == steps:
             manager.save(checkpoint_number=step)
-    return {"step": step, "losses": losses, "model_dir": write_model(trainer, os.path.join(output_dir, MODEL_DIR), write_extra),
-            "resumed_from": resumed_from}
+    model_dir = write_model(trainer, os.path.join(output_dir, MODEL_DIR), write_extra)
+    return {"step": step, "losses": losses, "model_dir": model_dir, "resumed_from": resumed_from,
+            "batch_size": batch_size}

@@ -1,0 +1,106 @@
+"""The largest training batch whose measured step stays under a memory budget (`train --max-memory`).
+
+As `predict --max-memory` does for inference (`runtime.max_batch_size`), the batch is found by
+measuring: the TensorFlow allocator's absolute peak (weights, optimiser slots, gradients and
+everything else resident included, as a device limit counts it) while a `Trainer` runs one
+optimiser step on a generated batch of that size, with the trainer's levers as they are
+(precision, recompute, accumulation, frozen batch norm). Each size is traced and run once first,
+then run `runs` times and the highest peak counts. Batch sizes double until one exceeds the
+budget, then a binary search finds the boundary (`runtime.largest_fitting`).
+
+The measured steps change the trainer's state (weights, slots, moving averages, step): it is
+written to a temporary checkpoint first and read back afterwards, so training starts from where
+it would have. The input pipeline's buffers (decoded records ahead of the step) are outside the
+measurement. On a CPU the allocator keeps statistics only with the BFC allocator
+(`runtime.configure`, before TensorFlow starts), else `runtime.RuntimeConfigError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+
+from ssd_mobilenet import runtime
+from ssd_mobilenet.training.data import MAX_NUMBER_OF_BOXES
+
+MAX_BATCH = 1024  # the search's upper end (images per micro-batch)
+
+
+class BudgetError(ValueError):
+    """A memory budget too small for a training step on one image."""
+
+
+def generated_batch(config, size: int, seed: int = 0, max_boxes: int = MAX_NUMBER_OF_BOXES) -> dict:
+    """A batch as `data.make_dataset` gives it: "image" float32 [size, h, w, 3] uniform in [-1, 1]
+    (preprocessed), "boxes" float32 [size, max_boxes, 4] ([ymin, xmin, ymax, xmax] normalised;
+    two boxes per image, zeros after them), "classes" int32 [size, max_boxes] (1-based, 0 after),
+    "num_boxes" int32 [size] (2)."""
+    rng = np.random.default_rng(seed)
+    image = rng.uniform(-1, 1, (size, config.image_height, config.image_width, 3)).astype(np.float32)
+    corner = rng.uniform(0.0, 0.5, (size, 2, 2))
+    extent = rng.uniform(0.1, 0.5, (size, 2, 2))
+    boxes = np.zeros((size, max_boxes, 4), np.float32)
+    boxes[:, :2] = np.concatenate([corner, corner + extent], axis=-1)
+    classes = np.zeros((size, max_boxes), np.int32)
+    classes[:, :2] = rng.integers(1, config.num_classes + 1, (size, 2))
+    return {"image": tf.constant(image), "boxes": tf.constant(boxes), "classes": tf.constant(classes),
+            "num_boxes": tf.constant(np.full(size, 2, np.int32))}
+
+
+def step_peak(trainer, micro_batch: int, runs: int = 2, device: str | None = None) -> int:
+    """Allocator peak in bytes (absolute) of one optimiser step (`trainer.accumulate` micro-batches
+    of `micro_batch` generated images), the highest of `runs` after one warm-up step. Changes the
+    trainer's state (see `preserved_state`)."""
+    batch = generated_batch(trainer.model.config, micro_batch)
+
+    def step():
+        for _ in range(trainer.accumulate):
+            losses = trainer.train_step(batch)
+        float(losses["Loss/total_loss"])  # waits for the step
+
+    step()
+    return max(runtime.measure_peak(step, device) for _ in range(runs))
+
+
+@contextlib.contextmanager
+def preserved_state(trainer):
+    """Within: the trainer may run steps; on leaving, its state (model, optimiser, moving average,
+    accumulators) is read back from a checkpoint written on entering."""
+    checkpoint = trainer.checkpoint()
+    with tempfile.TemporaryDirectory(prefix="memory_budget_") as folder:
+        path = checkpoint.write(os.path.join(folder, "state"))
+        try:
+            yield
+        finally:
+            checkpoint.read(path).assert_consumed()
+
+
+def largest_batch(trainer, max_memory_mb: float, limit: int = MAX_BATCH, runs: int = 2, progress=None) -> int:
+    """The largest micro-batch (<= `limit`) whose training step peaks at most `max_memory_mb` MiB.
+
+    Returns:
+      images per micro-batch (a step takes `trainer.accumulate` of them).
+    Raises:
+      BudgetError: not even one image fits; runtime.RuntimeConfigError: no allocator statistics.
+    """
+    runtime.memory_info()  # no statistics: refused before any step runs
+    budget = int(max_memory_mb * 2**20)
+    peaks = {}
+
+    def fits(n):
+        peaks[n] = step_peak(trainer, n, runs)
+        if progress is not None:
+            progress(f"batch {n}: step peak {peaks[n] / 2**20:.1f} MiB")
+        return peaks[n] <= budget
+
+    with preserved_state(trainer):
+        n = runtime.largest_fitting(fits, limit)
+    if n == 0:
+        config = trainer.model.config
+        raise BudgetError(f"--max-memory {max_memory_mb:g}: a training step on one image at {config.image_height}x"
+                          f"{config.image_width} already peaks at {peaks[1] / 2**20:.0f} MiB (weights included)")
+    return n

@@ -249,14 +249,15 @@ def _add_bench_parser(sub):
     p.add_argument("--threads", type=int, metavar="N",
                    help="intra- and inter-op threads for every side (TF_NUM_INTRAOP/INTEROP_THREADS)")
     p.add_argument("--weight-cache", action="store_true",
-                   help="CPU: oneDNN convolutions cache their reordered filters (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 for every side; "
-                        "for inference-only processes)")
+                   help="CPU: oneDNN convolutions cache their reordered filters (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 "
+                        "for every side; for inference-only processes)")
     p.add_argument("--memory-growth", action="store_true", help="allocate GPU memory as needed (every side)")
     p.add_argument("--memory-limit", type=int, metavar="MB",
                    help="cap the device memory of every side at MB (the BFC allocator's limit on a CPU)")
     p.add_argument("--trace", metavar="DIR", help="also write a TensorBoard profiler trace of each side to DIR/SIDE")
     p.add_argument("--json", metavar="FILE", help="write the full report as JSON")
-    p.add_argument("--markdown", metavar="FILE", help="write the table and the command as Markdown (docs/benchmarks.md)")
+    p.add_argument("--markdown", metavar="FILE",
+                   help="write the table and the command as Markdown (docs/benchmarks.md)")
     p.add_argument("--plot", metavar="FILE", help="write latency and memory against the batch size as a PNG "
                    "(needs matplotlib: the optional `plot` extra)")
     p.add_argument("--force", action="store_true", help="replace an existing --json / --markdown / --plot file")

@@ -67,8 +67,8 @@ def train_config_text(config: SSDConfig = MODEL_CONFIG, batch_norm_decay: float 
     horizontal flip unless `flip` is False."""
     text = config.to_pipeline_config()
     text = text.replace("decay: 0.9997", f"decay: {batch_norm_decay}")
-    text = text.replace("      min_depth: 16\n", "      min_depth: 16\n      override_base_feature_extractor_hyperparams: true\n",
-                        1)
+    override = "      override_base_feature_extractor_hyperparams: true\n"
+    text = text.replace("      min_depth: 16\n", "      min_depth: 16\n" + override, 1)
     text = text.replace("    post_processing {", _LOSS_FIELDS, 1)
     augmentation = "  data_augmentation_options { random_horizontal_flip { } }\n" if flip else ""
     return text + _TRAIN_CONFIG.format(batch=BATCH_SIZE, steps=STEPS, rate=LEARNING_RATE, augmentation=augmentation)

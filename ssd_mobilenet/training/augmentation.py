@@ -156,7 +156,8 @@ def crop_to_window(image, boxes, classes, offset, size, overlap_thresh, clip_box
     offset: int32 [2] (top, left) and size: int32 [2] (height, width) of the window in pixels.
     The boxes completely outside the window are dropped, then those with less than
     `overlap_thresh` of their area inside it; the rest are expressed relative to the window and,
-    with `clip_boxes` (a Python bool), clipped to [0, 1]. Returns (image [height, width, C], boxes [M', 4], classes [M']).
+    with `clip_boxes` (a Python bool), clipped to [0, 1].
+    Returns (image [height, width, C], boxes [M', 4], classes [M']).
     """
     offset = tf.cast(offset, tf.int32)
     size = tf.cast(size, tf.int32)

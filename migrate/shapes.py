@@ -31,7 +31,8 @@ STEPS, BATCH_SIZE, LEARNING_RATE = 1500, 16, 0.003
 BATCH_NORM_DECAY = 0.99
 MODEL_SEED = 3
 
-_LOSS_FIELDS = """    matcher { argmax_matcher { matched_threshold: 0.5 unmatched_threshold: 0.5
+# The zoo SSD MobileNet v1 config's matcher, similarity, losses and hard example miner, as `model.ssd` fields.
+ZOO_LOSS_FIELDS = """    matcher { argmax_matcher { matched_threshold: 0.5 unmatched_threshold: 0.5
       force_match_for_each_row: true } }
     similarity_calculator { iou_similarity { } }
     normalize_loss_by_num_matches: true
@@ -43,7 +44,7 @@ _LOSS_FIELDS = """    matcher { argmax_matcher { matched_threshold: 0.5 unmatche
       classification_weight: 1.0
       localization_weight: 1.0
     }
-    post_processing {"""
+"""
 _TRAIN_CONFIG = """train_config {{
   batch_size: {batch}
   num_steps: {steps}
@@ -69,7 +70,7 @@ def train_config_text(config: SSDConfig = MODEL_CONFIG, batch_norm_decay: float 
     text = text.replace("decay: 0.9997", f"decay: {batch_norm_decay}")
     override = "      override_base_feature_extractor_hyperparams: true\n"
     text = text.replace("      min_depth: 16\n", "      min_depth: 16\n" + override, 1)
-    text = text.replace("    post_processing {", _LOSS_FIELDS, 1)
+    text = text.replace("    post_processing {", ZOO_LOSS_FIELDS + "    post_processing {", 1)
     augmentation = "  data_augmentation_options { random_horizontal_flip { } }\n" if flip else ""
     return text + _TRAIN_CONFIG.format(batch=BATCH_SIZE, steps=STEPS, rate=LEARNING_RATE, augmentation=augmentation)
 

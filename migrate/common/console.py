@@ -106,16 +106,24 @@ def import_tensorflow_quietly() -> None:
     with --verbose to see it. Nothing to do when TensorFlow is already loaded."""
     if "tensorflow" in sys.modules:
         return
+    with _fd2_caught():
+        import tensorflow  # noqa: F401
+
+
+@contextlib.contextmanager
+def _fd2_caught():
+    """Within: file descriptor 2 goes to a temporary file, written back to stderr if the block
+    raises. Without a usable fd 2 (e.g. stderr closed) the block runs as is."""
     try:
         sys.stderr.flush()
         saved = os.dup(2)
-    except (OSError, ValueError, AttributeError):  # no usable fd 2 (e.g. stderr closed): import as is
-        import tensorflow  # noqa: F401
+    except (OSError, ValueError, AttributeError):
+        yield
         return
     with tempfile.TemporaryFile() as caught:
         os.dup2(caught.fileno(), 2)
         try:
-            import tensorflow  # noqa: F401
+            yield
         except BaseException:
             _restore_fd2(saved)
             caught.seek(0)
@@ -140,20 +148,5 @@ def native_stderr_quieted():
     if os.environ.get(QUIET_ENV) != "1":
         yield
         return
-    try:
-        sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError, AttributeError):
+    with _fd2_caught():
         yield
-        return
-    with tempfile.TemporaryFile() as caught:
-        os.dup2(caught.fileno(), 2)
-        try:
-            yield
-        except BaseException:
-            _restore_fd2(saved)
-            caught.seek(0)
-            sys.stderr.write(caught.read().decode("utf-8", "replace"))
-            sys.stderr.flush()
-            raise
-        _restore_fd2(saved)

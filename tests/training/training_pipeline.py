@@ -4,22 +4,11 @@ the test chooses."""
 
 from __future__ import annotations
 
+from migrate.shapes import ZOO_LOSS_FIELDS
 from ssd_mobilenet.config import SSDConfig
 
 SMALL = dict(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
-_TRAINING_FIELDS = """    matcher { argmax_matcher { matched_threshold: 0.5 unmatched_threshold: 0.5
-      force_match_for_each_row: true } }
-    similarity_calculator { iou_similarity { } }
-    normalize_loss_by_num_matches: true
-    loss {
-      localization_loss { weighted_smooth_l1 { } }
-      classification_loss { weighted_sigmoid { } }
-      hard_example_miner { num_hard_examples: 3000 iou_threshold: 0.99 loss_type: CLASSIFICATION
-        max_negatives_per_positive: 3 min_negatives_per_image: 3 }
-      classification_weight: 1.0
-      localization_weight: 1.0
-    }
-{ssd_extra}    post_processing {"""
+_TRAINING_FIELDS = ZOO_LOSS_FIELDS + "{ssd_extra}    post_processing {"
 RMSPROP = """rms_prop_optimizer {
       learning_rate { constant_learning_rate { learning_rate: 0.004 } }
       momentum_optimizer_value: 0.9 decay: 0.9 epsilon: 1.0 }"""

@@ -178,7 +178,6 @@ def test_every_gradient(sides):
     clip = sides["training"].train.gradient_clipping_by_norm
     if clip:
         assert sum(np.linalg.norm(g) > clip for g in tf1_grads.values()) >= 10
-        assert np.sqrt(sum(np.sum(np.square(g)) for g in tf1_grads.values())) > clip  # the global norm clips
 
 
 def test_every_variable_after_the_step(sides):

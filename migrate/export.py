@@ -15,7 +15,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from migrate.common import console
+from migrate.common import box_matching, console
 from ssd_mobilenet import atomic_write
 from ssd_mobilenet import detector as detector_lib
 from ssd_mobilenet.export import tflite as tflite_lib
@@ -170,16 +170,6 @@ def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_t
             "seconds": time.perf_counter() - start}
 
 
-def _iou(a, b):
-    """[n, 4] x [m, 4] [ymin, xmin, ymax, xmax] -> [n, m] IoU."""
-    ymin, xmin = np.maximum(a[:, None, 0], b[None, :, 0]), np.maximum(a[:, None, 1], b[None, :, 1])
-    ymax, xmax = np.minimum(a[:, None, 2], b[None, :, 2]), np.minimum(a[:, None, 3], b[None, :, 3])
-    inter = np.clip(ymax - ymin, 0, None) * np.clip(xmax - xmin, 0, None)
-    area = lambda x: (x[:, 2] - x[:, 0]) * (x[:, 3] - x[:, 1])  # noqa: E731
-    union = area(a)[:, None] + area(b)[None, :] - inter
-    return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
-
-
 def agreement(ref: dict, ours: dict, min_score: float = REPORT_MIN_SCORE, iou: float = MATCH_IOU) -> dict:
     """How many of `ref`'s detections scoring >= `min_score` `ours` also has: one to one, same
     class, IoU >= `iou`, pairs of highest IoU first (a counterpart may score anything).
@@ -202,17 +192,10 @@ def agreement(ref: dict, ours: dict, min_score: float = REPORT_MIN_SCORE, iou: f
                       ref["detection_scores"][i, keep])
         b2, c2, s2 = (ours["detection_boxes"][i, :n2], ours["detection_classes"][i, :n2],
                       ours["detection_scores"][i, :n2])
-        overlap = _iou(b1, b2)
-        pairs = sorted(((overlap[a, b], a, b) for a in range(len(keep)) for b in range(n2)
-                        if c1[a] == c2[b] and overlap[a, b] >= iou), reverse=True)
-        used1, used2 = set(), set()
-        for value, a, b in pairs:
-            if a not in used1 and b not in used2:
-                used1.add(a)
-                used2.add(b)
-                ious.append(value)
-                score_diffs.append(abs(float(s1[a]) - float(s2[b])))
-        matched += len(used1)
+        pairs = box_matching.pair_by_class(b1, c1, b2, c2, iou)
+        ious.extend(value for _, _, value in pairs)
+        score_diffs.extend(abs(float(s1[a]) - float(s2[b])) for a, b, _ in pairs)
+        matched += len(pairs)
     return {"reference": total, "matched": matched, "rate": matched / total if total else 1.0,
             "mean_iou": float(np.mean(ious)) if ious else 1.0,
             "max_score_diff": float(max(score_diffs, default=0.0))}

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from migrate.common.box_matching import pair_by_class, pairwise_iou
+
 DEFAULT_ATOL = 1e-5
 
 DEFAULT_RTOL = 1e-5
@@ -103,16 +105,6 @@ def compare_detections(ours: dict, ref: dict, index: int, atol: float, rtol: flo
     return out
 
 
-def _iou(boxes_a, boxes_b):
-    """IoU of every box in [K, 4] with every box in [M, 4] ([ymin, xmin, ymax, xmax]) -> [K, M]."""
-    a, b = np.asarray(boxes_a, np.float64)[:, None], np.asarray(boxes_b, np.float64)[None]
-    h = np.clip(np.minimum(a[..., 2], b[..., 2]) - np.maximum(a[..., 0], b[..., 0]), 0, None)
-    w = np.clip(np.minimum(a[..., 3], b[..., 3]) - np.maximum(a[..., 1], b[..., 1]), 0, None)
-    area = lambda x: np.clip(x[..., 2] - x[..., 0], 0, None) * np.clip(x[..., 3] - x[..., 1], 0, None)
-    union = area(a) + area(b) - h * w
-    return np.where(union > 0, h * w / np.where(union > 0, union, 1), 0.0)
-
-
 def match_detections(ours: dict, ref: dict, index: int, score_threshold: float, score_margin: float,
                      max_detections: int, nms_iou: float, iou: float = MATCH_IOU,
                      nms_band: float = NMS_FLIP_BAND) -> dict:
@@ -136,15 +128,9 @@ def match_detections(ours: dict, ref: dict, index: int, score_threshold: float, 
     s1, s2 = ref["detection_scores"][index][:n1], ours["detection_scores"][index][:n2]
     c1, c2 = ref["detection_classes"][index][:n1], ours["detection_classes"][index][:n2]
     b1, b2 = ref["detection_boxes"][index][:n1], ours["detection_boxes"][index][:n2]
-    ious = _iou(b1, b2) if n1 and n2 else np.zeros((n1, n2))
-    candidates = sorted(((ious[i, j], i, j) for i in range(n1) for j in range(n2)
-                         if c1[i] == c2[j] and ious[i, j] >= iou), reverse=True)
-    used1, used2, pairs = set(), set(), []
-    for _, i, j in candidates:
-        if i not in used1 and j not in used2:
-            used1.add(i)
-            used2.add(j)
-            pairs.append((i, j))
+    matches = pair_by_class(b1, c1, b2, c2, iou)
+    pairs = [(i, j) for i, j, _ in matches]
+    used1, used2 = {i for i, _ in pairs}, {j for _, j in pairs}
     floor = float(score_threshold)
     for n, scores in ((n1, s1), (n2, s2)):
         if n and n >= max_detections:
@@ -152,7 +138,7 @@ def match_detections(ours: dict, ref: dict, index: int, score_threshold: float, 
     must = floor + score_margin
 
     def unmatched(used, scores, classes, boxes, other_scores, other_classes, other_boxes):
-        cross = _iou(boxes, other_boxes) if len(scores) and len(other_scores) else np.zeros((len(scores), 0))
+        cross = pairwise_iou(boxes, other_boxes) if len(scores) and len(other_scores) else np.zeros((len(scores), 0))
         out = []
         for k in (k for k in range(len(scores)) if k not in used):
             near = [cross[k, m] for m in range(len(other_scores))
@@ -169,7 +155,7 @@ def match_detections(ours: dict, ref: dict, index: int, score_threshold: float, 
                                                                     if not d["excused"]]
     out = {"num_tf1": n1, "num_tf2": n2, "matched": len(pairs),
            "matched_fraction": len(pairs) / max(n1, n2) if max(n1, n2) else 1.0,
-           "min_iou": float(min(ious[i, j] for i, j in pairs)) if pairs else None,
+           "min_iou": min(value for _, _, value in matches) if matches else None,
            "max_box_err": float(max(np.abs(b2[j] - b1[i]).max() for i, j in pairs)) if pairs else None,
            "max_score_err": float(max(abs(float(s2[j]) - float(s1[i])) for i, j in pairs)) if pairs else None,
            "must_match_from_score": must, "nms_flips": sum(d["nms_flip"] for d in unmatched1 + unmatched2),

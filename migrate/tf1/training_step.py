@@ -18,10 +18,11 @@ commit 9bf1fd02 (2019-02-21, TF 1.13 era) and the slim code it called, in a `tf.
   term per regularised kernel in the `REGULARIZATION_LOSSES` collection, and
   `tf.losses.get_regularization_losses()` sums them with `tf.add_n` (model_lib did this only
   with `add_regularization_loss`);
-- the train op as `slim.learning.create_train_op` made it: the batch-norm update ops run before
-  the total loss is computed, the gradients of all trainable variables, each clipped on its
-  own as `slim.learning.clip_gradient_norms` did when `gradient_clipping_by_norm` > 0 (the legacy
-  `train.py` trainer; model_lib's `optimize_loss` clipped by the global norm instead), then
+- the train op as model_lib's `tf.contrib.layers.optimize_loss` made it (the order of
+  `slim.learning.create_train_op` too): the batch-norm update ops run before the total loss is
+  computed, the gradients of all trainable variables, clipped together by their global norm
+  (`tf.clip_by_global_norm`) when `gradient_clipping_by_norm` > 0, as `optimize_loss` did with
+  the float model_lib passed it (the legacy `train.py` clipped each gradient on its own), then
   `tf.train.RMSPropOptimizer` / `MomentumOptimizer` / `AdamOptimizer` with the schedule's rate,
   advancing `global_step`, and with `use_moving_average` a `tf.train.ExponentialMovingAverage`
   of the updated variables applied after the update (`MovingAverageOptimizer`,
@@ -412,18 +413,12 @@ def _is_slot(variable) -> bool:
     return variable.op.name.rsplit("/", 1)[-1] in ("RMSProp", "RMSProp_1", "Momentum", "Adam", "Adam_1")
 
 
-def _clip_gradient_norms(grads_and_vars, max_norm):
-    """`slim.learning.clip_gradient_norms`: each gradient (an IndexedSlices' values) rescaled by
-    `tf.clip_by_norm` on its own. Not tf_slim's function itself: under TF 2.x it looks for
-    `IndexedSlices` where TF no longer has it and fails."""
-    clipped = []
-    for grad, var in grads_and_vars:
-        if isinstance(grad, tf.IndexedSlices):
-            grad = tf.IndexedSlices(tf.clip_by_norm(grad.values, max_norm), grad.indices, grad.dense_shape)
-        elif grad is not None:
-            grad = tf.clip_by_norm(grad, max_norm)
-        clipped.append((grad, var))
-    return clipped
+def _clip_by_global_norm(grads_and_vars, max_norm):
+    """`optimize_loss`'s clipping for a float `clip_gradients`: every gradient scaled by
+    max_norm / max(global norm, max_norm), the global norm over all of them."""
+    grads, variables = zip(*grads_and_vars)
+    clipped, _ = tf.clip_by_global_norm(list(grads), max_norm)
+    return list(zip(clipped, variables))
 
 
 def _train_op(total_loss, training, global_step):
@@ -441,7 +436,7 @@ def _train_op(total_loss, training, global_step):
     gradients = {v.op.name: g for g, v in grads_and_vars}
     if training.train.gradient_clipping_by_norm > 0:
         with tf1.name_scope("clip_grads"):
-            grads_and_vars = _clip_gradient_norms(grads_and_vars, training.train.gradient_clipping_by_norm)
+            grads_and_vars = _clip_by_global_norm(grads_and_vars, training.train.gradient_clipping_by_norm)
     update = optimizer.apply_gradients(grads_and_vars, global_step=global_step)
     averages = {}
     if optimizer_config.use_moving_average:

@@ -8,7 +8,7 @@ slices, one per replica, and runs the step on each under `strategy.run`:
   per image and needs nothing shared). A replica's losses are then its share of the batch's, and
   the regularisation loss enters each replica as 1/N of itself, so it counts once;
 - the gradients of the shares are all-reduced (SUM): the gradient of the global batch. The
-  per-variable clipping (`gradient_clipping_by_norm`) is applied to that sum, as slim's
+  clipping (`gradient_clipping_by_norm`, by the global norm) is applied to that sum, as slim's
   model_deploy summed the clones' gradients before the OD API clipped them;
 - the optimiser applies that sum. Keras 3's optimisers sum the replicas' gradients themselves
   in `apply` (with no switch to turn it off, and before any clipping of their own), so each

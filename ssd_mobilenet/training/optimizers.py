@@ -126,8 +126,9 @@ class Adam(keras.optimizers.Optimizer):
         return {**super().get_config(), "beta1": self.beta1, "beta2": self.beta2, "epsilon": self.epsilon}
 
 
-def clip_gradients_by_norm(grads, max_norm: float) -> list:
-    """Each gradient rescaled to an L2 norm of at most `max_norm` on its own (slim's
-    `clip_gradient_norms`, which the OD API applied for `gradient_clipping_by_norm`); not the
-    global norm of all gradients together. None gradients stay None."""
-    return [None if g is None else tf.clip_by_norm(g, max_norm) for g in grads]
+def clip_gradients_by_global_norm(grads, max_norm: float) -> list:
+    """All gradients rescaled together so that their global L2 norm is at most `max_norm`
+    (`tf.clip_by_global_norm`): what model_lib's `tf.contrib.layers.optimize_loss` did with a
+    float `clip_gradients`, which model_lib passed `gradient_clipping_by_norm` as. None
+    gradients stay None."""
+    return tf.clip_by_global_norm(grads, max_norm)[0]

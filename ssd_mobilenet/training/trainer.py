@@ -2,7 +2,8 @@
 
 `Trainer` runs one step on a batch of `data.make_dataset`: the network in training mode, the
 groundtruth of each image, `SSDLoss`, slim's L2 regularisation (`builders`), their sum, the
-gradients (each clipped on its own with `gradient_clipping_by_norm`), TF1's optimiser update
+gradients (clipped together to the global norm `gradient_clipping_by_norm`, as model_lib's
+`optimize_loss` clipped them), TF1's optimiser update
 and the moving average. The losses carry TF1's names (`Loss/localization_loss`,
 `Loss/classification_loss`, `Loss/regularization_loss`, `Loss/total_loss`), summed in model_lib's
 order. `train` loops over the steps with checkpoints to resume from and writes the trained
@@ -51,7 +52,7 @@ from ssd_mobilenet.training import precision as precision_lib
 from ssd_mobilenet.training.distribute import Replicas, num_replicas
 from ssd_mobilenet.training.recompute import Recomputed
 from ssd_mobilenet.atomic_write import atomic_directory
-from ssd_mobilenet.training.optimizers import clip_gradients_by_norm
+from ssd_mobilenet.training.optimizers import clip_gradients_by_global_norm
 from ssd_mobilenet.training.ssd_loss import CLASSIFICATION_LOSS, LOCALIZATION_LOSS, SSDLoss
 
 REGULARIZATION_LOSS = "Loss/regularization_loss"
@@ -178,7 +179,7 @@ class Trainer:
         # scaling they arrive multiplied by the scale, a power of two: clipping them at
         # clip_norm * scale is exactly clipping the unscaled ones at clip_norm.
         if self.clip_norm > 0:
-            grads = clip_gradients_by_norm(grads, self.clip_norm * precision_lib.gradient_scale(self.optimizer))
+            grads = clip_gradients_by_global_norm(grads, self.clip_norm * precision_lib.gradient_scale(self.optimizer))
         loss_scaled = precision_lib.is_loss_scaled(self.optimizer)
         before = tf.identity(self.optimizer.iterations) if loss_scaled else None
         self.optimizer.apply(self.replicas.spread(grads), self.variables)

@@ -54,7 +54,7 @@ GRADIENT_RTOL = 1e-5
 WEIGHT_RTOL = 1e-6
 BATCH, ROWS = 2, 4
 MOMENTUM = """momentum_optimizer {
-      learning_rate { exponential_decay_learning_rate { initial_learning_rate: 0.01 decay_steps: 1
+      learning_rate { exponential_decay_learning_rate { initial_learning_rate: 0.001 decay_steps: 1
         decay_factor: 0.5 staircase: false } }
       momentum_optimizer_value: 0.8 }
     use_moving_average: false"""
@@ -62,9 +62,11 @@ MOMENTUM = """momentum_optimizer {
 
 def _softmax_pipeline() -> str:
     """Softmax (logit scale 2) and L2 losses, a miner scoring both losses, localization weight 2,
-    Momentum with a rate that halves every step, gradient clipping at 1.0 (below many gradients'
-    norms), no moving average."""
-    text = pipeline(optimizer=MOMENTUM, train_extra="  gradient_clipping_by_norm: 1.0\n")
+    Momentum with a rate that halves every step, gradients clipped to a global norm of 100 (theirs
+    is ~14000 on this batch), no moving average. Rate and norm are chosen so that every variable
+    moves in float32 and the loss of the second step is lower (a global norm of 1 leaves some
+    batch-norm parameters unmoved; larger steps raise the loss on these synthetic weights)."""
+    text = pipeline(optimizer=MOMENTUM, train_extra="  gradient_clipping_by_norm: 100.0\n")
     for old, new in (("weighted_sigmoid { }", "weighted_softmax { logit_scale: 2.0 }"),
                      ("weighted_smooth_l1 { }", "weighted_l2 { }"),
                      ("loss_type: CLASSIFICATION", "loss_type: BOTH"),
@@ -177,7 +179,7 @@ def test_every_gradient(sides):
     assert all(np.any(g != 0) for g in tf1_grads.values())
     clip = sides["training"].train.gradient_clipping_by_norm
     if clip:
-        assert sum(np.linalg.norm(g) > clip for g in tf1_grads.values()) >= 10
+        assert np.sqrt(sum(np.sum(np.square(g)) for g in tf1_grads.values())) > clip  # the global norm clips
 
 
 def test_every_variable_after_the_step(sides):

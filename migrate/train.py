@@ -259,6 +259,12 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
     notes = []
     out = os.path.abspath(out or default_out(converted))
     resume = _check_out(out, force)  # last: with force it removes OUT, so only once the input is good
+    if resume:
+        try:
+            trainer.resume_settings(out, trainer.run_settings(training_config, batch, accumulate, precision,
+                                                              freeze_batch_norm), max_memory_mb)
+        except trainer.ResumeError as e:
+            raise TrainInputError(str(e)) from None
     scope = distribute.Replicas(strategy).scope  # the model's variables must be the strategy's
     with scope():
         model = detector.load_model(converted)
@@ -299,11 +305,14 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
             atomic_write.write_text(os.path.join(folder, PIPELINE_CONFIG), pipeline_text)
         export_saved_model(trained, os.path.join(folder, "saved_model"))
 
-    result = trainer.train(model, training_config, train_records, out, steps=steps, batch_size=batch_size,
-                           accumulate=accumulate, freeze_batch_norm=freeze_batch_norm,
-                           checkpoint_every=checkpoint_every, progress=report, label_map=labels, seed=seed,
-                           write_extra=extra, strategy=strategy, precision=precision, recompute=recompute,
-                           max_memory_mb=max_memory_mb, say=say)
+    try:
+        result = trainer.train(model, training_config, train_records, out, steps=steps, batch_size=batch_size,
+                               accumulate=accumulate, freeze_batch_norm=freeze_batch_norm,
+                               checkpoint_every=checkpoint_every, progress=report, label_map=labels, seed=seed,
+                               write_extra=extra, strategy=strategy, precision=precision, recompute=recompute,
+                               max_memory_mb=max_memory_mb, say=say)
+    except trainer.ResumeError as e:
+        raise TrainInputError(str(e)) from None
     result = {"out": out, "notes": notes, **result}
     say(f"trained to step {result['step']} -> {result['model_dir']}")
     if eval_records:

@@ -89,7 +89,7 @@ def _command(setup, out, steps):
     return [sys.executable, "-m", "migrate"] + _argv(setup, out, steps) + ["--checkpoint-every", "2"]
 
 
-def test_a_killed_run_resumes_where_it_was(setup, tmp_path):
+def test_a_killed_run_resumes_where_it_was(setup, tmp_path, capsys):
     env = {**os.environ, "PYTHONPATH": REPO}
     out = tmp_path / "killed"
     proc = subprocess.Popen(_command(setup, out, 30), cwd=REPO, env=env, stdout=subprocess.PIPE,
@@ -108,6 +108,13 @@ def test_a_killed_run_resumes_where_it_was(setup, tmp_path):
     resumed = subprocess.run(_command(setup, out, 30), cwd=REPO, env=env, capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "resuming the run" in resumed.stderr and "trained to step 30" in resumed.stdout
+    # Its checkpoints hold a float32 run of batch 4: resuming it otherwise is refused in one line.
+    for extra, words in ((["--batch", "2"], ["batch_size 4, not 2"]),
+                         (["--precision", "mixed_bfloat16"], ["precision float32, not mixed_bfloat16"])):
+        capsys.readouterr()
+        assert main(_command(setup, out, 32)[3:] + extra) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and all(w in err[0] for w in words), err
     straight = subprocess.run(_command(setup, tmp_path / "straight", 30), cwd=REPO, env=env, capture_output=True,
                               text=True)
     assert straight.returncode == 0, straight.stderr[-2000:]

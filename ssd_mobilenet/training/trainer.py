@@ -51,6 +51,7 @@ from ssd_mobilenet.training import augmentation, builders, data
 from ssd_mobilenet.training import precision as precision_lib
 from ssd_mobilenet.training.distribute import Replicas, num_replicas
 from ssd_mobilenet.training.recompute import Recomputed
+from ssd_mobilenet import atomic_write
 from ssd_mobilenet.atomic_write import atomic_directory
 from ssd_mobilenet.training.optimizers import clip_gradients_by_global_norm
 from ssd_mobilenet.training.ssd_loss import CLASSIFICATION_LOSS, LOCALIZATION_LOSS, SSDLoss
@@ -59,6 +60,8 @@ REGULARIZATION_LOSS = "Loss/regularization_loss"
 TOTAL_LOSS = "Loss/total_loss"
 CHECKPOINT_DIR = "checkpoints"  # under train's output directory: the resumable training state
 MODEL_DIR = "model"  # under train's output directory: the trained model, as `convert` writes one
+# Under CHECKPOINT_DIR: the settings a run started with, which its checkpoints depend on (see `ResumeError`).
+RUN_SETTINGS = "run_settings.json"
 _MODEL_INPUTS = ("image", "boxes", "classes", "num_boxes")
 
 
@@ -79,6 +82,40 @@ def groundtruth(boxes, classes, num_boxes, num_classes: int):
     weights = tf.cast(tf.range(rows)[tf.newaxis, :] < num_boxes[:, tf.newaxis], tf.float32)
     one_hot = tf.one_hot(classes - 1, num_classes)  # class 0 (padding) -> all zeros
     return tf.unstack(boxes), tf.unstack(one_hot), tf.unstack(weights)
+
+
+class ResumeError(ValueError):
+    """A run asked to resume under other settings than it started with: its checkpoints hold
+    another optimiser state (loss scale, accumulators, frozen batch norm) or another input
+    pipeline (batch size), so they would restore partly or not at all."""
+
+
+def run_settings(training_config, batch_size: int, accumulate: int, precision: str, freeze_batch_norm) -> dict:
+    """The settings a run's checkpoints depend on, as `RUN_SETTINGS` records them."""
+    return {"batch_size": batch_size, "accumulate": accumulate, "precision": precision,
+            "freeze_batch_norm": batch_norm_frozen(training_config, freeze_batch_norm)}
+
+
+def resume_settings(output_dir: str, wanted: dict, max_memory_mb=None) -> dict | None:
+    """The settings `output_dir`'s run started with (None for a new run), after checking `wanted`
+    against them. A resumed `max_memory_mb` run keeps the batch it chose (no second search,
+    which could choose another under other load). Raises `ResumeError` naming the setting."""
+    import json
+    path = os.path.join(output_dir, CHECKPOINT_DIR, RUN_SETTINGS)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path) as f:
+            started = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ResumeError(f"{path}: unreadable ({e}); remove the run folder to start again") from None
+    for key, value in wanted.items():
+        if key == "batch_size" and max_memory_mb is not None:
+            continue
+        if started.get(key) != value:
+            raise ResumeError(f"{path}: this run started with {key} {started.get(key)}, not {value}; resume it with "
+                              f"the settings it started with, or train into another folder")
+    return started
 
 
 def batch_norm_frozen(config, freeze_batch_norm=None) -> bool:
@@ -332,9 +369,17 @@ def train(model, training_config, records, output_dir, *, steps: int | None = No
        "resumed_from": the step the run started at (0 for a fresh run), "batch_size": images per step}.
     Raises:
       memory_budget.BudgetError, runtime.RuntimeConfigError: with `max_memory_mb` (see there).
+      ResumeError: `output_dir` holds a run started with another batch size, accumulation,
+        precision or batch-norm freezing (`RUN_SETTINGS`), before anything runs.
     """
     steps = training_config.train.num_steps if steps is None else int(steps)
     batch_size = training_config.train.batch_size if batch_size is None else int(batch_size)
+    settings = run_settings(training_config, batch_size, accumulate, precision, freeze_batch_norm)
+    started = resume_settings(output_dir, settings, max_memory_mb)
+    if started is not None and max_memory_mb is not None:
+        batch_size, max_memory_mb = started["batch_size"], None
+        if say is not None:
+            say(f"batch size {batch_size}: the batch this run chose for its memory budget")
     if steps <= 0:
         raise ValueError(f"steps must be positive, got {steps} (set num_steps or pass steps)")
     if max_memory_mb is None and batch_size % (accumulate * num_replicas(strategy)):
@@ -353,6 +398,10 @@ def train(model, training_config, records, output_dir, *, steps: int | None = No
             parts = f" ({accumulate} micro-batches of {micro})" if accumulate > 1 else ""
             say(f"batch size {batch_size}{parts}: the largest whose measured training step peaks under "
                 f"{max_memory_mb:g} MiB")
+    if started is None:
+        import json
+        atomic_write.write_text(os.path.join(output_dir, CHECKPOINT_DIR, RUN_SETTINGS),
+                                json.dumps(dict(settings, batch_size=batch_size), indent=1))
     iterator = iter(_dataset(records, model, batch_size // accumulate, label_map, seed, training_config))
     checkpoint = trainer.checkpoint(iterator=iterator)
     manager = tf.train.CheckpointManager(checkpoint, os.path.join(output_dir, CHECKPOINT_DIR),

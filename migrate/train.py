@@ -293,8 +293,12 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
             "each per micro-batch")
     say(levers_line(training_config, precision, recompute, accumulate, freeze_batch_norm, max_memory_mb))
 
+    reported = []
+
     def report(step, losses, images_per_second):
-        if step % every == 0 or step == steps:
+        # A mixed_float16 step skipped for non-finite gradients leaves the step where it was: one line per step.
+        if (step % every == 0 or step == steps) and reported[-1:] != [step]:
+            reported.append(step)
             parts = ", ".join(f"{k.split('/')[-1].replace('_loss', '')} {v:.4f}" for k, v in losses.items()
                               if k != trainer.TOTAL_LOSS)
             say(f"step {step}/{steps}: loss {losses[trainer.TOTAL_LOSS]:.4f} ({parts}), {images_per_second:.1f} "

@@ -232,3 +232,16 @@ def test_tflite_sides_without_the_models_size_are_refused(small, tmp_path, capsy
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "batch 1" in err[0] and "--batch" in err[0], err
     assert not json_path.exists()
+
+
+def test_tflite_runner_gives_the_tf1_detections(small, tmp_path):
+    # The runner bench times feeds the file's uint8 input and returns the four outputs as the TF
+    # sides do; within 1e-5 of the TF1 session (TFLite's kernels round in the last float32 bits,
+    # tests/test_export_tflite.py; counts, classes and order exactly).
+    src, out = small
+    images = random_images(5, 1, 128, 128)
+    path = bench.export_sides(out, str(tmp_path), ["tflite"])["tflite"]
+    ours = bench.runner("tflite", src, out, path, threads=1)(images)
+    ref = bench.runner("tf1_session", src, out)(images)
+    assert ref["num_detections"].min() > 0
+    check_detections(ours, ref)

@@ -209,6 +209,12 @@ def test_tflite_sides_run_at_batch_1_and_the_models_size_only(small, tmp_path, c
         # Its own process's RSS; no TensorFlow allocator peak (the interpreter's arena is its own).
         assert r["peak_rss_bytes"] >= r["rss_bytes"] > 100 * 2**20 and r["rss_ratio"] > 0
         assert r["alloc_transient_bytes"] is None and r.get("alloc_ratio") is None
+        # Against the TF1 process's RSS right after the same cell, which it ran first (not its
+        # peak over every size and batch).
+        base = report["memory"]["tf1_session"]
+        assert base["keys"][0] == "128x128/b1" and base["batches"][0]["shape"] == [1, 128, 128, 3]
+        assert base["batches"][0]["peak_rss_bytes"] <= base["peak_rss_bytes"]
+        assert r["rss_ratio"] == pytest.approx(r["peak_rss_bytes"] / base["batches"][0]["peak_rss_bytes"])
     # The file sizes are the exported files': int8 weights take a quarter of float32's bytes.
     assert 0 < rows["tflite_int8"]["file_bytes"] < rows["tflite"]["file_bytes"] / 2
     table = [line.split() for line in printed.splitlines()]

@@ -35,8 +35,11 @@ _SIDE_TEXT = {
               "default is one thread. It takes one image of the model's input size, so it runs at batch 1 and "
               "that size only, interleaved with the TF1 session as every side; the TF1 session's row there is "
               "its baseline. `file MiB` is the `.tflite` file. No allocator peak (`n/a`): the interpreter "
-              "allocates from its own arena; its RSS is that of a process that imported TensorFlow (the "
-              "interpreter ships in it), so a process with only the LiteRT runtime would hold less.",
+              "allocates from its own arena. Its RSS is that of a process that imported TensorFlow (the "
+              "interpreter ships in it), so a process with only the LiteRT runtime would hold less; its RSS "
+              "ratios are to the TF1 session's memory process right after that same size and batch (which "
+              "every memory process then runs first), not to that process's peak over every size and batch "
+              "the `tf1_session` rows show.",
     "tflite_int8": "the same with the file `migrate export --int8` writes: the network's convolutions int8 "
                    "(weights and activations, calibrated on the generated images `export` uses without "
                    "--calibration), post-processing float32; detections agree with the float model's by class "

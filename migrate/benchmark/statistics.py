@@ -70,14 +70,26 @@ def _report(latency, memory_results, sides, sizes, batches, repeats, warmup, bas
                         row["peak_rss_bytes"] = mem["peak_rss_bytes"]
                         row["rss_bytes"] = mem.get("rss_bytes")
                         if base_mem is not None:
+                            base_rss = _baseline_rss(base_mem, key if side in TFLITE_SIDES else None)
                             row["alloc_ratio"] = _ratio(row["alloc_transient_bytes"], _transient(base_mem, key))
-                            row["rss_ratio"] = _ratio(mem["peak_rss_bytes"], base_mem["peak_rss_bytes"])
-                            row["steady_rss_ratio"] = _ratio(mem.get("rss_bytes"), base_mem.get("rss_bytes"))
+                            row["rss_ratio"] = _ratio(mem["peak_rss_bytes"], base_rss[0])
+                            row["steady_rss_ratio"] = _ratio(mem.get("rss_bytes"), base_rss[1])
                     rows.append(row)
     return {"rows": rows, "sizes": [list(s) for s in sizes], "batches": list(batches), "sides": sides,
             "repeats": repeats, "warmup": warmup, "env": base_env, "onednn": [str(s) for s in latency],
             "device": "GPU" if tf.config.list_physical_devices("GPU") else "CPU", "tensorflow": tf.__version__,
             "cpu_count": os.cpu_count(), "memory": memory_results, "tflite": tflite, "file_bytes": file_bytes or {}}
+
+
+def _baseline_rss(result, key=None) -> tuple:
+    """(peak RSS, steady RSS) of the baseline's memory process: over all its runs, or with `key`
+    ("HxW/bN", the TFLite sides' one cell, which that process runs first) right after that cell.
+    A TFLite process runs that cell only; set against the baseline's peak after every size and
+    batch it would look smaller for what the TF1 process ran besides."""
+    if key is None:
+        return result["peak_rss_bytes"], result.get("rss_bytes")
+    b = result["batches"][result["keys"].index(key)]
+    return b.get("peak_rss_bytes"), b.get("rss_bytes")
 
 
 def _transient(result, key):

@@ -74,9 +74,13 @@ def _measure(request, sides, sizes, batches, settings, base_env, memory, memory_
     memory_results = {}
     if memory:
         for side in sides:
-            # The sizes and batches the side runs at, in the report's order; "keys" names them
-            # (the result's "batches" follow it).
+            # The sizes and batches the side runs at; "keys" names them (the result's "batches"
+            # follow it).
             cells = [(size, b) for size in sizes for b in batches if applies(side, size, b, request.get("model_size"))]
+            if request.get("model_size"):
+                # The TFLite sides' one cell first in every process, so the baseline's RSS after it
+                # (`statistics._report`) is what that cell alone took, as in the TFLite processes.
+                cells.sort(key=lambda cell: (tuple(cell[0]), cell[1]) != (tuple(request["model_size"]), 1))
             say(f"memory: {side} in a fresh process")
             memory_results[side] = measure.measure_isolated(
                 "migrate.benchmark.sides:runner",

@@ -52,12 +52,18 @@ def main() -> int:
         converted = os.path.join(tmp, "converted")
         progress(f"converting {src}")
         convert.convert(src, converted)
-        os.makedirs(args.out_dir, exist_ok=True)
-        report = bench.bench(src, converted, sizes=bench.parse_sizes(args.size), batches=bench.parse_batches(args.batch),
-                             repeats=args.repeats, onednn=args.onednn,
-                             sides=args.sides.split(",") if args.sides else bench.DEFAULT_SIDES,
-                             weight_cache=args.weight_cache, progress=progress)
+        try:
+            report = bench.bench(src, converted, sizes=bench.parse_sizes(args.size),
+                                 batches=bench.parse_batches(args.batch), repeats=args.repeats, onednn=args.onednn,
+                                 sides=args.sides.split(",") if args.sides else bench.DEFAULT_SIDES,
+                                 weight_cache=args.weight_cache, progress=progress)
+        except bench.BenchInputError as e:  # e.g. TFLite sides without the model's size in --size
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         print(bench.format_table(report))
+        if report.get("tflite"):
+            print(bench.tflite_settings(report))
+        os.makedirs(args.out_dir, exist_ok=True)
         bench.write_json(report, os.path.join(args.out_dir, "benchmarks.json"), force=True)
         command = (f"python scripts/bench.py --batch {args.batch} --size {args.size} --repeats {args.repeats}"
                    + (f" --onednn {args.onednn}" if args.onednn else "")

@@ -16,13 +16,22 @@ Sides (`SIDES`), each a runner `run(images uint8 [N, H, W, 3]) -> dict of output
   detector_exact     `ssd_mobilenet.load(..., fold_batch_norm=False, slice_size=None)`: op for op the graph
   detector_xla       `ssd_mobilenet.load(..., jit_compile=True)`
   detector_mixed     `precision="mixed_bfloat16"` on CPUs, `"mixed_float16"` on GPUs
+  tflite             the `.tflite` file `migrate export` writes by default (float32, per-class NMS,
+                     uint8 input [1, H, W, 3]) in `tf.lite.Interpreter(model_path, num_threads=N)`
+                     (its default op resolver applies the XNNPACK delegate), through the signature
+  tflite_int8        the same with the `export --int8` file (calibrated on generated images)
+  (the TFLite files are exported first as the SavedModels above; they are named with --sides,
+  not in the default set, and run only at batch 1 and the model's input size, which the run
+  must include: every other row has no TFLite entry, and the report lists those)
 
 Latency: every side runs in ONE worker process, interleaved (round r times every side once,
 in an order rotated every round), so machine noise hits all sides alike; the ratio is
 median(side) / median(tf1_session), with a 95% interval from resampling the rounds in pairs
 (`ratio_interval`). Memory: each side in its own fresh process
 (`migrate.common.measure.measure_isolated`): the TensorFlow allocator's transient peak per batch
-(peak - resident before the runs) and the process's peak RSS. Both kinds of worker get
+(peak - resident before the runs; not for the TFLite sides, whose interpreter has its own arena)
+and the process's peak RSS. Model size: the bytes on disk of what a side loads (frozen graph,
+SavedModel directory, .tflite file). Both kinds of worker get
 the same environment (`TF_CPU_ALLOCATOR_USE_BFC=true`, threads, oneDNN setting, weight
 cache), so a ratio is the migration's effect, not an environment flag's. `onednn` runs the latency
 worker once per oneDNN setting to show that lever for both sides.
@@ -37,33 +46,37 @@ import os
 import shutil
 import tempfile
 
-from migrate.benchmark.inputs import BenchInputError, _check_frozen_graph, parse_batches, parse_sizes
+from migrate.benchmark.inputs import BenchInputError, _check_frozen_graph, _frozen_graph, check_tflite, parse_batches, \
+    parse_sizes
 from migrate.benchmark.interleaving import MAX_ROUNDS_FACTOR, interleaved_latency, rounds
 from migrate.benchmark.plot import PLOT_EXTRA, check_plot, plot_available, write_plot
-from migrate.benchmark.sides import (BASELINE, DETECTION_OUTPUTS, EXPORTED_SIDES, SIDES, export_sides,
-                                     mixed_precision, runner)
+from migrate.benchmark.sides import (BASELINE, DEFAULT_SIDES, DETECTION_OUTPUTS, EXPORTED_SIDES, SIDES, TFLITE_EXPORTS,
+                                     TFLITE_SIDES, applies, export_sides, exported_path, mixed_precision, runner)
 from migrate.benchmark.statistics import RATIO_INTERVAL, _report, ratio_interval
-from migrate.benchmark.tables import TARGETS, format_table, scaling, targets, write_json, write_markdown
+from migrate.benchmark.tables import (TARGETS, format_table, scaling, targets, tflite_settings, write_json,
+                                      write_markdown)
 from migrate.benchmark.workers import _measure, _run_export_process
 from migrate.common import measure
 
 # The public names of `migrate.bench`, wherever they live now.
-__all__ = ["BASELINE", "DETECTION_OUTPUTS", "EXPORTED_SIDES", "MAX_ROUNDS_FACTOR", "PLOT_EXTRA", "RATIO_INTERVAL",
-           "SIDES", "TARGETS", "BenchInputError", "bench", "check_plot", "export_sides", "format_table",
-           "interleaved_latency", "mixed_precision", "parse_batches", "parse_sizes", "plot_available",
-           "ratio_interval", "rounds", "runner", "scaling", "targets", "write_json", "write_markdown", "write_plot"]
+__all__ = ["BASELINE", "DEFAULT_SIDES", "DETECTION_OUTPUTS", "EXPORTED_SIDES", "MAX_ROUNDS_FACTOR", "PLOT_EXTRA",
+           "RATIO_INTERVAL", "SIDES", "TARGETS", "TFLITE_SIDES", "BenchInputError", "bench", "check_plot",
+           "export_sides", "format_table", "interleaved_latency", "mixed_precision", "parse_batches", "parse_sizes",
+           "plot_available", "ratio_interval", "rounds", "runner", "scaling", "targets", "tflite_settings",
+           "write_json", "write_markdown", "write_plot"]
 
 
-def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=SIDES, repeats=10, warmup=2,
+def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=DEFAULT_SIDES, repeats=10, warmup=2,
           memory=True, memory_repeats=2, onednn=None, env=None, weight_cache=False, memory_growth=False,
-          memory_limit_mb=None, trace_dir=None, progress=None) -> dict:
+          memory_limit_mb=None, trace_dir=None, progress=None, tflite_threads=None) -> dict:
     """Runs the benchmark; returns a JSON-able report (see `format_table` for the columns).
 
     Args:
       src: TF1 model directory (or its frozen_inference_graph.pb).
       converted: a directory written by `migrate convert`.
       sizes: [(H, W)] input image sizes; batches: batch sizes.
-      sides: which of `SIDES` (the baseline `tf1_session` is always included).
+      sides: which of `SIDES` (the baseline `tf1_session` is always included; default
+        `DEFAULT_SIDES`, every side but the TFLite ones).
       repeats, warmup: interleaved timed rounds (at the largest batch; smaller ones get more,
         see `rounds`) and untimed runs per side per batch.
       memory: also measure allocator and RSS peaks, one fresh process per side.
@@ -75,9 +88,12 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=S
         a limit also caps the CPU allocator of the memory workers (on GPUs those run with
         memory growth, as `migrate.common.measure` sets it).
       trace_dir: write a profiler trace of each side to `trace_dir/<side>`.
+      tflite_threads: the TFLite interpreter's `num_threads` (default `os.cpu_count()`), given
+        to it explicitly (its own default is one thread).
     Raises:
-      BenchInputError: a missing model directory or frozen graph, an unknown side, or
-        memory growth together with a memory limit.
+      BenchInputError: a missing model directory or frozen graph, an unknown side, memory
+        growth together with a memory limit, or TFLite sides the run cannot measure
+        (`check_tflite`: the model's size or batch 1 not requested).
     """
     say = progress or (lambda msg: None)
     _check_frozen_graph(src)
@@ -93,6 +109,16 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=S
     if unknown:
         raise BenchInputError(f"unknown side(s) {', '.join(unknown)}; choose from {', '.join(SIDES)}")
     sides = [BASELINE] + [s for s in sides if s != BASELINE]
+    tflite_sides = [s for s in sides if s in TFLITE_SIDES]
+    model_size, tflite = None, None
+    if tflite_sides:
+        model_size = check_tflite(converted, tflite_sides, sizes, batches)
+        tflite_threads = os.cpu_count() if tflite_threads is None else tflite_threads
+        if tflite_threads < 1:
+            raise BenchInputError(f"--threads {tflite_threads}: must be >= 1")
+        tflite = {"threads": tflite_threads, "model_size": list(model_size), "batch": 1,
+                  "not_measured": [f"{h}x{w}/b{b}" for h, w in sizes for b in batches
+                                   if not applies(TFLITE_SIDES[0], (h, w), b, model_size)]}
     settings = {None: [None], "both": ["0", "1"]}.get(onednn, [onednn])
     base_env = {**measure.BASE_ENV, **(env or {})}
     if weight_cache:
@@ -103,17 +129,38 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=S
     request = {"sides": sides, "src": os.path.abspath(src), "converted": os.path.abspath(converted),
                "sizes": [list(s) for s in sizes], "batches": list(batches), "warmup": warmup, "repeats": repeats,
                "memory_growth": memory_growth, "memory_limit_mb": memory_limit_mb,
-               "trace_dir": os.path.abspath(trace_dir) if trace_dir else None}
-    exported = [s for s in sides if s in EXPORTED_SIDES]
+               "trace_dir": os.path.abspath(trace_dir) if trace_dir else None,
+               "model_size": list(model_size) if model_size else None, "tflite_threads": tflite_threads}
+    exported = [s for s in sides if s in EXPORTED_SIDES or s in TFLITE_EXPORTS]
     export_dir = tempfile.mkdtemp(prefix="migrate-bench-export-") if exported else None
     try:
         if exported:
             say(f"exporting {', '.join(exported)} from {converted}")
             _run_export_process(request["converted"], export_dir, exported, base_env)
-            request["saved_models"] = {side: os.path.join(export_dir, side) for side in exported}
+            request["exported"] = {side: exported_path(export_dir, side) for side in exported}
+        files = _file_bytes(sides, src, converted, request.get("exported", {}))
         latency, memory_results = _measure(request, sides, sizes, batches, settings, base_env, memory, memory_repeats,
                                            say)
     finally:
         if export_dir:
             shutil.rmtree(export_dir, ignore_errors=True)
-    return _report(latency, memory_results, sides, sizes, batches, repeats, warmup, base_env)
+    return _report(latency, memory_results, sides, sizes, batches, repeats, warmup, base_env, tflite, files)
+
+
+def _file_bytes(sides, src, converted, exported) -> dict:
+    """{side: bytes on disk of the model it loads}: the frozen graph for the TF1 sides, the
+    SavedModel directory or `.tflite` file for the others; the `detector*` sides (the converted
+    checkpoint, restored into Keras) are left out."""
+    def size(path):
+        if os.path.isfile(path):
+            return os.path.getsize(path)
+        return sum(os.path.getsize(os.path.join(root, f)) for root, _, names in os.walk(path) for f in names)
+    out = {}
+    for side in sides:
+        if side.startswith("tf1_"):
+            out[side] = size(_frozen_graph(src))
+        elif side in exported:
+            out[side] = size(exported[side])
+        elif side == "saved_model" and os.path.isdir(os.path.join(converted, "saved_model")):
+            out[side] = size(os.path.join(converted, "saved_model"))
+    return out

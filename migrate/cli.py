@@ -232,14 +232,16 @@ def _verify(args) -> int:
 
 
 def _add_bench_parser(sub):
-    from migrate.bench import SIDES
+    from migrate.bench import DEFAULT_SIDES, SIDES, TFLITE_SIDES
     p = sub.add_parser("bench", help="latency and memory of the TF1 graph vs the converted model, side by side")
     p.add_argument("src", help="the TF1 model directory (with frozen_inference_graph.pb)")
     p.add_argument("converted", help="the converted directory")
     p.add_argument("--batch", default="1,8", help="batch sizes, comma separated (default 1,8)")
     p.add_argument("--size", default="480x640", help="image sizes HxW, comma separated (default 480x640)")
-    p.add_argument("--sides", default=",".join(SIDES),
-                   help=f"what to measure, comma separated (default all: {','.join(SIDES)})")
+    p.add_argument("--sides", default=",".join(DEFAULT_SIDES),
+                   help=f"what to measure, comma separated, of {','.join(SIDES)} (default all but "
+                        f"{','.join(TFLITE_SIDES)}: those run at batch 1 and the model's input size only, "
+                        "which --size must then include)")
     p.add_argument("--repeats", type=int, default=10,
                    help="interleaved timed rounds at the largest batch; smaller batches get up to 4x (default 10)")
     p.add_argument("--warmup", type=int, default=2, help="untimed runs per side per batch (default 2)")
@@ -247,7 +249,9 @@ def _add_bench_parser(sub):
     p.add_argument("--onednn", choices=("0", "1", "both"),
                    help="TF_ENABLE_ONEDNN_OPTS for every side (both: latency under each; default: TensorFlow's)")
     p.add_argument("--threads", type=int, metavar="N",
-                   help="intra- and inter-op threads for every side (TF_NUM_INTRAOP/INTEROP_THREADS)")
+                   help="intra- and inter-op threads for every TensorFlow side (TF_NUM_INTRAOP/INTEROP_THREADS; "
+                        "default: TensorFlow's) and the TFLite interpreter's num_threads (default: the logical "
+                        "cores)")
     p.add_argument("--weight-cache", action="store_true",
                    help="CPU: oneDNN convolutions cache their reordered filters (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 "
                         "for every side; for inference-only processes)")
@@ -282,7 +286,7 @@ def _bench(args) -> int:
                              warmup=args.warmup, memory=not args.no_memory, onednn=args.onednn, env=env,
                              weight_cache=args.weight_cache,
                              memory_growth=args.memory_growth, memory_limit_mb=args.memory_limit,
-                             trace_dir=args.trace, progress=_progress(args.quiet))
+                             trace_dir=args.trace, progress=_progress(args.quiet), tflite_threads=args.threads)
     except bench.BenchInputError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -291,6 +295,8 @@ def _bench(args) -> int:
         print(f"error: {lines[0] if lines else type(e).__name__}", file=sys.stderr)
         return EXIT_FAIL
     print(bench.format_table(report))
+    if report.get("tflite"):
+        print(bench.tflite_settings(report))
     if args.json:
         bench.write_json(report, args.json, force=True)
     if args.markdown:
@@ -298,7 +304,7 @@ def _bench(args) -> int:
                    f"--repeats {args.repeats}" + (f" --onednn {args.onednn}" if args.onednn else "")
                    + (f" --threads {args.threads}" if args.threads else "")
                    + (" --weight-cache" if args.weight_cache else "")
-                   + (f" --sides {args.sides}" if args.sides != ",".join(bench.SIDES) else "")
+                   + (f" --sides {args.sides}" if args.sides != ",".join(bench.DEFAULT_SIDES) else "")
                    + (" --no-memory" if args.no_memory else "") + f" --markdown {args.markdown}")
         bench.write_markdown(report, args.markdown, command, force=True)
     if args.plot:

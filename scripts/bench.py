@@ -6,8 +6,10 @@
 Without --src it takes the 2018 zoo graph from ../shared (built into a full TF1 model directory
 with synthetic weights by ../shared/tools/make_zoo_fixture.py) when present, else the built-in
 default model (`migrate.default_model`). It converts the model into a temporary directory,
-runs the benchmark of `python -m migrate bench` with every side (or `--sides`), and writes docs/benchmarks.md and
-docs/benchmarks.json, and docs/benchmarks.png where matplotlib is installed (replacing them).
+runs the benchmark of `python -m migrate bench` with every side but the TFLite ones (or `--sides`), and writes
+docs/benchmarks.md and docs/benchmarks.json, and docs/benchmarks.png where matplotlib is installed (replacing them).
+The TFLite sides (`--sides ...,tflite,tflite_int8`) run at batch 1 and the model's input size only, which
+`--size` must then include (the zoo graph's: `--size 480x640,300x300`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def main() -> int:
     p.add_argument("--onednn", choices=("0", "1", "both"))
     p.add_argument("--weight-cache", action="store_true",
                    help="every side with oneDNN's filter cache (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1)")
-    p.add_argument("--sides", help="comma separated (default: every side of `migrate bench`)")
+    p.add_argument("--sides", help="comma separated (default: every side of `migrate bench` but tflite, tflite_int8)")
     p.add_argument("--out-dir", default=os.path.join(REPO, "docs"))
     args = p.parse_args()
     from migrate import bench, convert
@@ -50,12 +52,18 @@ def main() -> int:
         converted = os.path.join(tmp, "converted")
         progress(f"converting {src}")
         convert.convert(src, converted)
-        os.makedirs(args.out_dir, exist_ok=True)
-        report = bench.bench(src, converted, sizes=bench.parse_sizes(args.size), batches=bench.parse_batches(args.batch),
-                             repeats=args.repeats, onednn=args.onednn,
-                             sides=args.sides.split(",") if args.sides else bench.SIDES,
-                             weight_cache=args.weight_cache, progress=progress)
+        try:
+            report = bench.bench(src, converted, sizes=bench.parse_sizes(args.size),
+                                 batches=bench.parse_batches(args.batch), repeats=args.repeats, onednn=args.onednn,
+                                 sides=args.sides.split(",") if args.sides else bench.DEFAULT_SIDES,
+                                 weight_cache=args.weight_cache, progress=progress)
+        except bench.BenchInputError as e:  # e.g. TFLite sides without the model's size in --size
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         print(bench.format_table(report))
+        if report.get("tflite"):
+            print(bench.tflite_settings(report))
+        os.makedirs(args.out_dir, exist_ok=True)
         bench.write_json(report, os.path.join(args.out_dir, "benchmarks.json"), force=True)
         command = (f"python scripts/bench.py --batch {args.batch} --size {args.size} --repeats {args.repeats}"
                    + (f" --onednn {args.onednn}" if args.onednn else "")

@@ -10,6 +10,9 @@ import pytest
 from conftest import check_detections, needs_shared, random_images
 from migrate import bench
 from migrate.cli import main
+from migrate.tf1 import assign, builder
+from ssd_mobilenet import SSDMobileNetV1, detector
+from ssd_mobilenet.config import SSDConfig
 
 
 def test_sizes_and_batches_parse_or_fail_with_the_flag_named():
@@ -159,3 +162,92 @@ def test_runners_give_the_tf1_detections(converted, tmp_path):
         assert verify.compare_detections(exact, ref, i, atol=1e-5, rtol=0)["ok"]
         assert verify.match_detections(mixed, ref, i, config["score_threshold"], 0.05, config["max_total_detections"],
                                        config["iou_threshold"])["ok"]
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """(TF1 model directory, converted directory) of a small model (depth 0.25, 128x128, 3
+    classes) for the TFLite sides: the TF1 builder's directory with seeded synthetic weights,
+    and the same weights assigned as `convert` assigns them, saved as a converted directory
+    (config and checkpoint: what bench exports the TFLite files from)."""
+    root = tmp_path_factory.mktemp("bench_small")
+    config = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
+    weights = builder.synthetic_weights(config, seed=0)
+    src, out = str(root / "tf1"), root / "tf2"
+    builder.write_model_dir(config, src, weights=weights)
+    model = SSDMobileNetV1(config)
+    assign.assign(weights, model)
+    out.mkdir()
+    detector.save(model, str(out))
+    return src, str(out)
+
+
+def test_tflite_sides_run_at_batch_1_and_the_models_size_only(small, tmp_path, capsys):
+    src, out = small
+    json_path, md_path = tmp_path / "bench.json", tmp_path / "benchmarks.md"
+    assert main(["bench", src, out, "--sides", "tf1_session,tflite,tflite_int8", "--size", "128x128,96x96",
+                 "--batch", "1,2", "--repeats", "1", "--warmup", "1", "--json", str(json_path),
+                 "--markdown", str(md_path), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    report = json.loads(json_path.read_text())
+    cells = {(r["side"], tuple(r["size"]), r["batch"]) for r in report["rows"]}
+    everywhere = {(s, b) for s in ((128, 128), (96, 96)) for b in (1, 2)}
+    # The TF1 session everywhere; the TFLite files (one 128x128 image) at batch 1 and 128x128 only.
+    assert cells == {("tf1_session", *c) for c in everywhere} | {("tflite", (128, 128), 1),
+                                                                   ("tflite_int8", (128, 128), 1)}
+    assert report["tflite"] == {"threads": os.cpu_count(), "model_size": [128, 128], "batch": 1,
+                                "not_measured": ["128x128/b2", "96x96/b1", "96x96/b2"]}
+    rows = {r["side"]: r for r in report["rows"] if r["size"] == [128, 128] and r["batch"] == 1}
+    frozen = os.path.getsize(os.path.join(src, "frozen_inference_graph.pb"))
+    assert rows["tf1_session"]["file_bytes"] == frozen
+    for side in ("tflite", "tflite_int8"):
+        r = rows[side]
+        # Interleaved with the session in the same rounds: paired times, a ratio with its interval.
+        assert r["rounds"] == rows["tf1_session"]["rounds"] == 2
+        lo, hi = r["latency_ratio_ci95"]
+        assert r["latency_ratio"] > 0 and lo <= r["latency_ratio"] <= hi
+        # Its own process's RSS; no TensorFlow allocator peak (the interpreter's arena is its own).
+        assert r["peak_rss_bytes"] >= r["rss_bytes"] > 100 * 2**20 and r["rss_ratio"] > 0
+        assert r["alloc_transient_bytes"] is None and r.get("alloc_ratio") is None
+        # Against the TF1 process's RSS right after the same cell, which it ran first (not its
+        # peak over every size and batch).
+        base = report["memory"]["tf1_session"]
+        assert base["keys"][0] == "128x128/b1" and base["batches"][0]["shape"] == [1, 128, 128, 3]
+        assert base["batches"][0]["peak_rss_bytes"] <= base["peak_rss_bytes"]
+        assert r["rss_ratio"] == pytest.approx(r["peak_rss_bytes"] / base["batches"][0]["peak_rss_bytes"])
+    # The file sizes are the exported files': int8 weights take a quarter of float32's bytes.
+    assert 0 < rows["tflite_int8"]["file_bytes"] < rows["tflite"]["file_bytes"] / 2
+    table = [line.split() for line in printed.splitlines()]
+    tflite_line = next(cells for cells in table if cells and cells[0] == "tflite")
+    assert tflite_line.count("n/a") == 2 and f"{rows['tflite']['file_bytes'] / 2**20:.1f}" in tflite_line
+    settings = f"tf.lite.Interpreter(num_threads={os.cpu_count()})"
+    assert settings in printed and "not at 128x128/b2, 96x96/b1, 96x96/b2" in printed
+    md = md_path.read_text()
+    assert settings in md and "- `tflite`: " in md and "- `tflite_int8`: " in md and "XNNPACK" in md
+
+
+def test_tflite_sides_without_the_models_size_are_refused(small, tmp_path, capsys):
+    src, out = small
+    json_path = tmp_path / "bench.json"
+    assert main(["bench", src, out, "--sides", "tflite", "--size", "96x96,64x64", "--json", str(json_path),
+                 "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "128x128" in err[0] and "--size 96x96,64x64,128x128" in err[0], err
+    assert main(["bench", src, out, "--sides", "tflite_int8", "--size", "128x128", "--batch", "2",
+                 "--json", str(json_path), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "batch 1" in err[0] and "--batch" in err[0], err
+    assert not json_path.exists()
+
+
+def test_tflite_runner_gives_the_tf1_detections(small, tmp_path):
+    # The runner bench times feeds the file's uint8 input and returns the four outputs as the TF
+    # sides do; within 1e-5 of the TF1 session (TFLite's kernels round in the last float32 bits,
+    # tests/test_export_tflite.py; counts, classes and order exactly).
+    src, out = small
+    images = random_images(5, 1, 128, 128)
+    path = bench.export_sides(out, str(tmp_path), ["tflite"])["tflite"]
+    ours = bench.runner("tflite", src, out, path, threads=1)(images)
+    ref = bench.runner("tf1_session", src, out)(images)
+    assert ref["num_detections"].min() > 0
+    check_detections(ours, ref)

@@ -45,3 +45,31 @@ def _check_frozen_graph(src: str) -> None:
     path = _frozen_graph(src)
     if graph_traits.is_tflite_export(read_graph_def(path)):
         raise BenchInputError(f"{path}: {graph_traits.TFLITE_REFUSAL}")
+
+
+def check_tflite(converted: str, sides, sizes, batches) -> tuple:
+    """The model's input size (H, W), which the TFLite sides among `sides` run at, after checking
+    that the run measures them somewhere: a file takes one uint8 image of exactly that size, so
+    the run needs that size among `sizes` and batch 1 among `batches` (bench does not resize
+    for them). Raises BenchInputError naming the size otherwise, or for a quantization-aware
+    model (which `migrate export` does not write to TFLite either)."""
+    import json
+
+    from ssd_mobilenet.config import SSDConfig
+    from ssd_mobilenet.detector import CONFIG_FILE
+    with open(os.path.join(converted, CONFIG_FILE), encoding="utf-8") as f:
+        config = SSDConfig.from_dict(json.load(f))
+    model_size = (config.image_height, config.image_width)
+    text = f"{model_size[0]}x{model_size[1]}"
+    named = ", ".join(sides)
+    if config.weight_bits:
+        raise BenchInputError(f"{converted}: a quantization-aware model (FakeQuant ranges); its TFLite export "
+                              f"is not supported (--sides {named})")
+    if model_size not in [tuple(s) for s in sizes]:
+        asked = ",".join(f"{h}x{w}" for h, w in sizes)
+        raise BenchInputError(f"--sides {named}: the TFLite files take one image of the model's input size {text}; "
+                              f"add it to --size (e.g. --size {asked},{text})")
+    if 1 not in batches:
+        raise BenchInputError(f"--sides {named}: the TFLite files take one image (batch 1) of {text}; "
+                              "add 1 to --batch")
+    return model_size

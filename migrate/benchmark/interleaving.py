@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 
-from migrate.benchmark.sides import runner
+from migrate.benchmark.sides import applies, runner
 
 
 def _images(size, batch, seed=0):
@@ -27,10 +27,14 @@ def rounds(repeats: int, batch: int, batches) -> int:
 
 
 def interleaved_latency(sides, src, converted, sizes, batches, warmup=2, repeats=10, trace_dir=None,
-                        progress=None, saved_models=None) -> dict:
+                        progress=None, exported=None, model_size=None, threads=None) -> dict:
     """{side: {"HxW/bN": [ms per run]}} with all sides timed interleaved in this process
-    (`rounds(repeats, batch, batches)` rounds per batch).
+    (`rounds(repeats, batch, batches)` rounds per batch). A side that does not run at a size and
+    batch (`sides.applies`: the TFLite sides outside batch 1 at the model's size `model_size`)
+    has no entry there; the others rotate among themselves.
 
+    `exported`: {side: its SavedModel dir or .tflite file} for the sides bench exported first;
+    `threads`: the TFLite interpreter's thread count.
     `trace_dir`: afterwards, a profiler trace of two runs of each side at the first size and
     batch goes to `trace_dir/<side>`.
     """
@@ -38,19 +42,20 @@ def interleaved_latency(sides, src, converted, sizes, batches, warmup=2, repeats
     runners = {}
     for side in sides:
         say(f"building {side}")
-        runners[side] = runner(side, src, converted, (saved_models or {}).get(side))
+        runners[side] = runner(side, src, converted, (exported or {}).get(side), threads)
     times = {side: {} for side in sides}
     for size in sizes:
         for batch in batches:
             key = f"{size[0]}x{size[1]}/b{batch}"
             images = _images(size, batch)
+            here = [side for side in sides if applies(side, size, batch, model_size)]
             say(f"latency {key}")
-            for side in sides:
+            for side in here:
                 for _ in range(warmup):
                     runners[side](images)
                 times[side][key] = []
             for r in range(rounds(repeats, batch, batches)):
-                order = sides[r % len(sides):] + sides[:r % len(sides)]
+                order = here[r % len(here):] + here[:r % len(here)]
                 for side in order:
                     t = time.perf_counter()
                     runners[side](images)
@@ -59,6 +64,8 @@ def interleaved_latency(sides, src, converted, sizes, batches, warmup=2, repeats
         from ssd_mobilenet import runtime
         images = _images(sizes[0], batches[0])
         for side in sides:
+            if not applies(side, sizes[0], batches[0], model_size):
+                continue
             say(f"trace {side}")
             with runtime.trace(os.path.join(trace_dir, side)):
                 for _ in range(2):

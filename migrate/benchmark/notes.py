@@ -27,6 +27,23 @@ _SIDE_TEXT = {
     "detector_xla": "`ssd_mobilenet.load(CONVERTED, jit_compile=True)`.",
     "detector_mixed": "`ssd_mobilenet.load(CONVERTED, precision='mixed_bfloat16')` on CPUs "
                       "(`'mixed_float16'` on GPUs); detections agree by IoU and class, not to 1e-5.",
+    "tflite": "the `.tflite` file `migrate export` writes by default (float32, per-class NMS in builtin ops, "
+              "uint8 input [1, H, W, 3], batch 1), exported by bench first, run by "
+              "`tf.lite.Interpreter(model_path=..., num_threads=N)` through its `serving_default` signature "
+              "runner, with the interpreter's default op resolver, which applies the XNNPACK delegate; N is "
+              "`--threads` (default: the machine's logical cores), set explicitly because the interpreter's own "
+              "default is one thread. It takes one image of the model's input size, so it runs at batch 1 and "
+              "that size only, interleaved with the TF1 session as every side; the TF1 session's row there is "
+              "its baseline. `file MiB` is the `.tflite` file. No allocator peak (`n/a`): the interpreter "
+              "allocates from its own arena. Its RSS is that of a process that imported TensorFlow (the "
+              "interpreter ships in it), so a process with only the LiteRT runtime would hold less; its RSS "
+              "ratios are to the TF1 session's memory process right after that same size and batch (which "
+              "every memory process then runs first), not to that process's peak over every size and batch "
+              "the `tf1_session` rows show.",
+    "tflite_int8": "the same with the file `migrate export --int8` writes: the network's convolutions int8 "
+                   "(weights and activations, calibrated on the generated images `export` uses without "
+                   "--calibration), post-processing float32; detections agree with the float model's by class "
+                   "and IoU, not exactly.",
 }
 
 _NOTES = """## Why each side runs as it does

@@ -53,6 +53,8 @@ def write_plot(report: dict, path: str, force: bool = False) -> None:
     latency, memory = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     for side in report["sides"]:
         mine = sorted((r for r in rows if r["side"] == side), key=lambda r: r["batch"])
+        if not mine:  # a TFLite side, measured at the model's size only
+            continue
         batches = [r["batch"] for r in mine]
         style = {"marker": "o", "linewidth": 2.5 if side == BASELINE else 1.5}
         latency.plot(batches, [r["latency_ms"]["median"] / r["batch"] for r in mine], label=side, **style)

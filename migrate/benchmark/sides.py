@@ -1,5 +1,6 @@
 """The sides `bench` measures (`SIDES`, see `migrate.bench`), each a runner
-`run(images uint8 [N, H, W, 3]) -> dict of outputs`, and the SavedModels it exports first."""
+`run(images uint8 [N, H, W, 3]) -> dict of outputs`, and the SavedModels and TFLite files it
+exports first."""
 
 from __future__ import annotations
 
@@ -7,22 +8,45 @@ import os
 
 from migrate.benchmark.inputs import BenchInputError, _frozen_graph
 
+# The TFLite sides: the file `migrate export` writes by default (per-class NMS, uint8 input), float32
+# and int8 (calibrated on generated images, as `export --int8` without --calibration), run by
+# `tf.lite.Interpreter` with its default op resolver (which applies the XNNPACK delegate) and an
+# explicit thread count (the interpreter's own default is one thread). A file takes one image of
+# the model's input size, so these sides run only at batch 1 and that size (`applies`).
+TFLITE_SIDES = ("tflite", "tflite_int8")
+
+# Every side `bench` knows; the TFLite ones only when asked for (`DEFAULT_SIDES`), since they need
+# the model's input size among the run's sizes.
 SIDES = ("tf1_session", "tf1_wrap_function", "saved_model", "saved_model_exact", "saved_model_mixed", "detector",
-         "detector_variables", "detector_exact", "detector_xla", "detector_mixed")
+         "detector_variables", "detector_exact", "detector_xla", "detector_mixed") + TFLITE_SIDES
+DEFAULT_SIDES = tuple(s for s in SIDES if s not in TFLITE_SIDES)
 
 # Sides whose SavedModel bench exports first: (variant, precision; None: `mixed_precision()`).
 EXPORTED_SIDES = {"saved_model_exact": ("exact", "float32"), "saved_model_mixed": ("fast", None)}
+# Sides whose TFLite file bench exports first: whether it is int8.
+TFLITE_EXPORTS = {"tflite": False, "tflite_int8": True}
 
 BASELINE = "tf1_session"
 
 DETECTION_OUTPUTS = ("detection_boxes", "detection_scores", "detection_classes", "num_detections")
 
 
-def runner(side: str, src: str, converted: str, saved_model: str = None):
+def applies(side: str, size, batch: int, model_size) -> bool:
+    """Whether `side` runs at image `size` (H, W) and `batch`: every side does, except the TFLite
+    ones, whose files take exactly one image of the model's input size `model_size` (H, W)."""
+    return side not in TFLITE_SIDES or (batch == 1 and tuple(size) == tuple(model_size))
+
+
+def runner(side: str, src: str, converted: str, exported: str = None, threads: int = None):
     """The runner of `side` (see the module docstring) for a TF1 model dir and a converted dir;
-    `saved_model`: the SavedModel directory of a `saved_model*` side (default CONVERTED's)."""
+    `exported`: the SavedModel directory of a `saved_model*` side (default CONVERTED's), or the
+    `.tflite` file of a TFLite side (`export_sides`); `threads`: the TFLite interpreter's thread
+    count (default `os.cpu_count()`; TensorFlow's sides take theirs from the environment)."""
     import numpy as np
     import tensorflow as tf
+
+    if side in TFLITE_SIDES:
+        return _tflite_runner(exported, threads or os.cpu_count())
 
     if side in ("tf1_session", "tf1_wrap_function"):
         graph_def = tf.compat.v1.GraphDef()
@@ -37,7 +61,7 @@ def runner(side: str, src: str, converted: str, saved_model: str = None):
         pruned = wrapped.prune("image_tensor:0", [f"{k}:0" for k in DETECTION_OUTPUTS])
         return lambda images: dict(zip(DETECTION_OUTPUTS, (np.asarray(t) for t in pruned(tf.constant(images)))))
     if side.startswith("saved_model"):
-        serve = tf.saved_model.load(saved_model or os.path.join(converted, "saved_model")).signatures["serving_default"]
+        serve = tf.saved_model.load(exported or os.path.join(converted, "saved_model")).signatures["serving_default"]
         return lambda images: {k: v.numpy() for k, v in serve(input_tensor=tf.constant(images)).items()}
     import warnings
 
@@ -53,17 +77,49 @@ def runner(side: str, src: str, converted: str, saved_model: str = None):
     return lambda images: {k: v.numpy() for k, v in detector(images).items()}
 
 
+def _tflite_runner(path: str, threads: int):
+    """`run(images uint8 [1, h, w, 3]) -> outputs` of a `.tflite` file through its serving
+    signature (`ssd_mobilenet.export.tflite`), on `tf.lite.Interpreter(num_threads=threads)`."""
+    import warnings
+
+    import numpy as np
+    import tensorflow as tf
+
+    from ssd_mobilenet.export import tflite as tflite_lib
+    if not path:
+        raise BenchInputError("a TFLite side needs its exported .tflite file")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "tf.lite.Interpreter is deprecated" (LiteRT): it is what TF ships
+        interpreter = tf.lite.Interpreter(model_path=path, num_threads=int(threads))
+    signature = interpreter.get_signature_runner(tflite_lib.SIGNATURE_KEY)
+    name = tflite_lib.INPUT_NAMES[tflite_lib.UINT8]
+    return lambda images: {k: np.asarray(v) for k, v in signature(**{name: images}).items()}
+
+
+def exported_path(out_dir: str, side: str) -> str:
+    """Where `export_sides` writes `side`'s SavedModel directory or `.tflite` file under `out_dir`."""
+    return os.path.join(out_dir, side + (".tflite" if side in TFLITE_EXPORTS else ""))
+
+
 def export_sides(converted: str, out_dir: str, sides) -> dict:
-    """{side: SavedModel dir} of the `EXPORTED_SIDES` among `sides`, written under `out_dir` from
-    CONVERTED's checkpoint (`ssd_mobilenet.export`), as `convert --exact / --precision` writes them."""
-    from ssd_mobilenet import detector, export
+    """{side: SavedModel dir or .tflite file} of the `EXPORTED_SIDES` and `TFLITE_EXPORTS` among
+    `sides`, written under `out_dir` from CONVERTED's checkpoint: the SavedModels as
+    `convert --exact / --precision` writes them (`ssd_mobilenet.export`), the TFLite files as
+    `migrate export` does by default (per-class NMS, uint8 input; int8 calibrated on
+    `tflite.generated_images`, as `export --int8` without --calibration)."""
+    from ssd_mobilenet import atomic_write, detector, export
+    from ssd_mobilenet.export import tflite as tflite_lib
     model = detector.load_model(converted)
     paths = {}
     for side in sides:
         if side in EXPORTED_SIDES:
             variant, precision = EXPORTED_SIDES[side]
-            paths[side] = os.path.join(out_dir, side)
+            paths[side] = exported_path(out_dir, side)
             export.export_saved_model(model, paths[side], variant, precision or mixed_precision())
+        elif side in TFLITE_EXPORTS:
+            images = tflite_lib.generated_images(model.config) if TFLITE_EXPORTS[side] else None
+            paths[side] = exported_path(out_dir, side)
+            atomic_write.write_bytes(paths[side], tflite_lib.convert(model, representative_images=images))
     return paths
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from migrate.benchmark.sides import BASELINE
+from migrate.benchmark.sides import BASELINE, TFLITE_SIDES
 
 
 def _stats(values):
@@ -38,41 +38,63 @@ def ratio_interval(side_ms, base_ms, seed=0) -> list:
     return [float(np.percentile(ratios, tail)), float(np.percentile(ratios, 100 - tail))]
 
 
-def _report(latency, memory_results, sides, sizes, batches, repeats, warmup, base_env) -> dict:
+def _report(latency, memory_results, sides, sizes, batches, repeats, warmup, base_env, tflite=None,
+            file_bytes=None) -> dict:
+    """The JSON-able report: one row per side, size, batch and oneDNN setting where the side ran
+    (the TFLite sides only at batch 1 and the model's size). `tflite`: {threads, model_size,
+    not_measured: ["HxW/bN"...]} when TFLite sides ran; `file_bytes`: {side: size on disk of
+    the model file or directory it runs}."""
     import tensorflow as tf
     rows = []
     for label, times in latency.items():
         for size in sizes:
-            for i, batch in enumerate(batches):
+            for batch in batches:
                 key = f"{size[0]}x{size[1]}/b{batch}"
                 base = _stats(times[BASELINE][key])
                 base_mem = memory_results.get(BASELINE)
                 for side in sides:
+                    if key not in times[side]:  # a side that does not run here (`sides.applies`)
+                        continue
                     st = _stats(times[side][key])
                     row = {"side": side, "onednn": label, "size": list(size), "batch": batch,
                            "rounds": len(times[side][key]), "latency_ms": st,
                            "images_per_s": batch * 1000.0 / st["median"],
                            "latency_ratio": st["median"] / base["median"],
-                           "latency_ratio_ci95": ratio_interval(times[side][key], times[BASELINE][key])}
+                           "latency_ratio_ci95": ratio_interval(times[side][key], times[BASELINE][key]),
+                           "file_bytes": (file_bytes or {}).get(side)}
                     mem = memory_results.get(side)
                     if mem is not None and label == next(iter(latency)):
-                        j = sizes.index(size) * len(batches) + i
-                        row["alloc_transient_bytes"] = _transient(mem, j)
+                        # The TFLite interpreter allocates from its own arena, not TensorFlow's
+                        # allocator: no allocator peak to report (None, "n/a" in the tables).
+                        row["alloc_transient_bytes"] = None if side in TFLITE_SIDES else _transient(mem, key)
                         row["peak_rss_bytes"] = mem["peak_rss_bytes"]
                         row["rss_bytes"] = mem.get("rss_bytes")
                         if base_mem is not None:
-                            row["alloc_ratio"] = _ratio(row["alloc_transient_bytes"], _transient(base_mem, j))
-                            row["rss_ratio"] = _ratio(mem["peak_rss_bytes"], base_mem["peak_rss_bytes"])
-                            row["steady_rss_ratio"] = _ratio(mem.get("rss_bytes"), base_mem.get("rss_bytes"))
+                            base_rss = _baseline_rss(base_mem, key if side in TFLITE_SIDES else None)
+                            row["alloc_ratio"] = _ratio(row["alloc_transient_bytes"], _transient(base_mem, key))
+                            row["rss_ratio"] = _ratio(mem["peak_rss_bytes"], base_rss[0])
+                            row["steady_rss_ratio"] = _ratio(mem.get("rss_bytes"), base_rss[1])
                     rows.append(row)
     return {"rows": rows, "sizes": [list(s) for s in sizes], "batches": list(batches), "sides": sides,
             "repeats": repeats, "warmup": warmup, "env": base_env, "onednn": [str(s) for s in latency],
             "device": "GPU" if tf.config.list_physical_devices("GPU") else "CPU", "tensorflow": tf.__version__,
-            "cpu_count": os.cpu_count(), "memory": memory_results}
+            "cpu_count": os.cpu_count(), "memory": memory_results, "tflite": tflite, "file_bytes": file_bytes or {}}
 
 
-def _transient(result, index):
-    b = result["batches"][index]
+def _baseline_rss(result, key=None) -> tuple:
+    """(peak RSS, steady RSS) of the baseline's memory process: over all its runs, or with `key`
+    ("HxW/bN", the TFLite sides' one cell, which that process runs first) right after that cell.
+    A TFLite process runs that cell only; set against the baseline's peak after every size and
+    batch it would look smaller for what the TF1 process ran besides."""
+    if key is None:
+        return result["peak_rss_bytes"], result.get("rss_bytes")
+    b = result["batches"][result["keys"].index(key)]
+    return b.get("peak_rss_bytes"), b.get("rss_bytes")
+
+
+def _transient(result, key):
+    """The allocator's transient peak of a memory result at "HxW/bN" (`workers._measure`'s keys)."""
+    b = result["batches"][result["keys"].index(key)]
     if b["peak_memory_bytes"] is None or b["baseline_memory_bytes"] is None:
         return None
     return b["peak_memory_bytes"] - b["baseline_memory_bytes"]

@@ -9,13 +9,16 @@ import os
 from migrate.benchmark.inputs import BenchInputError
 from migrate.benchmark.interleaving import MAX_ROUNDS_FACTOR, rounds
 from migrate.benchmark.notes import _NOTES, _SIDE_TEXT
-from migrate.benchmark.sides import BASELINE
+from migrate.benchmark.sides import BASELINE, TFLITE_SIDES
 from ssd_mobilenet import atomic_write
 
 
 def format_table(report: dict, markdown: bool = False) -> str:
-    """The report as a table: one row per side, size, batch (and oneDNN setting)."""
-    head = ["side", "oneDNN", "size", "batch", "median ms", "p90 ms", "img/s", "latency x TF1 (95%)",
+    """The report as a table: one row per side, size, batch (and oneDNN setting) it ran at.
+    `file MiB`: the model on disk (frozen graph, SavedModel directory, .tflite file; "-" for the
+    `detector*` sides). The allocator columns read "n/a" for the TFLite sides (the interpreter's
+    arena is not TensorFlow's allocator) once memory was measured."""
+    head = ["side", "oneDNN", "size", "batch", "median ms", "p90 ms", "img/s", "latency x TF1 (95%)", "file MiB",
             "alloc peak MiB", "alloc x TF1", "peak RSS MiB", "RSS x TF1", "steady RSS MiB", "x TF1"]
     mib = lambda b: "-" if b is None else f"{b / 2**20:.1f}"
     ratio = lambda r: "-" if r is None else f"{r:.2f}"
@@ -24,9 +27,12 @@ def format_table(report: dict, markdown: bool = False) -> str:
         latency = ratio(r["latency_ratio"])
         if r["side"] != BASELINE and r.get("latency_ratio_ci95"):
             latency += " ({:.2f}-{:.2f})".format(*r["latency_ratio_ci95"])
+        alloc = [mib(r.get("alloc_transient_bytes")), ratio(r.get("alloc_ratio"))]
+        if r["side"] in TFLITE_SIDES and "peak_rss_bytes" in r:
+            alloc = ["n/a", "n/a"]
         lines.append([r["side"], r["onednn"], f"{r['size'][0]}x{r['size'][1]}", str(r["batch"]),
                       f"{r['latency_ms']['median']:.1f}", f"{r['latency_ms']['p90']:.1f}", f"{r['images_per_s']:.1f}",
-                      latency, mib(r.get("alloc_transient_bytes")), ratio(r.get("alloc_ratio")),
+                      latency, mib(r.get("file_bytes")), *alloc,
                       mib(r.get("peak_rss_bytes")), ratio(r.get("rss_ratio")), mib(r.get("rss_bytes")),
                       ratio(r.get("steady_rss_ratio"))])
     if markdown:
@@ -35,6 +41,19 @@ def format_table(report: dict, markdown: bool = False) -> str:
     widths = [max(len(x) for x in col) for col in zip(head, *lines)]
     fmt = lambda cells: "  ".join(c.rjust(w) if i > 0 else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
     return "\n".join([fmt(head)] + [fmt(line) for line in lines])
+
+
+def tflite_settings(report: dict) -> str | None:
+    """One line on how the TFLite sides ran and where they did not (None without TFLite sides)."""
+    t = report.get("tflite")
+    if not t:
+        return None
+    h, w = t["model_size"]
+    line = (f"TFLite sides: tf.lite.Interpreter(num_threads={t['threads']}), its default op resolver (XNNPACK "
+            f"delegate), one uint8 image of the model's input size: measured at {h}x{w}, batch 1 only")
+    if t["not_measured"]:
+        line += f"; not at {', '.join(t['not_measured'])} (no TFLite rows there)"
+    return line
 
 
 def write_json(report: dict, path: str, force: bool = False) -> None:
@@ -95,6 +114,8 @@ def scaling(report: dict) -> list:
         for side in report["sides"]:
             rows = {r["batch"]: r for r in report["rows"]
                     if r["side"] == side and r["size"] == size and r["onednn"] == first}
+            if b0 not in rows or b1 not in rows:  # a TFLite side: batch 1 only
+                continue
             lo, hi = rows[b0], rows[b1]
             text = (f"- `{side}` {size[0]}x{size[1]}: {lo['latency_ms']['median'] / b0:.1f} -> "
                     f"{hi['latency_ms']['median'] / b1:.1f} ms per image from batch {b0} to {b1}")
@@ -131,14 +152,16 @@ def write_markdown(report: dict, path: str, command: str, force: bool = False, p
              f"environment of every worker: `{' '.join(f'{k}={v}' for k, v in sorted(report['env'].items()))}`; "
              f"interleaved rounds per batch: {per_batch} (`--repeats` {report['repeats']}, up to "
              f"{MAX_ROUNDS_FACTOR}x for smaller batches), after "
-             f"{report['warmup']} warm-up runs per side.", "",
+             f"{report['warmup']} warm-up runs per side"
+             + (f". {tflite_settings(report)}." if report.get("tflite") else "."), "",
              "Latency: all sides in one process, interleaved, so machine noise hits them alike; `latency x TF1` is "
              "median / median of `tf1_session` at the same size, batch and oneDNN setting, with in brackets its 95% "
              "interval from resampling the rounds in pairs (bootstrap). Memory: each side in "
              "its own fresh process; `alloc peak` is the TensorFlow allocator's transient peak during the runs "
              "(peak minus what was resident before: weights, graph constants), `peak RSS` the process's peak and "
              "`steady RSS` its resident memory after the last run (what a serving process holds between "
-             "requests).", "",
+             "requests). `file MiB`: the model a side loads, on disk (frozen graph, SavedModel directory, "
+             "`.tflite` file).", "",
              "## Targets", ""]
     for text, measured, passed in targets(report):
         lines.append(f"- {text}: **{measured}** {'(met)' if passed else '(NOT met)'}")

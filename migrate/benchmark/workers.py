@@ -11,6 +11,7 @@ import sys
 import tempfile
 
 from migrate.benchmark.interleaving import _images, interleaved_latency
+from migrate.benchmark.sides import applies
 from migrate.common import measure
 
 
@@ -23,7 +24,8 @@ def _latency_worker(request_path, result_path):
     times = interleaved_latency(req["sides"], req["src"], req["converted"], [tuple(s) for s in req["sizes"]],
                                 req["batches"], req["warmup"], req["repeats"], trace_dir=req.get("trace_dir"),
                                 progress=lambda msg: print(f"[bench] {msg}", file=sys.stderr, flush=True),
-                                saved_models=req.get("saved_models"))
+                                exported=req.get("exported"), model_size=req.get("model_size"),
+                                threads=req.get("tflite_threads"))
     with open(result_path + ".tmp", "w", encoding="utf-8") as f:
         json.dump(times, f)
     os.replace(result_path + ".tmp", result_path)
@@ -71,12 +73,19 @@ def _measure(request, sides, sizes, batches, settings, base_env, memory, memory_
         latency[label] = _run_latency_process(request, worker_env, say)
     memory_results = {}
     if memory:
-        images = [_images(size, b) for size in sizes for b in batches]
         for side in sides:
+            # The sizes and batches the side runs at; "keys" names them (the result's "batches"
+            # follow it).
+            cells = [(size, b) for size in sizes for b in batches if applies(side, size, b, request.get("model_size"))]
+            if request.get("model_size"):
+                # The TFLite sides' one cell first in every process, so the baseline's RSS after it
+                # (`statistics._report`) is what that cell alone took, as in the TFLite processes.
+                cells.sort(key=lambda cell: (tuple(cell[0]), cell[1]) != (tuple(request["model_size"]), 1))
             say(f"memory: {side} in a fresh process")
             memory_results[side] = measure.measure_isolated(
                 "migrate.benchmark.sides:runner",
                 {"side": side, "src": request["src"], "converted": request["converted"],
-                 "saved_model": request.get("saved_models", {}).get(side)},
-                images, warmup=1, repeats=memory_repeats, env=base_env)
+                 "exported": request.get("exported", {}).get(side), "threads": request.get("tflite_threads")},
+                [_images(size, b) for size, b in cells], warmup=1, repeats=memory_repeats, env=base_env)
+            memory_results[side]["keys"] = [f"{size[0]}x{size[1]}/b{b}" for size, b in cells]
     return latency, memory_results

@@ -22,7 +22,9 @@ allocator's current bytes (the baseline), `repeats` timed runs, reads the alloca
 Result (JSON-able dict):
   device                "GPU:0" when a GPU is visible, else "CPU:0" (the allocator measured)
   batches               per input batch: shape [N, H, W, 3], latency_ms {median, p90, all},
-                        peak_memory_bytes, baseline_memory_bytes
+                        peak_memory_bytes, baseline_memory_bytes, and the process's peak_rss_bytes /
+                        rss_bytes after that batch's runs (the peak so far: the first batch's is
+                        what building the runner and running that batch alone took)
   peak_memory_bytes     max allocator peak over the batches (None if the allocator has no stats)
   baseline_memory_bytes allocator current bytes before the timed runs of that batch
   transient_peak_bytes  peak_memory_bytes - baseline_memory_bytes (what the runs themselves took)
@@ -184,6 +186,7 @@ def _worker(request: dict) -> dict:
             "latency_ms": {"median": _percentile(times, 50), "p90": _percentile(times, 90), "all": times},
             "peak_memory_bytes": None if after is None else int(after["peak"]),
             "baseline_memory_bytes": None if before is None else int(before["current"]),
+            "peak_rss_bytes": _peak_rss_bytes(), "rss_bytes": _rss_bytes(),
         })
         for key, value in (out or {}).items():
             outputs[f"{index}/{key}"] = value

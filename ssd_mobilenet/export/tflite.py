@@ -244,7 +244,7 @@ def model_input(image, config, input_type: str = UINT8) -> np.ndarray:
         resized = preprocessing.resize(image, config).numpy()
     if input_type == UINT8:
         return np.clip(np.rint(resized), 0, 255).astype(np.uint8)
-    return preprocessing.normalize(resized).numpy()
+    return np.asarray(preprocessing.normalize(resized), np.float32)
 
 
 def flex_ops_needed(error: Exception) -> str | None:

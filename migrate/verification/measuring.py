@@ -75,13 +75,21 @@ def _measure_tflite_sides(graph_def, tflite_path: str, threads: int, pixels, war
         tf1 = _measure_one("migrate.verification.sides:tf1_session_runner", {"graph_pb": graph_pb}, images_npz, memory,
                            warmup, repeats, "TF1")
         say(f"measuring the TFLite file ({threads} threads) in a fresh process: batch 1, {repeats} runs")
-        tflite = _measure_one("migrate.verification.sides:tflite_runner", {"path": tflite_path, "threads": threads},
-                              images_npz, memory, warmup, repeats, "TFLite")
-    # TensorFlow's allocator does not see the interpreter's arena: its figures say nothing of
-    # the file; the process RSS is the file's memory.
-    tflite.update(peak_memory_bytes=None, baseline_memory_bytes=None, transient_peak_bytes=None,
-                  device="CPU (TFLite)")
+        tflite = _measure_tflite_side(tflite_path, threads, images_npz, warmup, repeats)
     return tf1, tflite
+
+
+def _measure_tflite_side(tflite_path: str, threads: int, images_npz: str, warmup: int, repeats: int) -> dict:
+    """`measure_isolated` of `sides.tflite_runner`. TensorFlow's allocator does not see the
+    interpreter's arena, so its figures say nothing of the file and are dropped (None): the
+    process RSS is the file's memory (the process imports TensorFlow, as the TF1 side's does)."""
+    result = _measure_one("migrate.verification.sides:tflite_runner", {"path": tflite_path, "threads": threads},
+                          images_npz, {"memory_growth": False, "memory_limit_mb": None}, warmup, repeats, "TFLite")
+    result.update(peak_memory_bytes=None, baseline_memory_bytes=None, transient_peak_bytes=None,
+                  device="CPU (TFLite)")
+    for batch in result["batches"]:
+        batch.update(peak_memory_bytes=None, baseline_memory_bytes=None)
+    return result
 
 
 def _side_summary(result: dict, mode: str) -> dict:

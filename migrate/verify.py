@@ -168,8 +168,7 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
     config = model.config
     if tflite is not None:
         return _verify_tflite(src, converted, config, tflite, threads or os.cpu_count() or 1, images, given_atol,
-                              given_rtol,
-                              allow_ops, png_dir, json_path, measure, warmup, repeats, say)
+                              given_rtol, allow_ops, png_dir, json_path, measure, warmup, repeats, say)
     stages = frozen_graph.endpoint_candidates(model)
     stages[frozen_graph.DECODED_BOXES[0]] = frozen_graph.DECODED_BOXES[1]
     stage_nodes = [c.split(":")[0] for _, candidates in stages.values() for c in candidates]
@@ -288,7 +287,8 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
              f"TF2 side: {info['file']} ({info['kind']}) in tf.lite.Interpreter, {threads} threads; a TFLite "
              "file has no stages to compare: detections only, on the images brought to "
              f"{config.image_height}x{config.image_width} (uint8) for both sides",
-             *([tflite_lib.DIFFERENCES[info["nms"]]] if info["nms"] in tflite_lib.DIFFERENCES else [])]
+             *([tflite_lib.DIFFERENCES[info["nms"]]] if info["nms"] in tflite_lib.DIFFERENCES else []),
+             "post-processing on crafted inputs not checked: that check is of the converted model's, not the file's"]
     if agreement is not None:
         notes.append(f"agreement: {agreement['matched']} of {agreement['reference']} TF1 detections scoring >= "
                      f"{export.REPORT_MIN_SCORE} found in the file (same class, IoU >= {export.MATCH_IOU}), mean IoU "

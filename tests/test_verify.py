@@ -445,13 +445,13 @@ TFLITE_WARNING = "ignore:.*tf.lite.Interpreter is deprecated:UserWarning"
 @pytest.fixture(scope="module")
 def zoo_tflite(zoo, tmp_path_factory):
     """The zoo conversion's `.tflite` files, exported once: float32 per-class (the default of
-    `migrate export`), the regular-NMS custom op, and int8 calibrated on 4 generated images."""
+    `migrate export`), the regular-NMS custom op, and int8 calibrated on 2 generated images."""
     from ssd_mobilenet.export import tflite
     model = detector.load_model(zoo[1])
     folder = tmp_path_factory.mktemp("verify_tflite")
     files = {}
     for name, options in (("per-class", {}), ("regular", {"nms": tflite.REGULAR}),
-                          ("int8", {"representative_images": tflite.generated_images(model.config, 4)})):
+                          ("int8", {"representative_images": tflite.generated_images(model.config, 2)})):
         files[name] = str(folder / f"{name}.tflite")
         with open(files[name], "wb") as f:
             f.write(tflite.convert(model, **options))
@@ -518,8 +518,6 @@ def test_tflite_custom_op_and_int8_files_report_their_agreement(zoo, zoo_tflite,
 @needs_shared
 @pytest.mark.filterwarnings(TFLITE_WARNING)
 def test_tflite_bad_input(zoo, zoo_tflite, tmp_path, capsys):
-    from ssd_mobilenet.config import SSDConfig
-    from ssd_mobilenet.export import tflite
     fx, converted = zoo
     report = tmp_path / "report.json"
     common = ["--json", str(report)]
@@ -533,11 +531,22 @@ def test_tflite_bad_input(zoo, zoo_tflite, tmp_path, capsys):
     not_tflite = tmp_path / "graph.tflite"
     shutil.copy(os.path.join(fx, "frozen_inference_graph.pb"), not_tflite)
     _bad(capsys, [converted, "--tflite", str(not_tflite), *common], "graph.tflite: not a TFLite file")
-    # Another model's file: 128x128 input against the converted model's 300x300.
-    small = tmp_path / "small.tflite"
-    small.write_bytes(tflite.convert(SSDMobileNetV1(SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128,
-                                                              image_width=128))))
-    _bad(capsys, [converted, "--tflite", str(small), *common], "takes 128x128 images, the converted model 300x300")
+    # Real TFLite files of a small function: the export's signature at 128x128 (against the
+    # converted model's 300x300), and another signature.
+    def tiny_file(name, input_name):
+        def detections(image):
+            level = tf.reduce_mean(tf.cast(image, tf.float32))
+            return {"detection_boxes": tf.fill([1, 1, 4], level), "detection_scores": tf.fill([1, 1], level),
+                    "detection_classes": tf.ones([1, 1]), "num_detections": tf.ones([1])}
+        function = tf.function(lambda **kw: detections(kw[input_name])).get_concrete_function(
+            **{input_name: tf.TensorSpec([1, 128, 128, 3], tf.uint8, name=input_name)})
+        path = tmp_path / name
+        path.write_bytes(tf.lite.TFLiteConverter.from_concrete_functions([function], tf.Module()).convert())
+        return str(path)
+    _bad(capsys, [converted, "--tflite", tiny_file("small.tflite", "input_tensor"), *common],
+         "small.tflite: takes 128x128 images, the converted model 300x300")
+    _bad(capsys, [converted, "--tflite", tiny_file("other.tflite", "pixels"), *common],
+         "other.tflite: no serving_default signature taking input_tensor or normalized_input_image_tensor")
     per_class = zoo_tflite["per-class"]
     for flags, words in ((["--mode", "eager"], "--mode eager: does not apply with --tflite"),
                          (["--precision", "mixed_bfloat16"], "--precision mixed_bfloat16: does not apply"),

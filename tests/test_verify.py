@@ -445,12 +445,13 @@ TFLITE_WARNING = "ignore:.*tf.lite.Interpreter is deprecated:UserWarning"
 @pytest.fixture(scope="module")
 def zoo_tflite(zoo, tmp_path_factory):
     """The zoo conversion's `.tflite` files, exported once: float32 per-class (the default of
-    `migrate export`), the regular-NMS custom op, and int8 calibrated on 2 generated images."""
+    `migrate export`), the regular-NMS custom op taking the float32 input (the image scaled to
+    [-1, 1], as TF1's TFLite graphs took it), and int8 calibrated on 2 generated images."""
     from ssd_mobilenet.export import tflite
     model = detector.load_model(zoo[1])
     folder = tmp_path_factory.mktemp("verify_tflite")
     files = {}
-    for name, options in (("per-class", {}), ("regular", {"nms": tflite.REGULAR}),
+    for name, options in (("per-class", {}), ("regular", {"nms": tflite.REGULAR, "input_type": tflite.FLOAT32}),
                           ("int8", {"representative_images": tflite.generated_images(model.config, 2)})):
         files[name] = str(folder / f"{name}.tflite")
         with open(files[name], "wb") as f:
@@ -469,7 +470,7 @@ def test_tflite_per_class_file_reproduces_the_tf1_detections(zoo, zoo_tflite, tm
                  "--json", str(out), "--png", str(png)])
     printed = capsys.readouterr().out
     assert code == 0, printed
-    assert "per-class NMS, uint8 input, float32" in printed and "1 threads" in printed
+    assert "per-class NMS, uint8 input, float32" in printed and "1 thread" in printed
     report = json.loads(out.read_text())
     assert report["passed"] and report["mode"] == "tflite" and report["src"] == os.path.abspath(fx)
     info = report["tflite"]
@@ -501,6 +502,7 @@ def test_tflite_custom_op_and_int8_files_report_their_agreement(zoo, zoo_tflite,
     assert report.passed, printed
     info = report.tflite
     assert info["nms"] == ("regular" if name == "regular" else "per-class") and info["int8"] == (name == "int8")
+    assert info["input_type"] == ("float32" if name == "regular" else "uint8")
     assert report.precision == ("int8" if name == "int8" else "float32") and info["threads"] == 2
     assert report.tolerances["criterion"] == "agreement" and "agreement" in printed
     agreement = info["agreement"]

@@ -105,7 +105,7 @@ def format_report(report: VerifyReport) -> str:
     lines = [f"verify {report.src}", f"    -> {report.converted}  (mode {report.mode}{precision})"]
     if report.tflite:
         lines.append(f"    TFLite file {report.tflite['file']}: {report.tflite['kind']}, "
-                     f"{report.tflite['threads']} threads")
+                     f"{report.tflite['threads']} thread{'s' if report.tflite['threads'] > 1 else ''}")
     worst = max(report.tensors, key=lambda t: t["max_abs_err"] if t["max_abs_err"] is not None else np.inf,
                 default=None)
     ok_tensors = sum(t["ok"] for t in report.tensors)

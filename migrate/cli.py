@@ -188,8 +188,8 @@ def _add_verify_parser(sub):
     p.add_argument("converted", nargs="?", help="the converted directory (default: where convert writes for SRC)")
     p.add_argument("--images", nargs="+", metavar="PATH", help="JPEG/PNG files or folders (default: a generated set "
                    "of several sizes)")
-    p.add_argument("--batch", type=int, default=4, metavar="N", help="the larger batch size (default 4)")
-    p.add_argument("--mode", choices=("eager", "function", "xla", "saved_model"), default="function",
+    p.add_argument("--batch", type=int, metavar="N", help="the larger batch size (default 4)")
+    p.add_argument("--mode", choices=("eager", "function", "xla", "saved_model"),
                    help="the TF2 side: Keras model eagerly, the Detector tf.function (default), with XLA, or "
                         "saved_model: CONVERTED/saved_model through plain tf.saved_model.load (detections only)")
     p.add_argument("--json", metavar="FILE", help="write the full report as JSON")
@@ -208,6 +208,12 @@ def _add_verify_parser(sub):
     p.add_argument("--memory-limit", type=int, metavar="MiB",
                    help="cap the device memory of both measured sides at MiB (no GPU: the CPU allocator's)")
     p.add_argument("--trace", metavar="DIR", help="write a TensorBoard profiler trace of two TF2 runs to DIR")
+    p.add_argument("--tflite", metavar="FILE",
+                   help="the TF2 side is this .tflite file of `migrate export` (run by tf.lite.Interpreter, one "
+                        "image at a time): detections compared with the TF1 graph's, exactly for a float32 per-class "
+                        "file, by class and IoU for int8 and custom-op files")
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="the TFLite interpreter's threads (with --tflite; default: the CPU count)")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
     _add_verbose(p)
 
@@ -223,7 +229,8 @@ def _verify(args) -> int:
                                png_dir=args.png, json_path=args.json, force=args.force,
                                measure=not args.no_measure, repeats=args.repeats, precision=args.precision,
                                memory_growth=args.memory_growth, memory_limit_mb=args.memory_limit,
-                               trace_dir=args.trace, progress=_progress(args.quiet))
+                               trace_dir=args.trace, progress=_progress(args.quiet), tflite=args.tflite,
+                               threads=args.threads)
     except (verify.VerifyInputError, images.ImageError, frozen_graph.GraphFreezeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -329,6 +336,8 @@ def _missing_path(args):
     if args.command == "verify" and missing(args.converted):
         return (f"{os.path.abspath(args.converted)}: no converted model "
                 f"(run `python -m migrate convert {args.src}` first)")
+    if args.command == "verify" and missing(args.tflite):
+        return f"{args.tflite}: no such file (--tflite)"
     if args.command == "predict" and missing(args.converted):
         return f"{args.converted}: no such directory (expected the output of `migrate convert`)"
     if args.command in ("train", "export") and missing(args.converted):

@@ -28,6 +28,12 @@ its detections are compared with the TF1 graph's (exactly in float32, by class a
 it was written in a mixed precision, which the conversion report records) and it is measured
 like the other modes.
 
+A TFLite file (`tflite=PATH`, `mode` "tflite"): the file `migrate export` wrote, run by
+`tf.lite.Interpreter` with an explicit thread count, is the TF2 side; the TF1 graph comes from
+the conversion as above. Its detections only are compared, on the verify images brought to the
+model's size (exactly for a float32 per-class file, by class and IoU for int8 and custom-op
+files), and it is measured at batch 1; `migrate.verification.tflite_file` says why and how.
+
 Memory levers (`memory_growth`, `memory_limit_mb`) go to both measurement processes, which
 apply them with `ssd_mobilenet.runtime.configure` before their first op; `trace_dir` gets a
 TensorBoard profiler trace of two TF2 runs (`ssd_mobilenet.runtime.trace`).
@@ -62,13 +68,14 @@ __all__ = ["DEFAULT_ATOL", "DEFAULT_BATCH", "DEFAULT_RTOL", "MATCH_IOU", "MIXED_
 
 DEFAULT_BATCH = 4
 MODES = ("eager", "function", "xla", "saved_model")
+TFLITE = "tflite"  # the report's mode when the TF2 side is a .tflite file
 
 
-def verify(src=None, converted=None, images=None, batch: int = DEFAULT_BATCH, mode: str = "function",
+def verify(src=None, converted=None, images=None, batch: int = None, mode: str = None,
            atol: float = None, rtol: float = None, allow_ops=(), png_dir=None,
            json_path=None, force=False, measure: bool = True, warmup: int = 1, repeats: int = 10,
            precision: str = None, memory_growth: bool = False, memory_limit_mb: int = None,
-           trace_dir: str = None, progress=None) -> VerifyReport:
+           trace_dir: str = None, progress=None, tflite: str = None, threads: int = None) -> VerifyReport:
     """Verifies a converted model against its TF1 source; returns a `VerifyReport`.
 
     Args:
@@ -77,8 +84,8 @@ def verify(src=None, converted=None, images=None, batch: int = DEFAULT_BATCH, mo
         conversion report, or the built-in default model when both are None.
       converted: the directory `convert` wrote (default: `convert.default_out(src)`).
       images: JPEG/PNG files or folders; None for the generated set (`generated_images`).
-      batch: the larger batch size (same-size images are batched up to it).
-      mode: "eager" (Keras model called eagerly), "function" (the `Detector`), "xla", or
+      batch: the larger batch size (same-size images are batched up to it; None: `DEFAULT_BATCH`).
+      mode: "eager" (Keras model called eagerly), "function" (the `Detector`, the default), "xla", or
         "saved_model" (`CONVERTED/saved_model` through plain `tf.saved_model.load`, detections
         only, at the precision it was written in).
       atol, rtol: tolerance, element-wise `|tf2 - tf1| <= atol + rtol * max|tf1|` (None: 1e-5
@@ -97,6 +104,10 @@ def verify(src=None, converted=None, images=None, batch: int = DEFAULT_BATCH, mo
         processes before their first op (the parity run in this process is not limited).
       trace_dir: write a TensorBoard profiler trace of two TF2 runs of the first batch there.
       progress: callable(str) for progress messages.
+      tflite: a `.tflite` file of `migrate export` as the TF2 side instead of the converted model
+        (`tflite_file`): `mode`, `batch`, `precision`, the memory levers and `trace_dir` do not
+        apply to it and are refused; `atol`, `rtol` only for a float32 per-class file.
+      threads: the TFLite interpreter's thread count (None: `os.cpu_count()`), always passed.
     Raises:
       VerifyInputError, sources.SourceError, ConfigError, images.ImageError: bad input
       (nothing is run or written); VerifyInputError also when a measurement process cannot
@@ -108,6 +119,13 @@ def verify(src=None, converted=None, images=None, batch: int = DEFAULT_BATCH, mo
     from ssd_mobilenet import detector as detector_lib
 
     say = progress or (lambda msg: None)
+    given_atol, given_rtol = atol, rtol
+    if tflite is not None:
+        _check_tflite_options(mode, batch, precision, memory_growth, memory_limit_mb, trace_dir, threads)
+    elif threads is not None:
+        raise VerifyInputError(f"--threads {threads}: the TFLite interpreter's; add --tflite FILE")
+    mode = mode or "function"
+    batch = DEFAULT_BATCH if batch is None else batch
     if mode not in MODES:
         raise VerifyInputError(f"--mode {mode}: one of {', '.join(MODES)}")
     if batch < 1:
@@ -148,6 +166,9 @@ def verify(src=None, converted=None, images=None, batch: int = DEFAULT_BATCH, mo
         raise VerifyInputError(f"{converted}: cannot load the converted model ({str(e).splitlines()[0][:200]})") \
             from None
     config = model.config
+    if tflite is not None:
+        return _verify_tflite(src, converted, config, tflite, threads or os.cpu_count() or 1, images, given_atol,
+                              given_rtol, allow_ops, png_dir, json_path, measure, warmup, repeats, say)
     stages = frozen_graph.endpoint_candidates(model)
     stages[frozen_graph.DECODED_BOXES[0]] = frozen_graph.DECODED_BOXES[1]
     stage_nodes = [c.split(":")[0] for _, candidates in stages.values() for c in candidates]
@@ -209,3 +230,90 @@ def verify(src=None, converted=None, images=None, batch: int = DEFAULT_BATCH, mo
     if json_path:
         atomic_write.write_text(json_path, report.to_json())
     return report
+
+
+def _check_tflite_options(mode, batch, precision, memory_growth, memory_limit_mb, trace_dir, threads) -> None:
+    """Refuses the options that do not apply to a `.tflite` file, naming the first one given."""
+    given = [(mode is not None, f"--mode {mode}", "the file is the TF2 side"),
+             (batch is not None, f"--batch {batch}", "the file takes one image at a time"),
+             (precision is not None, f"--precision {precision}", "the file's precision is its own (read from it)"),
+             (memory_growth, "--memory-growth", "TensorFlow's allocator, which the TFLite interpreter does not use"),
+             (memory_limit_mb is not None, f"--memory-limit {memory_limit_mb}",
+              "TensorFlow's allocator, which the TFLite interpreter does not use"),
+             (trace_dir is not None, f"--trace {trace_dir}", "TensorFlow's profiler does not see the interpreter")]
+    for present, flag, why in given:
+        if present:
+            raise VerifyInputError(f"{flag}: does not apply with --tflite ({why})")
+    if threads is not None and threads < 1:
+        raise VerifyInputError(f"--threads {threads}: must be at least 1")
+
+
+def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, allow_ops, png_dir, json_path,
+                   measure, warmup, repeats, say) -> VerifyReport:
+    """`verify` with a `.tflite` file as the TF2 side (`tflite_file`); arguments checked by `verify`."""
+    import tensorflow as tf
+
+    import ssd_mobilenet
+    from migrate import export
+    from migrate.verification import tflite_file
+    from migrate.verification.measuring import _measure_tflite_sides
+    from ssd_mobilenet.export import tflite as tflite_lib
+
+    say(f"reading the TFLite file {path}")
+    info = tflite_file.inspect_file(path, config)
+    if info["criterion"] == tflite_file.AGREEMENT and (atol is not None or rtol is not None):
+        raise VerifyInputError(f"{path}: a {info['kind']} file is judged by agreement (class and IoU), "
+                               "not by --atol/--rtol")
+    atol = DEFAULT_ATOL if atol is None else atol
+    rtol = DEFAULT_RTOL if rtol is None else rtol
+    if atol < 0 or rtol < 0:
+        raise VerifyInputError("tolerances must be >= 0")
+    say(f"reading the TF1 model {src}")
+    graph_def, graph_from = tf1_inference_graph(src, [], allow_ops, image_size=(config.image_height,
+                                                                                config.image_width))
+    # The verify image set as in the other modes; each image then goes through on its own.
+    batches = file_images(images, DEFAULT_BATCH) if images else generated_images(config, DEFAULT_BATCH)
+    try:
+        runner = frozen_graph.FrozenGraphRunner(graph_def, exact_arithmetic=True)
+    except (ValueError, tf.errors.OpError) as e:
+        raise VerifyInputError(f"{graph_from}: cannot import the graph ({str(e).strip().splitlines()[0][:200]})") \
+            from None
+    say(f"running {info['file']} ({info['kind']}) in tf.lite.Interpreter, {threads} threads")
+    run_file = tflite_file.open_file(info["file"], threads)
+    detections, drawn, agreement = tflite_file.compare_file(runner, run_file, info, batches, config, atol, rtol, say)
+    runner.close()
+    info = dict(info, threads=threads, agreement=agreement)
+    notes = [f"TF1 graph: {graph_from}",
+             f"TF2 side: {info['file']} ({info['kind']}) in tf.lite.Interpreter, {threads} threads; a TFLite "
+             "file has no stages to compare: detections only, on the images brought to "
+             f"{config.image_height}x{config.image_width} (uint8) for both sides",
+             *([tflite_lib.DIFFERENCES[info["nms"]]] if info["nms"] in tflite_lib.DIFFERENCES else []),
+             "post-processing on crafted inputs not checked: that check is of the converted model's, not the file's"]
+    if agreement is not None:
+        notes.append(f"agreement: {agreement['matched']} of {agreement['reference']} TF1 detections scoring >= "
+                     f"{export.REPORT_MIN_SCORE} found in the file (same class, IoU >= {export.MATCH_IOU}), mean IoU "
+                     f"{agreement['mean_iou']:.3f}, matched scores within {agreement['max_score_diff']:.3f}")
+    first = _first_divergence([], detections, None, "detections of the TFLite file")
+    tf1_result = tflite_result = None
+    if measure:
+        tf1_result, tflite_result = _measure_tflite_sides(graph_def, info["file"], threads, drawn[0][1][None],
+                                                          warmup, repeats, say)
+        notes.append("TFLite side: memory is the process's RSS (TensorFlow's allocator does not see the "
+                     "interpreter's arena); both processes import TensorFlow")
+    memory = {"memory_growth": False, "memory_limit_mb": None}
+    report = VerifyReport(
+        passed=first is None, first_divergence=first, tensors=[], detections=detections,
+        tf1=_side_summary(tf1_result, "session (frozen graph, default ConfigProto)"),
+        tf2=_side_summary(tflite_result, "tflite"),
+        tolerances=tflite_file.tolerances(info, atol, rtol),
+        versions={"tensorflow": tf.__version__, "migrate": migrate.__version__,
+                  "ssd_mobilenet": ssd_mobilenet.__version__, "python": platform.python_version()},
+        images=[d["image"] for d in detections], src=os.path.abspath(src), converted=converted, mode=TFLITE,
+        notes=notes, postprocessing=None, precision="int8" if info["int8"] else "float32", memory=memory,
+        trace_dir=None, tflite=info)
+    if png_dir:
+        _write_pngs(drawn, png_dir)
+    if json_path:
+        atomic_write.write_text(json_path, report.to_json())
+    return report
+

@@ -435,3 +435,157 @@ def test_png_folder_is_replaced_whole_with_force(zoo, small_images, tmp_path):
     names = sorted(os.listdir(drawn))
     assert "old.png" not in names and len(names) == 3 and all(n.endswith(".png") for n in names)
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]
+
+
+# ---- a TFLite file as the TF2 side (`--tflite`) -------------------------------------------------
+
+TFLITE_WARNING = "ignore:.*tf.lite.Interpreter is deprecated:UserWarning"
+
+
+@pytest.fixture(scope="module")
+def zoo_tflite(zoo, tmp_path_factory):
+    """The zoo conversion's `.tflite` files, exported once: float32 per-class (the default of
+    `migrate export`), the regular-NMS custom op taking the float32 input (the image scaled to
+    [-1, 1], as TF1's TFLite graphs took it), and int8 calibrated on 2 generated images."""
+    from ssd_mobilenet.export import tflite
+    model = detector.load_model(zoo[1])
+    folder = tmp_path_factory.mktemp("verify_tflite")
+    files = {}
+    for name, options in (("per-class", {}), ("regular", {"nms": tflite.REGULAR, "input_type": tflite.FLOAT32}),
+                          ("int8", {"representative_images": tflite.generated_images(model.config, 2)})):
+        files[name] = str(folder / f"{name}.tflite")
+        with open(files[name], "wb") as f:
+            f.write(tflite.convert(model, **options))
+    return files
+
+
+@needs_shared
+@pytest.mark.filterwarnings(TFLITE_WARNING)
+def test_tflite_per_class_file_reproduces_the_tf1_detections(zoo, zoo_tflite, tmp_path, capsys):
+    """The float32 per-class file of the 2018 zoo conversion on the generated verify set (6 images
+    of 3 sizes, each brought to 300x300): counts and classes exact, boxes and scores within 1e-5."""
+    fx, converted = zoo
+    out, png = tmp_path / "report.json", tmp_path / "png"
+    code = main(["verify", converted, "--tflite", zoo_tflite["per-class"], "--threads", "1", "--no-measure",
+                 "--json", str(out), "--png", str(png)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "per-class NMS, uint8 input, float32" in printed and "1 thread" in printed
+    report = json.loads(out.read_text())
+    assert report["passed"] and report["mode"] == "tflite" and report["src"] == os.path.abspath(fx)
+    info = report["tflite"]
+    assert info["file"] == zoo_tflite["per-class"] and info["threads"] == 1
+    assert (info["nms"], info["input_type"], info["int8"], info["input_size"]) == ("per-class", "uint8", False,
+                                                                                  [300, 300])
+    assert report["tolerances"]["criterion"] == "exact" and report["tolerances"]["atol"] == verify.DEFAULT_ATOL
+    dets = report["detections"]
+    assert len(dets) == 6 and all(d["ok"] and d["classes_equal"] and d["num_tf1"] == d["num_tf2"] for d in dets)
+    assert sum(d["num_tf1"] for d in dets) > 0
+    assert max(d["max_box_err"] for d in dets) <= 1e-5 and max(d["max_score_err"] for d in dets) <= 1e-5
+    # Drawn on the pixels both sides got: the model's size.
+    drawn = sorted(png.iterdir())
+    assert len(drawn) == 6 and {tuple(tf.io.decode_png(tf.io.read_file(str(p))).shape) for p in drawn} == {
+        (300, 300, 3)}
+
+
+@needs_shared
+@pytest.mark.filterwarnings(TFLITE_WARNING)
+@pytest.mark.parametrize("name", ["regular", "int8"])
+def test_tflite_custom_op_and_int8_files_report_their_agreement(zoo, zoo_tflite, small_images, name):
+    """Files whose detections differ from the graph's by design are matched by class and IoU;
+    the rates are printed (pytest -s) and each image must reach `AGREEMENT_MIN_RATE`."""
+    from migrate.verification import tflite_file
+    fx, converted = zoo
+    report = verify.verify(fx, converted, images=[small_images], tflite=zoo_tflite[name], threads=2, measure=False)
+    printed = verify.format_report(report)
+    print(printed)
+    assert report.passed, printed
+    info = report.tflite
+    assert info["nms"] == ("regular" if name == "regular" else "per-class") and info["int8"] == (name == "int8")
+    assert info["input_type"] == ("float32" if name == "regular" else "uint8")
+    assert report.precision == ("int8" if name == "int8" else "float32") and info["threads"] == 2
+    assert report.tolerances["criterion"] == "agreement" and "agreement" in printed
+    agreement = info["agreement"]
+    # Synthetic zoo weights: every TF1 detection scores >= 0.5, so all 300 are matched for.
+    assert agreement["reference"] == 300 == sum(d["reference"] for d in report.detections)
+    assert agreement["matched"] == sum(d["matched"] for d in report.detections)
+    assert all(tflite_file.AGREEMENT_MIN_RATE <= d["rate"] <= 1.0 and d["ok"] for d in report.detections)
+    # Not the same detections as the graph's, but the same objects where matched.
+    assert agreement["rate"] < 1.0 and agreement["mean_iou"] > 0.9
+    # A tolerance does not apply to a file judged by agreement.
+    with pytest.raises(verify.VerifyInputError, match="agreement"):
+        verify.verify(fx, converted, images=[small_images], tflite=zoo_tflite[name], atol=1e-3, measure=False)
+
+
+@needs_shared
+@pytest.mark.filterwarnings(TFLITE_WARNING)
+def test_tflite_bad_input(zoo, zoo_tflite, tmp_path, capsys):
+    fx, converted = zoo
+    report = tmp_path / "report.json"
+    common = ["--json", str(report)]
+    _bad(capsys, [converted, "--tflite", str(tmp_path / "none.tflite"), *common], "none.tflite: no such file")
+    garbage = tmp_path / "garbage.tflite"
+    garbage.write_bytes(b"\x1c\x00\x00\x00TFL3" + bytes(range(256)) * 8)
+    _bad(capsys, [converted, "--tflite", str(garbage), *common], "garbage.tflite: the TFLite interpreter cannot")
+    truncated = tmp_path / "truncated.tflite"
+    truncated.write_bytes(open(zoo_tflite["per-class"], "rb").read()[:200000])
+    _bad(capsys, [converted, "--tflite", str(truncated), *common], "truncated.tflite: the TFLite interpreter cannot")
+    not_tflite = tmp_path / "graph.tflite"
+    shutil.copy(os.path.join(fx, "frozen_inference_graph.pb"), not_tflite)
+    _bad(capsys, [converted, "--tflite", str(not_tflite), *common], "graph.tflite: not a TFLite file")
+    # Real TFLite files of a small function: the export's signature at 128x128 (against the
+    # converted model's 300x300), and another signature.
+    def tiny_file(name, input_name):
+        def detections(image):
+            level = tf.reduce_mean(tf.cast(image, tf.float32))
+            return {"detection_boxes": tf.fill([1, 1, 4], level), "detection_scores": tf.fill([1, 1], level),
+                    "detection_classes": tf.ones([1, 1]), "num_detections": tf.ones([1])}
+        function = tf.function(lambda **kw: detections(kw[input_name])).get_concrete_function(
+            **{input_name: tf.TensorSpec([1, 128, 128, 3], tf.uint8, name=input_name)})
+        path = tmp_path / name
+        path.write_bytes(tf.lite.TFLiteConverter.from_concrete_functions([function], tf.Module()).convert())
+        return str(path)
+    _bad(capsys, [converted, "--tflite", tiny_file("small.tflite", "input_tensor"), *common],
+         "small.tflite: takes 128x128 images, the converted model 300x300")
+    _bad(capsys, [converted, "--tflite", tiny_file("other.tflite", "pixels"), *common],
+         "other.tflite: no serving_default signature taking input_tensor or normalized_input_image_tensor")
+    per_class = zoo_tflite["per-class"]
+    for flags, words in ((["--mode", "eager"], "--mode eager: does not apply with --tflite"),
+                         (["--precision", "mixed_bfloat16"], "--precision mixed_bfloat16: does not apply"),
+                         (["--batch", "2"], "--batch 2: does not apply"),
+                         (["--memory-limit", "512"], "--memory-limit 512: does not apply"),
+                         (["--threads", "0"], "--threads 0: must be at least 1")):
+        _bad(capsys, [converted, "--tflite", per_class, *flags, *common], words)
+    _bad(capsys, [converted, "--threads", "2", *common], "--threads 2: the TFLite interpreter's; add --tflite")
+    _bad(capsys, [converted, "--tflite", zoo_tflite["regular"], "--atol", "1e-3", *common], "judged by agreement")
+    assert not report.exists()
+
+
+@needs_shared
+@pytest.mark.filterwarnings(TFLITE_WARNING)
+def test_tflite_file_of_other_weights_fails_at_the_detections(zoo, zoo_fixture, zoo_tflite, small_images):
+    """The zoo file against the TF1 graph with Conv2d_7_pointwise's weights scaled (the fixture's
+    `--perturb`): same model, same size, other weights; a file has no stages, so the mismatch is
+    named at its detections."""
+    perturbed = zoo_fixture(ZOO_2018, perturb=PERTURBED + "/weights")
+    report = verify.verify(perturbed, zoo[1], images=[small_images], tflite=zoo_tflite["per-class"], measure=False)
+    assert not report.passed and report.first_divergence["name"] == "detections of the TFLite file"
+    assert "without a TF2 counterpart" in report.first_divergence["note"]
+    assert not any(d["ok"] for d in report.detections)
+    assert "FIRST DIVERGENCE  detections of the TFLite file" in verify.format_report(report)
+
+
+@needs_shared
+@pytest.mark.filterwarnings(TFLITE_WARNING)
+def test_tflite_side_is_measured_in_a_fresh_process(zoo_tflite, tmp_path):
+    """The file's side of `verify --tflite`'s measurement (the TF1 side's is the other modes'):
+    latency at batch 1 and process RSS, no allocator figures (the interpreter's arena is not
+    TensorFlow's)."""
+    images_npz = tmp_path / "images.npz"
+    np.savez(images_npz, batch_000=random_images(3, 1, 300, 300))
+    result = measuring._measure_tflite_side(zoo_tflite["per-class"], 1, str(images_npz), 0, 2)
+    summary = measuring._side_summary(result, "tflite")
+    assert summary["measured"] and summary["device"] == "CPU (TFLite)" and summary["peak_rss_bytes"] > 0
+    assert summary["peak_memory_bytes"] is None and summary["transient_peak_bytes"] is None
+    latency = summary["latency_ms"]["batch_1"]
+    assert latency["image_size"] == [300, 300] and 0 < latency["median"] <= latency["p90"]

@@ -60,6 +60,38 @@ def _measure_sides(graph_def, converted: str, mode: str, precision: str, memory:
     return tf1, tf2
 
 
+def _measure_tflite_sides(graph_def, tflite_path: str, threads: int, pixels, warmup: int, repeats: int, say):
+    """(tf1 result, tflite result): the TF1 graph (a session with the default config) and the
+    `.tflite` file (`sides.tflite_runner`), each in a fresh process, on the same uint8 pixels
+    [1, h, w, 3] at the model's size: batch 1 only, the file's one shape."""
+    with tempfile.TemporaryDirectory(prefix="migrate-verify-") as tmp:
+        graph_pb = os.path.join(tmp, "tf1_inference_graph.pb")
+        with open(graph_pb, "wb") as f:
+            f.write(graph_def.SerializeToString())
+        images_npz = os.path.join(tmp, "images.npz")
+        np.savez(images_npz, batch_000=pixels)
+        memory = {"memory_growth": False, "memory_limit_mb": None}
+        say(f"measuring TF1 (session, default config) in a fresh process: batch 1, {repeats} runs")
+        tf1 = _measure_one("migrate.verification.sides:tf1_session_runner", {"graph_pb": graph_pb}, images_npz, memory,
+                           warmup, repeats, "TF1")
+        say(f"measuring the TFLite file ({threads} threads) in a fresh process: batch 1, {repeats} runs")
+        tflite = _measure_tflite_side(tflite_path, threads, images_npz, warmup, repeats)
+    return tf1, tflite
+
+
+def _measure_tflite_side(tflite_path: str, threads: int, images_npz: str, warmup: int, repeats: int) -> dict:
+    """`measure_isolated` of `sides.tflite_runner`. TensorFlow's allocator does not see the
+    interpreter's arena, so its figures say nothing of the file and are dropped (None): the
+    process RSS is the file's memory (the process imports TensorFlow, as the TF1 side's does)."""
+    result = _measure_one("migrate.verification.sides:tflite_runner", {"path": tflite_path, "threads": threads},
+                          images_npz, {"memory_growth": False, "memory_limit_mb": None}, warmup, repeats, "TFLite")
+    result.update(peak_memory_bytes=None, baseline_memory_bytes=None, transient_peak_bytes=None,
+                  device="CPU (TFLite)")
+    for batch in result["batches"]:
+        batch.update(peak_memory_bytes=None, baseline_memory_bytes=None)
+    return result
+
+
 def _side_summary(result: dict, mode: str) -> dict:
     if result is None:
         return {"measured": False, "mode": mode, "device": None, "peak_memory_bytes": None,

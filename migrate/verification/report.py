@@ -36,6 +36,7 @@ class VerifyReport:
     postprocessing: dict = None  # `self_check.check_postprocessing`: both post-processings on crafted values
     memory: dict = None          # memory_growth, memory_limit_mb applied in both measurement processes
     trace_dir: str = None        # where the profiler trace of the TF2 side went
+    tflite: dict = None          # mode "tflite": the file, its kind (`tflite_file.inspect_file`), threads, agreement
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -102,11 +103,15 @@ def format_report(report: VerifyReport) -> str:
     """The short table the CLI prints."""
     precision = "" if report.precision == "float32" else f", {report.precision}"
     lines = [f"verify {report.src}", f"    -> {report.converted}  (mode {report.mode}{precision})"]
+    if report.tflite:
+        lines.append(f"    TFLite file {report.tflite['file']}: {report.tflite['kind']}, "
+                     f"{report.tflite['threads']} thread{'s' if report.tflite['threads'] > 1 else ''}")
     worst = max(report.tensors, key=lambda t: t["max_abs_err"] if t["max_abs_err"] is not None else np.inf,
                 default=None)
     ok_tensors = sum(t["ok"] for t in report.tensors)
     if not report.tensors:
-        lines.append("tensors      not compared (a SavedModel shows its detections only)")
+        lines.append(f"tensors      not compared (a {'TFLite file' if report.tflite else 'SavedModel'} shows its "
+                     "detections only)")
     else:
         lines.append(f"tensors      {ok_tensors}/{len(report.tensors)} within atol {report.tolerances['atol']:g} "
                      f"rtol {report.tolerances['rtol']:g}"
@@ -114,7 +119,13 @@ def format_report(report: VerifyReport) -> str:
                         if worst and worst["max_abs_err"] is not None else ""))
     ok_images = sum(d["ok"] for d in report.detections)
     total = sum(d["num_tf1"] for d in report.detections)
-    if report.tolerances.get("criterion") == "mixed_precision":
+    if report.tolerances.get("criterion") == "agreement":
+        t, a = report.tolerances, report.tflite["agreement"]
+        lines.append(f"detections   {ok_images}/{len(report.detections)} images with agreement >= {t['min_rate']:g}: "
+                     f"{a['matched']}/{a['reference']} TF1 detections scoring >= {t['min_score']:g} found in the "
+                     f"file (same class, IoU >= {t['match_iou']:g}), rate {a['rate']:.3f}, mean IoU "
+                     f"{a['mean_iou']:.3f}")
+    elif report.tolerances.get("criterion") == "mixed_precision":
         matched = sum(d["matched"] for d in report.detections)
         flips = sum(d["nms_flips"] for d in report.detections)
         lines.append(f"detections   {ok_images}/{len(report.detections)} images agree by class and IoU "
@@ -137,7 +148,7 @@ def format_report(report: VerifyReport) -> str:
         lines.append(f"FIRST DIVERGENCE  {fd['name']}{errs}" + (f" ({fd['note']})" if fd.get("note") else ""))
     if report.tf1.get("measured"):
         lines.append("")
-        lines.append(f"{'':24}{'TF1':>22}{'TF2':>22}")
+        lines.append(f"{'':24}{'TF1':>22}{'TFLite' if report.tflite else 'TF2':>22}")
         lines.append(f"{'device':24}{report.tf1['device']:>22}{report.tf2['device']:>22}")
         lines.append(f"{'allocator peak':24}{_mib(report.tf1['peak_memory_bytes']):>22}"
                      f"{_mib(report.tf2['peak_memory_bytes']):>22}")

@@ -1,6 +1,7 @@
 """The two sides as measurement factories (`measure_isolated` imports them by name in a fresh
-process): the frozen TF1 graph in a session with the default config, and the converted model in a
-`verify` mode, each after `runtime.configure` with the memory settings."""
+process): the frozen TF1 graph in a session with the default config, the converted model in a
+`verify` mode, each after `runtime.configure` with the memory settings, and a `.tflite` file in
+the TFLite interpreter."""
 
 from __future__ import annotations
 
@@ -38,3 +39,13 @@ def tf2_runner(converted: str, mode: str = "function", precision: str = "float32
     from ssd_mobilenet import detector as detector_lib
     run = tf2_detector(detector_lib.load_model(converted), mode, precision)
     return lambda images: {k: v for k, v in run(images).items() if k in frozen_graph.DETECTION_OUTPUTS}
+
+
+def tflite_runner(path: str, threads: int, memory_growth: bool = False, memory_limit_mb=None):
+    """Measurement factory: a `.tflite` file through `tf.lite.Interpreter(model_path=path,
+    num_threads=threads)` and its `serving_default` signature, one image [1, h, w, 3] at the file's
+    size (`tflite_file.open_file`). The memory settings only reach TensorFlow's allocator, which
+    the interpreter does not use (`verify` refuses them with a file)."""
+    from migrate.verification import tflite_file
+    _configure_memory(memory_growth, memory_limit_mb)
+    return tflite_file.open_file(path, threads)

@@ -218,6 +218,10 @@ class _Export(tf.Module):
         function = tf.function(lambda **kw: serve(kw[INPUT_NAMES[input_type]]))
         self.max_detections = max_detections
         self.concrete_function = function.get_concrete_function(**{INPUT_NAMES[input_type]: spec})
+        # The concrete function holds the folded copy's variables weakly: once this returns, a
+        # garbage collection before `convert` would delete them ("Called a function referencing
+        # variables which have been deleted"). The module keeps the copy alive.
+        self.folded = folded
 
 
 # Generated calibration images when the user gives none: the shapes set's (gradient backgrounds,
@@ -244,7 +248,7 @@ def model_input(image, config, input_type: str = UINT8) -> np.ndarray:
         resized = preprocessing.resize(image, config).numpy()
     if input_type == UINT8:
         return np.clip(np.rint(resized), 0, 255).astype(np.uint8)
-    return preprocessing.normalize(resized).numpy()
+    return np.asarray(preprocessing.normalize(resized), np.float32)
 
 
 def flex_ops_needed(error: Exception) -> str | None:

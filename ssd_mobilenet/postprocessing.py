@@ -172,9 +172,22 @@ def postprocess(box_encodings_decoded, class_logits, config: SSDConfig) -> dict:
     d, slots = config.max_total_detections, config.num_class_slots
     signature = (tf.TensorSpec([d, 4], tf.float32), tf.TensorSpec([d], tf.float32), tf.TensorSpec([d], tf.float32),
                  tf.TensorSpec([], tf.float32), tf.TensorSpec([d, slots], tf.float32), tf.TensorSpec([d], tf.int32))
-    boxes, det_scores, classes, num, multiclass, anchor_idx = tf.map_fn(
-        lambda args: _postprocess_image(*args, config),
-        (box_encodings_decoded, raw_scores), fn_output_signature=signature)
+    # A batch of one skips map_fn's while loop and tensor lists (measured in docs/measurements.md):
+    # the same per-image function, so the same detections.
+    def one_image():
+        return tuple(t[tf.newaxis] for t in _postprocess_image(box_encodings_decoded[0], raw_scores[0], config))
+
+    def each_image():
+        return tf.map_fn(lambda args: _postprocess_image(*args, config), (box_encodings_decoded, raw_scores),
+                         fn_output_signature=signature)
+
+    if box_encodings_decoded.shape[0] == 1:
+        outputs = one_image()
+    elif box_encodings_decoded.shape[0] is None:
+        outputs = tf.cond(tf.equal(tf.shape(box_encodings_decoded)[0], 1), one_image, each_image)
+    else:
+        outputs = each_image()
+    boxes, det_scores, classes, num, multiclass, anchor_idx = outputs
     return {
         "detection_boxes": boxes,
         "detection_scores": det_scores,

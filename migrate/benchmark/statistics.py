@@ -68,6 +68,8 @@ def _report(latency, memory_results, sides, sizes, batches, repeats, warmup, bas
                         # allocator: no allocator peak to report (None, "n/a" in the tables).
                         row["alloc_transient_bytes"] = None if side in TFLITE_SIDES else _transient(mem, key)
                         row["peak_rss_bytes"] = mem["peak_rss_bytes"]
+                        # From the model files to the first detections, in that fresh process.
+                        row["ready_s"] = mem["build_s"] + mem["first_call_s"] if "first_call_s" in mem else None
                         row["rss_bytes"] = mem.get("rss_bytes")
                         if base_mem is not None:
                             base_rss = _baseline_rss(base_mem, key if side in TFLITE_SIDES else None)

@@ -16,10 +16,11 @@ from ssd_mobilenet import atomic_write
 def format_table(report: dict, markdown: bool = False) -> str:
     """The report as a table: one row per side, size, batch (and oneDNN setting) it ran at.
     `file MiB`: the model on disk (frozen graph, SavedModel directory, .tflite file; "-" for the
-    `detector*` sides). The allocator columns read "n/a" for the TFLite sides (the interpreter's
+    `detector*` sides). `ready s`: seconds from loading the model to the end of its first call, in
+    the side's fresh memory process. The allocator columns read "n/a" for the TFLite sides (the interpreter's
     arena is not TensorFlow's allocator) once memory was measured."""
     head = ["side", "oneDNN", "size", "batch", "median ms", "p90 ms", "img/s", "latency x TF1 (95%)", "file MiB",
-            "alloc peak MiB", "alloc x TF1", "peak RSS MiB", "RSS x TF1", "steady RSS MiB", "x TF1"]
+            "ready s", "alloc peak MiB", "alloc x TF1", "peak RSS MiB", "RSS x TF1", "steady RSS MiB", "x TF1"]
     mib = lambda b: "-" if b is None else f"{b / 2**20:.1f}"
     ratio = lambda r: "-" if r is None else f"{r:.2f}"
     lines = []
@@ -32,7 +33,8 @@ def format_table(report: dict, markdown: bool = False) -> str:
             alloc = ["n/a", "n/a"]
         lines.append([r["side"], r["onednn"], f"{r['size'][0]}x{r['size'][1]}", str(r["batch"]),
                       f"{r['latency_ms']['median']:.1f}", f"{r['latency_ms']['p90']:.1f}", f"{r['images_per_s']:.1f}",
-                      latency, mib(r.get("file_bytes")), *alloc,
+                      latency, mib(r.get("file_bytes")),
+                      "-" if r.get("ready_s") is None else f"{r['ready_s']:.1f}", *alloc,
                       mib(r.get("peak_rss_bytes")), ratio(r.get("rss_ratio")), mib(r.get("rss_bytes")),
                       ratio(r.get("steady_rss_ratio"))])
     if markdown:
@@ -161,7 +163,9 @@ def write_markdown(report: dict, path: str, command: str, force: bool = False, p
              "(peak minus what was resident before: weights, graph constants), `peak RSS` the process's peak and "
              "`steady RSS` its resident memory after the last run (what a serving process holds between "
              "requests). `file MiB`: the model a side loads, on disk (frozen graph, SavedModel directory, "
-             "`.tflite` file).", "",
+             "`.tflite` file). `ready s`: in that fresh process (TensorFlow already imported), seconds from "
+             "loading the model to the end of its first call on the first batch (loading, tracing, graph "
+             "optimisation, kernel creation): what a serving process waits before its first answer.", "",
              "## Targets", ""]
     for text, measured, passed in targets(report):
         lines.append(f"- {text}: **{measured}** {'(met)' if passed else '(NOT met)'}")

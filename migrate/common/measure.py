@@ -16,7 +16,8 @@ The worker, in order: sets the environment (`TF_CPU_ALLOCATOR_USE_BFC=true` befo
 starts: without it `get_memory_info('CPU:0')` raises "Allocator stats not available" on CPUs
 where TensorFlow leaves oneDNN off), enables memory growth on every visible GPU (unless the
 factory gets a `memory_limit_mb`: a capped logical device cannot also grow), builds the runner,
-and for each batch: `warmup` untimed runs, `reset_memory_stats(device)`, reads the
+and for each batch: `warmup` untimed runs (the first batch's first one, made in any case, timed as
+`first_call_s`), `reset_memory_stats(device)`, reads the
 allocator's current bytes (the baseline), `repeats` timed runs, reads the allocator peak.
 
 Result (JSON-able dict):
@@ -32,6 +33,8 @@ Result (JSON-able dict):
   rss_bytes             its resident set size after the last run (steady state: what a
                         serving process holds between requests)
   build_s               seconds to build the runner; `env`: the variables set for the worker;
+  first_call_s          seconds of the runner's first call (on the first batch: tracing, graph
+                        optimisation, kernel and primitive creation on top of a run)
   tensorflow            its version; outputs_npz: the path given, holding `"{batch}/{key}"` arrays
 """
 
@@ -166,9 +169,12 @@ def _worker(request: dict) -> dict:
             return None
 
     results, outputs = [], {}
+    t = time.perf_counter()
+    run_numpy(batches[0])
+    first_call_s = time.perf_counter() - t
     for index, images in enumerate(batches):
         out = None
-        for _ in range(request["warmup"]):
+        for _ in range(request["warmup"] - (index == 0)):
             out = run_numpy(images)
         try:
             tf.config.experimental.reset_memory_stats(device)
@@ -204,6 +210,7 @@ def _worker(request: dict) -> dict:
         "peak_rss_bytes": _peak_rss_bytes(),
         "rss_bytes": _rss_bytes(),
         "build_s": build_s,
+        "first_call_s": first_call_s,
         "tensorflow": tf.__version__,
         "outputs_npz": request.get("outputs_npz"),
     }

@@ -124,6 +124,23 @@ def test_two_devices_train_as_one_on_the_same_global_batch(setup):
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=WEIGHT_RTOL, atol=WEIGHT_ATOL, err_msg=a.path)
 
 
+def test_a_loss_scaled_step_updates_the_moving_average_once_across_replicas(setup):
+    """mixed_float16 takes the moving average's update through a `tf.cond` (a step skipped for
+    non-finite gradients skips it too) instead of `replicas.once`: on two replicas the first
+    applied step must still move each shadow once, not once per replica."""
+    env = {**os.environ, "PYTHONPATH": REPO}
+    args = {"converted": setup["converted"], "config": setup["config"], "records": setup["records"], "batch": BATCH}
+    worker = os.path.join(os.path.dirname(WORKER), "loss_scaled_average_run.py")
+    proc = subprocess.run([sys.executable, worker, json.dumps(args)], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["applied"] == 1, result  # a step was applied within the worker's steps
+    # One update is `shadow - (shadow - var) * (1 - decay)` exactly; a second would move it by
+    # (1 - decay) * decay of the step again (decay 0.9 here), far beyond float32 rounding.
+    assert result["moved"] > 0.0 and result["once_error"] <= 1e-6 * result["moved"] < result["twice_error"], result
+
+
 def test_a_batch_that_does_not_split_is_refused_in_one_line(setup, tmp_path, capsys, monkeypatch):
     def refused(argv, words):
         assert main(argv) == 2

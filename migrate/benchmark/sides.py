@@ -79,21 +79,11 @@ def runner(side: str, src: str, converted: str, exported: str = None, threads: i
 
 def _tflite_runner(path: str, threads: int):
     """`run(images uint8 [1, h, w, 3]) -> outputs` of a `.tflite` file through its serving
-    signature (`ssd_mobilenet.export.tflite`), on `tf.lite.Interpreter(num_threads=threads)`."""
-    import warnings
-
-    import numpy as np
-    import tensorflow as tf
-
-    from ssd_mobilenet.export import tflite as tflite_lib
+    signature, on `tf.lite.Interpreter(num_threads=threads)` (`tflite_file.open_file`, as verify runs it)."""
+    from migrate.verification import tflite_file
     if not path:
         raise BenchInputError("a TFLite side needs its exported .tflite file")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "tf.lite.Interpreter is deprecated" (LiteRT): it is what TF ships
-        interpreter = tf.lite.Interpreter(model_path=path, num_threads=int(threads))
-    signature = interpreter.get_signature_runner(tflite_lib.SIGNATURE_KEY)
-    name = tflite_lib.INPUT_NAMES[tflite_lib.UINT8]
-    return lambda images: {k: np.asarray(v) for k, v in signature(**{name: images}).items()}
+    return tflite_file.open_file(path, threads)
 
 
 def exported_path(out_dir: str, side: str) -> str:

@@ -121,33 +121,30 @@ def inspect_file(path: str, config) -> dict:
 def open_file(path: str, threads: int):
     """uint8 [1, h, w, 3] pixels at the file's size -> the file's detections (numpy, the signature's
     four outputs, [1, D, ...]): `tf.lite.Interpreter(model_path=path, num_threads=threads)`
-    (the builtin op resolver, which holds `TFLite_Detection_PostProcess`), its `serving_default`
-    runner. A float32-input file gets `tflite.model_input(pixels, FLOAT32)`: the same pixels
-    scaled as the graph scales them. `path` must have passed `inspect_file`."""
+    (the builtin op resolver, which holds `TFLite_Detection_PostProcess` and applies XNNPACK), its
+    `serving_default` runner. A float32-input file gets the same pixels scaled as the graph scales
+    them (`preprocessing.normalize`, what `tflite.model_input` gives at the file's size). The
+    runner of `verify --tflite` and of bench's TFLite sides."""
+    import warnings
+
     import tensorflow as tf
 
     from migrate.common import console
+    from ssd_mobilenet import preprocessing
     from ssd_mobilenet.export import tflite as tflite_lib
-    with console.native_stderr_quieted():  # the interpreter's "Created ... XNNPACK delegate" line
+    with console.native_stderr_quieted(), warnings.catch_warnings():  # "Created ... XNNPACK delegate"
+        warnings.simplefilter("ignore")  # "tf.lite.Interpreter is deprecated" (LiteRT): it is what TF ships
         interpreter = tf.lite.Interpreter(model_path=path, num_threads=int(threads))
         runner = interpreter.get_signature_runner(tflite_lib.SIGNATURE_KEY)
     (name,) = runner.get_input_details()
-    input_type = {v: k for k, v in tflite_lib.INPUT_NAMES.items()}[name]
+    uint8 = name == tflite_lib.INPUT_NAMES[tflite_lib.UINT8]
 
     def run(pixels):
         pixels = np.asarray(pixels)
-        feed = pixels if input_type == tflite_lib.UINT8 else np.asarray(
-            tflite_lib.model_input(pixels[0], _Size(*pixels.shape[1:3]), tflite_lib.FLOAT32))
+        feed = pixels if uint8 else np.asarray(preprocessing.normalize(pixels.astype(np.float32)), np.float32)
         return {k: np.asarray(v) for k, v in runner(**{name: feed}).items()}
 
     return run
-
-
-class _Size:
-    """The two fields of a config `tflite.model_input` reads, for pixels already at the file's size."""
-
-    def __init__(self, height: int, width: int):
-        self.image_height, self.image_width = height, width
 
 
 def compare_file(runner, run_file, info: dict, batches, config, atol: float, rtol: float, say=None):

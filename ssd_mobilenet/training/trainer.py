@@ -40,6 +40,7 @@ the training precision.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 
@@ -100,7 +101,6 @@ def resume_settings(output_dir: str, wanted: dict, max_memory_mb=None) -> dict |
     """The settings `output_dir`'s run started with (None for a new run), after checking `wanted`
     against them. A resumed `max_memory_mb` run keeps the batch it chose (no second search,
     which could choose another under other load). Raises `ResumeError` naming the setting."""
-    import json
     path = os.path.join(output_dir, CHECKPOINT_DIR, RUN_SETTINGS)
     if not os.path.isfile(path):
         return None
@@ -399,7 +399,6 @@ def train(model, training_config, records, output_dir, *, steps: int | None = No
             say(f"batch size {batch_size}{parts}: the largest whose measured training step peaks under "
                 f"{max_memory_mb:g} MiB")
     if started is None:
-        import json
         atomic_write.write_text(os.path.join(output_dir, CHECKPOINT_DIR, RUN_SETTINGS),
                                 json.dumps(dict(settings, batch_size=batch_size), indent=1))
     iterator = iter(_dataset(records, model, batch_size // accumulate, label_map, seed, training_config))

@@ -177,11 +177,7 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
                                                 image_size=(config.image_height, config.image_width))
     batches = file_images(images, batch) if images else generated_images(config, batch)
 
-    try:
-        runner = frozen_graph.FrozenGraphRunner(graph_def, exact_arithmetic=True)
-    except (ValueError, tf.errors.OpError) as e:  # e.g. an op this TensorFlow does not know
-        raise VerifyInputError(f"{graph_from}: cannot import the graph ({str(e).strip().splitlines()[0][:200]})") \
-            from None
+    runner = _exact_runner(graph_def, graph_from)
     resolved = runner.resolve(stages)
     notes = [f"TF1 graph: {graph_from}"]
     absent = [s for s in stages if s not in resolved]
@@ -232,6 +228,17 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
     return report
 
 
+def _exact_runner(graph_def, graph_from: str):
+    """The TF1 graph in a session with Grappler off (`FrozenGraphRunner(exact_arithmetic=True)`), or
+    `VerifyInputError` naming `graph_from` when it does not import (e.g. an op this TensorFlow lacks)."""
+    import tensorflow as tf
+    try:
+        return frozen_graph.FrozenGraphRunner(graph_def, exact_arithmetic=True)
+    except (ValueError, tf.errors.OpError) as e:
+        raise VerifyInputError(f"{graph_from}: cannot import the graph ({str(e).strip().splitlines()[0][:200]})") \
+            from None
+
+
 def _check_tflite_options(mode, batch, precision, memory_growth, memory_limit_mb, trace_dir, threads) -> None:
     """Refuses the options that do not apply to a `.tflite` file, naming the first one given."""
     given = [(mode is not None, f"--mode {mode}", "the file is the TF2 side"),
@@ -273,11 +280,7 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
                                                                                 config.image_width))
     # The verify image set as in the other modes; each image then goes through on its own.
     batches = file_images(images, DEFAULT_BATCH) if images else generated_images(config, DEFAULT_BATCH)
-    try:
-        runner = frozen_graph.FrozenGraphRunner(graph_def, exact_arithmetic=True)
-    except (ValueError, tf.errors.OpError) as e:
-        raise VerifyInputError(f"{graph_from}: cannot import the graph ({str(e).strip().splitlines()[0][:200]})") \
-            from None
+    runner = _exact_runner(graph_def, graph_from)
     say(f"running {info['file']} ({info['kind']}) in tf.lite.Interpreter, {threads} threads")
     run_file = tflite_file.open_file(info["file"], threads)
     detections, drawn, agreement = tflite_file.compare_file(runner, run_file, info, batches, config, atol, rtol, say)

@@ -29,7 +29,8 @@ OUTPUT_KEYS = ("detection_boxes", "detection_scores", "detection_classes", "num_
 
 
 def _converter(logits, config: SSDConfig):
-    x = tf.divide(logits, config.logit_scale)
+    # Dividing by 1.0 gives every float back unchanged: no pass over [N, A, slots] for it.
+    x = logits if config.logit_scale == 1.0 else tf.divide(logits, config.logit_scale)
     if config.score_converter == "SIGMOID":
         return tf.sigmoid(x)
     if config.score_converter == "SOFTMAX":
@@ -74,18 +75,22 @@ def _per_class_nms(boxes, scores, keep, config: SSDConfig, first: int = 0):
     max_out = config.max_detections_per_class
     threshold = tf.constant(config.score_threshold, tf.float32)
     iou_threshold = tf.constant(config.iou_threshold, tf.float32)
-    # Anything not kept is pushed to -inf, which the kernel's strict `score > threshold` rejects.
-    masked = scores if keep is None else tf.where(keep, scores, tf.constant(-float("inf"), tf.float32))
     # One NMS op per class, unrolled as in the TF1 graph: independent ops the executor runs in
     # parallel, where a map_fn loop would run them one after the other (docs/measurements.md;
     # identical outputs).
     selected, counts = [], []
-    # One transpose and unstack give each class's contiguous column (a strided slice per
-    # class would add one op per class, twice the nodes at 90 classes).
-    columns = tf.unstack(tf.transpose(masked))
+    # One unstack along the classes gives each class's contiguous column (a strided slice per
+    # class would add one op per class; a transpose first, one more pass over the scores).
+    columns = tf.unstack(scores, axis=1)
+    if keep is not None:
+        # Anything not kept is pushed to -inf, which the kernel's strict `score > threshold`
+        # rejects; adding 0 leaves every kept score as it compares (-0.0 becomes 0.0). Per column, on [A] each, it costs
+        # less than one select over [A, slots] (docs/measurements.md).
+        penalty = tf.where(keep[:, 0], tf.constant(0.0), tf.constant(-float("inf")))
     for k in range(first, scores.shape[1]):
+        column = columns[k] if keep is None else columns[k] + penalty
         s, c = tf.raw_ops.NonMaxSuppressionV4(
-            boxes=boxes, scores=columns[k], max_output_size=max_out, iou_threshold=iou_threshold,
+            boxes=boxes, scores=column, max_output_size=max_out, iou_threshold=iou_threshold,
             score_threshold=threshold, pad_to_max_output_size=True)
         selected.append(s)
         counts.append(c)

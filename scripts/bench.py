@@ -27,6 +27,22 @@ ZOO_2018 = os.path.join(SHARED, "zoo", "ssd_mobilenet_v1_coco_2018_01_28")
 MAKE_FIXTURE = os.path.join(SHARED, "tools", "make_zoo_fixture.py")
 
 
+def source_and_conversion(src, tmp: str, progress) -> tuple:
+    """(TF1 model dir, its conversion under `tmp`): SRC, else the 2018 zoo fixture built under `tmp`
+    when ../shared is there, else the built-in default model."""
+    from migrate import convert
+    if src is None and os.path.isfile(MAKE_FIXTURE) and os.path.isdir(ZOO_2018):
+        src = os.path.join(tmp, "zoo_2018")
+        subprocess.run([sys.executable, MAKE_FIXTURE, ZOO_2018, src], check=True, capture_output=True)
+    elif src is None:
+        from migrate import default_model
+        src = default_model.ensure_tf1_model()
+    converted = os.path.join(tmp, "converted")
+    progress(f"converting {src}")
+    convert.convert(src, converted)
+    return src, converted
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--src", help="a TF1 model directory with frozen_inference_graph.pb")
@@ -39,19 +55,10 @@ def main() -> int:
     p.add_argument("--sides", help="comma separated (default: every side of `migrate bench` but tflite, tflite_int8)")
     p.add_argument("--out-dir", default=os.path.join(REPO, "docs"))
     args = p.parse_args()
-    from migrate import bench, convert
+    from migrate import bench
     progress = lambda msg: print(f"[bench] {msg}", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="ssd-bench-") as tmp:
-        src = args.src
-        if src is None and os.path.isfile(MAKE_FIXTURE) and os.path.isdir(ZOO_2018):
-            src = os.path.join(tmp, "zoo_2018")
-            subprocess.run([sys.executable, MAKE_FIXTURE, ZOO_2018, src], check=True, capture_output=True)
-        elif src is None:
-            from migrate import default_model
-            src = default_model.ensure_tf1_model()
-        converted = os.path.join(tmp, "converted")
-        progress(f"converting {src}")
-        convert.convert(src, converted)
+        src, converted = source_and_conversion(args.src, tmp, progress)
         try:
             report = bench.bench(src, converted, sizes=bench.parse_sizes(args.size),
                                  batches=bench.parse_batches(args.batch), repeats=args.repeats, onednn=args.onednn,

@@ -254,3 +254,27 @@ def test_tflite_runner_gives_the_tf1_detections(small, tmp_path):
     ref = bench.runner("tf1_session", src, out)(images)
     assert ref["num_detections"].min() > 0
     check_detections(ours, ref)
+
+
+def test_kernels_counts_every_convolution_of_a_call_and_the_filters_reordered_each_call(small):
+    """`scripts/kernels.py`'s profile of the small model with its weights as variables: per call, as
+    many 1x1, depthwise and kxk convolution primitives as the folded model has layers of each, and
+    filter reorders on every call (a variable's filter is reordered per call; constants are cached)."""
+    from migrate.benchmark import kernels
+    from ssd_mobilenet import layers
+    src, out = small
+    summary = kernels.profile("detector_variables", src, out, size=(96, 160), batch=1, calls=3, warmup=1)
+    if not summary["onednn"]:
+        pytest.skip("oneDNN is off in TensorFlow on this CPU (TF_ENABLE_ONEDNN_OPTS)")
+    model = detector.load(out, freeze_weights=False).model
+    convs = [l for l in model._flatten_layers(include_self=False) if isinstance(l, layers.SlimConv)]
+    expected = {"convolution depthwise": sum(c.depthwise for c in convs),
+                "convolution 1x1": sum(not c.depthwise and c.kernel_size == 1 for c in convs),
+                "convolution kxk": sum(not c.depthwise and c.kernel_size > 1 for c in convs)}
+    counted = {}
+    for row in summary["rows"]:
+        counted[row["class"]] = counted.get(row["class"], 0) + row["per_call"]
+    assert {k: counted.get(k, 0) for k in expected} == expected
+    assert summary["isa"] and summary["wall_ms_per_call"] > 0
+    assert counted.get("reorder", 0) >= 1 and summary["reorders"]
+    assert "convolution 1x1" in kernels.format_summary(summary)

@@ -3,6 +3,7 @@ memory settings, summarised for the report; and the profiler trace of the TF2 si
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 
@@ -37,23 +38,30 @@ def _measure_one(factory: str, kwargs: dict, images_npz: str, memory: dict, warm
         raise VerifyInputError(f"{side} measurement failed under {settings}: {cause[:300]}") from None
 
 
-def _measure_sides(graph_def, converted: str, mode: str, precision: str, memory: dict, batches, batch: int,
-                   warmup: int, repeats: int, say):
-    """(tf1 result, tf2 result) of `measure.measure_isolated`, one fresh process per side, the
-    TF1 graph in a session with the default config (as a user runs it), each applying the
-    same `memory` settings (`runtime.configure`) before its first op."""
+@contextlib.contextmanager
+def _tf1_measured(graph_def, batches, memory: dict, warmup: int, repeats: int, say, what: str):
+    """Writes the TF1 graph and the image `batches` into a temporary folder, measures the graph in
+    a session with the default config (as a user runs it) in a fresh process, and yields
+    (tf1 result, images .npz) for the other side's measurement on the same images."""
     with tempfile.TemporaryDirectory(prefix="migrate-verify-") as tmp:
         graph_pb = os.path.join(tmp, "tf1_inference_graph.pb")
         with open(graph_pb, "wb") as f:
             f.write(graph_def.SerializeToString())
-        measure_batches = _measurement_batches(batches, batch)
         images_npz = os.path.join(tmp, "images.npz")
-        np.savez(images_npz, **{f"batch_{i:03d}": b for i, b in enumerate(measure_batches)})
-        sizes = " and ".join(str(len(b)) for b in measure_batches)
-        say(f"measuring TF1 (session, default config) in a fresh process: batch {sizes}, {repeats} runs each")
-        tf1 = _measure_one("migrate.verification.sides:tf1_session_runner", {"graph_pb": graph_pb}, images_npz, memory,
-                           warmup, repeats, "TF1")
-        say(f"measuring TF2 ({mode}, {precision}) in a fresh process: batch {sizes}, {repeats} runs each")
+        np.savez(images_npz, **{f"batch_{i:03d}": b for i, b in enumerate(batches)})
+        say(f"measuring TF1 (session, default config) in a fresh process: {what}")
+        yield (_measure_one("migrate.verification.sides:tf1_session_runner", {"graph_pb": graph_pb}, images_npz,
+                            memory, warmup, repeats, "TF1"), images_npz)
+
+
+def _measure_sides(graph_def, converted: str, mode: str, precision: str, memory: dict, batches, batch: int,
+                   warmup: int, repeats: int, say):
+    """(tf1 result, tf2 result) of `measure.measure_isolated`, one fresh process per side, each
+    applying the same `memory` settings (`runtime.configure`) before its first op."""
+    measure_batches = _measurement_batches(batches, batch)
+    what = f"batch {' and '.join(str(len(b)) for b in measure_batches)}, {repeats} runs each"
+    with _tf1_measured(graph_def, measure_batches, memory, warmup, repeats, say, what) as (tf1, images_npz):
+        say(f"measuring TF2 ({mode}, {precision}) in a fresh process: {what}")
         tf2 = _measure_one("migrate.verification.sides:tf2_runner",
                            {"converted": converted, "mode": mode, "precision": precision},
                            images_npz, memory, warmup, repeats, "TF2")
@@ -64,18 +72,10 @@ def _measure_tflite_sides(graph_def, tflite_path: str, threads: int, pixels, war
     """(tf1 result, tflite result): the TF1 graph (a session with the default config) and the
     `.tflite` file (`sides.tflite_runner`), each in a fresh process, on the same uint8 pixels
     [1, h, w, 3] at the model's size: batch 1 only, the file's one shape."""
-    with tempfile.TemporaryDirectory(prefix="migrate-verify-") as tmp:
-        graph_pb = os.path.join(tmp, "tf1_inference_graph.pb")
-        with open(graph_pb, "wb") as f:
-            f.write(graph_def.SerializeToString())
-        images_npz = os.path.join(tmp, "images.npz")
-        np.savez(images_npz, batch_000=pixels)
-        memory = {"memory_growth": False, "memory_limit_mb": None}
-        say(f"measuring TF1 (session, default config) in a fresh process: batch 1, {repeats} runs")
-        tf1 = _measure_one("migrate.verification.sides:tf1_session_runner", {"graph_pb": graph_pb}, images_npz, memory,
-                           warmup, repeats, "TF1")
+    memory = {"memory_growth": False, "memory_limit_mb": None}
+    with _tf1_measured(graph_def, [pixels], memory, warmup, repeats, say, f"batch 1, {repeats} runs") as (tf1, npz):
         say(f"measuring the TFLite file ({threads} threads) in a fresh process: batch 1, {repeats} runs")
-        tflite = _measure_tflite_side(tflite_path, threads, images_npz, warmup, repeats)
+        tflite = _measure_tflite_side(tflite_path, threads, npz, warmup, repeats)
     return tf1, tflite
 
 

@@ -83,9 +83,10 @@ def _per_class_nms(boxes, scores, keep, config: SSDConfig, first: int = 0):
     # class would add one op per class; a transpose first, one more pass over the scores).
     columns = tf.unstack(scores, axis=1)
     if keep is not None:
-        # Anything not kept is pushed to -inf, which the kernel's strict `score > threshold`
-        # rejects; adding 0 leaves every kept score as it compares (-0.0 becomes 0.0). Per column, on [A] each, it costs
-        # less than one select over [A, slots] (docs/measurements.md).
+        # Anything not kept is pushed to -inf (or NaN from +inf), which the kernel's strict
+        # `score > threshold` rejects; adding 0 leaves every kept score as it compares (-0.0
+        # becomes 0.0). Added per column, on [A] each, it costs less than one select over
+        # [A, slots] (docs/measurements.md).
         penalty = tf.where(keep[:, 0], tf.constant(0.0), tf.constant(-float("inf")))
     for k in range(first, scores.shape[1]):
         column = columns[k] if keep is None else columns[k] + penalty

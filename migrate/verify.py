@@ -263,7 +263,7 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
     import ssd_mobilenet
     from migrate import export
     from migrate.verification import tflite_file
-    from migrate.verification.measuring import _measure_tflite_sides
+    from migrate.verification.measuring import NO_MEMORY_SETTINGS, _measure_tflite_sides
     from ssd_mobilenet.export import tflite as tflite_lib
 
     say(f"reading the TFLite file {path}")
@@ -303,7 +303,6 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
                                                           warmup, repeats, say)
         notes.append("TFLite side: memory is the process's RSS (TensorFlow's allocator does not see the "
                      "interpreter's arena); both processes import TensorFlow")
-    memory = {"memory_growth": False, "memory_limit_mb": None}
     report = VerifyReport(
         passed=first is None, first_divergence=first, tensors=[], detections=detections,
         tf1=_side_summary(tf1_result, "session (frozen graph, default ConfigProto)"),
@@ -312,8 +311,8 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
         versions={"tensorflow": tf.__version__, "migrate": migrate.__version__,
                   "ssd_mobilenet": ssd_mobilenet.__version__, "python": platform.python_version()},
         images=[d["image"] for d in detections], src=os.path.abspath(src), converted=converted, mode=TFLITE,
-        notes=notes, postprocessing=None, precision="int8" if info["int8"] else "float32", memory=memory,
-        trace_dir=None, tflite=info)
+        notes=notes, postprocessing=None, precision="int8" if info["int8"] else "float32",
+        memory=dict(NO_MEMORY_SETTINGS), trace_dir=None, tflite=info)
     if png_dir:
         _write_pngs(drawn, png_dir)
     if json_path:

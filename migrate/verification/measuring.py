@@ -12,6 +12,11 @@ import numpy as np
 from migrate.tf1.inference_graph import VerifyInputError
 
 
+# The memory settings of a TFLite file's measurement: none (they reach TensorFlow's allocator only,
+# which the interpreter does not use; `verify` refuses them with --tflite).
+NO_MEMORY_SETTINGS = {"memory_growth": False, "memory_limit_mb": None}
+
+
 def _measurement_batches(batches, batch: int) -> list:
     """Batch 1 and batch `batch` of the largest image (repeated), so latencies compare by batch size."""
     _, images = max(batches, key=lambda b: b[1].shape[1] * b[1].shape[2])
@@ -72,8 +77,8 @@ def _measure_tflite_sides(graph_def, tflite_path: str, threads: int, pixels, war
     """(tf1 result, tflite result): the TF1 graph (a session with the default config) and the
     `.tflite` file (`sides.tflite_runner`), each in a fresh process, on the same uint8 pixels
     [1, h, w, 3] at the model's size: batch 1 only, the file's one shape."""
-    memory = {"memory_growth": False, "memory_limit_mb": None}
-    with _tf1_measured(graph_def, [pixels], memory, warmup, repeats, say, f"batch 1, {repeats} runs") as (tf1, npz):
+    what = f"batch 1, {repeats} runs"
+    with _tf1_measured(graph_def, [pixels], NO_MEMORY_SETTINGS, warmup, repeats, say, what) as (tf1, npz):
         say(f"measuring the TFLite file ({threads} threads) in a fresh process: batch 1, {repeats} runs")
         tflite = _measure_tflite_side(tflite_path, threads, npz, warmup, repeats)
     return tf1, tflite
@@ -84,7 +89,7 @@ def _measure_tflite_side(tflite_path: str, threads: int, images_npz: str, warmup
     interpreter's arena, so its figures say nothing of the file and are dropped (None): the
     process RSS is the file's memory (the process imports TensorFlow, as the TF1 side's does)."""
     result = _measure_one("migrate.verification.sides:tflite_runner", {"path": tflite_path, "threads": threads},
-                          images_npz, {"memory_growth": False, "memory_limit_mb": None}, warmup, repeats, "TFLite")
+                          images_npz, NO_MEMORY_SETTINGS, warmup, repeats, "TFLite")
     result.update(peak_memory_bytes=None, baseline_memory_bytes=None, transient_peak_bytes=None,
                   device="CPU (TFLite)")
     for batch in result["batches"]:

@@ -205,7 +205,8 @@ def tolerances(info: dict, atol: float, rtol: float) -> dict:
         return {"atol": atol, "rtol": rtol, "precision": "float32", "criterion": EXACT,
                 "tf1_reference": "the graph as written: a session with Grappler off, fed the file's pixels",
                 "rule": "detection counts and classes exact; boxes and scores |tflite - tf1| <= atol + rtol"}
-    clip = "" if info["nms"] == "per-class" else "the file's boxes clipped to [0, 1] (the op does not clip); "
+    from ssd_mobilenet.export import tflite as tflite_lib
+    clip = "" if info["nms"] == tflite_lib.PER_CLASS else "the file's boxes clipped to [0, 1] (the op does not clip); "
     return {"atol": None, "rtol": None, "precision": "int8" if info["int8"] else "float32", "criterion": AGREEMENT,
             "min_score": export.REPORT_MIN_SCORE, "match_iou": export.MATCH_IOU, "min_rate": AGREEMENT_MIN_RATE,
             "tf1_reference": "the graph as written: a session with Grappler off, fed the file's pixels",

@@ -362,7 +362,20 @@ def main(argv=None) -> int:
         return EXIT_BAD_INPUT
     from migrate.common import console
     with console.tensorflow_output(verbose=args.verbose):
-        return _run(args)
+        code = _run(args)
+        if code != EXIT_BAD_INPUT:
+            _warn_precision(getattr(args, "precision", None))
+        return code
+
+
+def _warn_precision(precision) -> None:
+    """One line when the command ran a reduced precision this machine has no units for (after
+    the command, so that bad input still gets its single line)."""
+    from ssd_mobilenet import hardware
+    why = hardware.missing_units(precision) if precision else None
+    if why:
+        print(f"warning: --precision {precision}: {why}; TensorFlow converts or emulates it here, slower than "
+              "float32: it pays off on machines that have them", file=sys.stderr)
 
 
 def _run(args) -> int:

@@ -20,6 +20,14 @@ DEPTHWISE = "custom_nc2_use_depthwise"
 TF13 = "custom_nc3_tf1.3_config_mismatch"
 QUANTIZED = "ssd_mobilenet_v1_quantized_300x300_coco14_sync_2018_07_18"
 
+# /proc/cpuinfo of a CPU with AVX-512 but no bfloat16 or float16 units (an AWS m5 Xeon, Skylake-SP;
+# the lines that matter), for the commands' reduced-precision warning.
+SKYLAKE_SP = """processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) Platinum 8175M CPU @ 2.50GHz
+flags\t\t: fpu vme de pse tsc msr sse sse2 ssse3 fma sse4_1 sse4_2 avx f16c avx2 avx512f avx512dq avx512cd avx512bw avx512vl
+"""
+
 
 def shared_available() -> bool:
     return os.path.isfile(MAKE_FIXTURE) and os.path.isdir(ZOO)

@@ -7,11 +7,11 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import check_detections, needs_shared, random_images
+from conftest import SKYLAKE_SP, check_detections, needs_shared, random_images
 from migrate import bench
 from migrate.cli import main
 from migrate.tf1 import assign, builder
-from ssd_mobilenet import SSDMobileNetV1, detector
+from ssd_mobilenet import SSDMobileNetV1, detector, hardware
 from ssd_mobilenet.config import SSDConfig
 
 
@@ -64,6 +64,14 @@ def test_targets_say_when_the_interval_reaches_across_the_limit():
     assert alloc_met and "interval" not in alloc
     assert "steady-state process RSS" in rss_text and not rss_met and rss == "1.04x"
     assert "`detector` latency at batch 8" in det_text and not det_met
+    # The reduced-precision target holds where the CPU has the units; elsewhere it is not judged.
+    report["rows"].append(row("saved_model_mixed", 1, 1.9, [1.8, 2.0]))
+    why = hardware.missing_units("mixed_bfloat16", cpuinfo=SKYLAKE_SP, gpus=[])
+    (mixed_text, mixed, mixed_met), = [t for t in bench.targets({**report, "missing_units": why})
+                                       if "saved_model_mixed" in t[0]]
+    assert mixed_met is None and mixed.startswith("1.90x") and "not applicable: this machine has no bfloat16" in mixed
+    (_, _, mixed_met), = [t for t in bench.targets({**report, "missing_units": None}) if "saved_model_mixed" in t[0]]
+    assert mixed_met is False
 
 
 def test_bad_input_exits_2_with_one_line(tmp_path, capsys):

@@ -27,6 +27,8 @@ EXPORTED_SIDES = {"saved_model_exact": ("exact", "float32"), "saved_model_mixed"
 TFLITE_EXPORTS = {"tflite": False, "tflite_int8": True}
 
 BASELINE = "tf1_session"
+# Sides that compute in the reduced precision (`mixed_precision()`).
+MIXED_SIDES = ("saved_model_mixed", "detector_mixed")
 
 DETECTION_OUTPUTS = ("detection_boxes", "detection_scores", "detection_classes", "num_detections")
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 
-from migrate.benchmark.sides import BASELINE, TFLITE_SIDES
+from migrate.benchmark.sides import BASELINE, TFLITE_SIDES, mixed_precision
+from ssd_mobilenet import hardware
 
 
 def _stats(values):
@@ -80,7 +81,9 @@ def _report(latency, memory_results, sides, sizes, batches, repeats, warmup, bas
     return {"rows": rows, "sizes": [list(s) for s in sizes], "batches": list(batches), "sides": sides,
             "repeats": repeats, "warmup": warmup, "env": base_env, "onednn": [str(s) for s in latency],
             "device": "GPU" if tf.config.list_physical_devices("GPU") else "CPU", "tensorflow": tf.__version__,
-            "cpu_count": os.cpu_count(), "memory": memory_results, "tflite": tflite, "file_bytes": file_bytes or {}}
+            "cpu_count": os.cpu_count(), "memory": memory_results, "tflite": tflite, "file_bytes": file_bytes or {},
+            # Why this machine has no units for the mixed sides' precision (None: it has them).
+            "mixed_precision": mixed_precision(), "missing_units": hardware.missing_units(mixed_precision())}
 
 
 def _baseline_rss(result, key=None) -> tuple:

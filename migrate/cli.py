@@ -235,6 +235,8 @@ def _verify(args) -> int:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(verify.format_report(report))
+    # The precision that ran (a SavedModel's own when --precision was not given), for `_warn_precision`.
+    args.precision = report.precision
     return EXIT_OK if report.passed else EXIT_FAIL
 
 

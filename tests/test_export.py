@@ -15,10 +15,10 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ZOO_2018, needs_shared
+from conftest import SKYLAKE_SP, ZOO_2018, needs_shared
 from migrate import verify
 from migrate.cli import main
-from ssd_mobilenet import export
+from ssd_mobilenet import export, hardware
 
 SAVED_MODEL_CLI = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
 
@@ -169,13 +169,23 @@ def test_exact_saved_model_is_float32_only(tmp_path, capsys):
 
 @needs_shared
 def test_verify_saved_model_mode_passes_the_conversion_and_fails_a_perturbed_source(exported, zoo_fixture,
-                                                                                   tmp_path, capsys):
+                                                                                   tmp_path, capsys, monkeypatch):
     src, converted = exported
+    # As on a CPU without bfloat16 units: the bfloat16 SavedModel's own precision (no --precision
+    # given) is named in the one warning line.
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(SKYLAKE_SP)
+    monkeypatch.setattr(hardware, "CPUINFO", str(cpuinfo))
+    monkeypatch.setattr(hardware, "gpu_capabilities", lambda: [])
     for variant in ("fast", "mixed_bfloat16"):
         out = tmp_path / f"{variant}.json"
         code = main(["verify", src, converted[variant], "--mode", "saved_model", "--no-measure", "--json", str(out)])
-        printed = capsys.readouterr().out
+        captured = capsys.readouterr()
+        printed = captured.out
         assert code == 0, printed
+        warned = [line for line in captured.err.splitlines() if line.startswith("warning:")]
+        expected = [] if variant == "fast" else ["warning: --precision mixed_bfloat16: this machine has no bfloat16 units"]
+        assert [line[:len(e)] for line, e in zip(warned, expected)] == expected and len(warned) == len(expected), warned
         report = json.loads(out.read_text())
         assert report["mode"] == "saved_model" and report["tensors"] == []
         assert report["precision"] == ("mixed_bfloat16" if variant == "mixed_bfloat16" else "float32")

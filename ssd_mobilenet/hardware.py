@@ -18,6 +18,15 @@ UNITS = {
 CPUINFO = "/proc/cpuinfo"
 
 
+def read_cpuinfo() -> str | None:
+    """This machine's /proc/cpuinfo text; None where there is none (macOS, Windows)."""
+    try:
+        with open(CPUINFO, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
 def cpu_flags(cpuinfo: str) -> set:
     """The instruction-set flags of a /proc/cpuinfo text: x86's `flags` lines, Arm's `Features`."""
     flags = set()
@@ -51,13 +60,8 @@ def missing_units(precision: str, cpuinfo: str | None = None, gpus: list | None 
     gpus = gpu_capabilities() if gpus is None else gpus
     if any(tuple(c) >= least for c in gpus):
         return None
-    if cpuinfo is None:
-        try:
-            with open(CPUINFO, encoding="utf-8", errors="replace") as f:
-                cpuinfo = f.read()
-        except OSError:
-            return None
-    flags = cpu_flags(cpuinfo)
+    cpuinfo = read_cpuinfo() if cpuinfo is None else cpuinfo
+    flags = cpu_flags(cpuinfo or "")
     if not flags or flags & set(flags_needed):
         return None
     gpu = f"no GPU of compute capability {least[0]}.{least[1]} or later"

@@ -29,6 +29,24 @@ flags\t\t: fpu vme de pse tsc msr sse sse2 ssse3 fma sse4_1 sse4_2 avx f16c avx2
 """
 
 
+@pytest.fixture
+def without_reduced_precision_units(tmp_path, monkeypatch):
+    """This process sees the machine as a Skylake-SP Xeon without a GPU (`ssd_mobilenet.hardware`);
+    returns the start of the warning line a command then ends with, given the precision."""
+    from ssd_mobilenet import hardware
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(SKYLAKE_SP)
+    monkeypatch.setattr(hardware, "CPUINFO", str(cpuinfo))
+    monkeypatch.setattr(hardware, "gpu_capabilities", lambda: [])
+    return lambda precision: (f"warning: --precision {precision}: this machine has no "
+                              f"{precision.split('_')[1]} units")
+
+
+def warnings_in(stderr: str) -> list:
+    """The `warning:` lines of a command's stderr."""
+    return [line for line in stderr.splitlines() if line.startswith("warning:")]
+
+
 def shared_available() -> bool:
     return os.path.isfile(MAKE_FIXTURE) and os.path.isdir(ZOO)
 

@@ -16,14 +16,14 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.framework import tensor_util
 
-from conftest import DEPTHWISE, SKYLAKE_SP, ZOO_2018, needs_shared, random_images, zoo_path
+from conftest import DEPTHWISE, ZOO_2018, needs_shared, random_images, warnings_in, zoo_path
 from migrate import verify
 from migrate.cli import main
 from migrate.tf1 import op_allowlist
 from migrate.tf1.frozen_graph import DETECTION_OUTPUTS
 from migrate.tf1.sources import read_graph_def, read_meta_graph
 from migrate.verification import measuring
-from ssd_mobilenet import SSDMobileNetV1, detector, hardware
+from ssd_mobilenet import SSDMobileNetV1, detector
 
 FE = "FeatureExtractor/MobilenetV1/"
 PERTURBED = FE + "Conv2d_7_pointwise"
@@ -364,22 +364,19 @@ def test_mixed_precision_detection_matching():
 
 
 @needs_shared
-def test_mixed_bfloat16_faithful_conversion_passes_with_a_trace(zoo, small_images, tmp_path, capsys, monkeypatch):
+def test_mixed_bfloat16_faithful_conversion_passes_with_a_trace(zoo, small_images, tmp_path, capsys,
+                                                               without_reduced_precision_units):
     fx, converted = zoo
     out, trace = tmp_path / "report.json", tmp_path / "trace"
     # As on a CPU without bfloat16 units (an AVX-512 Xeon of 2017) and no GPU: it still runs and passes,
     # and says once that the precision is emulated there.
-    cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text(SKYLAKE_SP)
-    monkeypatch.setattr(hardware, "CPUINFO", str(cpuinfo))
-    monkeypatch.setattr(hardware, "gpu_capabilities", lambda: [])
     code = main(["verify", fx, converted, "--images", small_images, "--precision", "mixed_bfloat16", "--no-measure",
                  "--json", str(out), "--trace", str(trace)])
     captured = capsys.readouterr()
     printed = captured.out
     assert code == 0, printed
-    warned = [line for line in captured.err.splitlines() if line.startswith("warning:")]
-    assert len(warned) == 1 and "--precision mixed_bfloat16: this machine has no bfloat16 units" in warned[0], warned
+    warned = warnings_in(captured.err)
+    assert len(warned) == 1 and warned[0].startswith(without_reduced_precision_units("mixed_bfloat16")), warned
     assert "mixed_bfloat16" in printed and "NMS flips" in printed
     report = json.loads(out.read_text())
     assert report["passed"] and report["precision"] == "mixed_bfloat16"

@@ -78,12 +78,13 @@ def _report(latency, memory_results, sides, sizes, batches, repeats, warmup, bas
                             row["rss_ratio"] = _ratio(mem["peak_rss_bytes"], base_rss[0])
                             row["steady_rss_ratio"] = _ratio(mem.get("rss_bytes"), base_rss[1])
                     rows.append(row)
+    mixed = mixed_precision()
     return {"rows": rows, "sizes": [list(s) for s in sizes], "batches": list(batches), "sides": sides,
             "repeats": repeats, "warmup": warmup, "env": base_env, "onednn": [str(s) for s in latency],
             "device": "GPU" if tf.config.list_physical_devices("GPU") else "CPU", "tensorflow": tf.__version__,
             "cpu_count": os.cpu_count(), "memory": memory_results, "tflite": tflite, "file_bytes": file_bytes or {},
             # Why this machine has no units for the mixed sides' precision (None: it has them).
-            "mixed_precision": mixed_precision(), "missing_units": hardware.missing_units(mixed_precision())}
+            "mixed_precision": mixed, "missing_units": hardware.missing_units(mixed)}
 
 
 def _baseline_rss(result, key=None) -> tuple:

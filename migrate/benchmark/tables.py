@@ -10,7 +10,7 @@ from migrate.benchmark.inputs import BenchInputError
 from migrate.benchmark.interleaving import MAX_ROUNDS_FACTOR, rounds
 from migrate.benchmark.notes import _NOTES, _SIDE_TEXT
 from migrate.benchmark.sides import BASELINE, MIXED_SIDES, TFLITE_SIDES
-from ssd_mobilenet import atomic_write
+from ssd_mobilenet import atomic_write, hardware
 
 
 def format_table(report: dict, markdown: bool = False) -> str:
@@ -134,12 +134,8 @@ def scaling(report: dict) -> list:
 
 
 def _machine() -> str:
-    model = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
-    except OSError:
-        pass
+    model = next((line.split(":", 1)[1].strip() for line in (hardware.read_cpuinfo() or "").splitlines()
+                  if line.startswith("model name")), "unknown CPU")
     return f"{model}, {os.cpu_count()} logical cores"
 
 

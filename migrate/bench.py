@@ -17,7 +17,7 @@ Sides (`SIDES`), each a runner `run(images uint8 [N, H, W, 3]) -> dict of output
   detector_xla       `ssd_mobilenet.load(..., jit_compile=True)`
   detector_mixed     `precision="mixed_bfloat16"` on CPUs, `"mixed_float16"` on GPUs
   tflite             the `.tflite` file `migrate export` writes by default (float32, per-class NMS,
-                     uint8 input [1, H, W, 3]) in `tf.lite.Interpreter(model_path, num_threads=N)`
+                     uint8 input [1, H, W, 3]) on LiteRT's `Interpreter(num_threads=N)` (ai-edge-litert)
                      (its default op resolver applies the XNNPACK delegate), through the signature
   tflite_int8        the same with the `export --int8` file (calibrated on generated images)
   (the TFLite files are exported first as the SavedModels above; they are named with --sides,

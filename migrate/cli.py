@@ -154,8 +154,10 @@ def _add_verbose(p):
 
 
 def _add_predict_parser(sub):
-    p = sub.add_parser("predict", help="run a converted model over image files and folders -> JSON lines")
-    p.add_argument("converted", help="a directory written by `convert`")
+    p = sub.add_parser("predict", help="run a converted model or a .tflite file over image files and folders "
+                       "-> JSON lines")
+    p.add_argument("converted", metavar="MODEL", help="a directory written by `convert` (run by TensorFlow), or a "
+                   ".tflite file written by `export` (run by LiteRT, without TensorFlow)")
     p.add_argument("images", nargs="+", help="JPEG/PNG files and folders (searched recursively)")
     p.add_argument("--out", metavar="FILE", help="JSON lines file, one line per image (default: JSON lines on stdout)")
     p.add_argument("--png", metavar="DIR", help="also write each image with its boxes drawn, as PNG, into DIR")
@@ -177,8 +179,16 @@ def _add_predict_parser(sub):
                    help="CPU: oneDNN convolutions cache their reordered filters (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1; "
                         "for inference-only processes)")
     p.add_argument("--trace", metavar="DIR", help="write a TensorBoard profiler trace of a few batches")
+    p.add_argument("--threads", type=int, metavar="N", help="a .tflite MODEL: LiteRT's interpreter threads "
+                   "(default: the CPU count)")
     p.add_argument("--quiet", action="store_true", help="no progress messages (warnings still shown)")
     _add_verbose(p)
+
+
+# predict's options that set up TensorFlow, and how each is given: refused for a .tflite MODEL.
+_TENSORFLOW_PREDICT_OPTIONS = {"--batch": "batch", "--max-memory": "max_memory", "--memory-growth": "memory_growth",
+                               "--memory-limit": "memory_limit", "--jit": "jit", "--weight-cache": "weight_cache",
+                               "--trace": "trace"}
 
 
 def _add_verify_parser(sub):
@@ -209,7 +219,7 @@ def _add_verify_parser(sub):
                    help="cap the device memory of both measured sides at MiB (no GPU: the CPU allocator's)")
     p.add_argument("--trace", metavar="DIR", help="write a TensorBoard profiler trace of two TF2 runs to DIR")
     p.add_argument("--tflite", metavar="FILE",
-                   help="the TF2 side is this .tflite file of `migrate export` (run by tf.lite.Interpreter, one "
+                   help="the TF2 side is this .tflite file of `migrate export` (run by LiteRT, one "
                         "image at a time): detections compared with the TF1 graph's, exactly for a float32 per-class "
                         "file, by class and IoU for int8 and custom-op files")
     p.add_argument("--threads", type=int, metavar="N",
@@ -341,7 +351,8 @@ def _missing_path(args):
     if args.command == "verify" and missing(args.tflite):
         return f"{args.tflite}: no such file (--tflite)"
     if args.command == "predict" and missing(args.converted):
-        return f"{args.converted}: no such directory (expected the output of `migrate convert`)"
+        return (f"{args.converted}: no such directory or .tflite file (expected the output of `migrate convert` "
+                "or `migrate export --tflite`)")
     if args.command in ("train", "export") and missing(args.converted):
         return f"{args.converted}: no such directory (expected the output of `migrate convert`)"
     if args.command == "evaluate" and missing(args.model, prefix=True):
@@ -363,6 +374,8 @@ def main(argv=None) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
     from migrate.common import console
+    if args.command == "predict" and os.path.isfile(args.converted):
+        return _predict_litert(args)  # never imports TensorFlow
     with console.tensorflow_output(verbose=args.verbose):
         code = _run(args)
         if code != EXIT_BAD_INPUT:
@@ -443,6 +456,10 @@ def _predict(args) -> int:
     if args.batch is not None and not 1 <= args.batch <= predict.MAX_BATCH:
         print(f"error: --batch {args.batch}: must be 1..{predict.MAX_BATCH}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.threads is not None:
+        print(f"error: --threads: LiteRT's threads, for a .tflite MODEL; {args.converted} is a converted directory "
+              "(TensorFlow takes its threads from the environment)", file=sys.stderr)
+        return EXIT_BAD_INPUT
     from ssd_mobilenet import runtime
     try:
         if (args.memory_growth or args.memory_limit is not None or args.max_memory is not None
@@ -459,10 +476,40 @@ def _predict(args) -> int:
             predict.BudgetError, runtime.RuntimeConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    return _predict_summary(args, summary)
+
+
+def _predict_litert(args) -> int:
+    """`predict` on a `.tflite` file: LiteRT, in this process, without TensorFlow."""
+    from migrate import predict
+    from migrate.common import console, images
+    from ssd_mobilenet import label_map
+    given = [flag for flag, name in _TENSORFLOW_PREDICT_OPTIONS.items() if getattr(args, name) not in (None, False)]
+    given += ["--precision"] if args.precision != "float32" else []
+    if given:
+        print(f"error: {given[0]}: sets up TensorFlow, which does not run {args.converted} (a .tflite file runs on "
+              "LiteRT, one image per call; --threads sets its threads)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.threads is not None and args.threads < 1:
+        print(f"error: --threads {args.threads}: must be >= 1", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    with console.litert_output(verbose=args.verbose):
+        try:
+            summary = predict.run(args.converted, args.images, out=args.out, png_dir=args.png, force=args.force,
+                                  labels=args.labels, min_score=args.min_score, png_min_score=args.png_min_score,
+                                  threads=args.threads, progress=_progress(args.quiet))
+        except (images.ImageError, label_map.LabelMapError, predict.ModelDirError, predict.OutputExistsError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    return _predict_summary(args, summary)
+
+
+def _predict_summary(args, summary) -> int:
     ok = summary["images"] - summary["failed"]
     _progress(args.quiet)(f"{summary['images']} images ({summary['failed']} unreadable), {summary['detections']} "
                           f"detections in {summary['seconds']:.1f} s, {summary['images_per_s']:.1f} images/s, "
-                          f"batch {summary['batch_size']}" + (f" -> {args.out}" if args.out else ""))
+                          f"{summary['runtime']}, batch {summary['batch_size']}"
+                          + (f" -> {args.out}" if args.out else ""))
     return EXIT_OK if ok else EXIT_FAIL
 
 

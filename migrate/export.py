@@ -65,21 +65,30 @@ def _calibration_images(paths, config) -> tuple:
 
 
 def quantization_drift(model, tflite_bytes: bytes, names, images, input_type: str) -> dict:
-    """The int8 file's detections against the converted (float32) model's on `images`, each at
-    the model's size as `tflite.model_input` makes it (uint8, so both sides see the same pixels).
+    """The int8 file's detections against the converted (float32) model's on `images`, each as
+    the file takes it (`tflite.file_input`: the image itself for a file that resizes photos,
+    else prepared at the model's size) and the model gets the same pixels, on LiteRT's interpreter.
 
     Returns:
       dict: overall `agreement` at `REPORT_MIN_SCORE`, plus per_image [(name, agreement)].
     """
+    import tempfile
+
+    from ssd_mobilenet.litert import model_file
     detect = detector_lib.Detector(model, fold_batch_norm=True)
-    runner = tf.lite.Interpreter(model_content=tflite_bytes).get_signature_runner()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "int8.tflite")
+        with open(path, "wb") as f:
+            f.write(tflite_bytes)
+        file = model_file.ModelFile(path)
     refs, ours, per_image = [], [], []
     for name, image in zip(names, images):
-        pixels = tflite_lib.model_input(image, model.config, tflite_lib.UINT8)
-        feed = pixels if input_type == tflite_lib.UINT8 else tflite_lib.model_input(pixels[0], model.config,
-                                                                                      input_type)
+        feed = file.feed(image)
+        # The float model on the same pixels: the photo itself, or the fixed-size file's uint8
+        # frame; a float32-input file's scaled frame is the model's preprocessing of the image.
+        pixels = feed if feed.dtype == np.uint8 else np.asarray(image)[None]
         ref = {k: v.numpy() for k, v in detect(pixels).items()}
-        out = {k: np.asarray(v) for k, v in runner(**{tflite_lib.INPUT_NAMES[input_type]: feed}).items()}
+        out = file.run(feed)
         per_image.append((name, agreement(ref, out)))
         refs.append(ref)
         ours.append(out)

@@ -29,9 +29,9 @@ it was written in a mixed precision, which the conversion report records) and it
 like the other modes.
 
 A TFLite file (`tflite=PATH`, `mode` "tflite"): the file `migrate export` wrote, run by
-`tf.lite.Interpreter` with an explicit thread count, is the TF2 side; the TF1 graph comes from
-the conversion as above. Its detections only are compared, on the verify images brought to the
-model's size (exactly for a float32 per-class file, by class and IoU for int8 and custom-op
+LiteRT's interpreter with an explicit thread count, is the TF2 side; the TF1 graph comes from
+the conversion as above. Its detections only are compared, each verify photo fed as users feed
+the file and the same photo to the TF1 graph (exactly for a float32 per-class file, by class and IoU for int8 and custom-op
 files), and it is measured at batch 1; `migrate.verification.tflite_file` says why and how.
 
 Memory levers (`memory_growth`, `memory_limit_mb`) go to both measurement processes, which
@@ -53,7 +53,7 @@ from migrate.tf1.side_by_side import compare_batches, saved_model_detector, tf2_
 from migrate.verification.inputs import (_check_outputs, file_images, generated_images, resolve_paths,
                                          saved_model_precision)
 from migrate.verification.measuring import _measure_sides, _side_summary, _trace
-from migrate.verification.report import (TF1_COLOUR, TF2_COLOUR, VerifyReport, _first_divergence, _tolerances,
+from migrate.verification.report import (VerifyReport, _first_divergence, _tolerances,
                                          _write_pngs, format_report)
 from migrate.verification.sides import SAVED_MODEL, tf1_session_runner, tf2_runner
 from ssd_mobilenet import atomic_write
@@ -61,7 +61,7 @@ from ssd_mobilenet.model import PRECISIONS
 
 # The public names of `migrate.verify`, wherever they live now (README: "Library").
 __all__ = ["DEFAULT_ATOL", "DEFAULT_BATCH", "DEFAULT_RTOL", "MATCH_IOU", "MIXED_TOLERANCES", "MODES", "NMS_FLIP_BAND",
-           "SAVED_MODEL", "TF1_COLOUR", "TF2_COLOUR", "VerifyInputError", "VerifyReport", "compare_batches",
+           "SAVED_MODEL", "VerifyInputError", "VerifyReport", "compare_batches",
            "compare_detections", "compare_tensor", "file_images", "format_report", "generated_images",
            "inference_graph_of", "match_detections", "resolve_paths", "saved_model_detector",
            "saved_model_precision", "tf1_inference_graph", "tf1_session_runner", "tf2_runner", "verify"]
@@ -95,7 +95,8 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
         Mixed: tensors are judged at the looser tolerance and detections by `match_detections`
         (class and IoU) instead of exactly.
       allow_ops: op types to run although outside `op_allowlist.SSD_INFERENCE_OPS`.
-      png_dir: write each image with TF1 and TF2 boxes drawn (TF1 red-orange, TF2 blue).
+      png_dir: write each image twice side by side, the TF1 graph's detections (score >= 0.5) drawn on
+        the left and the TF2 side's on the right, each box in its class's colour with `id N: 87%`.
       json_path: write `report.to_json()` there (atomically).
       force: replace an existing `json_path` / non-empty `png_dir`.
       measure: measure memory and latency of each side in its own subprocess.
@@ -267,7 +268,7 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
     from ssd_mobilenet.export import tflite as tflite_lib
 
     say(f"reading the TFLite file {path}")
-    info = tflite_file.inspect_file(path, config)
+    file, info = tflite_file.open_file(path, config, threads)
     if info["criterion"] == tflite_file.AGREEMENT and (atol is not None or rtol is not None):
         raise VerifyInputError(f"{path}: a {info['kind']} file is judged by agreement (class and IoU), "
                                "not by --atol/--rtol")
@@ -281,15 +282,17 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
     # The verify image set as in the other modes; each image then goes through on its own.
     batches = file_images(images, DEFAULT_BATCH) if images else generated_images(config, DEFAULT_BATCH)
     runner = _exact_runner(graph_def, graph_from)
-    say(f"running {info['file']} ({info['kind']}) in tf.lite.Interpreter, {threads} threads")
-    run_file = tflite_file.open_file(info["file"], threads)
-    detections, drawn, agreement = tflite_file.compare_file(runner, run_file, info, batches, config, atol, rtol, say)
+    say(f"running {info['file']} ({info['kind']}) on LiteRT, {threads} threads")
+    detections, drawn, agreement = tflite_file.compare_file(runner, file, info, batches, config, atol, rtol, say)
     runner.close()
     info = dict(info, threads=threads, agreement=agreement)
     notes = [f"TF1 graph: {graph_from}",
-             f"TF2 side: {info['file']} ({info['kind']}) in tf.lite.Interpreter, {threads} threads; a TFLite "
-             "file has no stages to compare: detections only, on the images brought to "
-             f"{config.image_height}x{config.image_width} (uint8) for both sides",
+             f"TF2 side: {info['file']} ({info['kind']}) on LiteRT's interpreter, {threads} threads; a TFLite "
+             "file has no stages to compare: detections only, "
+             + ("each photo at its own size to both sides (the file resizes and scales it as the graph does)"
+                if file.exact_for_any_size else
+                f"on the images resized to {config.image_height}x{config.image_width} and rounded to uint8 for "
+                "both sides (a fixed-size uint8 file)"),
              *([tflite_lib.DIFFERENCES[info["nms"]]] if info["nms"] in tflite_lib.DIFFERENCES else []),
              "post-processing on crafted inputs not checked: that check is of the converted model's, not the file's"]
     if agreement is not None:
@@ -314,7 +317,7 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
         notes=notes, postprocessing=None, precision="int8" if info["int8"] else "float32",
         memory=dict(NO_MEMORY_SETTINGS), trace_dir=None, tflite=info)
     if png_dir:
-        _write_pngs(drawn, png_dir)
+        _write_pngs(drawn, png_dir, titles=("TF1 graph", "TFLite file"))
     if json_path:
         atomic_write.write_text(json_path, report.to_json())
     return report

@@ -231,7 +231,7 @@ def test_tflite_sides_run_at_batch_1_and_the_models_size_only(small, tmp_path, c
     table = [line.split() for line in printed.splitlines()]
     tflite_line = next(cells for cells in table if cells and cells[0] == "tflite")
     assert tflite_line.count("n/a") == 2 and f"{rows['tflite']['file_bytes'] / 2**20:.1f}" in tflite_line
-    settings = f"tf.lite.Interpreter(num_threads={os.cpu_count()})"
+    settings = f"LiteRT's Interpreter(num_threads={os.cpu_count()})"
     assert settings in printed and "not at 128x128/b2, 96x96/b1, 96x96/b2" in printed
     md = md_path.read_text()
     assert settings in md and "- `tflite`: " in md and "- `tflite_int8`: " in md and "XNNPACK" in md

@@ -1,5 +1,5 @@
 """The TFLite export (`ssd_mobilenet.export.tflite`, `python -m migrate export --tflite`), run by
-TensorFlow's own TFLite interpreter through the file's serving signature.
+LiteRT's interpreter (`ai-edge-litert`) through the file's serving signature.
 
 One small model (depth 0.25, 128x128, 3 classes, the zoo's post-processing: score threshold 1e-8,
 100 detections, so NMS and the sort are exercised on every image) with the TF1 builder's seeded
@@ -11,12 +11,14 @@ checkpoint, what `ssd_mobilenet.load` reads) once per module; the images are the
 from __future__ import annotations
 
 import os
+import tempfile
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from ai_edge_litert.interpreter import Interpreter
 
-from conftest import check_detections
+from conftest import SHARED, check_detections
 from migrate.tf1 import assign, builder
 from ssd_mobilenet import SSDMobileNetV1, detector, preprocessing
 from ssd_mobilenet.config import SSDConfig
@@ -28,6 +30,7 @@ CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image
 # last bits of float32 (measured: 3e-7 on scores and boxes); the project's parity tolerance.
 ATOL = 1e-5
 
+# The int8 calibration runs TensorFlow's own QuantizationDebugger, which builds a tf.lite.Interpreter.
 pytestmark = pytest.mark.filterwarnings("ignore:.*tf.lite.Interpreter is deprecated:UserWarning")
 
 
@@ -54,7 +57,7 @@ def reference(converted, images):
 
 
 def run_signature(model_bytes: bytes, **inputs) -> dict:
-    runner = tf.lite.Interpreter(model_content=model_bytes).get_signature_runner()
+    runner = Interpreter(model_content=model_bytes).get_signature_runner()
     return {k: np.asarray(v) for k, v in runner(**inputs).items()}
 
 
@@ -72,10 +75,13 @@ def test_per_class_tflite_gives_the_converted_models_detections(converted, image
     assert not [op for op in ops if op.startswith("Flex") or op == "TFLite_Detection_PostProcess"], ops
     assert "NON_MAX_SUPPRESSION_V4" in ops and "TOPK_V2" in ops
 
-    interpreter = tf.lite.Interpreter(model_content=data)
+    interpreter = Interpreter(model_content=data)
     signature = interpreter.get_signature_list()[tflite.SIGNATURE_KEY]
     assert signature == {"inputs": [tflite.INPUT_NAMES[input_type]], "outputs": sorted(tflite.OUTPUT_KEYS)}
     runner = interpreter.get_signature_runner()
+    detail = runner.get_input_details()[tflite.INPUT_NAMES[input_type]]
+    # The uint8 file takes photos of any size and resizes them itself; the float32 one the scaled image.
+    assert list(detail["shape_signature"]) == ([1, -1, -1, 3] if input_type == "uint8" else [1, 128, 128, 3])
     ours = []
     for image in images:
         feed = image[None] if input_type == "uint8" else preprocessing.preprocess(image[None], CONFIG).numpy()
@@ -88,6 +94,33 @@ def test_per_class_tflite_gives_the_converted_models_detections(converted, image
     check_detections(ours, ref, atol=ATOL)
     # Padded rows are zeros with class 1, as in the SavedModel.
     assert ours["detection_classes"].min() >= 1.0
+
+
+@pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED, "photos")), reason=f"no photos at {SHARED}/photos")
+@pytest.mark.parametrize("input_type", tflite.INPUT_TYPES)
+def test_photos_of_any_size_get_the_converted_models_detections(converted, input_type):
+    """The path users run without TensorFlow: the photo decoded by `ssd_mobilenet.litert.images`
+    (TensorFlow's pixels), fed by `ModelFile.detect` (the uint8 file resizes it itself; the float32
+    file gets the graph's preprocessing in numpy). Detections equal the converted model's on the
+    same photo (its own resize) at the project's tolerance, on the seven real photos (300x300 to
+    1352x900), which are not the model's 128x128."""
+    import glob
+
+    from ssd_mobilenet.litert import images as litert_images
+    from ssd_mobilenet.litert import model_file
+    model = detector.load_model(converted)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.tflite")
+        tflite.export_tflite(model, path, input_type=input_type)
+        file = model_file.ModelFile(path, threads=2)
+    assert file.exact_for_any_size and file.image_size == [128, 128]
+    detect = detector.load(converted)
+    photos = sorted(glob.glob(os.path.join(SHARED, "photos", "*.jpg")))
+    assert len({litert_images.read_image(p).shape for p in photos}) >= 4
+    for photo in photos:
+        image = litert_images.read_image(photo)
+        ref = {k: v.numpy() for k, v in detect(image[None]).items()}
+        check_detections(file.detect(image), ref, atol=ATOL)
 
 
 def test_cli_writes_the_file_and_refuses_bad_input_in_one_line(converted, images, reference, tmp_path, capsys):
@@ -153,7 +186,7 @@ def test_custom_op_modes_carry_the_tf1_op_and_agree_with_the_per_class_model(con
     a = model.anchors
     np.testing.assert_allclose(anchors, np.stack([(a[:, 0] + a[:, 2]) / 2, (a[:, 1] + a[:, 3]) / 2,
                                                   a[:, 2] - a[:, 0], a[:, 3] - a[:, 1]], axis=1), rtol=0, atol=1e-7)
-    runner = tf.lite.Interpreter(model_content=data).get_signature_runner()
+    runner = Interpreter(model_content=data).get_signature_runner()
     ours = batched([{k: np.asarray(v) for k, v in runner(input_tensor=image[None]).items()} for image in images])
     ref = reference
     assert ours["detection_classes"].shape == (4, 100) and set(np.unique(ours["detection_classes"])) <= {1.0, 2.0, 3.0}
@@ -200,7 +233,7 @@ def test_int8_cli_quantizes_on_user_images_and_reports_the_drift(converted, imag
     captured = capsys.readouterr()
     assert "int8" in captured.out and "[migrate] int8: " in captured.err
     data = out.read_bytes()
-    interpreter = tf.lite.Interpreter(model_content=data)
+    interpreter = Interpreter(model_content=data)
     details = interpreter.get_tensor_details()
     conv_inputs = {i for op in interpreter._get_ops_details() if op["op_name"] == "CONV_2D" for i in op["inputs"]}
     assert {d["dtype"] for d in details if d["index"] in conv_inputs} == {np.int8, np.int32}  # data, filter, bias

@@ -19,6 +19,7 @@ from tensorflow.python.framework import tensor_util
 from conftest import DEPTHWISE, ZOO_2018, needs_shared, random_images, warnings_in, zoo_path
 from migrate import verify
 from migrate.cli import main
+from migrate.common import draw
 from migrate.tf1 import op_allowlist
 from migrate.tf1.frozen_graph import DETECTION_OUTPUTS
 from migrate.tf1.sources import read_graph_def, read_meta_graph
@@ -144,6 +145,12 @@ def test_zoo_conversion_passes_with_memory_and_latency(zoo, tmp_path, capsys):
     assert "PASSED" in printed.out and "allocator peak" in printed.out
 
 
+def _side_by_side_shape(height: int, width: int) -> tuple:
+    """The shape of a `--png` picture of an image of that size: both sides' drawings, titled."""
+    blank = np.zeros((height, width, 3), np.uint8)
+    return draw.side_by_side(blank, blank, "TF1 graph", "TF2").shape
+
+
 @needs_shared
 @pytest.mark.slow
 def test_custom_checkpoint_with_meta_graph_passes(zoo_fixture, tmp_path, small_images):
@@ -160,8 +167,9 @@ def test_custom_checkpoint_with_meta_graph_passes(zoo_fixture, tmp_path, small_i
     assert all(t["max_abs_err"] == 0.0 for t in report.tensors)
     drawn = sorted(png.iterdir())
     assert len(drawn) == 3
+    # Each image twice, TF1 graph and TF2 side by side, under a title strip.
     shapes = {tuple(tf.io.decode_png(tf.io.read_file(str(p))).shape) for p in drawn}
-    assert shapes == {(200, 240, 3), (300, 300, 3)}
+    assert shapes == {_side_by_side_shape(200, 240), _side_by_side_shape(300, 300)}
 
 
 @needs_shared
@@ -469,14 +477,16 @@ def zoo_tflite(zoo, tmp_path_factory):
 @pytest.mark.filterwarnings(TFLITE_WARNING)
 def test_tflite_per_class_file_reproduces_the_tf1_detections(zoo, zoo_tflite, tmp_path, capsys):
     """The float32 per-class file of the 2018 zoo conversion on the generated verify set (6 images
-    of 3 sizes, each brought to 300x300): counts and classes exact, boxes and scores within 1e-5."""
+    of 3 sizes, each fed at its own size: the file resizes it as the TF1 graph does): counts and
+    classes exact, boxes and scores within 1e-5."""
     fx, converted = zoo
     out, png = tmp_path / "report.json", tmp_path / "png"
     code = main(["verify", converted, "--tflite", zoo_tflite["per-class"], "--threads", "1", "--no-measure",
                  "--json", str(out), "--png", str(png)])
     printed = capsys.readouterr().out
     assert code == 0, printed
-    assert "per-class NMS, uint8 input, float32" in printed and "1 thread" in printed
+    assert "per-class NMS, uint8 input of any size, resized to 300x300 in the file, float32" in printed
+    assert "1 thread" in printed
     report = json.loads(out.read_text())
     assert report["passed"] and report["mode"] == "tflite" and report["src"] == os.path.abspath(fx)
     info = report["tflite"]
@@ -488,10 +498,10 @@ def test_tflite_per_class_file_reproduces_the_tf1_detections(zoo, zoo_tflite, tm
     assert len(dets) == 6 and all(d["ok"] and d["classes_equal"] and d["num_tf1"] == d["num_tf2"] for d in dets)
     assert sum(d["num_tf1"] for d in dets) > 0
     assert max(d["max_box_err"] for d in dets) <= 1e-5 and max(d["max_score_err"] for d in dets) <= 1e-5
-    # Drawn on the pixels both sides got: the model's size.
+    # Drawn on the photos both sides got, at their own sizes.
     drawn = sorted(png.iterdir())
     assert len(drawn) == 6 and {tuple(tf.io.decode_png(tf.io.read_file(str(p))).shape) for p in drawn} == {
-        (300, 300, 3)}
+        _side_by_side_shape(h, w) for h, w in ((300, 300), (257, 311), (480, 640))}
 
 
 @needs_shared
@@ -532,10 +542,10 @@ def test_tflite_bad_input(zoo, zoo_tflite, tmp_path, capsys):
     _bad(capsys, [converted, "--tflite", str(tmp_path / "none.tflite"), *common], "none.tflite: no such file")
     garbage = tmp_path / "garbage.tflite"
     garbage.write_bytes(b"\x1c\x00\x00\x00TFL3" + bytes(range(256)) * 8)
-    _bad(capsys, [converted, "--tflite", str(garbage), *common], "garbage.tflite: the TFLite interpreter cannot")
+    _bad(capsys, [converted, "--tflite", str(garbage), *common], "garbage.tflite: the LiteRT interpreter cannot")
     truncated = tmp_path / "truncated.tflite"
     truncated.write_bytes(open(zoo_tflite["per-class"], "rb").read()[:200000])
-    _bad(capsys, [converted, "--tflite", str(truncated), *common], "truncated.tflite: the TFLite interpreter cannot")
+    _bad(capsys, [converted, "--tflite", str(truncated), *common], "truncated.tflite: the LiteRT interpreter cannot")
     not_tflite = tmp_path / "graph.tflite"
     shutil.copy(os.path.join(fx, "frozen_inference_graph.pb"), not_tflite)
     _bad(capsys, [converted, "--tflite", str(not_tflite), *common], "graph.tflite: not a TFLite file")

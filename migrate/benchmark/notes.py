@@ -29,7 +29,7 @@ _SIDE_TEXT = {
                       "(`'mixed_float16'` on GPUs); detections agree by IoU and class, not to 1e-5.",
     "tflite": "the `.tflite` file `migrate export` writes by default (float32, per-class NMS in builtin ops, "
               "uint8 input [1, H, W, 3], batch 1), exported by bench first, run by "
-              "`tf.lite.Interpreter(model_path=..., num_threads=N)` through its `serving_default` signature "
+              "LiteRT's `Interpreter(num_threads=N)` (ai-edge-litert) through its `serving_default` signature "
               "runner, with the interpreter's default op resolver, which applies the XNNPACK delegate; N is "
               "`--threads` (default: the machine's logical cores), set explicitly because the interpreter's own "
               "default is one thread. It takes one image of the model's input size, so it runs at batch 1 and "

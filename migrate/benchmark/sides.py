@@ -10,9 +10,9 @@ from migrate.benchmark.inputs import BenchInputError, _frozen_graph
 
 # The TFLite sides: the file `migrate export` writes by default (per-class NMS, uint8 input), float32
 # and int8 (calibrated on generated images, as `export --int8` without --calibration), run by
-# `tf.lite.Interpreter` with its default op resolver (which applies the XNNPACK delegate) and an
-# explicit thread count (the interpreter's own default is one thread). A file takes one image of
-# the model's input size, so these sides run only at batch 1 and that size (`applies`).
+# LiteRT's interpreter with its default op resolver (which applies the XNNPACK delegate) and an
+# explicit thread count (the interpreter's own default is one thread). A file takes one image,
+# so these sides run only at batch 1, and at the model's input size (`applies`).
 TFLITE_SIDES = ("tflite", "tflite_int8")
 
 # Every side `bench` knows; the TFLite ones only when asked for (`DEFAULT_SIDES`), since they need
@@ -81,11 +81,11 @@ def runner(side: str, src: str, converted: str, exported: str = None, threads: i
 
 def _tflite_runner(path: str, threads: int):
     """`run(images uint8 [1, h, w, 3]) -> outputs` of a `.tflite` file through its serving
-    signature, on `tf.lite.Interpreter(num_threads=threads)` (`tflite_file.open_file`, as verify runs it)."""
+    signature, on LiteRT's interpreter with `threads` threads (`tflite_file.runner`, as verify runs it)."""
     from migrate.verification import tflite_file
     if not path:
         raise BenchInputError("a TFLite side needs its exported .tflite file")
-    return tflite_file.open_file(path, threads)
+    return tflite_file.runner(path, threads)
 
 
 def exported_path(out_dir: str, side: str) -> str:

@@ -51,7 +51,7 @@ def tflite_settings(report: dict) -> str | None:
     if not t:
         return None
     h, w = t["model_size"]
-    line = (f"TFLite sides: tf.lite.Interpreter(num_threads={t['threads']}), its default op resolver (XNNPACK "
+    line = (f"TFLite sides: LiteRT's Interpreter(num_threads={t['threads']}), its default op resolver (XNNPACK "
             f"delegate), one uint8 image of the model's input size: measured at {h}x{w}, batch 1 only")
     if t["not_measured"]:
         line += f"; not at {', '.join(t['not_measured'])} (no TFLite rows there)"

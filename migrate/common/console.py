@@ -73,6 +73,22 @@ def tensorflow_output(verbose: bool):
                 os.environ[key] = value
 
 
+@contextlib.contextmanager
+def litert_output(verbose: bool):
+    """For a command that runs LiteRT and never imports TensorFlow (`predict` on a `.tflite`
+    file): the interpreter's native lines (`native_stderr_quieted`) only when `verbose`."""
+    saved = os.environ.get(QUIET_ENV)
+    if not verbose:
+        os.environ[QUIET_ENV] = "1"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(QUIET_ENV, None)
+        else:
+            os.environ[QUIET_ENV] = saved
+
+
 def quiet_worker() -> None:
     """In a process started by a quiet command (`QUIET_ENV` set): 1., 3. and 4. for the rest of
     the process (a worker runs one job and exits)."""

@@ -4,6 +4,8 @@
 `decode` turn one file into uint8 [H, W, 3] RGB with TensorFlow's own decoders, the ones
 the TF1 Object Detection API exporters put in front of the graph (`tf.image.decode_image`
 with `channels=3`). Like them, no EXIF orientation is applied: pixels are used as stored.
+TensorFlow is imported by those two only: listing images, and `ImageError`, serve the LiteRT
+runtime too (`ssd_mobilenet.litert.images` decodes the same pixels without TensorFlow).
 """
 
 from __future__ import annotations
@@ -11,17 +13,12 @@ from __future__ import annotations
 import os
 
 import numpy as np
-import tensorflow as tf
 
-from ssd_mobilenet.image_io import decode, error_message  # noqa: F401 (re-exported: images.decode, ...)
+from ssd_mobilenet.litert.images import ImageError  # noqa: F401 (one error class for both decoders)
 
 JPEG_MAGIC = b"\xff\xd8\xff"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 EXTENSIONS = (".jpg", ".jpeg", ".jpe", ".jfif", ".png")
-
-
-class ImageError(ValueError):
-    """A path that is missing, holds no images, or cannot be decoded; the message names it."""
 
 
 def _has_image_extension(path: str) -> bool:
@@ -94,9 +91,18 @@ def read_image(path) -> np.ndarray:
     Raises:
       ImageError: naming the file when it is missing or cannot be decoded.
     """
+    import tensorflow as tf
+
+    from ssd_mobilenet.image_io import error_message
     path = os.fspath(path)
     try:
         # As bytes: a file name that is not valid UTF-8 reaches the file system unchanged.
         return decode(tf.io.read_file(os.fsencode(path))).numpy()
     except (tf.errors.OpError, ValueError) as e:
         raise ImageError(f"{path}: cannot read image: {error_message(e)}") from None
+
+
+def decode(contents):
+    """`ssd_mobilenet.image_io.decode` (TensorFlow's decoder, usable in `tf.data`)."""
+    from ssd_mobilenet.image_io import decode as tf_decode
+    return tf_decode(contents)

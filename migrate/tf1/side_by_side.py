@@ -45,7 +45,7 @@ def compare_batches(runner, resolved: dict, network, detect, batches, config, at
       mixed: `MIXED_TOLERANCES[precision]` to match detections by class and IoU; None: exact.
     Returns:
       (per_stage {stage: [compare_tensor result per batch]}, detections [per image: {"image", ...}],
-      drawn [(name, image, TF1 boxes, TF2 boxes)]).
+      drawn [(name, image, TF1 detections, TF2 detections)], each `drawn_detections`).
     """
     import tensorflow as tf
     per_stage = {s: [] for s in resolved}
@@ -66,9 +66,18 @@ def compare_batches(runner, resolved: dict, network, detect, batches, config, at
             else:
                 result = compare_detections(det, ref, i, atol, rtol, config.score_threshold)
             detections.append({"image": name, **result})
-            n1, n2 = int(ref["num_detections"][i]), int(det["num_detections"][i])
-            drawn.append((name, imgs[i], ref["detection_boxes"][i][:n1], det["detection_boxes"][i][:n2]))
+            drawn.append((name, imgs[i], drawn_detections(ref, i), drawn_detections(det, i)))
     return per_stage, detections, drawn
+
+
+def drawn_detections(outputs: dict, i: int) -> dict:
+    """Image `i`'s detections for `--png`: from the detection outputs (`detection_boxes` [N, D, 4],
+    `detection_classes` [N, D] float 1-based, `detection_scores` [N, D], `num_detections` [N]) to
+    {"boxes" [K, 4] [ymin, xmin, ymax, xmax] normalised, "classes" int [K] 1-based, "scores" [K]}."""
+    k = int(outputs["num_detections"][i])
+    return {"boxes": np.asarray(outputs["detection_boxes"][i][:k]),
+            "classes": np.asarray(outputs["detection_classes"][i][:k]).astype(np.int64),
+            "scores": np.asarray(outputs["detection_scores"][i][:k])}
 
 
 def tf2_side(model, mode: str, precision: str = "float32"):

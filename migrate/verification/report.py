@@ -13,7 +13,6 @@ import numpy as np
 from migrate.tf1.parity import MATCH_IOU, MIXED_TOLERANCES, NMS_FLIP_BAND
 from ssd_mobilenet import atomic_write
 
-TF1_COLOUR, TF2_COLOUR = (255, 64, 0), (0, 128, 255)  # --png: TF1 red-orange, TF2 blue
 
 
 @dataclasses.dataclass
@@ -36,7 +35,7 @@ class VerifyReport:
     postprocessing: dict = None  # `self_check.check_postprocessing`: both post-processings on crafted values
     memory: dict = None          # memory_growth, memory_limit_mb applied in both measurement processes
     trace_dir: str = None        # where the profiler trace of the TF2 side went
-    tflite: dict = None          # mode "tflite": the file, its kind (`tflite_file.inspect_file`), threads, agreement
+    tflite: dict = None          # mode "tflite": the file, its kind (`tflite_file.open_file`), threads, agreement
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -81,14 +80,22 @@ def _tolerances(atol: float, rtol: float, precision: str) -> dict:
     return out
 
 
-def _write_pngs(drawn, png_dir: str) -> None:
+def _write_pngs(drawn, png_dir: str, titles=("TF1 graph", "TF2")) -> None:
+    """Writes, per image, the TF1 side's and the TF2 side's detections drawn side by side.
+
+    Args:
+      drawn: [(name, image uint8 [H, W, 3], tf1 detections, tf2 detections)], each detections
+        a dict of numpy `boxes` [K, 4] ([ymin, xmin, ymax, xmax] normalised), `classes` [K]
+        (1-based int) and `scores` [K] (`side_by_side.drawn_detections`).
+      titles: the left (TF1) and right (TF2) pictures' titles.
+    """
     from migrate.common import draw
     tmp = atomic_write.temp_dir_beside(png_dir, prefix=".verify-png-")
     try:
-        for index, (name, image, tf1_boxes, tf2_boxes) in enumerate(drawn):
+        for index, (name, image, tf1, tf2) in enumerate(drawn):
             stem = os.path.splitext(os.path.basename(name.replace(":", "_").replace("#", "_")))[0]
-            draw.draw_detections(image, [(tf1_boxes, TF1_COLOUR), (tf2_boxes, TF2_COLOUR)],
-                                 os.path.join(tmp, f"{index:03d}_{stem}.png"))
+            pictures = [draw.draw_labelled(image, d["boxes"], d["classes"], d["scores"]) for d in (tf1, tf2)]
+            draw.write_png(draw.side_by_side(*pictures, *titles), os.path.join(tmp, f"{index:03d}_{stem}.png"))
         atomic_write.replace_path(tmp, png_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

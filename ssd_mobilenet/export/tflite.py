@@ -52,17 +52,14 @@ import numpy as np
 import tensorflow as tf
 
 from ssd_mobilenet import postprocessing, preprocessing
+from ssd_mobilenet.litert import model_file
+# The file's contract (names, metadata) is its readers' as well: `ssd_mobilenet.litert.file_format`.
+from ssd_mobilenet.litert.file_format import (CUSTOM_OP, FAST, FLOAT32, INPUT_NAMES, INPUT_TYPES,  # noqa: F401
+                                              METADATA_NAME, METADATA_VERSION, NMS_MODES, OUTPUT_KEYS, PER_CLASS,
+                                              REGULAR, SIGNATURE_KEY, UINT8, custom_op_options, operator_names)
+from ssd_mobilenet.litert.preprocess import RESIZE_METHODS
 from ssd_mobilenet.model import fold_batch_norm, with_weights_as_constants
 
-PER_CLASS = "per-class"
-REGULAR = "regular"
-FAST = "fast"
-NMS_MODES = (PER_CLASS, REGULAR, FAST)
-UINT8 = "uint8"
-FLOAT32 = "float32"
-INPUT_TYPES = (UINT8, FLOAT32)
-INPUT_NAMES = {UINT8: "input_tensor", FLOAT32: "normalized_input_image_tensor"}
-SIGNATURE_KEY = "serving_default"
 # What the custom-op modes differ in from the TF graph, one line each (the module docstring has more).
 DIFFERENCES = {
     REGULAR: "TFLite_Detection_PostProcess, regular NMS: boxes not clipped to the image, scores at the threshold "
@@ -71,7 +68,14 @@ DIFFERENCES = {
     FAST: "TFLite_Detection_PostProcess, fast NMS: one class per anchor (its best) and one class-agnostic NMS, "
           "boxes not clipped; detections of overlapping objects of different classes suppress each other",
 }
-OUTPUT_KEYS = ("detection_boxes", "detection_scores", "detection_classes", "num_detections")
+
+
+def any_size(config, input_type: str) -> bool:
+    """Whether the file takes photos of any size and resizes them itself: uint8 input, and a
+    resize kernel TFLite has as a builtin with the TF1 kernel's flags (RESIZE_BILINEAR,
+    RESIZE_NEAREST_NEIGHBOR; the graph's BICUBIC and AREA would need Flex ops). The float32
+    input is the scaled image `export_tflite_ssd_graph.py` graphs took, at the model's size."""
+    return input_type == UINT8 and config.resize_method in RESIZE_METHODS
 
 
 def _network(model, input_type: str):
@@ -79,18 +83,27 @@ def _network(model, input_type: str):
     and class heads one convolution) as a function of the signature's input -> (codes [1, A, 4],
     logits [1, A, slots]).
 
+    A file of `any_size` holds the graph's `Preprocessor` (`preprocessing.preprocess`: the legacy
+    resize to the model's size and the scaling, in the graph's order) on the image cast to
+    float32: TFLite's uint8 RESIZE_BILINEAR would round its output to uint8, where TF's returns
+    float32. On real photos LiteRT's resize (XNNPACK) gives TensorFlow's values bit for bit
+    (tests/test_export_tflite.py).
+
     The weights are traced in as constants: the converter freezes a function's captured
     variables, but Keras 3 variables read through their resource handles came out as NaN in
     the converted file (TF 2.21), and constants are what a `.tflite` holds anyway.
     """
     folded = fold_batch_norm(model)
 
+    dynamic = any_size(model.config, input_type)
+
     def run(images):
-        if input_type == UINT8:
-            # At the model's own size the legacy resize is the identity (scale 1, every
-            # interpolation weight 0, for all four kernels), so the image is only cast and
-            # scaled: the same values `preprocessing.preprocess` computes, without TF's uint8
-            # ResizeBilinear, which TFLite has no kernel for.
+        if dynamic:
+            images = preprocessing.preprocess(tf.cast(images, tf.float32), folded.config)
+        elif input_type == UINT8:
+            # A fixed-size file (BICUBIC or AREA graphs): at the model's own size the legacy resize
+            # is the identity (scale 1, every interpolation weight 0, for all four kernels), so
+            # the image is only cast and scaled.
             images = preprocessing.normalize(tf.cast(images, tf.float32))
         out = folded(images, training=False)
         return out["box_encodings"], out["class_predictions_with_background"]
@@ -106,9 +119,6 @@ def _per_class(folded, codes, logits, max_detections: int) -> dict:
     return {"detection_boxes": boxes[None], "detection_scores": scores[None],
             "detection_classes": classes[None] + 1.0,  # label_id_offset, as `postprocess`
             "num_detections": num[None]}
-
-
-CUSTOM_OP = "TFLite_Detection_PostProcess"
 
 
 def center_size_anchors(anchors: np.ndarray) -> np.ndarray:
@@ -213,7 +223,8 @@ class _Export(tf.Module):
             return _custom_op(folded, codes, logits, nms, max_detections)
 
         dtype = tf.uint8 if input_type == UINT8 else tf.float32
-        spec = tf.TensorSpec([1, config.image_height, config.image_width, 3], dtype, name=INPUT_NAMES[input_type])
+        size = [None, None] if any_size(config, input_type) else [config.image_height, config.image_width]
+        spec = tf.TensorSpec([1, *size, 3], dtype, name=INPUT_NAMES[input_type])
         # The keyword names the signature's input.
         function = tf.function(lambda **kw: serve(kw[INPUT_NAMES[input_type]]))
         self.max_detections = max_detections
@@ -237,18 +248,37 @@ def generated_images(config, count: int = GENERATED_CALIBRATION_IMAGES, seed: in
                      for _ in range(count)])
 
 
-def model_input(image, config, input_type: str = UINT8) -> np.ndarray:
-    """One uint8 [H, W, 3] image (any size) -> the file's input [1, h, w, 3]: resized to the
-    model's size with the TF graph's own resize (`preprocessing.resize`), then rounded back to
-    uint8 for the uint8 input, or scaled to [-1, 1] for the float32 input (`preprocessing.normalize`)."""
-    image = np.asarray(image)[None]
-    if image.shape[1:3] == (config.image_height, config.image_width):
-        resized = image.astype(np.float32)
-    else:
-        resized = preprocessing.resize(image, config).numpy()
-    if input_type == UINT8:
-        return np.clip(np.rint(resized), 0, 255).astype(np.uint8)
-    return np.asarray(preprocessing.normalize(resized), np.float32)
+def file_input(image, config, input_type: str = UINT8) -> np.ndarray:
+    """One uint8 [H, W, 3] image (any size) -> what the file of `config` and `input_type` takes
+    for it ([1, ...]; `model_file.feed`, as LiteRT's `ModelFile.detect` feeds it)."""
+    mode = (model_file.ANY_SIZE if any_size(config, input_type) else
+            model_file.MODEL_SIZE_UINT8 if input_type == UINT8 else model_file.MODEL_SIZE_FLOAT32)
+    return model_file.feed(image, mode, (config.image_height, config.image_width), config.resize_method,
+                           config.normalize_before_resize)
+
+
+def metadata(config, nms: str, input_type: str, max_detections: int, int8: bool) -> dict:
+    """The file's `METADATA_NAME` entry (`file_format`): what its readers cannot tell from the signature."""
+    return {"version": METADATA_VERSION, "image_size": [config.image_height, config.image_width],
+            "resize_method": config.resize_method, "normalize_before_resize": bool(config.normalize_before_resize),
+            "any_size": any_size(config, input_type), "num_classes": int(config.num_classes), "nms": nms,
+            "input": input_type, "max_detections": int(max_detections), "int8": bool(int8)}
+
+
+def _with_metadata(tflite_bytes: bytes, entry: dict) -> bytes:
+    """The file with `entry` (JSON) as its `METADATA_NAME` metadata, beside the converter's own."""
+    import json
+
+    from tensorflow.lite.python import schema_py_generated as schema
+    from tensorflow.lite.tools import flatbuffer_utils
+    model = flatbuffer_utils.read_model_from_bytearray(tflite_bytes)
+    buffer = schema.BufferT()
+    buffer.data = list(json.dumps(entry, sort_keys=True).encode("utf-8"))
+    model.buffers.append(buffer)
+    item = schema.MetadataT()
+    item.name, item.buffer = METADATA_NAME, len(model.buffers) - 1
+    model.metadata = [m for m in (model.metadata or []) if m.name != METADATA_NAME.encode()] + [item]
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
 
 
 def flex_ops_needed(error: Exception) -> str | None:
@@ -287,7 +317,7 @@ def convert(model, nms: str = PER_CLASS, input_type: str = UINT8, max_detections
     # The one custom op allowed is the detection post-processing the modes other than per-class ask for.
     converter.allow_custom_ops = nms != PER_CLASS
     if representative_images is not None:
-        images = [model_input(image, model.config, input_type) for image in representative_images]
+        images = [file_input(image, model.config, input_type) for image in representative_images]
         if not images:
             raise ValueError("no representative images for the int8 calibration")
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
@@ -301,7 +331,8 @@ def convert(model, nms: str = PER_CLASS, input_type: str = UINT8, max_detections
         raise
     if nms != PER_CLASS:
         data = _with_options(data, custom_op_attributes(model.config, nms, module.max_detections))
-    return data
+    return _with_metadata(data, metadata(model.config, nms, input_type, module.max_detections,
+                                         representative_images is not None))
 
 
 # The ops int8 quantization may take: the network's convolutions (batch norm and ReLU6 fused in)
@@ -371,46 +402,6 @@ def _without_requantization(tflite_bytes: bytes) -> bytes:
                 break
             graph.operators = kept
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
-
-
-def operator_names(tflite_bytes: bytes) -> list:
-    """The sorted names of the operators a `.tflite` file uses: builtin names
-    (`CONV_2D`, `NON_MAX_SUPPRESSION_V4`) and custom ones (`TFLite_Detection_PostProcess`;
-    Flex ops are custom ops named `Flex<TF op>`)."""
-    from tensorflow.lite.python import schema_py_generated as schema
-    model = schema.Model.GetRootAsModel(tflite_bytes, 0)
-    builtin = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
-    names = set()
-    for i in range(model.OperatorCodesLength()):
-        code = model.OperatorCodes(i)
-        op = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())  # the schema's two fields
-        names.add(code.CustomCode().decode() if op == schema.BuiltinOperator.CUSTOM else builtin[op])
-    return sorted(names)
-
-
-def custom_op_options(tflite_bytes: bytes) -> list:
-    """[(attributes dict, anchors float32 [A, 4] or None)] of every `TFLite_Detection_PostProcess`
-    op in a `.tflite` file: its custom options (a FlexBuffer map) and its third input when that
-    is a constant (the center-size anchors)."""
-    from flatbuffers import flexbuffers
-    from tensorflow.lite.python import schema_py_generated as schema
-    model = schema.Model.GetRootAsModel(tflite_bytes, 0)
-    found = []
-    for g in range(model.SubgraphsLength()):
-        graph = model.Subgraphs(g)
-        for i in range(graph.OperatorsLength()):
-            op = graph.Operators(i)
-            code = model.OperatorCodes(op.OpcodeIndex())
-            if code.CustomCode() is None or code.CustomCode().decode() != CUSTOM_OP:
-                continue
-            attributes = flexbuffers.Loads(op.CustomOptionsAsNumpy().tobytes())
-            tensor = graph.Tensors(op.Inputs(2))
-            buffer = model.Buffers(tensor.Buffer())
-            anchors = None
-            if buffer.DataLength():
-                anchors = np.frombuffer(buffer.DataAsNumpy().tobytes(), np.float32).reshape(tensor.ShapeAsNumpy())
-            found.append((attributes, anchors))
-    return found
 
 
 def export_tflite(model, path: str, nms: str = PER_CLASS, input_type: str = UINT8,

@@ -1,4 +1,4 @@
-"""Finding, decoding and drawing on images (`migrate.common.images`, `migrate.common.draw`)."""
+"""Finding and decoding images (`migrate.common.images`; drawing: test_draw.py)."""
 
 import os
 
@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import random_images
-from migrate.common import draw, images
+from migrate.common import images
 
 
 def _write(path, data: bytes):
@@ -80,34 +80,3 @@ def test_read_image_errors_name_the_file(tmp_path):
         message = str(e.value)
         assert message.startswith(f"{path}: cannot read image: ") and "\n" not in message
         assert "function_node" not in message and "[Op:" not in message
-
-
-def test_draw_detections_outlines_each_group_in_its_colour(tmp_path):
-    image = np.full((100, 200, 3), 50, np.uint8)
-    out = str(tmp_path / "sub" / "drawn.png")
-    red = np.array([[0.1, 0.2, 0.5, 0.9]], np.float32)
-    green = np.array([[0.0, 0.0, 1.0, 1.0]], np.float32)
-    draw.draw_detections(image, [(red, (255, 0, 0)), (green, (0, 255, 0)), (np.zeros([0, 4]), (0, 0, 255))],
-                         out, thickness=3)
-    got = images.read_image(out)
-    assert got.shape == image.shape
-    # draw_bounding_boxes puts an edge at int(coordinate * (size - 1)); thickness goes inwards.
-    red_pixels = np.argwhere((got == [255, 0, 0]).all(-1))
-    assert red_pixels.min(0).tolist() == [int(0.1 * 99), int(0.2 * 199)]
-    assert red_pixels.max(0).tolist() == [int(np.float32(0.5) * 99), int(np.float32(0.9) * 199)]
-    np.testing.assert_array_equal(got[9:12, 100], [[255, 0, 0]] * 3)  # top edge, 3 pixels
-    np.testing.assert_array_equal(got[12, 100], [50, 50, 50])
-    np.testing.assert_array_equal(got[30, 100], [50, 50, 50])  # inside stays untouched
-    for y, x in [(0, 0), (99, 199), (2, 100), (50, 2)]:
-        np.testing.assert_array_equal(got[y, x], [0, 255, 0])
-    np.testing.assert_array_equal(got[3, 100], [50, 50, 50])
-    assert not (got == [0, 0, 255]).all(-1).any()
-    assert [f for f in os.listdir(tmp_path / "sub")] == ["drawn.png"]  # no temporary left behind
-
-
-def test_draw_detections_rejects_wrong_inputs(tmp_path):
-    with pytest.raises(ValueError, match="uint8"):
-        draw.draw_detections(np.zeros((4, 4, 3), np.float32), [], str(tmp_path / "x.png"))
-    with pytest.raises(ValueError, match="colour"):
-        draw.draw_detections(np.zeros((4, 4, 3), np.uint8), [([[0, 0, 1, 1]], (300, 0, 0))], str(tmp_path / "x.png"))
-    assert not os.listdir(tmp_path)

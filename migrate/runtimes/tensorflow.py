@@ -1,0 +1,202 @@
+"""The TensorFlow runtime of `predict`: a converted model directory (`ssd_mobilenet.load`) over
+image files through a `tf.data` pipeline.
+
+Images of mixed sizes share a batch by being resized in the input pipeline to the model's
+input size, with the very kernel the model's `Preprocessor` applies
+(`ssd_mobilenet.preprocessing.resize`: legacy `ResizeBilinear`, `align_corners=False`,
+`half_pixel_centers=False`, on the uint8 image). The model then resizes an image
+already at its input size, which these kernels do as an exact identity (scale 1: every
+output pixel reads exactly one input pixel with weight 1), so each result equals the
+detector run on that image alone (measured in tests/test_predict.py: same classes and
+counts, boxes and scores within 1e-6; for a model that scales before resizing,
+`normalize_before_resize`, the pipeline's resize comes before the scaling, which moves the
+preprocessed image by float32 rounding, ~2.4e-7). Grouping by size instead would leave a folder of
+photos of many sizes with batches of one, and a batch's memory would depend on the photo
+size; here every batch is [N, h, w, 3] float32, so `--max-memory` can size it once.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+import weakref
+
+import numpy as np
+import tensorflow as tf
+
+import ssd_mobilenet
+from migrate.common import images
+from migrate.runtimes.base import DEFAULT_BATCH, MAX_BATCH, BudgetError, ModelDirError, Result
+from ssd_mobilenet import image_io, preprocessing
+
+TRACE_BATCHES = 3
+
+
+def load_detector(directory: str, jit_compile: bool = False, precision: str = "float32",
+                  freeze_weights: bool | None = None):
+    """`ssd_mobilenet.load` with a one-line `ModelDirError` naming the directory."""
+    if not os.path.isdir(directory):
+        raise ModelDirError(f"{directory}: no such directory (expected the output of `migrate convert`)")
+    try:
+        return ssd_mobilenet.load(directory, jit_compile=jit_compile, precision=precision,
+                                  freeze_weights=freeze_weights)
+    except (OSError, ValueError, tf.errors.OpError) as e:
+        raise ModelDirError(f"{directory}: cannot load the converted model: {image_io.error_message(e)}") from None
+
+
+def resized_detect_function(detector):
+    """The detector's own serving computation on images already resized to its input size.
+
+    Returns a `tf.function`: float32 [N, h, w, 3] (h, w: `detector.config` size, values
+    0..255 as produced by `preprocessing.resize`) -> the detector's output dict.
+    """
+    if detector not in _RESIZED_FUNCTIONS:  # traced once per detector, not per call
+        config = detector.config
+        serve = detector.function.python_function  # the same computation, past the uint8 signature
+        spec = tf.TensorSpec([None, config.image_height, config.image_width, 3], tf.float32, name="resized_images")
+        _RESIZED_FUNCTIONS[detector] = tf.function(serve, input_signature=[spec])
+    return _RESIZED_FUNCTIONS[detector]
+
+
+_RESIZED_FUNCTIONS = weakref.WeakKeyDictionary()
+
+
+def budget_batch_size(detector, max_memory_mb: float) -> int:
+    """The largest batch (<= MAX_BATCH) whose TensorFlow allocator peak, measured on the call
+    `iter_predictions` makes (float32 [N, h, w, 3] at the model's input size), stays under
+    `max_memory_mb` MiB (`ssd_mobilenet.runtime.max_batch_size`; on a CPU it needs the BFC
+    allocator, see `runtime.configure`).
+
+    Raises:
+      BudgetError: when not even one image fits.
+    """
+    from ssd_mobilenet import runtime
+    detect = resized_detect_function(detector)
+    size = (detector.config.image_height, detector.config.image_width)
+    n = runtime.max_batch_size(lambda batch: detect(tf.cast(batch, tf.float32)), int(max_memory_mb * 2**20),
+                               image_size=size, limit=MAX_BATCH)
+    if n == 0:
+        raise BudgetError(f"--max-memory {max_memory_mb:g}: one image at {size[0]}x{size[1]} already peaks above "
+                          f"{max_memory_mb:g} MiB (weights included)")
+    return n
+
+
+def dataset(paths, config, batch_size: int, prefetch: int = tf.data.AUTOTUNE) -> tf.data.Dataset:
+    """Paths -> batches of (index int32 [B], original [height, width] int32 [B, 2],
+    resized float32 [B, h, w, 3]), `prefetch` batches ahead. Images that fail to decode
+    are left out; their index is missing from the batches."""
+
+    def load(index, path):
+        image = image_io.decode(tf.io.read_file(path))
+        resized = preprocessing.resize(image[None], config)[0]
+        return index, tf.shape(image)[:2], resized
+
+    # File names as bytes: names that are not valid UTF-8 still reach the file system unchanged.
+    names = tf.constant([os.fsencode(p) for p in paths], tf.string)
+    ds = tf.data.Dataset.from_tensor_slices((tf.range(len(paths), dtype=tf.int32), names))
+    ds = ds.map(load, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return ds.ignore_errors().batch(batch_size).prefetch(prefetch)
+
+
+def _unreadable(path: str) -> Result:
+    # The pipeline only says that an image was dropped; reading it again gives the reason.
+    try:
+        images.read_image(path)
+        reason = "failed in the input pipeline although it decodes on its own (out of memory?)"
+    except images.ImageError as e:
+        reason = str(e).split(": ", 1)[1] if str(e).startswith(path + ": ") else str(e)
+    return Result(path, error=reason)
+
+
+def iter_predictions(detector, paths, batch_size: int = DEFAULT_BATCH, on_batch=None,
+                     prefetch: int = tf.data.AUTOTUNE):
+    """Runs `detector` over image files; yields one `Result` per path, in order.
+
+    Args:
+      detector: an `ssd_mobilenet.Detector`.
+      paths: image file paths (see `images.list_images`).
+      batch_size: images per model call; mixed sizes share a batch (see the module doc).
+      on_batch: optional callable(batch_number) called before each model call (tracing).
+      prefetch: batches the input pipeline prepares ahead (each N x h x w x 3 float32).
+    """
+    detect = resized_detect_function(detector)
+    expected = 0
+    for number, (index, size, resized) in enumerate(dataset(list(paths), detector.config, batch_size, prefetch)):
+        if on_batch:
+            on_batch(number)
+        out = detect(resized)
+        boxes, scores = out["detection_boxes"].numpy(), out["detection_scores"].numpy()
+        classes, counts = out["detection_classes"].numpy(), out["num_detections"].numpy()
+        for row, (i, (height, width)) in enumerate(zip(index.numpy(), size.numpy())):
+            for skipped in range(expected, i):
+                yield _unreadable(paths[skipped])
+            k = int(counts[row])
+            yield Result(paths[i], int(height), int(width), boxes[row, :k], scores[row, :k],
+                         classes[row, :k].astype(np.int64))
+            expected = i + 1
+    for skipped in range(expected, len(paths)):
+        yield _unreadable(paths[skipped])
+
+
+class TensorFlowRuntime:
+    """`predict`'s runtime for a converted directory (`migrate.runtimes.Runtime`)."""
+
+    name = "TensorFlow"
+
+    def __init__(self, converted: str, batch_size: int | None = None, max_memory_mb: float | None = None,
+                 jit_compile: bool = False, precision: str = "float32", trace_dir: str | None = None,
+                 say=None, warn=None):
+        say = say or (lambda msg: None)
+        with warnings.catch_warnings(record=True) as caught:  # e.g. XLA on a CPU: one line, not a source excerpt
+            warnings.simplefilter("always")
+            # Under a memory budget the weights stay variables: as graph constants they are held
+            # several times over in the allocator the budget counts (ssd_mobilenet.load).
+            self.detector = load_detector(converted, jit_compile=jit_compile, precision=precision,
+                                          freeze_weights=False if max_memory_mb is not None else None)
+        for w in caught:
+            (warn or say)(f"warning: {w.message}")
+        if max_memory_mb is not None:
+            batch_size = budget_batch_size(self.detector, max_memory_mb)
+            say(f"batch size {batch_size}: the largest whose measured peak stays under {max_memory_mb:g} MiB")
+        self.batch_size = batch_size or DEFAULT_BATCH
+        # Under a memory budget the pipeline holds one batch besides the one the model runs on.
+        self.prefetch = 1 if max_memory_mb is not None else tf.data.AUTOTUNE
+        self.trace_dir = trace_dir
+
+    def results(self, paths):
+        """One `Result` per path, in order (`iter_predictions`)."""
+        tracer = _Tracer(self.trace_dir, num_batches=-(-len(paths) // self.batch_size))
+        try:
+            yield from iter_predictions(self.detector, paths, self.batch_size, on_batch=tracer.on_batch,
+                                        prefetch=self.prefetch)
+        finally:
+            tracer.stop()
+
+    @staticmethod
+    def read_image(path) -> np.ndarray:
+        """The image as this runtime decodes it (TensorFlow's decoder), uint8 [H, W, 3]."""
+        return images.read_image(path)
+
+
+class _Tracer:
+    """Starts `ssd_mobilenet.runtime.trace` before one batch and stops it TRACE_BATCHES later."""
+
+    def __init__(self, logdir, num_batches: int):
+        self.logdir = logdir
+        self.first = 1 if num_batches > 1 else 0  # batch 0 also traces the tf.function
+        self.context = None
+
+    def on_batch(self, number: int) -> None:
+        if self.logdir is None:
+            return
+        if number == self.first:
+            from ssd_mobilenet import runtime
+            self.context = runtime.trace(self.logdir)
+            self.context.__enter__()
+        elif number == self.first + TRACE_BATCHES:
+            self.stop()
+
+    def stop(self) -> None:
+        if self.context is not None:
+            context, self.context = self.context, None
+            context.__exit__(None, None, None)

@@ -1,0 +1,92 @@
+"""What a `.tflite` file of `migrate export` holds, and reading it without TensorFlow.
+
+The contract between the writer (`ssd_mobilenet.export.tflite`) and the readers (this package,
+`verify --tflite`, `bench`): one signature, `serving_default`, with one input named for its
+type and the SavedModel's four outputs, and a metadata entry `METADATA_NAME` (UTF-8 JSON) that
+says what the signature alone cannot: the model's input size and resize kernel when the file
+takes images of any size, the post-processing mode, the class count.
+
+Reading uses the TFLite schema's generated FlatBuffer classes that `ai-edge-litert` ships
+(`ai_edge_litert.schema_py_generated`, the schema TensorFlow's converter writes).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+SIGNATURE_KEY = "serving_default"
+UINT8 = "uint8"
+FLOAT32 = "float32"
+INPUT_TYPES = (UINT8, FLOAT32)
+INPUT_NAMES = {UINT8: "input_tensor", FLOAT32: "normalized_input_image_tensor"}
+OUTPUT_KEYS = ("detection_boxes", "detection_scores", "detection_classes", "num_detections")
+PER_CLASS = "per-class"
+REGULAR = "regular"
+FAST = "fast"
+NMS_MODES = (PER_CLASS, REGULAR, FAST)
+CUSTOM_OP = "TFLite_Detection_PostProcess"
+# A FlatBuffer's file identifier sits at bytes 4..8; TFLite's is "TFL3".
+IDENTIFIER = b"TFL3"
+METADATA_NAME = "ssd_mobilenet_migrate"
+# The metadata's version: readers refuse a larger one (a file of a newer project release).
+METADATA_VERSION = 1
+
+
+def _schema():
+    from ai_edge_litert import schema_py_generated
+    return schema_py_generated
+
+
+def operator_names(tflite_bytes: bytes) -> list:
+    """The sorted names of the operators a `.tflite` file uses: builtin names
+    (`CONV_2D`, `NON_MAX_SUPPRESSION_V4`) and custom ones (`TFLite_Detection_PostProcess`;
+    Flex ops are custom ops named `Flex<TF op>`)."""
+    schema = _schema()
+    model = schema.Model.GetRootAsModel(tflite_bytes, 0)
+    builtin = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    names = set()
+    for i in range(model.OperatorCodesLength()):
+        code = model.OperatorCodes(i)
+        op = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())  # the schema's two fields
+        names.add(code.CustomCode().decode() if op == schema.BuiltinOperator.CUSTOM else builtin[op])
+    return sorted(names)
+
+
+def custom_op_options(tflite_bytes: bytes) -> list:
+    """[(attributes dict, anchors float32 [A, 4] or None)] of every `TFLite_Detection_PostProcess`
+    op in a `.tflite` file: its custom options (a FlexBuffer map) and its third input when that
+    is a constant (the center-size anchors)."""
+    from flatbuffers import flexbuffers
+    schema = _schema()
+    model = schema.Model.GetRootAsModel(tflite_bytes, 0)
+    found = []
+    for g in range(model.SubgraphsLength()):
+        graph = model.Subgraphs(g)
+        for i in range(graph.OperatorsLength()):
+            op = graph.Operators(i)
+            code = model.OperatorCodes(op.OpcodeIndex())
+            if code.CustomCode() is None or code.CustomCode().decode() != CUSTOM_OP:
+                continue
+            attributes = flexbuffers.Loads(op.CustomOptionsAsNumpy().tobytes())
+            tensor = graph.Tensors(op.Inputs(2))
+            buffer = model.Buffers(tensor.Buffer())
+            anchors = None
+            if buffer.DataLength():
+                anchors = np.frombuffer(buffer.DataAsNumpy().tobytes(), np.float32).reshape(tensor.ShapeAsNumpy())
+            found.append((attributes, anchors))
+    return found
+
+
+def read_metadata(tflite_bytes: bytes) -> dict | None:
+    """The file's `METADATA_NAME` entry as a dict, or None when it has none (a file of an
+    earlier release, which took images at the model's size only)."""
+    schema = _schema()
+    model = schema.Model.GetRootAsModel(tflite_bytes, 0)
+    for i in range(model.MetadataLength()):
+        entry = model.Metadata(i)
+        if entry.Name() is not None and entry.Name().decode() == METADATA_NAME:
+            data = model.Buffers(entry.Buffer()).DataAsNumpy()
+            return json.loads(bytes(data).decode("utf-8"))
+    return None

@@ -1,0 +1,171 @@
+"""A `.tflite` file of `migrate export` on the LiteRT interpreter (`ai-edge-litert`), without
+TensorFlow: what the file is, and its detections on one photo of any size.
+
+`ModelFile(path).detect(image)` takes uint8 [H, W, 3] RGB and returns the signature's four
+outputs for it (numpy, [1, D, ...]: `detection_boxes` [ymin, xmin, ymax, xmax] normalised to
+the image, `detection_scores`, `detection_classes` 1-based, `num_detections`). How the photo
+reaches the network depends on the file (`input_mode`):
+- "any size" (uint8 files with metadata, the default export): the photo goes in as it is, and
+  the file resizes and scales it with the TF1 graph's kernels (TFLite's RESIZE_BILINEAR /
+  RESIZE_NEAREST_NEIGHBOR with align_corners and half_pixel_centers off, on float32).
+- "model size, float32": the graph's `Preprocessor` in numpy (`preprocess`, bit for bit), and
+  the scaled image goes in.
+- "model size, uint8" (files written with a fixed size): resized in numpy as the graph
+  resizes, rounded to uint8 for the file. Exact for photos of the model's size; for other
+  sizes the rounding moves pixels by up to 0.5 (`exact_for_any_size` is False).
+
+The interpreter is LiteRT's with its default op resolver, which holds
+`TFLite_Detection_PostProcess` and applies the XNNPACK delegate, with `threads` threads.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ssd_mobilenet.litert import file_format as ff
+from ssd_mobilenet.litert import preprocess
+
+ANY_SIZE = "any size"
+MODEL_SIZE_FLOAT32 = "model size, float32"
+MODEL_SIZE_UINT8 = "model size, uint8"
+
+
+def feed(image: np.ndarray, input_mode: str, image_size, resize_method: str = "BILINEAR",
+         normalize_before_resize: bool = False) -> np.ndarray:
+    """uint8 [H, W, 3] RGB -> the input [1, ...] of a file of `input_mode` (module docstring)
+    whose model takes `image_size` (h, w) with the graph's `resize_method` and order."""
+    image = np.asarray(image)
+    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+        raise ValueError(f"image must be uint8 [H, W, 3], got {image.dtype} {list(image.shape)}")
+    if input_mode == ANY_SIZE:
+        return image[None]
+    h, w = image_size
+    if input_mode == MODEL_SIZE_FLOAT32:
+        return preprocess.preprocess(image, h, w, resize_method, normalize_before_resize)[None]
+    if image.shape[:2] == (h, w):
+        return image[None]
+    resize = preprocess.resize_bilinear if resize_method == "BILINEAR" else preprocess.resize_nearest
+    return np.clip(np.rint(resize(image, h, w)), 0, 255).astype(np.uint8)[None]
+
+
+class ModelFileError(ValueError):
+    """A file that is not a `.tflite` of `migrate export` or that LiteRT cannot load; the
+    message names the file and the problem, on one line."""
+
+
+def _first_line(error: Exception) -> str:
+    lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
+    return (lines[0] if lines else type(error).__name__)[:200]
+
+
+def litert_interpreter():
+    """LiteRT's `Interpreter` class, or `ModelFileError` saying how to install it."""
+    try:
+        from ai_edge_litert.interpreter import Interpreter
+    except ImportError:
+        raise ModelFileError("the LiteRT runtime is not installed (pip install 'ssd-mobilenet-migrate[litert]', "
+                             "or ai-edge-litert)") from None
+    return Interpreter
+
+
+class ModelFile:
+    """One `.tflite` file on the LiteRT interpreter.
+
+    Attributes:
+      path, bytes: the file and its size.
+      input_name, input_type: the signature's input (`input_tensor` uint8 or
+        `normalized_input_image_tensor` float32).
+      input_mode: ANY_SIZE, MODEL_SIZE_FLOAT32 or MODEL_SIZE_UINT8 (module docstring).
+      image_size: [h, w], the model's input size (the network's).
+      resize_method, normalize_before_resize: the graph's preprocessing the file (or `detect`) applies.
+      nms: "per-class", "regular" or "fast"; int8: the network is quantized (any int8 tensor);
+      max_detections: D; operators: sorted op names; metadata: the file's entry or None.
+    """
+
+    def __init__(self, path: str, threads: int | None = None):
+        self.path = os.path.abspath(path)
+        if not os.path.isfile(path):
+            raise ModelFileError(f"{path}: no such file")
+        with open(path, "rb") as f:
+            data = f.read()
+        if data[4:8] != ff.IDENTIFIER:
+            raise ModelFileError(f"{path}: not a TFLite file (no TFL3 identifier)")
+        Interpreter = litert_interpreter()
+        threads = int(threads or os.cpu_count() or 1)
+        try:
+            # From the bytes: the interpreter verifies the FlatBuffer there, while a truncated
+            # file given by path can crash the process.
+            interpreter = Interpreter(model_content=data, num_threads=threads)
+            interpreter.allocate_tensors()  # applies the XNNPACK delegate now, not at the first image
+            operators = ff.operator_names(data)
+        except (ValueError, RuntimeError) as e:
+            raise ModelFileError(f"{path}: the LiteRT interpreter cannot load it ({_first_line(e)})") from None
+        self.bytes, self.threads, self.operators = len(data), threads, operators
+        signature = interpreter.get_signature_list().get(ff.SIGNATURE_KEY)
+        names = {v: k for k, v in ff.INPUT_NAMES.items()}
+        if (not signature or len(signature["inputs"]) != 1 or signature["inputs"][0] not in names
+                or sorted(signature["outputs"]) != sorted(ff.OUTPUT_KEYS)):
+            raise ModelFileError(f"{path}: no {ff.SIGNATURE_KEY} signature taking {' or '.join(names)} and "
+                                 f"returning {', '.join(ff.OUTPUT_KEYS)} (not a file of `migrate export`)")
+        flex = [op for op in operators if op.startswith("Flex")]
+        if flex:
+            raise ModelFileError(f"{path}: holds Flex ops ({', '.join(flex)}), which LiteRT's builtin runtime "
+                                 "cannot run")
+        self.input_name = signature["inputs"][0]
+        self.input_type = names[self.input_name]
+        self._runner = interpreter.get_signature_runner(ff.SIGNATURE_KEY)
+        self._interpreter = interpreter
+        detail = self._runner.get_input_details()[self.input_name]
+        shape = [int(s) for s in detail.get("shape_signature", detail["shape"])]
+        if len(shape) != 4 or shape[0] != 1 or shape[3] != 3 or detail["dtype"] != np.dtype(self.input_type):
+            raise ModelFileError(f"{path}: input {self.input_name} is {np.dtype(detail['dtype']).name} {shape}, "
+                                 f"not {self.input_type} [1, h, w, 3]")
+        try:
+            self.metadata = ff.read_metadata(data)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ModelFileError(f"{path}: its {ff.METADATA_NAME} metadata is not JSON ({_first_line(e)})") from None
+        meta = self.metadata or {}
+        if meta.get("version", 1) > ff.METADATA_VERSION:
+            raise ModelFileError(f"{path}: written by a newer release (metadata version {meta['version']})")
+        dynamic = shape[1] < 0 or shape[2] < 0
+        if dynamic and "image_size" not in meta:
+            raise ModelFileError(f"{path}: takes images of any size but does not say the model's size "
+                                 f"(no {ff.METADATA_NAME} metadata)")
+        self.image_size = [int(s) for s in meta.get("image_size", shape[1:3])]
+        self.resize_method = meta.get("resize_method", "BILINEAR")
+        self.normalize_before_resize = bool(meta.get("normalize_before_resize", False))
+        self.input_mode = ANY_SIZE if dynamic else (MODEL_SIZE_UINT8 if self.input_type == ff.UINT8
+                                                    else MODEL_SIZE_FLOAT32)
+        self.nms = ff.PER_CLASS
+        if ff.CUSTOM_OP in operators:
+            self.nms = ff.REGULAR if ff.custom_op_options(data)[0][0].get("use_regular_nms") else ff.FAST
+        self.int8 = any(t["dtype"] == np.int8 for t in interpreter.get_tensor_details())
+        self.max_detections = int(self._runner.get_output_details()["detection_scores"]["shape_signature"][-1])
+        self._data = data  # the interpreter reads the model from these bytes
+
+    @property
+    def exact_for_any_size(self) -> bool:
+        """Whether a photo of any size gets the graph's preprocessing exactly (module docstring)."""
+        return self.input_mode != MODEL_SIZE_UINT8
+
+    @property
+    def kind(self) -> str:
+        """One line: post-processing, input, precision, detections."""
+        h, w = self.image_size
+        size = f"any size, resized to {h}x{w} in the file" if self.input_mode == ANY_SIZE else f"{h}x{w}"
+        return (f"{self.nms} NMS, {self.input_type} input of {size}, {'int8' if self.int8 else 'float32'}, "
+                f"{self.max_detections} detections")
+
+    def feed(self, image: np.ndarray) -> np.ndarray:
+        """uint8 [H, W, 3] -> the file's input [1, ...] (`feed`)."""
+        return feed(image, self.input_mode, self.image_size, self.resize_method, self.normalize_before_resize)
+
+    def run(self, feed: np.ndarray) -> dict:
+        """The file's input [1, ...] as `feed` gives it -> the four outputs (numpy, [1, D, ...])."""
+        return {k: np.asarray(v) for k, v in self._runner(**{self.input_name: feed}).items()}
+
+    def detect(self, image: np.ndarray) -> dict:
+        """uint8 [H, W, 3] RGB photo of any size -> the four outputs (numpy, [1, D, ...])."""
+        return self.run(self.feed(image))

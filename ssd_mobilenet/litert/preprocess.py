@@ -1,0 +1,78 @@
+"""The TF1 graph's `Preprocessor` in numpy, bit for bit, for files that take an image already at
+the model's size (the float32 `normalized_input_image_tensor` files, and uint8 files written with
+a fixed size): the legacy resize kernels TensorFlow runs for `ResizeBilinear` and
+`ResizeNearestNeighbor` with `align_corners=False, half_pixel_centers=False`, then
+`x * float32(2/255) - 1`. The arithmetic is TensorFlow's CPU kernels' (resize_bilinear_op.cc,
+resize_nearest_neighbor_op.cc), operation for operation in float32, so the results are
+identical (tests/litert/test_preprocess.py compares them with the TensorFlow ops on real photos).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# float32(2.0 / 255.0): the graph's `Preprocessor/mul/x`; dividing by 127.5 differs by an ulp.
+SCALE = np.float32(2.0 / 255.0)
+RESIZE_METHODS = ("BILINEAR", "NEAREST_NEIGHBOR")
+
+
+def _legacy_scale(in_size: int, out_size: int) -> np.float32:
+    # CalculateResizeScale without align_corners: in / out, divided in float32.
+    return np.float32(in_size) / np.float32(out_size)
+
+
+def _bilinear_weights(in_size: int, out_size: int):
+    """(lower int [out], upper int [out], lerp float32 [out]): the legacy scaler's source
+    positions `i * scale`, their floor and ceil (clamped) and the fraction."""
+    position = np.arange(out_size, dtype=np.float32) * _legacy_scale(in_size, out_size)
+    floor = np.floor(position)
+    lower = np.maximum(floor.astype(np.int64), 0)
+    upper = np.minimum(np.ceil(position).astype(np.int64), in_size - 1)
+    return lower, upper, (position - floor).astype(np.float32)
+
+
+def resize_bilinear(image: np.ndarray, height: int, width: int) -> np.ndarray:
+    """[H, W, C] (any real dtype) -> float32 [height, width, C]: TensorFlow's legacy
+    `ResizeBilinear` (`top + (bottom - top) * y_lerp` of the two rows' `left + (right - left) * x_lerp`)."""
+    image = np.asarray(image, np.float32)
+    y0, y1, ly = _bilinear_weights(image.shape[0], height)
+    x0, x1, lx = _bilinear_weights(image.shape[1], width)
+    lx = lx[None, :, None]
+    top_rows, bottom_rows = image[y0], image[y1]
+    top = top_rows[:, x0] + (top_rows[:, x1] - top_rows[:, x0]) * lx
+    bottom = bottom_rows[:, x0] + (bottom_rows[:, x1] - bottom_rows[:, x0]) * lx
+    return top + (bottom - top) * ly[:, None, None]
+
+
+def resize_nearest(image: np.ndarray, height: int, width: int) -> np.ndarray:
+    """[H, W, C] -> [height, width, C] of the same dtype: the legacy `ResizeNearestNeighbor`
+    (source index `min(floor(i * scale), size - 1)`)."""
+    image = np.asarray(image)
+
+    def index(in_size, out_size):
+        position = np.arange(out_size, dtype=np.float32) * _legacy_scale(in_size, out_size)
+        return np.minimum(np.floor(position).astype(np.int64), in_size - 1)
+
+    return image[index(image.shape[0], height)][:, index(image.shape[1], width)]
+
+
+def normalize(image: np.ndarray) -> np.ndarray:
+    """float32 values in [0, 255] -> `x * float32(2/255) - 1` in float32 (the graph's mul and sub)."""
+    return (SCALE * np.asarray(image, np.float32) - np.float32(1.0)).astype(np.float32)
+
+
+def preprocess(image: np.ndarray, height: int, width: int, method: str = "BILINEAR",
+               normalize_before_resize: bool = False) -> np.ndarray:
+    """uint8 [H, W, 3] -> float32 [height, width, 3] in [-1, 1], as the graph's `Preprocessor`
+    (resize then scale, or scale then resize for `normalize_before_resize` graphs).
+
+    Raises:
+      ValueError: a resize method TFLite runtimes have no kernel for here (BICUBIC, AREA).
+    """
+    if method not in RESIZE_METHODS:
+        raise ValueError(f"resize method {method}: only {', '.join(RESIZE_METHODS)} are reproduced without TensorFlow")
+    resize = resize_bilinear if method == "BILINEAR" else resize_nearest
+    image = np.asarray(image, np.float32)
+    if normalize_before_resize:
+        return np.asarray(resize(normalize(image), height, width), np.float32)
+    return normalize(resize(image, height, width))

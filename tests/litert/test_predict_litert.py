@@ -1,0 +1,138 @@
+"""`predict MODEL.tflite IMAGES...` on LiteRT in a process where TensorFlow cannot be imported
+(a `tensorflow` package that raises on import, first on PYTHONPATH, as on a device that never
+installed it): the same JSON lines as `predict` on the converted directory (TensorFlow) for
+photos of any size, the unreadable image warned and skipped, bad input refused in one line."""
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from conftest import REPO, SHARED
+from migrate import predict
+from migrate.tf1 import assign, builder
+from ssd_mobilenet import SSDMobileNetV1, detector
+from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.export import tflite
+
+CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
+ATOL = 1e-5  # the project's parity tolerance: LiteRT's kernels round otherwise than oneDNN's
+LABELS = "item { id: 1 name: 'cat' }\nitem { id: 2 name: 'dog' }\nitem { id: 3 name: 'bird' }\n"
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """(converted directory, its default `.tflite` file, a label map): a small model with the TF1
+    builder's seeded synthetic weights."""
+    root = tmp_path_factory.mktemp("litert_predict")
+    model = SSDMobileNetV1(CONFIG)
+    assign.assign(builder.synthetic_weights(CONFIG, seed=3), model)
+    converted = str(root / "converted")
+    os.makedirs(converted)
+    detector.save(model, converted)
+    path = str(root / "model.tflite")
+    tflite.export_tflite(model, path)
+    (root / "labels.pbtxt").write_text(LABELS)
+    return converted, path, str(root / "labels.pbtxt")
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """Images of mixed sizes and formats (the real photos when ../shared is there, generated
+    PNG and JPEG otherwise too), a grayscale PNG, and a corrupt JPEG."""
+    root = tmp_path_factory.mktemp("litert_images")
+    rng = np.random.default_rng(4)
+    for name, (h, w) in {"a.png": (96, 200), "b.jpg": (300, 170)}.items():
+        Image.fromarray(rng.integers(0, 256, (h, w, 3)).astype(np.uint8)).save(root / name, quality=90)
+    Image.fromarray(rng.integers(0, 256, (64, 64)).astype(np.uint8)).save(root / "gray.png")
+    for photo in sorted(glob.glob(os.path.join(SHARED, "photos", "*.jpg")))[:4]:
+        os.symlink(photo, root / os.path.basename(photo))
+    (root / "corrupt.jpg").write_bytes(b"\xff\xd8\xff\xe0" + bytes(100))
+    return str(root)
+
+
+@pytest.fixture(scope="module")
+def no_tensorflow(tmp_path_factory):
+    """A folder whose `tensorflow` package raises on import, to put first on PYTHONPATH."""
+    stub = tmp_path_factory.mktemp("no_tensorflow")
+    (stub / "tensorflow").mkdir()
+    (stub / "tensorflow" / "__init__.py").write_text("raise ImportError('TensorFlow is not installed here')\n")
+    return str(stub)
+
+
+def without_tensorflow(args, stub):
+    """`python -m migrate ARGS` where `import tensorflow` raises."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([stub, REPO]))
+    return subprocess.run([sys.executable, "-m", "migrate", *args], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def lines(path) -> dict:
+    return {line["image"]: line for line in map(json.loads, open(path))}
+
+
+def test_tflite_predict_without_tensorflow_gives_the_converted_models_lines(model, folder, no_tensorflow, tmp_path):
+    converted, path, labels = model
+    out, png = tmp_path / "lite.jsonl", tmp_path / "drawn"
+    run = without_tensorflow(["predict", path, folder, "--out", str(out), "--png", str(png), "--labels", labels,
+                              "--threads", "2"], no_tensorflow)
+    assert run.returncode == 0, run.stderr
+    assert "Traceback" not in run.stderr and "INFO:" not in run.stderr and "XNNPACK" not in run.stderr
+    corrupt = os.path.join(folder, "corrupt.jpg")
+    assert [ln for ln in run.stderr.splitlines() if ln.startswith("warning:")] == [
+        ln for ln in run.stderr.splitlines() if ln.startswith(f"warning: {corrupt}: ")]
+    assert "LiteRT, batch 1" in run.stderr and "uint8 input of any size" in run.stderr
+    ours = lines(out)
+    # The TensorFlow runtime on the converted directory, in this process.
+    predict.run(converted, [folder], out=str(tmp_path / "tf.jsonl"), labels=labels, batch_size=1)
+    ref = lines(tmp_path / "tf.jsonl")
+    assert sorted(ours) == sorted(ref) and set(ours[corrupt]) == {"image", "error"} == set(ref[corrupt])
+    sizes = {(line["height"], line["width"]) for line in ours.values() if "error" not in line}
+    assert len(sizes) >= 3 and (128, 128) not in sizes  # the file resized every photo itself
+    compared = 0
+    for image, line in ours.items():
+        if "error" in line:
+            continue
+        expected = ref[image]
+        assert (line["height"], line["width"], line["num_detections"]) == (
+            expected["height"], expected["width"], expected["num_detections"]), image
+        assert [d["class_id"] for d in line["detections"]] == [d["class_id"] for d in expected["detections"]]
+        assert [d["label"] for d in line["detections"]] == [d["label"] for d in expected["detections"]]
+        for a, b in zip(line["detections"], expected["detections"]):
+            assert abs(a["score"] - b["score"]) <= ATOL and np.allclose(a["box"], b["box"], rtol=0, atol=ATOL)
+            compared += 1
+    assert compared >= 100
+    drawn = sorted(os.listdir(png))
+    assert len(drawn) == len(ours) - 1 and all(name.endswith(".png") for name in drawn)
+
+
+@pytest.mark.parametrize("case", ["truncated", "not_tflite", "tensorflow_option", "threads", "existing_out"])
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(model, folder, no_tensorflow, tmp_path, case):
+    converted, path, _ = model
+    truncated, graph = tmp_path / "truncated.tflite", tmp_path / "graph.tflite"
+    truncated.write_bytes(open(path, "rb").read()[:100000])
+    shutil.copy(os.path.join(converted, "model_config.json"), graph)
+    out = tmp_path / "r.jsonl"
+    if case == "existing_out":
+        out.write_text("keep\n")
+    args, expected = {
+        "truncated": ([str(truncated)], f"{truncated}: the LiteRT interpreter cannot load it"),
+        "not_tflite": ([str(graph)], f"{graph}: not a TFLite file"),
+        "tensorflow_option": ([path, "--batch", "4"], "--batch: sets up TensorFlow"),
+        "threads": ([path, "--threads", "0"], "--threads 0: must be >= 1"),
+        "existing_out": ([path], f"{out}: exists"),
+    }[case]
+    before = sorted(os.listdir(tmp_path))
+    run = without_tensorflow(["predict", *args, folder, "--out", str(out)], no_tensorflow)
+    assert run.returncode == 2, run.stderr
+    err = run.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and expected in err[0], err
+    assert sorted(os.listdir(tmp_path)) == before
+    if case == "existing_out":
+        assert out.read_text() == "keep\n"

@@ -17,21 +17,27 @@ Sides (`SIDES`), each a runner `run(images uint8 [N, H, W, 3]) -> dict of output
   detector_xla       `ssd_mobilenet.load(..., jit_compile=True)`
   detector_mixed     `precision="mixed_bfloat16"` on CPUs, `"mixed_float16"` on GPUs
   tflite             the `.tflite` file `migrate export` writes by default (float32, per-class NMS,
-                     uint8 input [1, H, W, 3]) on LiteRT's `Interpreter(num_threads=N)` (ai-edge-litert)
-                     (its default op resolver applies the XNNPACK delegate), through the signature
+                     uint8 input [1, H, W, 3] of any size, resized in the file with the TF1 graph's
+                     kernel) on LiteRT's `Interpreter(num_threads=N)` (ai-edge-litert) (its default
+                     op resolver applies the XNNPACK delegate), through the signature
+                     (`ssd_mobilenet.litert.model_file.ModelFile.detect`)
   tflite_int8        the same with the `export --int8` file (calibrated on generated images)
   (the TFLite files are exported first as the SavedModels above; they are named with --sides,
-  not in the default set, and run only at batch 1 and the model's input size, which the run
-  must include: every other row has no TFLite entry, and the report lists those)
+  not in the default set, and run at batch 1 only, at every size of the run: at larger batches
+  the rows have no TFLite entry, and the report lists those cells)
 
 Latency: every side runs in ONE worker process, interleaved (round r times every side once,
 in an order rotated every round), so machine noise hits all sides alike; the ratio is
 median(side) / median(tf1_session), with a 95% interval from resampling the rounds in pairs
 (`ratio_interval`). Memory: each side in its own fresh process
 (`migrate.common.measure.measure_isolated`): the TensorFlow allocator's transient peak per batch
-(peak - resident before the runs; not for the TFLite sides, whose interpreter has its own arena)
-and the process's peak RSS. Model size: the bytes on disk of what a side loads (frozen graph,
-SavedModel directory, .tflite file). Both kinds of worker get
+(peak - resident before the runs) and the process's peak RSS. The TFLite sides' process never
+imports TensorFlow (`benchmark.litert_memory`; LiteRT's interpreter has its own arena, so no
+allocator peak): its RSS is what a LiteRT deployment holds. Their latency is still interleaved
+with the TF1 session's, in the one latency process (which has TensorFlow loaded for the other
+sides). Ready time: seconds from loading the model to the end of its first call, in that fresh
+process. Model size: the bytes on disk of what a side loads (frozen graph,
+SavedModel directory, .tflite file). Every worker gets
 the same environment (`TF_CPU_ALLOCATOR_USE_BFC=true`, threads, oneDNN setting, weight
 cache), so a ratio is the migration's effect, not an environment flag's. `onednn` runs the latency
 worker once per oneDNN setting to show that lever for both sides.
@@ -93,7 +99,7 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=D
     Raises:
       BenchInputError: a missing model directory or frozen graph, an unknown side, memory
         growth together with a memory limit, or TFLite sides the run cannot measure
-        (`check_tflite`: the model's size or batch 1 not requested).
+        (`check_tflite`: batch 1 not requested).
     """
     say = progress or (lambda msg: None)
     _check_frozen_graph(src)
@@ -110,15 +116,16 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=D
         raise BenchInputError(f"unknown side(s) {', '.join(unknown)}; choose from {', '.join(SIDES)}")
     sides = [BASELINE] + [s for s in sides if s != BASELINE]
     tflite_sides = [s for s in sides if s in TFLITE_SIDES]
-    model_size, tflite = None, None
+    tflite_size, tflite = None, None
     if tflite_sides:
-        model_size = check_tflite(converted, tflite_sides, sizes, batches)
+        model_size, any_size = check_tflite(converted, tflite_sides, sizes, batches)
+        tflite_size = None if any_size else model_size  # None: the files take photos of any size
         tflite_threads = os.cpu_count() if tflite_threads is None else tflite_threads
         if tflite_threads < 1:
             raise BenchInputError(f"--threads {tflite_threads}: must be >= 1")
-        tflite = {"threads": tflite_threads, "model_size": list(model_size), "batch": 1,
+        tflite = {"threads": tflite_threads, "model_size": list(model_size), "any_size": any_size, "batch": 1,
                   "not_measured": [f"{h}x{w}/b{b}" for h, w in sizes for b in batches
-                                   if not applies(TFLITE_SIDES[0], (h, w), b, model_size)]}
+                                   if not applies(TFLITE_SIDES[0], (h, w), b, tflite_size)]}
     settings = {None: [None], "both": ["0", "1"]}.get(onednn, [onednn])
     base_env = {**measure.BASE_ENV, **(env or {})}
     if weight_cache:
@@ -130,7 +137,7 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=D
                "sizes": [list(s) for s in sizes], "batches": list(batches), "warmup": warmup, "repeats": repeats,
                "memory_growth": memory_growth, "memory_limit_mb": memory_limit_mb,
                "trace_dir": os.path.abspath(trace_dir) if trace_dir else None,
-               "model_size": list(model_size) if model_size else None, "tflite_threads": tflite_threads}
+               "tflite_size": list(tflite_size) if tflite_size else None, "tflite_threads": tflite_threads}
     exported = [s for s in sides if s in EXPORTED_SIDES or s in TFLITE_EXPORTS]
     export_dir = tempfile.mkdtemp(prefix="migrate-bench-export-") if exported else None
     try:

@@ -259,8 +259,7 @@ def _add_bench_parser(sub):
     p.add_argument("--size", default="480x640", help="image sizes HxW, comma separated (default 480x640)")
     p.add_argument("--sides", default=",".join(DEFAULT_SIDES),
                    help=f"what to measure, comma separated, of {','.join(SIDES)} (default all but "
-                        f"{','.join(TFLITE_SIDES)}: those run at batch 1 and the model's input size only, "
-                        "which --size must then include)")
+                        f"{','.join(TFLITE_SIDES)}: those run on LiteRT at batch 1, at any --size)")
     p.add_argument("--repeats", type=int, default=10,
                    help="interleaved timed rounds at the largest batch; smaller batches get up to 4x (default 10)")
     p.add_argument("--warmup", type=int, default=2, help="untimed runs per side per batch (default 2)")

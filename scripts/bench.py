@@ -8,8 +8,9 @@ with synthetic weights by ../shared/tools/make_zoo_fixture.py) when present, els
 default model (`migrate.default_model`). It converts the model into a temporary directory,
 runs the benchmark of `python -m migrate bench` with every side but the TFLite ones (or `--sides`), and writes
 docs/benchmarks.md and docs/benchmarks.json, and docs/benchmarks.png where matplotlib is installed (replacing them).
-The TFLite sides (`--sides ...,tflite,tflite_int8`) run at batch 1 and the model's input size only, which
-`--size` must then include (the zoo graph's: `--size 480x640,300x300`).
+The TFLite sides (`--sides ...,tflite,tflite_int8`) run on LiteRT at batch 1 only (at every `--size`: the
+exported file resizes photos itself), which `--batch` must then include; their memory is measured in a
+process that never imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def main() -> int:
                                  batches=bench.parse_batches(args.batch), repeats=args.repeats, onednn=args.onednn,
                                  sides=args.sides.split(",") if args.sides else bench.DEFAULT_SIDES,
                                  weight_cache=args.weight_cache, progress=progress)
-        except bench.BenchInputError as e:  # e.g. TFLite sides without the model's size in --size
+        except bench.BenchInputError as e:  # e.g. TFLite sides without batch 1 in --batch
             print(f"error: {e}", file=sys.stderr)
             return 2
         print(bench.format_table(report))

@@ -193,75 +193,121 @@ def small(tmp_path_factory):
     return src, str(out)
 
 
-def test_tflite_sides_run_at_batch_1_and_the_models_size_only(small, tmp_path, capsys):
+@pytest.fixture(scope="module")
+def tflite_path(small, tmp_path_factory):
+    """The float32 `.tflite` file bench exports for the small model (the default export: any size)."""
+    _, out = small
+    return bench.export_sides(out, str(tmp_path_factory.mktemp("bench_tflite")), ["tflite"])["tflite"]
+
+
+def test_tflite_sides_run_at_batch_1_and_every_size(small, tmp_path, capsys):
     src, out = small
     json_path, md_path = tmp_path / "bench.json", tmp_path / "benchmarks.md"
-    assert main(["bench", src, out, "--sides", "tf1_session,tflite,tflite_int8", "--size", "128x128,96x96",
+    assert main(["bench", src, out, "--sides", "tf1_session,tflite,tflite_int8", "--size", "128x128,96x160",
                  "--batch", "1,2", "--repeats", "1", "--warmup", "1", "--json", str(json_path),
                  "--markdown", str(md_path), "--quiet"]) == 0
     printed = capsys.readouterr().out
     report = json.loads(json_path.read_text())
     cells = {(r["side"], tuple(r["size"]), r["batch"]) for r in report["rows"]}
-    everywhere = {(s, b) for s in ((128, 128), (96, 96)) for b in (1, 2)}
-    # The TF1 session everywhere; the TFLite files (one 128x128 image) at batch 1 and 128x128 only.
-    assert cells == {("tf1_session", *c) for c in everywhere} | {("tflite", (128, 128), 1),
-                                                                   ("tflite_int8", (128, 128), 1)}
-    assert report["tflite"] == {"threads": os.cpu_count(), "model_size": [128, 128], "batch": 1,
-                                "not_measured": ["128x128/b2", "96x96/b1", "96x96/b2"]}
-    rows = {r["side"]: r for r in report["rows"] if r["size"] == [128, 128] and r["batch"] == 1}
+    everywhere = {(s, b) for s in ((128, 128), (96, 160)) for b in (1, 2)}
+    # The TF1 session everywhere; the TFLite files (one photo of any size per call) at batch 1, every size.
+    assert cells == {("tf1_session", *c) for c in everywhere} | {
+        (side, size, 1) for side in ("tflite", "tflite_int8") for size in ((128, 128), (96, 160))}
+    assert report["tflite"] == {"threads": os.cpu_count(), "model_size": [128, 128], "any_size": True, "batch": 1,
+                                "not_measured": ["128x128/b2", "96x160/b2"]}
     frozen = os.path.getsize(os.path.join(src, "frozen_inference_graph.pb"))
-    assert rows["tf1_session"]["file_bytes"] == frozen
-    for side in ("tflite", "tflite_int8"):
-        r = rows[side]
-        # Interleaved with the session in the same rounds: paired times, a ratio with its interval.
-        assert r["rounds"] == rows["tf1_session"]["rounds"] == 2
-        lo, hi = r["latency_ratio_ci95"]
-        assert r["latency_ratio"] > 0 and lo <= r["latency_ratio"] <= hi
-        # Its own process's RSS; no TensorFlow allocator peak (the interpreter's arena is its own).
-        assert r["peak_rss_bytes"] >= r["rss_bytes"] > 100 * 2**20 and r["rss_ratio"] > 0
-        assert r["alloc_transient_bytes"] is None and r.get("alloc_ratio") is None
-        # Against the TF1 process's RSS right after the same cell, which it ran first (not its
-        # peak over every size and batch).
-        base = report["memory"]["tf1_session"]
-        assert base["keys"][0] == "128x128/b1" and base["batches"][0]["shape"] == [1, 128, 128, 3]
-        assert base["batches"][0]["peak_rss_bytes"] <= base["peak_rss_bytes"]
-        assert r["rss_ratio"] == pytest.approx(r["peak_rss_bytes"] / base["batches"][0]["peak_rss_bytes"])
+    base = report["memory"]["tf1_session"]
+    # Every memory process runs the TFLite sides' cells first, in the same order.
+    assert base["keys"][:2] == ["128x128/b1", "96x160/b1"] and base["batches"][1]["shape"] == [1, 96, 160, 3]
+    for size in ([128, 128], [96, 160]):
+        rows = {r["side"]: r for r in report["rows"] if r["size"] == size and r["batch"] == 1}
+        assert rows["tf1_session"]["file_bytes"] == frozen
+        for side in ("tflite", "tflite_int8"):
+            r = rows[side]
+            # Interleaved with the session in the same rounds: paired times, a ratio with its interval.
+            assert r["rounds"] == rows["tf1_session"]["rounds"] == 2
+            lo, hi = r["latency_ratio_ci95"]
+            assert r["latency_ratio"] > 0 and lo <= r["latency_ratio"] <= hi
+            # Its own process, without TensorFlow: no allocator peak (the interpreter's arena is its own),
+            # less RSS than the TF1 session's process after the same cells (the TensorFlow runtime).
+            mem = report["memory"][side]
+            assert mem["tensorflow_imported"] is False and mem["keys"] == ["128x128/b1", "96x160/b1"]
+            assert r["alloc_transient_bytes"] is None and r.get("alloc_ratio") is None
+            assert r["peak_rss_bytes"] >= r["rss_bytes"] > 0 and 0 < r["rss_ratio"] < 1
+            assert r["rss_ratio"] == pytest.approx(r["peak_rss_bytes"] / base["batches"][1]["peak_rss_bytes"])
+            assert r["ready_s"] == mem["build_s"] + mem["first_call_s"] > 0
     # The file sizes are the exported files': int8 weights take a quarter of float32's bytes.
     assert 0 < rows["tflite_int8"]["file_bytes"] < rows["tflite"]["file_bytes"] / 2
     table = [line.split() for line in printed.splitlines()]
     tflite_line = next(cells for cells in table if cells and cells[0] == "tflite")
     assert tflite_line.count("n/a") == 2 and f"{rows['tflite']['file_bytes'] / 2**20:.1f}" in tflite_line
     settings = f"LiteRT's Interpreter(num_threads={os.cpu_count()})"
-    assert settings in printed and "not at 128x128/b2, 96x96/b1, 96x96/b2" in printed
+    assert settings in printed and "batch 1 at every size" in printed and "measured at 128x128" not in printed
+    assert "process without TensorFlow" in printed and "not at 128x128/b2, 96x160/b2" in printed
     md = md_path.read_text()
     assert settings in md and "- `tflite`: " in md and "- `tflite_int8`: " in md and "XNNPACK" in md
+    assert "never imports TensorFlow" in md and "a process that imported TensorFlow" not in md
 
 
-def test_tflite_sides_without_the_models_size_are_refused(small, tmp_path, capsys):
+def test_tflite_sides_need_batch_1_and_any_size_will_do(small, tmp_path, capsys, monkeypatch):
     src, out = small
     json_path = tmp_path / "bench.json"
-    assert main(["bench", src, out, "--sides", "tflite", "--size", "96x96,64x64", "--json", str(json_path),
-                 "--quiet"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "128x128" in err[0] and "--size 96x96,64x64,128x128" in err[0], err
     assert main(["bench", src, out, "--sides", "tflite_int8", "--size", "128x128", "--batch", "2",
                  "--json", str(json_path), "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "batch 1" in err[0] and "--batch" in err[0], err
     assert not json_path.exists()
+    # The default export takes photos of any size: sizes without the model's are fine.
+    from migrate.benchmark import inputs
+    assert inputs.check_tflite(out, ["tflite"], [(96, 96), (64, 64)], [1]) == ((128, 128), True)
+    # A file of one size (a resize TFLite has no builtin for) would need the model's size in --size.
+    from ssd_mobilenet.export import tflite as tflite_lib
+    monkeypatch.setattr(tflite_lib, "any_size", lambda config, input_type: False)
+    with pytest.raises(bench.BenchInputError, match="--size 96x96,64x64,128x128"):
+        inputs.check_tflite(out, ["tflite"], [(96, 96), (64, 64)], [1])
+    assert inputs.check_tflite(out, ["tflite"], [(128, 128)], [1, 2]) == ((128, 128), False)
+    assert not bench.applies("tflite", (96, 96), 1, (128, 128)) and bench.applies("tflite", (96, 96), 1, None)
+    assert not bench.applies("tflite", (96, 96), 2, None) and bench.applies("tf1_session", (96, 96), 2, (128, 128))
 
 
-def test_tflite_runner_gives_the_tf1_detections(small, tmp_path):
+def test_tflite_memory_process_never_imports_tensorflow(small, tflite_path, tmp_path):
+    """The TFLite sides' memory worker with a `tensorflow` on its PYTHONPATH that cannot be
+    imported: it measures, and says TensorFlow is not loaded. A runner that needs TensorFlow
+    fails there (the stub is what that process sees)."""
+    from migrate.benchmark import litert_memory
+    from migrate.common import measure
+    src, out = small
+    stub = tmp_path / "no_tensorflow"
+    (stub / "tensorflow").mkdir(parents=True)
+    (stub / "tensorflow" / "__init__.py").write_text("raise ImportError('tensorflow is not available here')\n")
+    env = {"PYTHONPATH": str(stub)}
+    images = [random_images(1, 1, 128, 128), random_images(2, 1, 90, 200)]
+    kwargs = {"side": "tflite", "src": src, "converted": out, "exported": tflite_path, "threads": 1}
+    result = litert_memory.measure_without_tensorflow("migrate.benchmark.sides:runner", kwargs, images, warmup=1,
+                                                      repeats=1, env=env)
+    assert result["tensorflow_imported"] is False and result["runtime"].startswith("LiteRT ")
+    assert [b["shape"] for b in result["batches"]] == [[1, 128, 128, 3], [1, 90, 200, 3]]
+    assert result["peak_rss_bytes"] >= result["rss_bytes"] > 0 and result["peak_memory_bytes"] is None
+    assert result["build_s"] > 0 and result["first_call_s"] > 0 and result["env"]["PYTHONPATH"] == str(stub)
+    with pytest.raises(measure.MeasureError, match="tensorflow is not available here"):
+        litert_memory.measure_without_tensorflow("migrate.benchmark.sides:mixed_precision", {}, images[:1], env=env)
+
+
+def test_tflite_runner_gives_the_tf1_detections(small, tflite_path):
     # The runner bench times feeds the file's uint8 input and returns the four outputs as the TF
     # sides do; within 1e-5 of the TF1 session (TFLite's kernels round in the last float32 bits,
-    # tests/test_export_tflite.py; counts, classes and order exactly).
+    # tests/test_export_tflite.py; counts, classes and order exactly), at the model's size and
+    # at another (the file resizes the photo with the graph's kernel).
     src, out = small
-    images = random_images(5, 1, 128, 128)
-    path = bench.export_sides(out, str(tmp_path), ["tflite"])["tflite"]
-    ours = bench.runner("tflite", src, out, path, threads=1)(images)
-    ref = bench.runner("tf1_session", src, out)(images)
-    assert ref["num_detections"].min() > 0
-    check_detections(ours, ref)
+    ref_runner = bench.runner("tf1_session", src, out)
+    ours = bench.runner("tflite", src, out, tflite_path, threads=1)
+    for h, w in ((128, 128), (96, 160)):
+        images = random_images(5, 1, h, w)
+        ref = ref_runner(images)
+        assert ref["num_detections"].min() > 0
+        check_detections(ours(images), ref)
+    with pytest.raises(ValueError, match="one image"):
+        ours(random_images(5, 2, 128, 128))
 
 
 def test_kernels_counts_every_convolution_of_a_call_and_the_filters_reordered_each_call(small):

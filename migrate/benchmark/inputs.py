@@ -48,15 +48,18 @@ def _check_frozen_graph(src: str) -> None:
 
 
 def check_tflite(converted: str, sides, sizes, batches) -> tuple:
-    """The model's input size (H, W), which the TFLite sides among `sides` run at, after checking
-    that the run measures them somewhere: a file takes one uint8 image of exactly that size, so
-    the run needs that size among `sizes` and batch 1 among `batches` (bench does not resize
-    for them). Raises BenchInputError naming the size otherwise, or for a quantization-aware
+    """(the model's input size (H, W), whether the files bench exports take photos of any size),
+    after checking that the run measures the TFLite sides among `sides` somewhere: a file takes
+    one uint8 image per call, so the run needs batch 1 among `batches`; the default export
+    resizes photos of any size itself (`ssd_mobilenet.export.tflite.any_size`), so any size will
+    do, while a file of one size would need the model's size among `sizes` (bench does not resize
+    for it). Raises BenchInputError naming what to add otherwise, or for a quantization-aware
     model (which `migrate export` does not write to TFLite either)."""
     import json
 
     from ssd_mobilenet.config import SSDConfig
     from ssd_mobilenet.detector import CONFIG_FILE
+    from ssd_mobilenet.export import tflite as tflite_lib
     with open(os.path.join(converted, CONFIG_FILE), encoding="utf-8") as f:
         config = SSDConfig.from_dict(json.load(f))
     model_size = (config.image_height, config.image_width)
@@ -65,11 +68,12 @@ def check_tflite(converted: str, sides, sizes, batches) -> tuple:
     if config.weight_bits:
         raise BenchInputError(f"{converted}: a quantization-aware model (FakeQuant ranges); its TFLite export "
                               f"is not supported (--sides {named})")
-    if model_size not in [tuple(s) for s in sizes]:
-        asked = ",".join(f"{h}x{w}" for h, w in sizes)
-        raise BenchInputError(f"--sides {named}: the TFLite files take one image of the model's input size {text}; "
-                              f"add it to --size (e.g. --size {asked},{text})")
+    any_size = tflite_lib.any_size(config, tflite_lib.UINT8)
     if 1 not in batches:
-        raise BenchInputError(f"--sides {named}: the TFLite files take one image (batch 1) of {text}; "
+        raise BenchInputError(f"--sides {named}: the TFLite files take one image per call (batch 1); "
                               "add 1 to --batch")
-    return model_size
+    if not any_size and model_size not in [tuple(s) for s in sizes]:
+        asked = ",".join(f"{h}x{w}" for h, w in sizes)
+        raise BenchInputError(f"--sides {named}: the TFLite files of this model take one image of its input size "
+                              f"{text} only; add it to --size (e.g. --size {asked},{text})")
+    return model_size, any_size

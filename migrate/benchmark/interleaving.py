@@ -27,11 +27,12 @@ def rounds(repeats: int, batch: int, batches) -> int:
 
 
 def interleaved_latency(sides, src, converted, sizes, batches, warmup=2, repeats=10, trace_dir=None,
-                        progress=None, exported=None, model_size=None, threads=None) -> dict:
+                        progress=None, exported=None, tflite_size=None, threads=None) -> dict:
     """{side: {"HxW/bN": [ms per run]}} with all sides timed interleaved in this process
     (`rounds(repeats, batch, batches)` rounds per batch). A side that does not run at a size and
-    batch (`sides.applies`: the TFLite sides outside batch 1 at the model's size `model_size`)
-    has no entry there; the others rotate among themselves.
+    batch (`sides.applies`: the TFLite sides outside batch 1, or outside `tflite_size` for files
+    of one size; None: their files take any size) has no entry there; the others rotate among
+    themselves.
 
     `exported`: {side: its SavedModel dir or .tflite file} for the sides bench exported first;
     `threads`: the TFLite interpreter's thread count.
@@ -48,7 +49,7 @@ def interleaved_latency(sides, src, converted, sizes, batches, warmup=2, repeats
         for batch in batches:
             key = f"{size[0]}x{size[1]}/b{batch}"
             images = _images(size, batch)
-            here = [side for side in sides if applies(side, size, batch, model_size)]
+            here = [side for side in sides if applies(side, size, batch, tflite_size)]
             say(f"latency {key}")
             for side in here:
                 for _ in range(warmup):
@@ -64,7 +65,7 @@ def interleaved_latency(sides, src, converted, sizes, batches, warmup=2, repeats
         from ssd_mobilenet import runtime
         images = _images(sizes[0], batches[0])
         for side in sides:
-            if not applies(side, sizes[0], batches[0], model_size):
+            if not applies(side, sizes[0], batches[0], tflite_size):
                 continue
             say(f"trace {side}")
             with runtime.trace(os.path.join(trace_dir, side)):

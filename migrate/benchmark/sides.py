@@ -8,15 +8,17 @@ import os
 
 from migrate.benchmark.inputs import BenchInputError, _frozen_graph
 
-# The TFLite sides: the file `migrate export` writes by default (per-class NMS, uint8 input), float32
-# and int8 (calibrated on generated images, as `export --int8` without --calibration), run by
-# LiteRT's interpreter with its default op resolver (which applies the XNNPACK delegate) and an
-# explicit thread count (the interpreter's own default is one thread). A file takes one image,
-# so these sides run only at batch 1, and at the model's input size (`applies`).
+# The TFLite sides: the file `migrate export` writes by default (per-class NMS, uint8 input of any
+# size, resized in the file with the TF1 graph's kernel), float32 and int8 (calibrated on generated
+# images, as `export --int8` without --calibration), run by LiteRT's interpreter
+# (`ssd_mobilenet.litert.model_file.ModelFile`) with its default op resolver (which applies the
+# XNNPACK delegate) and an explicit thread count (the interpreter's own default is one thread). A
+# file takes one image per call, so these sides run at batch 1 only, at every size of the run
+# (`applies`). Their memory process never imports TensorFlow (`litert_memory`).
 TFLITE_SIDES = ("tflite", "tflite_int8")
 
-# Every side `bench` knows; the TFLite ones only when asked for (`DEFAULT_SIDES`), since they need
-# the model's input size among the run's sizes.
+# Every side `bench` knows; the TFLite ones only when asked for (`DEFAULT_SIDES`): they add an
+# export of two files and rows at batch 1 only.
 SIDES = ("tf1_session", "tf1_wrap_function", "saved_model", "saved_model_exact", "saved_model_mixed", "detector",
          "detector_variables", "detector_exact", "detector_xla", "detector_mixed") + TFLITE_SIDES
 DEFAULT_SIDES = tuple(s for s in SIDES if s not in TFLITE_SIDES)
@@ -33,22 +35,26 @@ MIXED_SIDES = ("saved_model_mixed", "detector_mixed")
 DETECTION_OUTPUTS = ("detection_boxes", "detection_scores", "detection_classes", "num_detections")
 
 
-def applies(side: str, size, batch: int, model_size) -> bool:
+def applies(side: str, size, batch: int, tflite_size=None) -> bool:
     """Whether `side` runs at image `size` (H, W) and `batch`: every side does, except the TFLite
-    ones, whose files take exactly one image of the model's input size `model_size` (H, W)."""
-    return side not in TFLITE_SIDES or (batch == 1 and tuple(size) == tuple(model_size))
+    ones, whose files take one image per call (batch 1 only) of any size, or with `tflite_size`
+    (H, W) given, of that size only (a file that does not resize photos itself)."""
+    if side not in TFLITE_SIDES:
+        return True
+    return batch == 1 and (tflite_size is None or tuple(size) == tuple(tflite_size))
 
 
 def runner(side: str, src: str, converted: str, exported: str = None, threads: int = None):
     """The runner of `side` (see the module docstring) for a TF1 model dir and a converted dir;
     `exported`: the SavedModel directory of a `saved_model*` side (default CONVERTED's), or the
     `.tflite` file of a TFLite side (`export_sides`); `threads`: the TFLite interpreter's thread
-    count (default `os.cpu_count()`; TensorFlow's sides take theirs from the environment)."""
-    import numpy as np
-    import tensorflow as tf
-
+    count (default `os.cpu_count()`; TensorFlow's sides take theirs from the environment).
+    The TFLite sides' runners import no TensorFlow (their memory process runs without it)."""
     if side in TFLITE_SIDES:
         return _tflite_runner(exported, threads or os.cpu_count())
+
+    import numpy as np
+    import tensorflow as tf
 
     if side in ("tf1_session", "tf1_wrap_function"):
         graph_def = tf.compat.v1.GraphDef()
@@ -80,12 +86,25 @@ def runner(side: str, src: str, converted: str, exported: str = None, threads: i
 
 
 def _tflite_runner(path: str, threads: int):
-    """`run(images uint8 [1, h, w, 3]) -> outputs` of a `.tflite` file through its serving
-    signature, on LiteRT's interpreter with `threads` threads (`tflite_file.runner`, as verify runs it)."""
-    from migrate.verification import tflite_file
+    """`run(images uint8 [1, H, W, 3]) -> outputs` of a `.tflite` file through its serving
+    signature, on LiteRT's interpreter with `threads` threads: `ModelFile.detect`, the photo fed
+    as the file takes it (as `verify --tflite` and `predict` run it). Imports no TensorFlow
+    (`migrate.verification.tflite_file.runner` is the same call, but its module imports it)."""
+    import numpy as np
+
+    from migrate.common import console
+    from ssd_mobilenet.litert import model_file
     if not path:
         raise BenchInputError("a TFLite side needs its exported .tflite file")
-    return tflite_file.runner(path, threads)
+    with console.native_stderr_quieted():  # "INFO: Created TensorFlow Lite XNNPACK delegate for CPU."
+        file = model_file.ModelFile(path, threads=threads)
+
+    def run(images):
+        images = np.asarray(images)
+        if images.ndim != 4 or images.shape[0] != 1:
+            raise ValueError(f"a TFLite side takes one image [1, H, W, 3], got {list(images.shape)}")
+        return file.detect(images[0])
+    return run
 
 
 def exported_path(out_dir: str, side: str) -> str:

@@ -42,7 +42,7 @@ def ratio_interval(side_ms, base_ms, seed=0) -> list:
 def _report(latency, memory_results, sides, sizes, batches, repeats, warmup, base_env, tflite=None,
             file_bytes=None) -> dict:
     """The JSON-able report: one row per side, size, batch and oneDNN setting where the side ran
-    (the TFLite sides only at batch 1 and the model's size). `tflite`: {threads, model_size,
+    (the TFLite sides at batch 1 only). `tflite`: {threads, model_size, any_size, batch,
     not_measured: ["HxW/bN"...]} when TFLite sides ran; `file_bytes`: {side: size on disk of
     the model file or directory it runs}."""
     import tensorflow as tf
@@ -73,7 +73,8 @@ def _report(latency, memory_results, sides, sizes, batches, repeats, warmup, bas
                         row["ready_s"] = mem["build_s"] + mem["first_call_s"] if "first_call_s" in mem else None
                         row["rss_bytes"] = mem.get("rss_bytes")
                         if base_mem is not None:
-                            base_rss = _baseline_rss(base_mem, key if side in TFLITE_SIDES else None)
+                            # A TFLite process against the baseline's right after the same cells.
+                            base_rss = _baseline_rss(base_mem, mem["keys"][-1] if side in TFLITE_SIDES else None)
                             row["alloc_ratio"] = _ratio(row["alloc_transient_bytes"], _transient(base_mem, key))
                             row["rss_ratio"] = _ratio(mem["peak_rss_bytes"], base_rss[0])
                             row["steady_rss_ratio"] = _ratio(mem.get("rss_bytes"), base_rss[1])
@@ -89,9 +90,10 @@ def _report(latency, memory_results, sides, sizes, batches, repeats, warmup, bas
 
 def _baseline_rss(result, key=None) -> tuple:
     """(peak RSS, steady RSS) of the baseline's memory process: over all its runs, or with `key`
-    ("HxW/bN", the TFLite sides' one cell, which that process runs first) right after that cell.
-    A TFLite process runs that cell only; set against the baseline's peak after every size and
-    batch it would look smaller for what the TF1 process ran besides."""
+    ("HxW/bN", the last of the TFLite sides' cells, which that process runs first and in the same
+    order, `workers._measure`) right after that cell. A TFLite process runs those cells only (batch
+    1); set against the baseline's peak after every size and batch it would look smaller for what
+    the TF1 process ran besides."""
     if key is None:
         return result["peak_rss_bytes"], result.get("rss_bytes")
     b = result["batches"][result["keys"].index(key)]

@@ -17,8 +17,9 @@ def format_table(report: dict, markdown: bool = False) -> str:
     """The report as a table: one row per side, size, batch (and oneDNN setting) it ran at.
     `file MiB`: the model on disk (frozen graph, SavedModel directory, .tflite file; "-" for the
     `detector*` sides). `ready s`: seconds from loading the model to the end of its first call, in
-    the side's fresh memory process. The allocator columns read "n/a" for the TFLite sides (the interpreter's
-    arena is not TensorFlow's allocator) once memory was measured."""
+    the side's fresh memory process (without TensorFlow for the TFLite sides). The allocator columns
+    read "n/a" for the TFLite sides (the interpreter's arena is not TensorFlow's allocator) once
+    memory was measured."""
     head = ["side", "oneDNN", "size", "batch", "median ms", "p90 ms", "img/s", "latency x TF1 (95%)", "file MiB",
             "ready s", "alloc peak MiB", "alloc x TF1", "peak RSS MiB", "RSS x TF1", "steady RSS MiB", "x TF1"]
     mib = lambda b: "-" if b is None else f"{b / 2**20:.1f}"
@@ -34,7 +35,7 @@ def format_table(report: dict, markdown: bool = False) -> str:
         lines.append([r["side"], r["onednn"], f"{r['size'][0]}x{r['size'][1]}", str(r["batch"]),
                       f"{r['latency_ms']['median']:.1f}", f"{r['latency_ms']['p90']:.1f}", f"{r['images_per_s']:.1f}",
                       latency, mib(r.get("file_bytes")),
-                      "-" if r.get("ready_s") is None else f"{r['ready_s']:.1f}", *alloc,
+                      _seconds(r.get("ready_s")), *alloc,
                       mib(r.get("peak_rss_bytes")), ratio(r.get("rss_ratio")), mib(r.get("rss_bytes")),
                       ratio(r.get("steady_rss_ratio"))])
     if markdown:
@@ -45,6 +46,11 @@ def format_table(report: dict, markdown: bool = False) -> str:
     return "\n".join([fmt(head)] + [fmt(line) for line in lines])
 
 
+def _seconds(s) -> str:
+    """A ready time: two decimals under a second (LiteRT's are tens of ms), else one; "-" for None."""
+    return "-" if s is None else f"{s:.2f}" if s < 1 else f"{s:.1f}"
+
+
 def tflite_settings(report: dict) -> str | None:
     """One line on how the TFLite sides ran and where they did not (None without TFLite sides)."""
     t = report.get("tflite")
@@ -52,7 +58,13 @@ def tflite_settings(report: dict) -> str | None:
         return None
     h, w = t["model_size"]
     line = (f"TFLite sides: LiteRT's Interpreter(num_threads={t['threads']}), its default op resolver (XNNPACK "
-            f"delegate), one uint8 image of the model's input size: measured at {h}x{w}, batch 1 only")
+            "delegate), ")
+    if t.get("any_size", False):
+        line += (f"one uint8 photo per call, of any size (the file resizes it to {h}x{w} itself): measured at "
+                 f"batch 1 at every size")
+    else:
+        line += f"one uint8 image of the model's input size: measured at {h}x{w}, batch 1 only"
+    line += "; memory and ready time in a process without TensorFlow"
     if t["not_measured"]:
         line += f"; not at {', '.join(t['not_measured'])} (no TFLite rows there)"
     return line
@@ -158,14 +170,15 @@ def write_markdown(report: dict, path: str, command: str, force: bool = False, p
              + (f". {tflite_settings(report)}." if report.get("tflite") else "."), "",
              "Latency: all sides in one process, interleaved, so machine noise hits them alike; `latency x TF1` is "
              "median / median of `tf1_session` at the same size, batch and oneDNN setting, with in brackets its 95% "
-             "interval from resampling the rounds in pairs (bootstrap). Memory: each side in "
-             "its own fresh process; `alloc peak` is the TensorFlow allocator's transient peak during the runs "
-             "(peak minus what was resident before: weights, graph constants), `peak RSS` the process's peak and "
-             "`steady RSS` its resident memory after the last run (what a serving process holds between "
-             "requests). `file MiB`: the model a side loads, on disk (frozen graph, SavedModel directory, "
-             "`.tflite` file). `ready s`: in that fresh process (TensorFlow already imported), seconds from "
-             "loading the model to the end of its first call on the first batch (loading, tracing, graph "
-             "optimisation, kernel creation): what a serving process waits before its first answer.", "",
+             "interval from resampling the rounds in pairs (bootstrap). Memory: each side in its own fresh "
+             "process (the TFLite sides' processes never import TensorFlow); `alloc peak` is the TensorFlow "
+             "allocator's transient peak during the runs (peak minus what was resident before: weights, graph "
+             "constants), `peak RSS` the process's peak and `steady RSS` its resident memory after the last run "
+             "(what a serving process holds between requests). `file MiB`: the model a side loads, on disk "
+             "(frozen graph, SavedModel directory, `.tflite` file). `ready s`: in that fresh process (its runtime "
+             "already imported: TensorFlow, or LiteRT for the TFLite sides), seconds from loading the model to the "
+             "end of its first call on the first batch (loading, tracing, graph optimisation, kernel creation): "
+             "what a serving process waits before its first answer.", "",
              "## Targets", ""]
     for text, measured, passed in targets(report):
         verdict = "(not applicable)" if passed is None else "(met)" if passed else "(NOT met)"

@@ -1,6 +1,7 @@
 """The processes `bench` starts, all with the same environment: the export worker, the latency
 worker (`python -m migrate.benchmark`, `interleaving`) once per oneDNN setting, and one memory
-worker per side (`migrate.common.measure.measure_isolated`)."""
+worker per side (`migrate.common.measure.measure_isolated` for the TensorFlow sides,
+`litert_memory.measure_without_tensorflow` for the TFLite ones: a process without TensorFlow)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import sys
 import tempfile
 
 from migrate.benchmark.interleaving import _images, interleaved_latency
-from migrate.benchmark.sides import applies
+from migrate.benchmark.litert_memory import measure_without_tensorflow
+from migrate.benchmark.sides import TFLITE_SIDES, applies
 from migrate.common import measure
 
 
@@ -24,7 +26,7 @@ def _latency_worker(request_path, result_path):
     times = interleaved_latency(req["sides"], req["src"], req["converted"], [tuple(s) for s in req["sizes"]],
                                 req["batches"], req["warmup"], req["repeats"], trace_dir=req.get("trace_dir"),
                                 progress=lambda msg: print(f"[bench] {msg}", file=sys.stderr, flush=True),
-                                exported=req.get("exported"), model_size=req.get("model_size"),
+                                exported=req.get("exported"), tflite_size=req.get("tflite_size"),
                                 threads=req.get("tflite_threads"))
     with open(result_path + ".tmp", "w", encoding="utf-8") as f:
         json.dump(times, f)
@@ -73,19 +75,30 @@ def _measure(request, sides, sizes, batches, settings, base_env, memory, memory_
         latency[label] = _run_latency_process(request, worker_env, say)
     memory_results = {}
     if memory:
+        tflite_run, tflite_size = any(side in TFLITE_SIDES for side in sides), request.get("tflite_size")
         for side in sides:
             # The sizes and batches the side runs at; "keys" names them (the result's "batches"
             # follow it).
-            cells = [(size, b) for size in sizes for b in batches if applies(side, size, b, request.get("model_size"))]
-            if request.get("model_size"):
-                # The TFLite sides' one cell first in every process, so the baseline's RSS after it
-                # (`statistics._report`) is what that cell alone took, as in the TFLite processes.
-                cells.sort(key=lambda cell: (tuple(cell[0]), cell[1]) != (tuple(request["model_size"]), 1))
-            say(f"memory: {side} in a fresh process")
-            memory_results[side] = measure.measure_isolated(
-                "migrate.benchmark.sides:runner",
-                {"side": side, "src": request["src"], "converted": request["converted"],
-                 "exported": request.get("exported", {}).get(side), "threads": request.get("tflite_threads")},
-                [_images(size, b) for size, b in cells], warmup=1, repeats=memory_repeats, env=base_env)
-            memory_results[side]["keys"] = [f"{size[0]}x{size[1]}/b{b}" for size, b in cells]
+            cells = [(size, b) for size in sizes for b in batches if applies(side, size, b, tflite_size)]
+            if tflite_run:
+                # The TFLite sides' cells (batch 1) first in every process, in the same order, so the
+                # baseline's RSS after them (`statistics._report`) is what those cells alone took,
+                # as in the TFLite processes.
+                cells.sort(key=lambda cell: not applies(TFLITE_SIDES[0], cell[0], cell[1], tflite_size))
+            kwargs = {"side": side, "src": request["src"], "converted": request["converted"],
+                      "exported": request.get("exported", {}).get(side), "threads": request.get("tflite_threads")}
+            images = [_images(size, b) for size, b in cells]
+            if side in TFLITE_SIDES:
+                say(f"memory: {side} in a fresh process without TensorFlow")
+                result = measure_without_tensorflow("migrate.benchmark.sides:runner", kwargs, images, warmup=1,
+                                                    repeats=memory_repeats, env=base_env)
+                if result.get("tensorflow_imported") is not False:
+                    raise RuntimeError(f"the memory process of {side} imported TensorFlow: its RSS would not be "
+                                       "LiteRT's alone")
+            else:
+                say(f"memory: {side} in a fresh process")
+                result = measure.measure_isolated("migrate.benchmark.sides:runner", kwargs, images, warmup=1,
+                                                  repeats=memory_repeats, env=base_env)
+            result["keys"] = [f"{size[0]}x{size[1]}/b{b}" for size, b in cells]
+            memory_results[side] = result
     return latency, memory_results

@@ -140,8 +140,6 @@ def _rss_bytes() -> int | None:
 
 
 def _worker(request: dict) -> dict:
-    import importlib
-
     import numpy as np
     import tensorflow as tf
 
@@ -152,15 +150,7 @@ def _worker(request: dict) -> dict:
         for gpu in gpus:
             tf.config.experimental.set_memory_growth(gpu, True)
     device = "GPU:0" if gpus else "CPU:0"
-    with np.load(request["images_npz"]) as data:
-        batches = [np.asarray(data[k]) for k in sorted(data.files)]
-    module_name, function_name = request["factory"].split(":")
-    t = time.perf_counter()
-    run = getattr(importlib.import_module(module_name), function_name)(**request["factory_kwargs"])
-    build_s = time.perf_counter() - t
-
-    def run_numpy(images):
-        return {k: np.asarray(v) for k, v in run(images).items()}
+    batches, run_numpy, build_s = build_runner(request)
 
     def memory_info():
         try:
@@ -218,12 +208,33 @@ def _worker(request: dict) -> dict:
 
 def main(argv=None) -> int:
     """`python -m migrate.common.measure REQUEST.json RESULT.json` (started by `measure_isolated`)."""
+    from migrate.common import console
+    console.quiet_worker()  # started by a command without --verbose: no TensorFlow notices in the stderr tail
+    return serve_request(_worker, argv)
+
+
+def build_runner(request: dict):
+    """(the request's image batches [uint8 [N, H, W, 3]], `run(images) -> numpy outputs`, seconds
+    the factory took): what a worker measures, from its `images_npz` and `factory`."""
+    import importlib
+
+    import numpy as np
+    with np.load(request["images_npz"]) as data:
+        batches = [np.asarray(data[k]) for k in sorted(data.files)]
+    module_name, function_name = request["factory"].split(":")
+    t = time.perf_counter()
+    run = getattr(importlib.import_module(module_name), function_name)(**request["factory_kwargs"])
+    build_s = time.perf_counter() - t
+    return batches, (lambda images: {k: np.asarray(v) for k, v in run(images).items()}), build_s
+
+
+def serve_request(worker, argv=None) -> int:
+    """A worker process's main: `worker(request dict) -> result dict`, the request read from
+    argv[0] (JSON) and the result written to argv[1] under a temporary name, then renamed."""
     request_path, result_path = (argv if argv is not None else sys.argv[1:])
     with open(request_path, encoding="utf-8") as f:
         request = json.load(f)
-    from migrate.common import console
-    console.quiet_worker()  # started by a command without --verbose: no TensorFlow notices in the stderr tail
-    result = _worker(request)
+    result = worker(request)
     tmp = result_path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(result, f)

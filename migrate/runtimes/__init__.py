@@ -14,18 +14,6 @@ from __future__ import annotations
 import os
 
 
-def is_model_file(path: str) -> bool:
-    """A `.tflite` file (by content, else by name) rather than a converted directory."""
-    if not os.path.isfile(path):
-        return False
-    try:
-        with open(path, "rb") as f:
-            head = f.read(8)
-    except OSError:
-        return path.lower().endswith(".tflite")
-    return head[4:8] == b"TFL3" or path.lower().endswith(".tflite")
-
-
 def open_runtime(model: str, **options):
     """The runtime for `model`: `LiteRTRuntime(model, threads=...)` for a file,
     `TensorFlowRuntime(model, ...)` for a directory; `options` are theirs."""

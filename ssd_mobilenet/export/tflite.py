@@ -1,17 +1,20 @@
 """TFLite export: the converted detector as one `.tflite` file with a serving signature.
 
-The file holds a static batch of one image at the model's input size (TFLite's delegates want
-static shapes) and one signature, `serving_default`:
+The file holds a batch of one image and one signature, `serving_default`:
 
-- input `input_tensor` uint8 [1, h, w, 3] (`input_type="uint8"`, the default: a camera frame
-  resized to the model's size; the model casts and scales it to [-1, 1] itself), or
-  `normalized_input_image_tensor` float32 [1, h, w, 3] already scaled by `x * 2/255 - 1`
-  (`input_type="float32"`, the input `export_tflite_ssd_graph.py` gave TF1's TFLite graphs);
+- input `input_tensor` uint8 [1, H, W, 3] of any size (`input_type="uint8"`, the default): the
+  file resizes the photo to the model's size and scales it to [-1, 1] itself, with the graph's
+  kernel and order (`any_size`, `_network`); a graph whose resize TFLite has no builtin for
+  (BICUBIC, AREA) gets a fixed [1, h, w, 3] instead. Or `normalized_input_image_tensor` float32
+  [1, h, w, 3] at the model's size, already scaled by `x * 2/255 - 1` (`input_type="float32"`, the
+  input `export_tflite_ssd_graph.py` gave TF1's TFLite graphs);
 - outputs named as the SavedModel's: `detection_boxes` [1, D, 4] ([ymin, xmin, ymax, xmax],
   normalised), `detection_scores` [1, D], `detection_classes` [1, D] (1-based, float32),
   `num_detections` [1], so `Interpreter.get_signature_runner()(input_tensor=...)` returns the
   dict the SavedModel's signature returns (D = `max_detections`, the config's
-  `max_total_detections` by default).
+  `max_total_detections` by default);
+- a metadata entry (`metadata`, read by `ssd_mobilenet.litert.file_format.read_metadata`): the
+  model's input size, resize kernel and order, NMS mode, class count.
 
 Post-processing modes (`nms`):
 

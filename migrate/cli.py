@@ -50,7 +50,7 @@ def _add_export_parser(sub):
     p.add_argument("converted", help="a directory written by `convert`")
     p.add_argument("--tflite", required=True, metavar="OUT", help="the .tflite file to write")
     p.add_argument("--input", choices=("uint8", "float32"), default="uint8",
-                   help="uint8: the image at the model's size, scaled inside the model (default); float32: "
+                   help="uint8: a photo of any size, resized and scaled inside the file (default); float32: "
                         "already scaled to [-1, 1) as export_tflite_ssd_graph.py's graphs take it")
     p.add_argument("--nms", choices=("per-class", "regular", "fast"), default="per-class",
                    help="per-class: the TF graph's post-processing in builtin ops, the converted model's detections "

@@ -145,38 +145,59 @@ def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_t
     if calibration is not None and not int8:
         raise ExportInputError("--calibration: calibrates the --int8 quantization; add --int8")
     model = load_converted(converted)
-    if model.config.weight_bits:
-        raise ExportInputError(f"{converted}: a quantization-aware model (FakeQuant ranges); its TFLite export "
-                               "is not supported")
+    aware = bool(model.config.weight_bits)
+    if aware:
+        _check_quantization_aware(converted, nms, input_type, int8)
     max_detections = max_detections or model.config.max_total_detections
     names, images = _calibration_images(calibration, model.config) if int8 else ([], None)
     say(f"converting to TFLite ({nms} NMS, {input_type} input, {max_detections} detections"
-        + (f", int8 calibrated on {len(images)} images)" if int8 else ")"))
+        + (f", int8 calibrated on {len(images)} images)" if int8 else
+           ", int8 on the checkpoint's quantization ranges)" if aware else ")"))
     notes = []
     with console.native_stderr_quieted():
         data, nms = _convert(model, nms, input_type, max_detections, images, notes)
     notes += [tflite_lib.DIFFERENCES[nms]] if nms in tflite_lib.DIFFERENCES else []
     drift = None
-    if int8:
-        say("comparing the int8 file with the float model")
+    if aware:
+        # The file against the converted model (its FakeQuant ops in float32) on generated images.
+        names, images = _calibration_images(None, model.config)
+        notes.append("quantization-aware: int8 convolutions on the checkpoint's FakeQuant ranges (weights "
+                     "re-annotated symmetric per channel, the input on a [-1, 1] grid: "
+                     "ssd_mobilenet/export/tflite_integer.py); `verify --tflite` matches it with the TF1 graph")
+    compared_on = "calibration images" if int8 else "generated images"
+    if int8 or aware:
+        say(f"comparing the int8 file with the converted model on {compared_on}")
         with console.native_stderr_quieted():
             drift = quantization_drift(model, data, names[:DRIFT_IMAGES], images[:DRIFT_IMAGES], input_type)
     if drift is not None and not drift["reference"]:
         notes.append(f"int8: the float model has no detections scoring >= {REPORT_MIN_SCORE} on the "
-                     f"{len(drift['per_image'])} calibration images to compare the quantized file's with")
+                     f"{len(drift['per_image'])} {compared_on} to compare the quantized file's with")
     elif drift is not None:
         notes.append(f"int8: {drift['matched']} of {drift['reference']} detections scoring >= {REPORT_MIN_SCORE} "
-                     f"on {len(drift['per_image'])} calibration images kept (same class, IoU >= {MATCH_IOU}), "
+                     f"on {len(drift['per_image'])} {compared_on} kept (same class, IoU >= {MATCH_IOU}), "
                      f"mean IoU {drift['mean_iou']:.3f}, scores within {drift['max_score_diff']:.3f}")
-        for name, a in drift["per_image"]:
+        # A quantization-aware file differs on every image by design (its integer input and weights):
+        # the totals above say by how much; per-image warnings are for post-training quantization.
+        for name, a in ([] if aware else drift["per_image"]):
             if a["matched"] < a["reference"]:
                 warn(f"warning: int8 drift on {name}: {a['matched']} of {a['reference']} detections scoring >= "
                      f"{REPORT_MIN_SCORE} kept (same class, IoU >= {MATCH_IOU})")
     atomic_write.write_bytes(tflite, data)
-    return {"notes": notes, "int8": int8, "drift": drift, "out": os.path.abspath(tflite), "bytes": len(data),
-            "nms": nms, "input": input_type,
+    return {"notes": notes, "int8": int8 or aware, "quantization_aware": aware, "drift": drift,
+            "out": os.path.abspath(tflite), "bytes": len(data), "nms": nms, "input": input_type,
             "max_detections": max_detections, "operators": tflite_lib.operator_names(data),
             "seconds": time.perf_counter() - start}
+
+
+def _check_quantization_aware(converted: str, nms: str, input_type: str, int8: bool) -> None:
+    """A quantization-aware model's file is its integer file: refuse the options it does not take."""
+    if int8:
+        raise ExportInputError(f"{converted}: a quantization-aware model is exported as integers on the ranges its "
+                               "checkpoint holds, without --int8 (no calibration)")
+    if nms != tflite_lib.PER_CLASS or input_type != tflite_lib.UINT8:
+        flag = f"--nms {nms}" if nms != tflite_lib.PER_CLASS else f"--input {input_type}"
+        raise ExportInputError(f"{flag}: a quantization-aware model's integer file takes the uint8 photo and runs "
+                               "the per-class NMS")
 
 
 def agreement(ref: dict, ours: dict, min_score: float = REPORT_MIN_SCORE, iou: float = MATCH_IOU) -> dict:

@@ -54,7 +54,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from ssd_mobilenet import postprocessing, preprocessing
+from ssd_mobilenet import box_coder, postprocessing, preprocessing
+from ssd_mobilenet.export import tflite_integer
 from ssd_mobilenet.litert import model_file
 # The file's contract (names, metadata) is its readers' as well: `ssd_mobilenet.litert.file_format`.
 from ssd_mobilenet.litert.file_format import (CUSTOM_OP, FAST, FLOAT32, INPUT_NAMES, INPUT_TYPES,  # noqa: F401
@@ -114,10 +115,19 @@ def _network(model, input_type: str):
     return folded, with_weights_as_constants(run, folded.weights)
 
 
-def _per_class(folded, codes, logits, max_detections: int) -> dict:
+def _per_class(folded, heads, max_detections: int) -> dict:
+    """The graph's post-processing of `heads`, [(codes [1, A_i, 4], logits [1, A_i, slots])] in
+    anchor order (one pair for all anchors, or one per feature map): each pair decoded against
+    its anchors and its logits converted to scores, then concatenated (elementwise, so the same
+    values either way; an integer file dequantizes each map's heads on their own grid)."""
     config = folded.config.replace(max_total_detections=max_detections)
-    boxes = folded.decode(codes)[0]
-    scores = postprocessing.convert_scores(logits, config)[0]
+    boxes, scores, start = [], [], 0
+    for codes, logits in heads:
+        count = int(codes.shape[1])
+        boxes.append(box_coder.decode(codes, folded.anchors[start:start + count], config.box_coder_scales)[0])
+        scores.append(postprocessing.convert_scores(logits, config)[0])
+        start += count
+    boxes, scores = (boxes[0], scores[0]) if len(heads) == 1 else (tf.concat(boxes, 0), tf.concat(scores, 0))
     boxes, scores, classes, num = postprocessing.postprocess_image(boxes, scores, config)[:4]
     return {"detection_boxes": boxes[None], "detection_scores": scores[None],
             "detection_classes": classes[None] + 1.0,  # label_id_offset, as `postprocess`
@@ -217,12 +227,21 @@ class _Export(tf.Module):
         if max_detections < 1:
             raise ValueError(f"max_detections must be >= 1, got {max_detections}")
         config = model.config
-        folded, network = _network(model, input_type)
+        if config.weight_bits:
+            # Quantization-aware: the integer file (`tflite_integer`), per-class NMS on the photo.
+            if nms != PER_CLASS or not any_size(config, input_type):
+                raise ValueError("a quantization-aware model's integer file takes the uint8 photo and runs the "
+                                 f"per-class NMS (not nms={nms!r}, input_type={input_type!r})")
+            folded, network = tflite_integer.heads_function(model)
+        else:
+            folded, network = _network(model, input_type)
 
         def serve(image):
+            if config.weight_bits:
+                return _per_class(folded, network(image), max_detections)
             codes, logits = network(image)
             if nms == PER_CLASS:
-                return _per_class(folded, codes, logits, max_detections)
+                return _per_class(folded, [(codes, logits)], max_detections)
             return _custom_op(folded, codes, logits, nms, max_detections)
 
         dtype = tf.uint8 if input_type == UINT8 else tf.float32
@@ -265,7 +284,8 @@ def metadata(config, nms: str, input_type: str, max_detections: int, int8: bool)
     return {"version": METADATA_VERSION, "image_size": [config.image_height, config.image_width],
             "resize_method": config.resize_method, "normalize_before_resize": bool(config.normalize_before_resize),
             "any_size": any_size(config, input_type), "num_classes": int(config.num_classes), "nms": nms,
-            "input": input_type, "max_detections": int(max_detections), "int8": bool(int8)}
+            "input": input_type, "max_detections": int(max_detections), "int8": bool(int8),
+            "quantization": ("aware" if config.weight_bits else "post-training") if int8 else None}
 
 
 def _with_metadata(tflite_bytes: bytes, entry: dict) -> bytes:
@@ -304,15 +324,17 @@ def convert(model, nms: str = PER_CLASS, input_type: str = UINT8, max_detections
 
     `representative_images`: None for a float32 file; uint8 [H, W, 3] images (any sizes; a
     list or an [N, H, W, 3] array) for int8 post-training quantization calibrated on them.
+    A quantization-aware model (`config.weight_bits`) gives its integer file
+    (`tflite_integer`: int8 on the checkpoint's ranges, no calibration).
 
     Raises:
-      ValueError: an unknown mode, or a quantization-aware model (its FakeQuant ops would be
-        converted into TFLite quantization the calibration has not set).
+      ValueError: an unknown mode; a quantization-aware model with calibration images, another
+        NMS than per-class or the float32 input.
       NeedsFlexOps: the converter needs Flex ops for this file (`migrate export` then falls back
         to "regular" with a notice). TF 2.21's expresses every mode in builtin ops.
     """
-    if model.config.weight_bits:
-        raise ValueError("quantization-aware models (FakeQuant ranges in the graph) are not exported to TFLite")
+    if model.config.weight_bits and representative_images is not None:
+        raise ValueError("a quantization-aware model is quantized on the ranges its checkpoint holds: no calibration")
     module = _Export(model, nms, input_type, max_detections or model.config.max_total_detections)
     converter = tf.lite.TFLiteConverter.from_concrete_functions([module.concrete_function], module)
     # Builtin ops only: a Flex op would need the TF select runtime, which mobile apps rarely link.
@@ -325,6 +347,8 @@ def convert(model, nms: str = PER_CLASS, input_type: str = UINT8, max_detections
             raise ValueError("no representative images for the int8 calibration")
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
         converter.representative_dataset = lambda: ([image] for image in images)
+    if model.config.weight_bits:
+        tflite_integer.configure(converter)
     try:
         data = _quantize_network_only(converter) if representative_images is not None else converter.convert()
     except Exception as e:  # the converter's ConverterError is not exported under a stable name
@@ -335,7 +359,7 @@ def convert(model, nms: str = PER_CLASS, input_type: str = UINT8, max_detections
     if nms != PER_CLASS:
         data = _with_options(data, custom_op_attributes(model.config, nms, module.max_detections))
     return _with_metadata(data, metadata(model.config, nms, input_type, module.max_detections,
-                                         representative_images is not None))
+                                         representative_images is not None or bool(model.config.weight_bits)))
 
 
 # The ops int8 quantization may take: the network's convolutions (batch norm and ReLU6 fused in)

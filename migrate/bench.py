@@ -118,12 +118,13 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=D
     tflite_sides = [s for s in sides if s in TFLITE_SIDES]
     tflite_size, tflite = None, None
     if tflite_sides:
-        model_size, any_size = check_tflite(converted, tflite_sides, sizes, batches)
+        model_size, any_size, aware = check_tflite(converted, tflite_sides, sizes, batches)
         tflite_size = None if any_size else model_size  # None: the files take photos of any size
         tflite_threads = os.cpu_count() if tflite_threads is None else tflite_threads
         if tflite_threads < 1:
             raise BenchInputError(f"--threads {tflite_threads}: must be >= 1")
-        tflite = {"threads": tflite_threads, "model_size": list(model_size), "any_size": any_size, "batch": 1,
+        tflite = {"threads": tflite_threads, "model_size": list(model_size), "any_size": any_size,
+                  "quantization_aware": aware, "batch": 1,
                   "not_measured": [f"{h}x{w}/b{b}" for h, w in sizes for b in batches
                                    if not applies(TFLITE_SIDES[0], (h, w), b, tflite_size)]}
     settings = {None: [None], "both": ["0", "1"]}.get(onednn, [onednn])

@@ -72,6 +72,12 @@ def test_targets_say_when_the_interval_reaches_across_the_limit():
     assert mixed_met is None and mixed.startswith("1.90x") and "not applicable: this machine has no bfloat16" in mixed
     (_, _, mixed_met), = [t for t in bench.targets({**report, "missing_units": None}) if "saved_model_mixed" in t[0]]
     assert mixed_met is False
+    # The TFLite targets are judged at 300x300 only, where devices run the zoo model.
+    report["rows"] += [dict(row("tflite", 1, 0.9, [0.8, 1.0], rss_ratio=0.5), size=[480, 640]),
+                       dict(row("tflite", 1, 0.55, [0.5, 0.62], rss_ratio=0.15), size=[300, 300])]
+    (lat_text, lat, lat_met), (rss_text, rss, rss_met) = [t for t in bench.targets(report) if "`tflite`" in t[0]]
+    assert "latency at batch 1, 300x300: <= 0.6x" in lat_text and lat_met and "reaches across 0.6x" in lat
+    assert "process peak RSS at batch 1, 300x300: <= 0.12x" in rss_text and not rss_met and rss == "0.15x"
 
 
 def test_bad_input_exits_2_with_one_line(tmp_path, capsys):
@@ -214,7 +220,7 @@ def test_tflite_sides_run_at_batch_1_and_every_size(small, tmp_path, capsys):
     assert cells == {("tf1_session", *c) for c in everywhere} | {
         (side, size, 1) for side in ("tflite", "tflite_int8") for size in ((128, 128), (96, 160))}
     assert report["tflite"] == {"threads": os.cpu_count(), "model_size": [128, 128], "any_size": True, "batch": 1,
-                                "not_measured": ["128x128/b2", "96x160/b2"]}
+                                "quantization_aware": False, "not_measured": ["128x128/b2", "96x160/b2"]}
     frozen = os.path.getsize(os.path.join(src, "frozen_inference_graph.pb"))
     base = report["memory"]["tf1_session"]
     # Every memory process runs the TFLite sides' cells first, in the same order.
@@ -259,13 +265,13 @@ def test_tflite_sides_need_batch_1_and_any_size_will_do(small, tmp_path, capsys,
     assert not json_path.exists()
     # The default export takes photos of any size: sizes without the model's are fine.
     from migrate.benchmark import inputs
-    assert inputs.check_tflite(out, ["tflite"], [(96, 96), (64, 64)], [1]) == ((128, 128), True)
+    assert inputs.check_tflite(out, ["tflite"], [(96, 96), (64, 64)], [1]) == ((128, 128), True, False)
     # A file of one size (a resize TFLite has no builtin for) would need the model's size in --size.
     from ssd_mobilenet.export import tflite as tflite_lib
     monkeypatch.setattr(tflite_lib, "any_size", lambda config, input_type: False)
     with pytest.raises(bench.BenchInputError, match="--size 96x96,64x64,128x128"):
         inputs.check_tflite(out, ["tflite"], [(96, 96), (64, 64)], [1])
-    assert inputs.check_tflite(out, ["tflite"], [(128, 128)], [1, 2]) == ((128, 128), False)
+    assert inputs.check_tflite(out, ["tflite"], [(128, 128)], [1, 2]) == ((128, 128), False, False)
     assert not bench.applies("tflite", (96, 96), 1, (128, 128)) and bench.applies("tflite", (96, 96), 1, None)
     assert not bench.applies("tflite", (96, 96), 2, None) and bench.applies("tf1_session", (96, 96), 2, (128, 128))
 

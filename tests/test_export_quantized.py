@@ -110,3 +110,15 @@ def test_options_an_integer_file_does_not_take_are_refused(quantized, tmp_path, 
     assert not out.exists()
     with pytest.raises(ValueError, match="no calibration"):
         tflite.convert(detector.load_model(converted), representative_images=np.zeros([1, 8, 8, 3], np.uint8))
+
+
+@needs_shared
+def test_bench_takes_the_integer_file_as_its_tflite_side(quantized):
+    """bench's `tflite` side of a quantization-aware conversion is its integer file; there is no
+    post-training `tflite_int8` of it."""
+    from migrate import bench
+    from migrate.benchmark import inputs
+    _, converted, _ = quantized
+    assert inputs.check_tflite(converted, ["tflite"], [(300, 300)], [1]) == ((300, 300), True, True)
+    with pytest.raises(bench.BenchInputError, match="already the integer file"):
+        inputs.check_tflite(converted, ["tflite", "tflite_int8"], [(300, 300)], [1])

@@ -48,13 +48,14 @@ def _check_frozen_graph(src: str) -> None:
 
 
 def check_tflite(converted: str, sides, sizes, batches) -> tuple:
-    """(the model's input size (H, W), whether the files bench exports take photos of any size),
+    """(the model's input size (H, W), whether the files bench exports take photos of any size,
+    whether the model is quantization-aware: its `tflite` file is then the integer one),
     after checking that the run measures the TFLite sides among `sides` somewhere: a file takes
     one uint8 image per call, so the run needs batch 1 among `batches`; the default export
     resizes photos of any size itself (`ssd_mobilenet.export.tflite.any_size`), so any size will
     do, while a file of one size would need the model's size among `sizes` (bench does not resize
-    for it). Raises BenchInputError naming what to add otherwise, or for a quantization-aware
-    model (which `migrate export` does not write to TFLite either)."""
+    for it). Raises BenchInputError naming what to add otherwise, or for `tflite_int8` on a
+    quantization-aware model (whose `tflite` file is already int8, on the checkpoint's ranges)."""
     import json
 
     from ssd_mobilenet.config import SSDConfig
@@ -65,9 +66,9 @@ def check_tflite(converted: str, sides, sizes, batches) -> tuple:
     model_size = (config.image_height, config.image_width)
     text = f"{model_size[0]}x{model_size[1]}"
     named = ", ".join(sides)
-    if config.weight_bits:
-        raise BenchInputError(f"{converted}: a quantization-aware model (FakeQuant ranges); its TFLite export "
-                              f"is not supported (--sides {named})")
+    if config.weight_bits and "tflite_int8" in sides:
+        raise BenchInputError(f"--sides {named}: {converted} is quantization-aware; its `tflite` side is already "
+                              "the integer file (int8 on the checkpoint's ranges), there is no tflite_int8 of it")
     any_size = tflite_lib.any_size(config, tflite_lib.UINT8)
     if 1 not in batches:
         raise BenchInputError(f"--sides {named}: the TFLite files take one image per call (batch 1); "
@@ -76,4 +77,4 @@ def check_tflite(converted: str, sides, sizes, batches) -> tuple:
         asked = ",".join(f"{h}x{w}" for h, w in sizes)
         raise BenchInputError(f"--sides {named}: the TFLite files of this model take one image of its input size "
                               f"{text} only; add it to --size (e.g. --size {asked},{text})")
-    return model_size, any_size
+    return model_size, any_size, bool(config.weight_bits)

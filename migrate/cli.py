@@ -330,8 +330,22 @@ def _bench(args) -> int:
     return EXIT_OK
 
 
-def _progress(quiet):
-    return (lambda msg: None) if quiet else (lambda msg: print(f"[migrate] {msg}", file=sys.stderr, flush=True))
+def _print_wrapped(text: str) -> None:
+    """`text` on stderr, wrapped to the terminal's width (100 columns when it has none), later
+    lines indented: notes that name many fields stay readable."""
+    import shutil
+    import textwrap
+    width = shutil.get_terminal_size((100, 24)).columns
+    print(textwrap.fill(text, width=max(width, 40), subsequent_indent="    ", break_on_hyphens=False,
+                        break_long_words=False), file=sys.stderr, flush=True)
+
+
+def _progress(quiet, wrap=False):
+    if quiet:
+        return lambda msg: None
+    if wrap:
+        return lambda msg: _print_wrapped(f"[migrate] {msg}")
+    return lambda msg: print(f"[migrate] {msg}", file=sys.stderr, flush=True)
 
 
 def _missing_path(args):
@@ -402,19 +416,20 @@ def _run(args) -> int:
         if args.command == "convert":
             if args.src is None:
                 from migrate import default_model
-                args.src = default_model.ensure_tf1_model(_progress(args.quiet))
+                args.src = default_model.ensure_tf1_model(_progress(args.quiet, wrap=True))
                 args.out = args.out or default_model.converted_dir()
             try:
                 report = convert.convert(args.src, args.out, force=args.force, trust_weights=args.trust_weights,
                                          image_size=args.image_size, use_moving_averages=args.use_moving_averages,
-                                         check=not args.no_check, progress=_progress(args.quiet),
+                                         check=not args.no_check, progress=_progress(args.quiet, wrap=True),
                                          saved_model="exact" if args.exact else "fast", precision=args.precision,
                                          allow_ops=[op.strip() for op in args.allow_ops.split(",") if op.strip()])
             except self_check.CheckFailed as e:
                 print(f"error: {e}", file=sys.stderr)
                 return EXIT_FAIL
             for note in report["notes"]:
-                print(f"[migrate] {note}", file=sys.stderr)
+                if args.verbose or not note.startswith(config_inference.EVERY_GRAPH_FIELD):
+                    _print_wrapped(f"[migrate] {note}")
             print(f"converted {report['num_weights']} weights ({len(report['ignored'])} ignored) -> {report['out']}")
             return EXIT_OK
         if args.command == "predict":

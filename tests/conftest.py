@@ -131,14 +131,25 @@ def quantized_fixture(zoo_fixture, tmp_path_factory):
     return str(out)
 
 
+# Beside the `zoo_converted` directory: the conversion's stderr.
+CONVERT_STDERR = "convert_stderr.txt"
+
+
 @pytest.fixture(scope="session")
 def zoo_converted(zoo_fixture, tmp_path_factory):
     """(TF1 fixture dir, its conversion by `python -m migrate convert`) of the 2018 zoo graph,
     once per session; tests read the conversion and write elsewhere."""
+    import contextlib
+    import io
+
     from migrate.cli import main
     src = zoo_fixture(ZOO_2018)
-    out = str(tmp_path_factory.mktemp("zoo_converted") / "zoo_tf2")
-    assert main(["convert", src, "--out", out, "--quiet"]) == 0
+    folder = tmp_path_factory.mktemp("zoo_converted")
+    out = str(folder / "zoo_tf2")
+    console = io.StringIO()
+    with contextlib.redirect_stderr(console):
+        assert main(["convert", src, "--out", out, "--quiet"]) == 0
+    (folder / CONVERT_STDERR).write_text(console.getvalue())  # what the console showed (test_convert)
     return src, out
 
 

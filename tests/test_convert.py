@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 
 import ssd_mobilenet
-from conftest import (DEPTHWISE, QUANTIZED, TF13, ZOO_2017, ZOO_2018, check_detections, needs_shared,
-                      random_images, zoo_path)
+from conftest import (CONVERT_STDERR, DEPTHWISE, QUANTIZED, TF13, ZOO_2017, ZOO_2018, check_detections,
+                      needs_shared, random_images, zoo_path)
 from migrate.cli import main
 from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner
 from migrate.tf1.sources import read_graph_def
@@ -116,6 +116,39 @@ def test_report_accounts_for_every_weight(zoo_converted):
     assert report["config"]["nms_variant"] == "clip_before_nms"
     det = ssd_mobilenet.load(out)
     assert det(np.zeros((1, 300, 300, 3), np.uint8))["detection_boxes"].shape == (1, 100, 4)
+
+
+@needs_shared
+def test_console_says_what_the_graph_gave_in_lines_that_fit_the_terminal(zoo_converted):
+    """The zoo conversion's console (--quiet: its notes only): no line over 100 columns; the
+    fields read off the graph as a count and those other than the zoo defaults, the full list
+    in the report (and on the console with --verbose)."""
+    from migrate.tf1 import config_inference
+    _, out = zoo_converted
+    printed = open(os.path.join(os.path.dirname(out), CONVERT_STDERR)).read().splitlines()
+    assert printed and max(len(line) for line in printed) <= 100, printed
+    # A note longer than the terminal goes on over indented lines: join them back.
+    joined = "\n".join(printed).replace("\n    ", " ").splitlines()
+    summary = [line for line in joined if line.startswith("[migrate] from the graph: ")]
+    assert len(summary) == 1 and "fields, " in summary[0] and "score_threshold=0.3" in summary[0]
+    assert not any(config_inference.EVERY_GRAPH_FIELD in line for line in joined)
+    with open(os.path.join(out, "conversion_report.json")) as f:
+        every = [n for n in json.load(f)["notes"] if n.startswith(config_inference.EVERY_GRAPH_FIELD)]
+    assert len(every) == 1 and every[0].count("=") >= 20
+    # Both notes as they come from `graph_field_notes`: the zoo's own values leave the summary short.
+    # (The graph's floats are float32 values, as SSDConfig holds them.)
+    traits = {"score_threshold": float(np.float32(1e-8)), "iou_threshold": float(np.float32(0.6)), "image_height": 512}
+    short, full = config_inference.graph_field_notes(traits)
+    assert short == "from the graph: 3 fields, 1 other than the zoo defaults: image_height=512"
+    assert full == (config_inference.EVERY_GRAPH_FIELD + f"image_height=512, iou_threshold={traits['iou_threshold']}, "
+                    f"score_threshold={traits['score_threshold']}")
+
+
+def test_long_notes_are_wrapped_to_the_terminal(capsys):
+    from migrate.cli import _print_wrapped
+    _print_wrapped("[migrate] " + ", ".join(f"field_{i}=value" for i in range(40)))
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) > 4 and max(map(len, lines)) <= 100 and all(line.startswith("    ") for line in lines[1:])
 
 
 # ---- bad input: exit 2, one line naming the file, nothing written ----------------------------

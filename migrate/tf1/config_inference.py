@@ -256,6 +256,23 @@ def _padded_size(size, multiple: int) -> tuple:
     return tuple(-(-s // multiple) * multiple for s in size)
 
 
+# The note listing every field read off a graph: in the report, and on the console with --verbose
+# (`graph_field_notes` puts a one-line summary before it).
+EVERY_GRAPH_FIELD = "from the graph, every field: "
+
+
+def graph_field_notes(traits: dict) -> list:
+    """[summary, full list] of the fields read off a graph: how many, and those other than the
+    zoo's defaults (`SSDConfig`'s), then `EVERY_GRAPH_FIELD` with all of them."""
+    import dataclasses
+    defaults = {f.name: f.default for f in dataclasses.fields(SSDConfig)}
+    other = {k: v for k, v in sorted(traits.items()) if k in defaults and defaults[k] != v}
+    summary = (f"from the graph: {len(traits)} fields, "
+               + (f"{len(other)} other than the zoo defaults: " + ", ".join(f"{k}={_show(v)}" for k, v in other.items())
+                  if other else "all as the zoo defaults"))
+    return [summary, EVERY_GRAPH_FIELD + ", ".join(f"{k}={v}" for k, v in sorted(traits.items()))]
+
+
 def infer_config(source, trust_weights=False, image_size=None):
     """(SSDConfig, notes): the config to convert with and what was inferred or overridden.
 
@@ -308,7 +325,7 @@ def infer_config(source, trust_weights=False, image_size=None):
         if is_tflite_export(source.graph_def):
             notes.append(_tflite_note(source))
         config = config.replace(**traits)
-        notes.append("from the graph: " + ", ".join(f"{k}={v}" for k, v in sorted(traits.items())))
+        notes += graph_field_notes(traits)
     else:
         notes.append("no graph: NMS order, batch-norm kernel, preprocessing order and 2017-era padding/anchor "
                      f"order cannot be read off a graph and are assumed as in SSDConfig defaults ({config.nms_variant}, "

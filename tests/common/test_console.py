@@ -43,14 +43,17 @@ def _cli(*args, timeout=300) -> subprocess.CompletedProcess:
 
 
 def _foreign_lines(stderr: str) -> list:
-    """The stderr lines that are not the project's own: `[migrate] ...` progress, `error: ...`,
-    `warning: ...` (predict's), or a listed project warning with its source line."""
-    foreign, after_warning = [], False
+    """The stderr lines that are not the project's own: `[migrate] ...` progress (and the indented
+    lines a long one wraps onto), `error: ...`, `warning: ...` (predict's), or a listed project
+    warning with its source line."""
+    foreign, after_warning, in_progress = [], False, False
     for line in stderr.splitlines():
         own = (line.startswith(("[migrate] ", "error: ", "warning: "))
                or re.match(r"\S+\.py:\d+: UserWarning: ", line) and any(w in line for w in PROJECT_WARNINGS)
-               or after_warning and line.startswith("  "))
+               or after_warning and line.startswith("  ")
+               or in_progress and line.startswith("    "))
         after_warning = bool(re.match(r"\S+\.py:\d+: UserWarning: ", line)) and own
+        in_progress = own and (line.startswith("[migrate] ") or in_progress and line.startswith("    "))
         if not own or NOISE.search(line):
             foreign.append(line)
     return foreign

@@ -22,7 +22,10 @@ def box_specs(config: SSDConfig) -> list:
     Scales are `min + (max - min) * i / (num_layers - 1)` (or the configured list), plus a
     final 1.0 used only for the interpolated anchor of the last layer. Layer 0 with
     `reduce_boxes_in_lowest_layer` ignores the configured ratios: (0.1, 1), (s0, 2), (s0, 0.5).
+    A config with explicit `anchor_specs` (a graph's own) gives those.
     """
+    if config.anchor_specs:
+        return [[(float(s), float(r)) for s, r in layer] for layer in config.anchor_specs]
     n = config.num_layers
     if config.scales:
         scales = list(config.scales) + [1.0]

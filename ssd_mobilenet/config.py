@@ -104,6 +104,11 @@ class SSDConfig:
     anchor_strides: tuple = ()  # ((height_stride, width_stride), ...) in pixels, or () for 1/grid
     anchor_offsets: tuple = ()
     reduce_boxes_in_lowest_layer: bool = True
+    # The graph's own per-layer ((scale, aspect_ratio), ...) anchor specs, when no setting of the
+    # fields above gives them bit for bit (a writer that rounded the interpolated scales to four
+    # decimals: 0.4183 where sqrt(s_i * s_i+1) is 0.41833001); () derives them from those fields.
+    # Not in pipeline.config (which gets the nearest generator settings); model_config.json keeps them.
+    anchor_specs: tuple = ()
     # 2017 exports (TF 1.3 era) place the interpolated-scale anchor right after each 1.0
     # aspect ratio instead of last; the box predictor's channel order follows it.
     # Not in pipeline.config; `migrate` reads it off the graph's anchors.
@@ -154,6 +159,10 @@ class SSDConfig:
         if len(self.anchor_strides) not in (0, self.num_layers) or len(self.anchor_offsets) not in (0, self.num_layers):
             problems.append("anchor_generator.ssd_anchor_generator: height_stride/width_stride/"
                             "height_offset/width_offset need one value per layer")
+        if self.anchor_specs and (len(self.anchor_specs) != self.num_layers or not all(
+                layer and all(len(pair) == 2 and min(pair) > 0 for pair in layer) for layer in self.anchor_specs)):
+            problems.append(f"anchor_specs: {len(self.anchor_specs)} layers of (scale, aspect_ratio) pairs > 0 "
+                            f"for {self.num_layers} layers")
         if len(self.box_coder_scales) != 4 or min(self.box_coder_scales) <= 0:
             problems.append(f"box_coder.faster_rcnn_box_coder scales: {self.box_coder_scales}")
         bits_ok = lambda b: b == 0 or 2 <= b <= 16  # noqa: E731  (FakeQuant's num_bits range)
@@ -181,6 +190,8 @@ class SSDConfig:
 
     def anchors_per_location(self) -> list:
         """Anchors per feature map cell, per layer: [3, 6, 6, 6, 6, 6] for the zoo config."""
+        if self.anchor_specs:
+            return [len(layer) for layer in self.anchor_specs]
         if self.interpolated_anchor_after_unit_ratio:
             extra = sum(1 for r in self.aspect_ratios if r == 1.0)
         else:
@@ -200,8 +211,9 @@ class SSDConfig:
         unknown = sorted(set(d) - names)
         if unknown:
             raise ConfigError(f"unknown SSDConfig fields: {', '.join(unknown)}")
-        return cls(**{k: (tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v)
-                      for k, v in d.items()})
+        def frozen(value):  # JSON lists back to the tuples the fields hold, nested ones too
+            return tuple(frozen(x) for x in value) if isinstance(value, list) else value
+        return cls(**{k: frozen(v) for k, v in d.items()})
 
     # ---- pipeline.config -------------------------------------------------------------------
 
@@ -234,6 +246,10 @@ class SSDConfig:
                 anchors += f"        height_offset: {ho}\n        width_offset: {wo}\n"
         if not self.reduce_boxes_in_lowest_layer:
             anchors += "        reduce_boxes_in_lowest_layer: false\n"
+        if self.anchor_specs:
+            anchors = ("        # The graph's anchors are explicit per-layer specs that no ssd_anchor_generator gives bit\n"
+                       "        # for bit (model_config.json: anchor_specs); these are the nearest generator settings.\n"
+                       + anchors)
         ys, xs, hs, ws = self.box_coder_scales
         rewriter = ""
         if self.weight_bits:

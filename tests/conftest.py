@@ -42,6 +42,12 @@ def without_reduced_precision_units(tmp_path, monkeypatch):
                               f"{precision.split('_')[1]} units")
 
 
+def unwrapped(stderr: str) -> str:
+    """A command's stderr with the notes it wrapped to the terminal's width joined back into one
+    line each (a wrapped note goes on over lines indented by four spaces)."""
+    return stderr.replace("\n    ", " ")
+
+
 def warnings_in(stderr: str) -> list:
     """The `warning:` lines of a command's stderr."""
     return [line for line in stderr.splitlines() if line.startswith("warning:")]

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 import ssd_mobilenet
 from conftest import (CONVERT_STDERR, DEPTHWISE, QUANTIZED, TF13, ZOO_2017, ZOO_2018, check_detections,
-                      needs_shared, random_images, zoo_path)
+                      needs_shared, random_images, unwrapped, zoo_path)
 from migrate.cli import main
 from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner
 from migrate.tf1.sources import read_graph_def
@@ -127,8 +127,7 @@ def test_console_says_what_the_graph_gave_in_lines_that_fit_the_terminal(zoo_con
     _, out = zoo_converted
     printed = open(os.path.join(os.path.dirname(out), CONVERT_STDERR)).read().splitlines()
     assert printed and max(len(line) for line in printed) <= 100, printed
-    # A note longer than the terminal goes on over indented lines: join them back.
-    joined = "\n".join(printed).replace("\n    ", " ").splitlines()
+    joined = unwrapped("\n".join(printed)).splitlines()
     summary = [line for line in joined if line.startswith("[migrate] from the graph: ")]
     assert len(summary) == 1 and "fields, " in summary[0] and "score_threshold=0.3" in summary[0]
     assert not any(config_inference.EVERY_GRAPH_FIELD in line for line in joined)

@@ -10,7 +10,7 @@ graph's rounding-changing rewrites off) and exact detection counts and classes.
 import numpy as np
 import pytest
 
-from conftest import check_detections, random_images
+from conftest import check_detections, random_images, unwrapped
 from migrate import tf1_builder
 from migrate.tf1 import assign, config_inference, sources
 from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner, endpoint_candidates
@@ -25,6 +25,15 @@ def _f32(x):
 
 
 F32_03 = _f32(0.3)
+ROUNDED = "tf1.4.1_export_rounded_interpolated_scales_small"
+
+
+def _rounded_interpolated_scales(config) -> tuple:
+    """`config`'s anchor specs with each layer's interpolated anchor (its last) at a scale rounded
+    to four decimals, as float32 constants: what the TF 1.4.1 export the issue names holds."""
+    return tuple(tuple((_f32(round(s, 4)) if i > 0 and j == len(layer) - 1 else _f32(s), _f32(r))
+                       for j, (s, r) in enumerate(layer))
+                 for i, layer in enumerate(anchors.box_specs(config)))
 
 FAMILY = {
     # Three aspect ratios and no interpolated anchor: 3 anchors per location everywhere. No
@@ -73,6 +82,11 @@ FAMILY = {
                                                              image_height=128, image_width=144,
                                                              normalize_before_resize=True, fused_batch_norm=True,
                                                              nms_variant=NMS_CLIP_AFTER),
+    # A TF 1.4.1 export whose writer rounded the interpolated anchors' scales to four decimals
+    # (0.4183 where sqrt(s_i * s_i+1) is 0.41833001): no ssd_anchor_generator setting gives them,
+    # so they are taken as written. 23 classes, small.
+    ROUNDED: SSDConfig(num_classes=23, depth_multiplier=0.25, image_height=128, image_width=128,
+                       anchor_specs=_rounded_interpolated_scales(SSDConfig())),
     # The 2017_11_17 zoo graph's order (slice, scale_logits, sigmoid) with a logit scale, small.
     "2017_11_zoo_sigmoid_logit_scale_small": SSDConfig(num_classes=6, depth_multiplier=0.25, image_height=128,
                                                        image_width=160, background_slice="logits",
@@ -279,7 +293,7 @@ def test_tflite_export_converts_its_network_and_refuses_verify(tmp_path, capsys)
     (src / "tflite_graph.pb").write_bytes(graph_def.SerializeToString())
     out = str(tmp_path / "out")
     assert main(["convert", str(src), "--out", out]) == 0
-    assert "is a TFLite export" in capsys.readouterr().err
+    assert "is a TFLite export" in unwrapped(capsys.readouterr().err)
     from ssd_mobilenet import detector
     model = detector.load_model(out)
     assert model.config.image_height == 240 and model.config.pad_to_multiple == 32
@@ -372,3 +386,51 @@ def test_embedded_ssd_mobilenet_v1_is_refused_as_such(tmp_path, capsys):
                        "extra layer Conv2d_13_pointwise_2_Conv2d_4_2x2_s2_64), which is not supported: only "
                        "ssd_mobilenet_v1 (6 feature maps) is")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("form", ["frozen_inference_graph.pb", "model.ckpt.meta", "directory"])
+def test_anchors_taken_as_written_convert_in_every_source_form(built, tmp_path, form):
+    """The rounded scales' graph converts with its self-check on (every stage and the detections
+    against the TF1 graph, at the tolerances) from each form that holds the graph; the report and
+    the console say the anchors were taken as written; model_config.json keeps the exact specs and
+    pipeline.config the nearest generator settings, which read back as a valid config."""
+    import json
+    import os
+    from migrate.cli import main
+    from ssd_mobilenet import detector
+    src = built(ROUNDED) if form == "directory" else os.path.join(built(ROUNDED), form)
+    out = str(tmp_path / "out")
+    assert main(["convert", src, "--out", out, "--quiet"]) == 0
+    with open(os.path.join(out, "conversion_report.json")) as f:
+        report = json.load(f)
+    assert report["check"]["ran"] and report["check"]["passed"]
+    assert any(n.startswith("anchors taken as written") and "0.4183 where the generator gives 0.41833001" in n
+               for n in report["notes"])
+    want = FAMILY[ROUNDED]
+    config = SSDConfig.from_dict(json.load(open(os.path.join(out, "model_config.json"))))
+    assert config.anchor_specs == want.anchor_specs
+    model = detector.load_model(out)
+    assert model.config.anchor_specs == want.anchor_specs
+    np.testing.assert_array_equal(model.anchors, anchors.generate_anchors(want, model.feature_map_shapes))
+    written = SSDConfig.from_pipeline_config(os.path.join(out, "pipeline.config"))
+    assert not written.anchor_specs and (written.min_scale, written.max_scale) == (want.min_scale, want.max_scale)
+    assert "nearest generator settings" in open(os.path.join(out, "pipeline.config")).read()
+
+
+def test_the_check_refuses_the_formula_on_a_graph_of_written_anchors(built, tmp_path, monkeypatch, capsys):
+    """A config that derives the interpolated scales by the formula on such a graph decodes
+    against anchors ~4e-5 off (inside the stage tolerance on generated images): the check's
+    crafted post-processing stops it, same classes and scores at other boxes, and names the
+    anchor fields; nothing is written."""
+    import os
+    from migrate.cli import main
+    real = config_inference.infer_config
+    monkeypatch.setattr(config_inference, "infer_config",
+                        lambda *a, **k: (real(*a, **k)[0].replace(anchor_specs=()), real(*a, **k)[1]))
+    out = tmp_path / "out"
+    assert main(["convert", os.path.join(built(ROUNDED), "frozen_inference_graph.pb"), "--out", str(out),
+                 "--quiet"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "first at Postprocessor" in err, err
+    assert "anchor_specs" in err.split("; likely ", 1)[1], err
+    assert not out.exists()

@@ -298,7 +298,11 @@ def _box_predictor(feature_maps, anchors_per_location, config: SSDConfig, traini
 
 
 def _ssd_box_specs(config: SSDConfig) -> list:
-    """`create_ssd_anchors`: per layer, [(scale, aspect_ratio)] in Python doubles."""
+    """`create_ssd_anchors`: per layer, [(scale, aspect_ratio)] in Python doubles; a config's
+    explicit `anchor_specs` as they are (a writer whose specs no generator setting gives, e.g.
+    interpolated scales rounded to four decimals)."""
+    if config.anchor_specs:
+        return [list(layer) for layer in config.anchor_specs]
     n = config.num_layers
     if config.scales:
         scales = [float(s) for s in config.scales] + [1.0]

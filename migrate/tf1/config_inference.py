@@ -95,12 +95,21 @@ def _specs_match(config: SSDConfig, layers) -> bool:
 
 
 def anchor_fields(layers, config: SSDConfig):
-    """The ssd_anchor_generator fields of `config` that give the graph's anchors, or None.
+    """The ssd_anchor_generator fields of `config` that give the graph's anchors, or None:
+    `nearest_anchor_fields`, checked by generating the specs again (None when they differ in
+    any bit, e.g. interpolated scales a writer rounded)."""
+    fields = nearest_anchor_fields(layers, config)
+    return fields if fields is not None and _specs_match(config.replace(**fields), layers) else None
+
+
+def nearest_anchor_fields(layers, config: SSDConfig):
+    """The ssd_anchor_generator fields the graph's per-layer specs read as, or None when they do
+    not read as any (not a valid config).
 
     `layers`: `graph_traits.anchor_box_specs`. Layer 0 with `reduce_boxes_in_lowest_layer` is
     (0.1, 1), (s0, 2), (s0, 0.5); every other layer is its scale with each aspect ratio, plus the
-    interpolated anchor (scale sqrt(s_i * s_i+1)) last or, in 2017 graphs, after the 1.0 ratio.
-    Read back and then checked by generating the specs again: None when no SSDConfig gives them.
+    interpolated anchor (scale sqrt(s_i * s_i+1)) last or, in 2017 graphs, after the 1.0 ratio:
+    the layers' own scales and ratios are read back; the interpolated scales follow from them.
     """
     s0, r0 = layers[0]
     reduce = bool(s0.size == 3 and r0.tolist() == [1.0, 2.0, 0.5] and s0[0] == np.float32(0.1) and s0[1] == s0[2])
@@ -120,11 +129,31 @@ def anchor_fields(layers, config: SSDConfig):
         fields.update(min_scale=nominal[0], max_scale=nominal[-1], scales=())
     else:
         fields["scales"] = tuple(nominal)
+    fields["num_layers"] = n
     try:
-        candidate = config.replace(num_layers=n, **fields)
+        config.replace(**fields)
     except ConfigError:
         return None
-    return fields if _specs_match(candidate, layers) else None
+    return fields
+
+
+def written_specs(layers) -> tuple:
+    """The graph's per-layer specs as `SSDConfig.anchor_specs`: ((scale, aspect_ratio), ...) per
+    layer, the float32 constants the graph holds as Python floats."""
+    return tuple(tuple((float(s), float(r)) for s, r in zip(scales, ratios)) for scales, ratios in layers)
+
+
+def _written_note(layers, config: SSDConfig) -> str:
+    """Why the anchors were taken as written: the first pairs that differ from the nearest generator's."""
+    differ = []
+    for i, ((scales, ratios), mine) in enumerate(zip(layers, box_specs(config))):
+        for j, ((s, r), (ms, mr)) in enumerate(zip(zip(scales, ratios), mine)):
+            if np.float32(ms) != s or np.float32(mr) != r:
+                differ.append(f"layer {i} anchor {j}: scale {_show(float(s))} where the generator gives "
+                              f"{float(np.float32(ms)):.8g}")
+    shown = "; ".join(differ[:3]) + (f"; {len(differ) - 3} more" if len(differ) > 3 else "")
+    return ("anchors taken as written: no ssd_anchor_generator setting gives the graph's (scale, aspect ratio) "
+            f"pairs bit for bit ({shown}); model_config.json keeps them, pipeline.config the nearest settings")
 
 
 def _config_origin(source) -> str:
@@ -336,14 +365,18 @@ def infer_config(source, trust_weights=False, image_size=None):
         # The anchors the graph computes are what the box predictor was trained against.
         fields = anchor_fields(layers, config)
         if fields is None:
-            shown = "; ".join(f"layer {i}: scales {s.tolist()} ratios {r.tolist()}" for i, (s, r) in enumerate(layers[:2]))
-            raise ConfigError(f"{source.graph_from}: its anchors are not an ssd_anchor_generator's this tool "
-                              f"reproduces ({shown}; ...)")
-        changed = {k: v for k, v in fields.items() if getattr(config, k) != v}
-        origin = _config_origin(source)
-        notes.append("anchors from the graph's anchor generator, not " + origin + ": "
-                     + ", ".join(f"{k}={_show(v)}" for k, v in sorted(changed.items())))
-        config = config.replace(**fields)
+            # Readable but no generator's: taken as written, on the nearest settings (for the
+            # pipeline.config); the anchor grid's fit and its check below decide whether they hold.
+            nearest = nearest_anchor_fields(layers, config) or {}
+            config = config.replace(**nearest)
+            notes.append(_written_note(layers, config))
+            config = config.replace(anchor_specs=written_specs(layers))
+        else:
+            changed = {k: v for k, v in fields.items() if getattr(config, k) != v}
+            origin = _config_origin(source)
+            notes.append("anchors from the graph's anchor generator, not " + origin + ": "
+                         + ", ".join(f"{k}={_show(v)}" for k, v in sorted(changed.items())))
+            config = config.replace(**fields)
     if source.graph_def is not None:
         # At the graph's own image size: anchors are normalised, and --image-size may differ.
         config = _anchor_grid_from_graph(source, config, notes)

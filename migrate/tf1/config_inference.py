@@ -356,9 +356,10 @@ def infer_config(source, trust_weights=False, image_size=None):
         config = config.replace(**traits)
         notes += graph_field_notes(traits)
     else:
-        notes.append("no graph: NMS order, batch-norm kernel, preprocessing order and 2017-era padding/anchor "
-                     f"order cannot be read off a graph and are assumed as in SSDConfig defaults ({config.nms_variant}, "
-                     "resize before scaling); "
+        notes.append("no graph: NMS order, batch-norm kernel, preprocessing order, 2017-era padding/anchor "
+                     "order and the anchors' exact scales cannot be read off a graph and are assumed as in SSDConfig "
+                     f"defaults ({config.nms_variant}, resize before scaling, the ssd_anchor_generator formula for "
+                     "the interpolated scales); "
                      "convert with the .meta or frozen graph beside the checkpoint to be sure")
     layers = anchor_box_specs(source.graph_def) if source.graph_def is not None else None
     if layers is not None and not _specs_match(config, layers):

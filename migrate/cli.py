@@ -588,6 +588,9 @@ def _train(args) -> int:
             ConfigError, memory_budget.BudgetError, runtime.RuntimeConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except train.WorkerLostError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_FAIL
     if "metrics" in result:
         print(evaluate.format_result(result))
     print(f"trained to step {result['step']} -> {result['model_dir']}")

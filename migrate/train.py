@@ -32,8 +32,14 @@ Checkpoints do not depend on the device count: a run resumes on another count, o
 Multi-worker: with `TF_CONFIG` set (the standard `{"cluster": {"worker": [...]}, "task": {"type":
 "worker", "index": i}}`), training runs `MultiWorkerMirroredStrategy` over the workers, each on
 its GPUs (or its CPU), and `--devices` is refused. Start the same command on every worker with
-its own TF_CONFIG and its own OUT (each writes checkpoints and the model; task 0's is the run);
-every worker reads the whole global batch of the same records and keeps its devices' slices.
+its own TF_CONFIG and the same OUT on storage every worker sees (NFS, a bucket): the chief (the
+"chief" task, else worker 0) writes the checkpoints and the model there, the others save into a
+temporary folder of their own that they remove (TF's multi-worker checkpointing), and every worker
+restores from the chief's checkpoints, so a run resumes on any worker count or on one process
+(a worker that resumed elsewhere than the others is refused). Every worker reads the whole global
+batch of the same records and keeps its devices' slices. A worker lost mid-run ends the others
+with one line naming it (`WorkerLostError`); starting every worker again resumes the run from its
+last checkpoint. `--force` is refused under TF_CONFIG (remove OUT before starting the workers).
 """
 
 from __future__ import annotations
@@ -53,6 +59,10 @@ PROGRESS_LINES = 20  # about this many progress lines per run, whatever its leng
 
 class TrainInputError(ValueError):
     """Bad input for train; the message names the file and the problem."""
+
+
+class WorkerLostError(RuntimeError):
+    """Another worker of a multi-worker run stopped answering; the message names it and what to do."""
 
 
 class OutputExistsError(FileExistsError):
@@ -195,6 +205,32 @@ def _check_out(out: str, force: bool) -> bool:
     return is_run
 
 
+def lost_worker_message(error: Exception, out: str, last_step) -> str | None:
+    """One line for a multi-worker run whose collective ops lost a peer (None for other errors):
+    the worker whose address the error names (else "another worker"), the step reached, the last
+    checkpoint, and to start every worker again."""
+    import tensorflow as tf
+
+    from ssd_mobilenet.training import distribute
+    from ssd_mobilenet.training.trainer import CHECKPOINT_DIR
+    task = distribute.cluster_task()
+    if task is None or not isinstance(error, tf.errors.OpError):
+        return None
+    kind, index, _, addresses = task
+    text = str(error)
+    # TF names a peer by its address, or by its task ("The following tasks are unhealthy (stopped
+    # sending heartbeats): /job:worker/replica:0/task:1").
+    named = [f"{k} {i} ({address})" for (k, i), address in sorted(addresses.items()) if (k, i) != (kind, index)
+             and (address and address in text or re.search(rf"/job:{k}/(replica:\d+/)?task:{i}\b", text))]
+    lost = named[0] if named else "another worker"
+    latest = tf.train.latest_checkpoint(os.path.join(out, CHECKPOINT_DIR))
+    resume = (f"they resume from its last checkpoint ({os.path.basename(latest)})" if latest
+              else "no checkpoint was written yet, so they start over")
+    reached = f" after step {last_step}" if last_step is not None else ""
+    return (f"{kind} {index} lost {lost}{reached} ({type(error).__name__}): start every worker again with the same "
+            f"command and TF_CONFIG; {resume}")
+
+
 def levers_line(training_config, precision: str, recompute: bool, accumulate: int, freeze_batch_norm,
                 max_memory_mb) -> str:
     """The console line naming the memory levers of a run ("memory levers: none" for none)."""
@@ -241,6 +277,9 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
     if max_memory_mb is not None and devices is not None:
         raise TrainInputError(f"--max-memory {max_memory_mb:g} measures one device's training steps; with --devices "
                               "give --batch")
+    if force and distribute.multi_worker_configured():
+        raise TrainInputError("--force: TF_CONFIG is set, and the workers would each remove the run the others "
+                              "use; remove OUT before starting them")
     config_path, training_config = training_settings(converted, config)
     batch = training_config.train.batch_size if batch_size is None else batch_size
     batch_text = f"--batch {batch}" if batch_size is not None else f"{config_path}: batch_size {batch}"
@@ -293,9 +332,10 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
             "each per micro-batch")
     say(levers_line(training_config, precision, recompute, accumulate, freeze_batch_norm, max_memory_mb))
 
-    reported = []
+    reported, done = [], [None]
 
     def report(step, losses, images_per_second):
+        done[0] = step
         # A mixed_float16 step skipped for non-finite gradients leaves the step where it was: one line per step.
         if (step % every == 0 or step == steps) and reported[-1:] != [step]:
             reported.append(step)
@@ -317,6 +357,11 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
                                max_memory_mb=max_memory_mb, say=say)
     except trainer.ResumeError as e:
         raise TrainInputError(str(e)) from None
+    except Exception as e:  # a collective op's gRPC failure surfaces as one of tf.errors' OpErrors
+        lost = lost_worker_message(e, out, done[0])
+        if lost is None:
+            raise
+        raise WorkerLostError(lost) from None
     result = {"out": out, "notes": notes, **result}
     say(f"trained to step {result['step']} -> {result['model_dir']}")
     if eval_records:

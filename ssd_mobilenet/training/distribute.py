@@ -72,6 +72,30 @@ def multi_worker_configured() -> bool:
         return False
 
 
+def cluster_task() -> tuple:
+    """(task type, index, its address, {(type, index): address} of every task) from `TF_CONFIG`,
+    or None without a cluster."""
+    if not multi_worker_configured():
+        return None
+    spec = json.loads(os.environ["TF_CONFIG"])
+    cluster, task = spec["cluster"], spec.get("task", {})
+    addresses = {(kind, i): address for kind, members in cluster.items() for i, address in enumerate(members)}
+    kind, index = task.get("type", "worker"), int(task.get("index", 0))
+    return kind, index, addresses.get((kind, index)), addresses
+
+
+def is_chief() -> bool:
+    """Whether this process writes the run's checkpoints and model: the one process without a
+    cluster; under `TF_CONFIG` the "chief" task, or worker 0 when the cluster names none (TF's
+    multi-worker convention)."""
+    task = cluster_task()
+    if task is None:
+        return True
+    kind, index, _, addresses = task
+    has_chief = any(k == "chief" for k, _ in addresses)
+    return kind == "chief" or (kind == "worker" and index == 0 and not has_chief)
+
+
 def make_strategy(devices=None):
     """The strategy for `devices` replicas on this machine (module docstring), or None for one.
 

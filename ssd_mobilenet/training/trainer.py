@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import time
 
 import numpy as np
@@ -50,6 +51,7 @@ import tensorflow as tf
 from ssd_mobilenet import detector
 from ssd_mobilenet.training import augmentation, builders, data
 from ssd_mobilenet.training import precision as precision_lib
+from ssd_mobilenet.training import distribute
 from ssd_mobilenet.training.distribute import Replicas, num_replicas
 from ssd_mobilenet.training.recompute import Recomputed
 from ssd_mobilenet import atomic_write
@@ -304,6 +306,16 @@ class _Accumulation(tf.Module):
         self.count = tf.Variable(0, dtype=tf.int64, trainable=False)
 
 
+def _same_on_every_worker(strategy, value: int) -> bool:
+    """Whether every replica of `strategy` holds `value`: sums of the value and of its square
+    all-reduced (all equal exactly when the sum of squares is n * value^2)."""
+    local = tf.constant([value, value * value], tf.float64)
+    ctx = lambda: tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, local)  # noqa: E731
+    total = strategy.experimental_local_results(strategy.run(ctx))[0].numpy()
+    n = strategy.num_replicas_in_sync
+    return bool(total[0] == n * value and total[1] == n * value * value)
+
+
 def _as_int(variable) -> int:
     # int() of a Keras variable holding a tf.distribute MirroredVariable fails; its value does not.
     return int(tf.convert_to_tensor(variable))
@@ -398,17 +410,28 @@ def train(model, training_config, records, output_dir, *, steps: int | None = No
             parts = f" ({accumulate} micro-batches of {micro})" if accumulate > 1 else ""
             say(f"batch size {batch_size}{parts}: the largest whose measured training step peaks under "
                 f"{max_memory_mb:g} MiB")
-    if started is None:
-        atomic_write.write_text(os.path.join(output_dir, CHECKPOINT_DIR, RUN_SETTINGS),
+    # Under TF_CONFIG every worker saves (a save meets the other workers), and only the chief into
+    # the run: the others into a folder of their own, removed after each save (TF's multi-worker
+    # checkpointing). Every worker restores from the chief's checkpoints, so the run directory
+    # must be on storage they all see.
+    chief = distribute.is_chief()
+    checkpoint_dir = os.path.join(output_dir, CHECKPOINT_DIR)
+    save_dir = checkpoint_dir if chief else os.path.join(output_dir, f".{distribute.cluster_task()[0]}-"
+                                                                     f"{distribute.cluster_task()[1]}-{CHECKPOINT_DIR}")
+    if started is None and chief:
+        atomic_write.write_text(os.path.join(checkpoint_dir, RUN_SETTINGS),
                                 json.dumps(dict(settings, batch_size=batch_size), indent=1))
     iterator = iter(_dataset(records, model, batch_size // accumulate, label_map, seed, training_config))
     checkpoint = trainer.checkpoint(iterator=iterator)
-    manager = tf.train.CheckpointManager(checkpoint, os.path.join(output_dir, CHECKPOINT_DIR),
-                                         max_to_keep=keep_checkpoints)
-    if manager.latest_checkpoint:
-        checkpoint.restore(manager.latest_checkpoint).assert_consumed()
+    manager = tf.train.CheckpointManager(checkpoint, save_dir, max_to_keep=keep_checkpoints)
+    latest = tf.train.latest_checkpoint(checkpoint_dir)
+    if latest:
+        checkpoint.restore(latest).assert_consumed()
     step, losses = _as_int(trainer.step), {}
     resumed_from = step
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and not _same_on_every_worker(strategy, step):
+        raise ResumeError(f"{output_dir}: this worker resumed at step {step}, another at another step: put the run "
+                          "directory (--out) on storage every worker sees, as the chief's checkpoints are the run's")
     while step < steps:
         start = time.perf_counter()
         micro = [trainer.train_step(next(iterator)) for _ in range(accumulate)]
@@ -418,6 +441,10 @@ def train(model, training_config, records, output_dir, *, steps: int | None = No
             progress(step, losses, batch_size / (time.perf_counter() - start))
         if step % checkpoint_every == 0 or step == steps:
             manager.save(checkpoint_number=step)
-    model_dir = write_model(trainer, os.path.join(output_dir, MODEL_DIR), write_extra)
+            if not chief:
+                shutil.rmtree(save_dir, ignore_errors=True)
+    model_dir = os.path.abspath(os.path.join(output_dir, MODEL_DIR))
+    if chief:
+        model_dir = write_model(trainer, model_dir, write_extra)
     return {"step": step, "losses": losses, "model_dir": model_dir, "resumed_from": resumed_from,
             "batch_size": batch_size}

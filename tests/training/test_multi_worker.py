@@ -1,0 +1,174 @@
+"""`migrate train` on two worker processes with `TF_CONFIG` (MultiWorkerMirroredStrategy over
+127.0.0.1, free ports, bounded time): the workers end with the one-process run's weights on the
+same global batches; the chief's checkpoints are the run; one worker killed mid-run ends the
+other with one line naming it, and both started again resume from the last checkpoint and end
+where the uninterrupted two-worker run ends. A small model (depth 0.25, 128 px, 3 classes),
+frozen batch norm (in training mode each worker would normalise its own slice, as TF1's
+multi-clone training did: tests/training/test_distribute.py), batch 8 (4 images per worker).
+
+Tolerance: test_distribute's after two steps (rtol 1e-6, atol 5e-9 per variable): the workers'
+gradients are summed by collective ops in another order than one device sums them. The
+difference grows with the steps (RMSProp divides by the root of small second moments: 1.6e-6
+after 20 steps here), so the one-process comparison is after two steps, as there; the resumed
+run is compared with an uninterrupted two-worker run, which sums in the same order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from training_pipeline import pipeline
+
+from conftest import REPO
+from migrate import convert
+from migrate.cli import main
+from migrate.tf1 import builder
+from ssd_mobilenet import detector
+from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.training import shapes_dataset
+from ssd_mobilenet.training.trainer import CHECKPOINT_DIR
+
+SMALL = dict(depth_multiplier=0.25, image_height=128, image_width=128, score_threshold=0.05)
+STEPS = 20  # long enough that a worker killed at step 2 never outruns the kill
+SHORT = 2  # the two-device test's steps, at its tolerance
+RTOL, ATOL = 1e-6, 5e-9
+TIMEOUT_S = 240
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """The converted model, records and training config, and the one-process run's model after
+    `SHORT` steps."""
+    root = tmp_path_factory.mktemp("multi_worker")
+    tf1 = builder.write_model_dir(SSDConfig(num_classes=3, **SMALL), str(root / "tf1"), seed=3)
+    converted = str(root / "tf2")
+    convert.convert(tf1, converted)
+    data = shapes_dataset.write_shapes_dataset(str(root / "shapes"), num_train=24, num_eval=6, image_size=128,
+                                               seed=1)
+    (root / "train.config").write_text(pipeline(**SMALL))
+    s = {"converted": converted, "records": os.path.join(data, "train.record"), "config": str(root / "train.config")}
+    reference = root / "one_process"
+    assert main(_argv(s, reference, SHORT) + ["--quiet"]) == 0
+    return {**s, "reference": str(reference), "root": root}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(setup):
+    """The two workers' model after `STEPS` steps, uninterrupted."""
+    out, logs = setup["root"] / "uninterrupted", setup["root"] / "uninterrupted_logs"
+    logs.mkdir()
+    procs, _ = _start_workers(setup, out, STEPS, logs)
+    assert _wait(procs) == [0, 0], (logs / "worker1.err").read_text()[-2000:]
+    return str(out)
+
+
+def _argv(s, out, steps) -> list:
+    return ["train", s["converted"], "--train", s["records"], "--config", s["config"], "--steps", str(steps),
+            "--batch", "8", "--freeze-batch-norm", "--checkpoint-every", "2", "--out", str(out)]
+
+
+def _free_ports(n: int) -> list:
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def _start_workers(s, out, steps, logs) -> list:
+    """Two `python -m migrate train` processes, workers 0 and 1 of one cluster on 127.0.0.1."""
+    addresses = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+    procs = []
+    for i in range(2):
+        config = {"cluster": {"worker": addresses}, "task": {"type": "worker", "index": i}}
+        env = dict(os.environ, TF_CONFIG=json.dumps(config), PYTHONPATH=REPO)
+        err = open(logs / f"worker{i}.err", "w")
+        procs.append(subprocess.Popen([sys.executable, "-m", "migrate", *_argv(s, out, steps)], cwd=REPO, env=env,
+                                      stdout=subprocess.DEVNULL, stderr=err))
+    return procs, addresses
+
+
+def _wait(procs) -> list:
+    try:
+        return [p.wait(timeout=TIMEOUT_S) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+
+
+def _trained_weights(s, run) -> dict:
+    """{variable path: value} of the model's own weights in a run's latest checkpoint (the written
+    model holds their moving averages, which two steps barely move)."""
+    import tensorflow as tf
+    model = detector.load_model(s["converted"])
+    tf.train.Checkpoint(model=model).restore(tf.train.latest_checkpoint(os.path.join(run, CHECKPOINT_DIR))) \
+        .expect_partial()
+    return {v.path: v.numpy() for v in model.weights}
+
+
+def _assert_same_weights(s, run, reference) -> None:
+    ours, ref = _trained_weights(s, run), _trained_weights(s, reference)
+    assert sorted(ours) == sorted(ref)
+    for name, value in ref.items():
+        np.testing.assert_allclose(ours[name], value, rtol=RTOL, atol=ATOL, err_msg=name)
+
+
+def test_two_workers_end_with_the_one_process_weights(setup, tmp_path):
+    out = tmp_path / "run"
+    procs, _ = _start_workers(setup, out, SHORT, tmp_path)
+    assert _wait(procs) == [0, 0], (tmp_path / "worker1.err").read_text()[-2000:]
+    _assert_same_weights(setup, str(out), setup["reference"])
+    initial = {v.path: v.numpy() for v in detector.load_model(setup["converted"]).weights}
+    trained = _trained_weights(setup, str(out))
+    assert max(float(np.abs(trained[k] - initial[k]).max()) for k in initial) > 1e-3  # training moved them
+    # The chief's checkpoints are the run; the other worker's temporary folder is gone.
+    assert sorted(os.listdir(out)) == [CHECKPOINT_DIR, "model"]
+    assert f"ckpt-{SHORT}.index" in os.listdir(out / CHECKPOINT_DIR)
+    for i in range(2):
+        assert f"trained to step {SHORT}" in (tmp_path / f"worker{i}.err").read_text()
+
+
+def test_a_lost_worker_ends_the_other_in_one_line_and_both_resume(setup, uninterrupted, tmp_path):
+    out = tmp_path / "run"
+    procs, addresses = _start_workers(setup, out, STEPS, tmp_path)
+    log, mark = tmp_path / "worker1.err", f"step 2/{STEPS}"
+    deadline = time.monotonic() + TIMEOUT_S
+    while mark not in log.read_text() and time.monotonic() < deadline and procs[1].poll() is None:
+        time.sleep(0.05)
+    assert mark in log.read_text(), log.read_text()[-2000:]
+    procs[1].kill()
+    killed = time.monotonic()
+    code = _wait(procs[:1])[0]
+    assert code == 1 and time.monotonic() - killed < 90
+    err = (tmp_path / "worker0.err").read_text()
+    assert "Traceback" not in err, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"error: worker 0 lost worker 1 ({addresses[1]}) after step ") and "resume" in last, last
+    assert [l for l in err.splitlines() if l.startswith("error:")] == [last]
+    # Both started again: they resume from the chief's last checkpoint and end where the
+    # uninterrupted two-worker run ends.
+    again = tmp_path / "again"
+    again.mkdir()
+    procs, _ = _start_workers(setup, out, STEPS, again)
+    assert _wait(procs) == [0, 0], (again / "worker0.err").read_text()[-2000:]
+    assert "resuming the run" in (again / "worker0.err").read_text()
+    _assert_same_weights(setup, str(out), uninterrupted)
+
+
+def test_force_is_refused_under_tf_config(setup, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]},
+                                                "task": {"type": "worker", "index": 0}}))
+    assert main(_argv(setup, tmp_path / "run", 2) + ["--force"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --force: TF_CONFIG is set"), err

@@ -72,15 +72,9 @@ def quantization_drift(model, tflite_bytes: bytes, names, images, input_type: st
     Returns:
       dict: overall `agreement` at `REPORT_MIN_SCORE`, plus per_image [(name, agreement)].
     """
-    import tempfile
-
     from ssd_mobilenet.litert import model_file
     detect = detector_lib.Detector(model, fold_batch_norm=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "int8.tflite")
-        with open(path, "wb") as f:
-            f.write(tflite_bytes)
-        file = model_file.ModelFile(path)
+    file = model_file.ModelFile.from_bytes(tflite_bytes, name="the converted int8 file")
     refs, ours, per_image = [], [], []
     for name, image in zip(names, images):
         feed = file.feed(image)

@@ -51,7 +51,10 @@ def runner(side: str, src: str, converted: str, exported: str = None, threads: i
     count (default `os.cpu_count()`; TensorFlow's sides take theirs from the environment).
     The TFLite sides' runners import no TensorFlow (their memory process runs without it)."""
     if side in TFLITE_SIDES:
-        return _tflite_runner(exported, threads or os.cpu_count())
+        if not exported:
+            raise BenchInputError("a TFLite side needs its exported .tflite file")
+        from migrate.runtimes import litert  # imports no TensorFlow
+        return litert.runner(exported, threads or os.cpu_count())
 
     import numpy as np
     import tensorflow as tf
@@ -83,28 +86,6 @@ def runner(side: str, src: str, converted: str, exported: str = None, threads: i
         warnings.simplefilter("ignore")  # the jit_compile-on-CPU warning: measuring it is the point
         detector = ssd_mobilenet.load(converted, **options[side])
     return lambda images: {k: v.numpy() for k, v in detector(images).items()}
-
-
-def _tflite_runner(path: str, threads: int):
-    """`run(images uint8 [1, H, W, 3]) -> outputs` of a `.tflite` file through its serving
-    signature, on LiteRT's interpreter with `threads` threads: `ModelFile.detect`, the photo fed
-    as the file takes it (as `verify --tflite` and `predict` run it). Imports no TensorFlow
-    (`migrate.verification.tflite_file.runner` is the same call, but its module imports it)."""
-    import numpy as np
-
-    from migrate.common import console
-    from ssd_mobilenet.litert import model_file
-    if not path:
-        raise BenchInputError("a TFLite side needs its exported .tflite file")
-    with console.native_stderr_quieted():  # "INFO: Created TensorFlow Lite XNNPACK delegate for CPU."
-        file = model_file.ModelFile(path, threads=threads)
-
-    def run(images):
-        images = np.asarray(images)
-        if images.ndim != 4 or images.shape[0] != 1:
-            raise ValueError(f"a TFLite side takes one image [1, H, W, 3], got {list(images.shape)}")
-        return file.detect(images[0])
-    return run
 
 
 def exported_path(out_dir: str, side: str) -> str:

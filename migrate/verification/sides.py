@@ -43,8 +43,8 @@ def tf2_runner(converted: str, mode: str = "function", precision: str = "float32
 
 def tflite_runner(path: str, threads: int, memory_growth: bool = False, memory_limit_mb=None):
     """Measurement factory: a `.tflite` file on LiteRT's interpreter with `threads` threads, one
-    image [1, H, W, 3] per call (`tflite_file.runner`). The memory settings only reach
+    image [1, H, W, 3] per call (`migrate.runtimes.litert.runner`). The memory settings only reach
     TensorFlow's allocator, which the interpreter does not use (`verify` refuses them with a file)."""
-    from migrate.verification import tflite_file
+    from migrate.runtimes import litert
     _configure_memory(memory_growth, memory_limit_mb)
-    return tflite_file.runner(path, threads)
+    return litert.runner(path, threads)

@@ -84,17 +84,6 @@ def open_file(path: str, config, threads: int | None = None):
     return file, info
 
 
-def runner(path: str, threads: int | None = None):
-    """`run(images uint8 [1, H, W, 3]) -> the four outputs` of the file at `path` on LiteRT
-    (`ModelFile.detect`: the photo fed as the file takes it): the runner of the TFLite side's
-    measurement in `verify` and of bench's TFLite sides."""
-    from migrate.common import console
-    from ssd_mobilenet.litert import model_file
-    with console.native_stderr_quieted():
-        file = model_file.ModelFile(path, threads=threads)
-    return lambda images: file.detect(np.asarray(images)[0])
-
-
 def compare_file(runner, file, info: dict, batches, config, atol: float, rtol: float, say=None):
     """Runs the TF1 graph and the file on the same photos, image by image, and compares them.
 

@@ -73,8 +73,11 @@ def litert_interpreter():
 class ModelFile:
     """One `.tflite` file on the LiteRT interpreter.
 
+    `ModelFile(path)` reads a file; `ModelFile.from_bytes(content)` takes its bytes (a file just
+    converted, never written).
+
     Attributes:
-      path, bytes: the file and its size.
+      path, bytes: the file (absolute; None from bytes) and its size.
       input_name, input_type: the signature's input (`input_tensor` uint8 or
         `normalized_input_image_tensor` float32).
       input_mode: ANY_SIZE, MODEL_SIZE_FLOAT32 or MODEL_SIZE_UINT8 (module docstring).
@@ -90,8 +93,24 @@ class ModelFile:
             raise ModelFileError(f"{path}: no such file")
         with open(path, "rb") as f:
             data = f.read()
+        self._load(data, threads, path)
+
+    @classmethod
+    def from_bytes(cls, content: bytes, threads: int | None = None, name: str = "<bytes>") -> "ModelFile":
+        """The `ModelFile` of a file's bytes `content`, as `ModelFile(path)` of a file holding them;
+        `ModelFileError` messages name `name` where they would name the path. `path` is None."""
+        file = cls.__new__(cls)
+        file.path = None
+        # An immutable copy of a bytearray or memoryview (bytes as they are): the interpreter
+        # reads the model from this buffer without copying it, for the object's whole life.
+        file._load(bytes(content), threads, name)
+        return file
+
+    def _load(self, data: bytes, threads: int | None, name: str) -> None:
+        """Loads `data` (a file's bytes) on the interpreter and reads what the file is (the
+        class docstring's attributes but `path`); errors name `name`."""
         if data[4:8] != ff.IDENTIFIER:
-            raise ModelFileError(f"{path}: not a TFLite file (no TFL3 identifier)")
+            raise ModelFileError(f"{name}: not a TFLite file (no TFL3 identifier)")
         Interpreter = litert_interpreter()
         threads = int(threads or os.cpu_count() or 1)
         try:
@@ -101,17 +120,17 @@ class ModelFile:
             interpreter.allocate_tensors()  # applies the XNNPACK delegate now, not at the first image
             operators = ff.operator_names(data)
         except (ValueError, RuntimeError) as e:
-            raise ModelFileError(f"{path}: the LiteRT interpreter cannot load it ({_first_line(e)})") from None
+            raise ModelFileError(f"{name}: the LiteRT interpreter cannot load it ({_first_line(e)})") from None
         self.bytes, self.threads, self.operators = len(data), threads, operators
         signature = interpreter.get_signature_list().get(ff.SIGNATURE_KEY)
         names = {v: k for k, v in ff.INPUT_NAMES.items()}
         if (not signature or len(signature["inputs"]) != 1 or signature["inputs"][0] not in names
                 or sorted(signature["outputs"]) != sorted(ff.OUTPUT_KEYS)):
-            raise ModelFileError(f"{path}: no {ff.SIGNATURE_KEY} signature taking {' or '.join(names)} and "
+            raise ModelFileError(f"{name}: no {ff.SIGNATURE_KEY} signature taking {' or '.join(names)} and "
                                  f"returning {', '.join(ff.OUTPUT_KEYS)} (not a file of `migrate export`)")
         flex = [op for op in operators if op.startswith("Flex")]
         if flex:
-            raise ModelFileError(f"{path}: holds Flex ops ({', '.join(flex)}), which LiteRT's builtin runtime "
+            raise ModelFileError(f"{name}: holds Flex ops ({', '.join(flex)}), which LiteRT's builtin runtime "
                                  "cannot run")
         self.input_name = signature["inputs"][0]
         self.input_type = names[self.input_name]
@@ -120,18 +139,18 @@ class ModelFile:
         detail = self._runner.get_input_details()[self.input_name]
         shape = [int(s) for s in detail.get("shape_signature", detail["shape"])]
         if len(shape) != 4 or shape[0] != 1 or shape[3] != 3 or detail["dtype"] != np.dtype(self.input_type):
-            raise ModelFileError(f"{path}: input {self.input_name} is {np.dtype(detail['dtype']).name} {shape}, "
+            raise ModelFileError(f"{name}: input {self.input_name} is {np.dtype(detail['dtype']).name} {shape}, "
                                  f"not {self.input_type} [1, h, w, 3]")
         try:
             self.metadata = ff.read_metadata(data)
         except (ValueError, UnicodeDecodeError) as e:
-            raise ModelFileError(f"{path}: its {ff.METADATA_NAME} metadata is not JSON ({_first_line(e)})") from None
+            raise ModelFileError(f"{name}: its {ff.METADATA_NAME} metadata is not JSON ({_first_line(e)})") from None
         meta = self.metadata or {}
         if meta.get("version", 1) > ff.METADATA_VERSION:
-            raise ModelFileError(f"{path}: written by a newer release (metadata version {meta['version']})")
+            raise ModelFileError(f"{name}: written by a newer release (metadata version {meta['version']})")
         dynamic = shape[1] < 0 or shape[2] < 0
         if dynamic and "image_size" not in meta:
-            raise ModelFileError(f"{path}: takes images of any size but does not say the model's size "
+            raise ModelFileError(f"{name}: takes images of any size but does not say the model's size "
                                  f"(no {ff.METADATA_NAME} metadata)")
         self.image_size = [int(s) for s in meta.get("image_size", shape[1:3])]
         self.resize_method = meta.get("resize_method", "BILINEAR")

@@ -416,8 +416,10 @@ def train(model, training_config, records, output_dir, *, steps: int | None = No
     # must be on storage they all see.
     chief = distribute.is_chief()
     checkpoint_dir = os.path.join(output_dir, CHECKPOINT_DIR)
-    save_dir = checkpoint_dir if chief else os.path.join(output_dir, f".{distribute.cluster_task()[0]}-"
-                                                                     f"{distribute.cluster_task()[1]}-{CHECKPOINT_DIR}")
+    save_dir = checkpoint_dir
+    if not chief:
+        task_type, task_index = distribute.cluster_task()[:2]  # (type, index, address, addresses)
+        save_dir = os.path.join(output_dir, f".{task_type}-{task_index}-{CHECKPOINT_DIR}")
     if started is None and chief:
         atomic_write.write_text(os.path.join(checkpoint_dir, RUN_SETTINGS),
                                 json.dumps(dict(settings, batch_size=batch_size), indent=1))

@@ -181,8 +181,24 @@ def _add_predict_parser(sub):
     p.add_argument("--trace", metavar="DIR", help="write a TensorBoard profiler trace of a few batches")
     p.add_argument("--threads", type=int, metavar="N", help="a .tflite MODEL: LiteRT's interpreter threads "
                    "(default: the CPU count)")
+    engine = p.add_argument_group("distributed engine")
+    engine.add_argument("--engine", choices=("beam",), help="run as an Apache Beam pipeline (RunInference): on Beam's "
+                        "local runner with --workers processes, or on the runner --pipeline-options names; IMAGES "
+                        "may be file patterns of Beam's file systems (gs://bucket/*.jpg); needs --out, which is "
+                        "written in shards (OUT-00000-of-0000N.jsonl)")
+    engine.add_argument("--workers", type=int, metavar="N", help="--engine beam: the local runner's worker "
+                        "processes, each with the model loaded once (default 1)")
+    engine.add_argument("--pipeline-options", metavar="'--opt=v ...'",
+                        help="--engine beam: Beam pipeline options, e.g. '--runner=FlinkRunner "
+                             "--flink_master=host:8081' (the model and images must be at paths every worker reads)")
     p.add_argument("--quiet", action="store_true", help="no progress messages (warnings still shown)")
     _add_verbose(p)
+
+
+# predict's options an engine takes no part in: refused with --engine.
+_NOT_ENGINE_OPTIONS = {"--png": "png", "--max-memory": "max_memory", "--memory-growth": "memory_growth",
+                       "--memory-limit": "memory_limit", "--jit": "jit", "--weight-cache": "weight_cache",
+                       "--trace": "trace"}
 
 
 # predict's options that set up TensorFlow, and how each is given: refused for a .tflite MODEL.
@@ -375,18 +391,33 @@ def _missing_path(args):
     if args.command == "bench" and missing(args.converted):
         return f"{args.converted}: not a converted model directory (no model_config.json)"
     for path in [*(getattr(args, "images", None) or ()), *(getattr(args, "calibration", None) or ())]:
+        if getattr(args, "engine", None) and ("://" in path or any(c in path for c in "*?[")):
+            continue  # a pattern or URL for the engine's file systems (`migrate.engines.beam.sources`)
         if missing(path):
             return f"{path}: no such file or folder"
     return None
 
 
+def _values_attached(argv) -> list:
+    """`--pipeline-options '--runner=X ...'` as `--pipeline-options=--runner=X ...`: argparse
+    would take a value that starts with `--` for an option of its own."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    for i, arg in enumerate(argv[:-1]):
+        if arg == "--pipeline-options":
+            argv[i:i + 2] = [f"{arg}={argv[i + 1]}"]
+            break
+    return argv
+
+
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(_values_attached(argv))
     problem = _missing_path(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
     from migrate.common import console
+    if args.command == "predict" and (args.engine or args.workers is not None or args.pipeline_options):
+        return _predict_engine(args)  # the driver imports no TensorFlow; the workers do
     if args.command == "predict" and os.path.isfile(args.converted):
         return _predict_litert(args)  # never imports TensorFlow
     with console.tensorflow_output(verbose=args.verbose):
@@ -515,6 +546,62 @@ def _predict_litert(args) -> int:
         except (images.ImageError, label_map.LabelMapError, predict.ModelDirError, predict.OutputExistsError) as e:
             print(f"error: {e}", file=sys.stderr)
             return EXIT_BAD_INPUT
+    return _predict_summary(args, summary)
+
+
+def _predict_engine(args) -> int:
+    """`predict --engine beam`: the pipeline of `migrate.engines.beam`, its workers' stderr
+    reduced to the project's lines (`console.only_project_lines`) unless --verbose."""
+    from migrate.common import console, images
+    from ssd_mobilenet import label_map
+    problem = None
+    if not args.engine:
+        problem = f"{'--workers' if args.workers is not None else '--pipeline-options'}: needs --engine beam"
+    elif args.out is None:
+        problem = "--engine beam: needs --out FILE (the pipeline writes its lines in shards named after it)"
+    elif args.workers is not None and args.workers < 1:
+        problem = f"--workers {args.workers}: must be >= 1"
+    elif args.batch is not None and not 1 <= args.batch <= 64:
+        problem = f"--batch {args.batch}: must be 1..64"
+    else:
+        given = [flag for flag, name in _NOT_ENGINE_OPTIONS.items() if getattr(args, name) not in (None, False)]
+        if given:
+            problem = f"{given[0]}: not available with --engine beam (run predict without --engine for it)"
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        with console.only_project_lines(args.verbose):  # its import logs on the root logger
+            from migrate.engines import beam
+    except ImportError as e:
+        print(f"error: --engine beam needs Apache Beam ({e}): pip install 'ssd-mobilenet-migrate[beam]'",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    quiet_env = {} if args.verbose else {"TF_CPP_MIN_LOG_LEVEL": "3", console.QUIET_ENV: "1"}
+    saved_env = {key: os.environ.get(key) for key in quiet_env}
+    os.environ.update(quiet_env)  # read by the workers, which inherit this environment
+    restore_logs = beam.quiet_driver_logs(args.verbose)
+    try:
+        with console.only_project_lines(args.verbose):
+            summary = beam.run(args.converted, args.images, out=args.out, workers=args.workers,
+                               pipeline_options_text=args.pipeline_options, force=args.force, batch_size=args.batch,
+                               labels=args.labels, min_score=args.min_score, threads=args.threads,
+                               precision=args.precision, quiet=args.quiet, progress=_progress(args.quiet))
+    except (images.ImageError, label_map.LabelMapError, beam.ModelDirError, beam.OutputExistsError,
+            beam.EngineOptionError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except beam.PipelineError as e:
+        print(f"error: {e}" + ("" if args.verbose else " (--verbose shows the runner's log)"), file=sys.stderr)
+        return EXIT_FAIL
+    finally:
+        restore_logs()
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    args.out = f"{args.out} ({len(summary['shards'])} shard{'s' if len(summary['shards']) != 1 else ''})"
     return _predict_summary(args, summary)
 
 

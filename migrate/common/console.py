@@ -35,8 +35,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sys
 import tempfile
+import threading
 import warnings
 
 # Set for the processes a quiet command starts; `quiet_worker` reads it.
@@ -166,3 +168,44 @@ def native_stderr_quieted():
         return
     with _fd2_caught():
         yield
+
+
+# The lines of the project's own that a worker process writes to stderr (`only_project_lines`).
+PROJECT_LINE = re.compile(r"^(\[migrate\] |warning: |error: )")
+
+
+@contextlib.contextmanager
+def only_project_lines(verbose: bool):
+    """For a command whose workers are processes that an engine starts and whose stderr it
+    does not capture (Beam's local runner): file descriptor 2 goes through a pipe that lets
+    only the project's own lines (`PROJECT_LINE`) reach the console, unless `verbose`. The
+    workers inherit it, so their runner's, TensorFlow's and LiteRT's lines (tracebacks
+    included: the command says what failed in one line) stay out whatever their log levels."""
+    if verbose:
+        yield
+        return
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    read_end, write_end = os.pipe()
+
+    def forward():
+        with os.fdopen(read_end, "rb") as lines:
+            for line in lines:
+                if PROJECT_LINE.match(line.decode("utf-8", "replace")):
+                    os.write(saved, line)
+
+    thread = threading.Thread(target=forward, name="only_project_lines", daemon=True)
+    thread.start()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)  # the pipe ends when every worker holding it has exited
+        thread.join(timeout=10)
+        os.close(saved)

@@ -21,22 +21,27 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 EXTENSIONS = (".jpg", ".jpeg", ".jpe", ".jfif", ".png")
 
 
-def _has_image_extension(path: str) -> bool:
+def has_image_extension(path: str) -> bool:
+    """True for a JPEG or PNG file name."""
     return path.lower().endswith(EXTENSIONS)
+
+
+def has_image_magic(head: bytes) -> bool:
+    """True when a file's first bytes (at least len(PNG_MAGIC)) are a JPEG's or PNG's."""
+    return head.startswith(JPEG_MAGIC) or head.startswith(PNG_MAGIC)
 
 
 def _has_image_magic(path: str) -> bool:
     try:
         with open(path, "rb") as f:
-            head = f.read(len(PNG_MAGIC))
+            return has_image_magic(f.read(len(PNG_MAGIC)))
     except OSError:
         return False
-    return head.startswith(JPEG_MAGIC) or head.startswith(PNG_MAGIC)
 
 
 def is_image_file(path: str) -> bool:
     """True for a JPEG or PNG by extension or by its first bytes (content is not validated)."""
-    return _has_image_extension(path) or _has_image_magic(path)
+    return has_image_extension(path) or _has_image_magic(path)
 
 
 def _images_in_folder(folder: str) -> list:

@@ -4,6 +4,8 @@
     runtime.batch_size                   # images per model call
     runtime.results(paths)               # one `base.Result` per path, in order; unreadable images as errors
     runtime.read_image(path)             # uint8 [H, W, 3], decoded as the runtime decodes it (for --png)
+    runtime.results_of_encoded(items)    # (path, bytes) pairs read elsewhere -> one `base.Result` each
+                                         # (an engine's workers, `migrate.engines`)
 
 `tensorflow` imports TensorFlow; `litert` and `base` never do, so that `predict` on a `.tflite`
 file runs where TensorFlow is not installed.

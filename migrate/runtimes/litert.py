@@ -5,11 +5,15 @@ Images are decoded as TensorFlow decodes them (`ssd_mobilenet.litert.images`) an
 at their own size when it resizes them itself (the default export); a fixed-size file gets them
 prepared as the graph prepares them (`ModelFile.feed`). Boxes are normalised to the image, as on
 the TensorFlow runtime.
+
+`runner(path, threads)` is the same file as a measured runner, `run(images [1, H, W, 3])`, for
+`verify --tflite`'s and bench's TFLite sides (bench's memory process runs it without TensorFlow).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 
@@ -30,6 +34,7 @@ class LiteRTRuntime:
                 self.file = model_file.ModelFile(path, threads=threads or os.cpu_count())
         except model_file.ModelFileError as e:
             raise ModelDirError(str(e)) from None
+        self._lock = threading.Lock()
         (say or (lambda msg: None))(f"{path}: {self.file.kind}, LiteRT with {self.file.threads} "
                                     f"thread{'s' if self.file.threads > 1 else ''}")
         if not self.file.exact_for_any_size and warn:
@@ -49,7 +54,49 @@ class LiteRTRuntime:
                 continue
             yield from_outputs(path, image.shape[0], image.shape[1], self.file.detect(image))
 
+    def results_of_encoded(self, items) -> list:
+        """Encoded images, already read (by an engine's file systems) -> one `Result` each, in
+        order, as `results` gives for those files. Threads may call it at once: the
+        interpreter runs one image at a time.
+
+        Args:
+          items: (path, encoded bytes) pairs.
+        """
+        results = []
+        for path, data in items:
+            try:
+                image = images.decode(data)
+            except ValueError as e:
+                results.append(Result(path, error="cannot read image: "
+                                      + (str(e).splitlines()[0] if str(e) else "not an image")))
+                continue
+            with self._lock:
+                outputs = self.file.detect(image)
+            results.append(from_outputs(path, image.shape[0], image.shape[1], outputs))
+        return results
+
     @staticmethod
     def read_image(path) -> np.ndarray:
         """The image as this runtime decodes it, uint8 [H, W, 3]."""
         return images.read_image(path)
+
+
+def runner(path: str, threads: int | None = None):
+    """`run(images uint8 [1, H, W, 3]) -> the four outputs` (numpy, [1, D, ...]) of the `.tflite`
+    file at `path` on LiteRT's interpreter with `threads` threads (default `os.cpu_count()`, as
+    `ModelFile`): `ModelFile.detect`, the photo fed as the file takes it (as `predict` runs it).
+    The runner of the TFLite side's measurement in `verify` and of bench's TFLite sides; imports
+    no TensorFlow. A file takes one image per call: `run` raises ValueError for other batches.
+    Raises:
+      model_file.ModelFileError: no such file, or not one LiteRT can run as `migrate export` writes it.
+    """
+    from migrate.common import console
+    with console.native_stderr_quieted():  # "INFO: Created TensorFlow Lite XNNPACK delegate for CPU."
+        file = model_file.ModelFile(path, threads=threads)
+
+    def run(images):
+        images = np.asarray(images)
+        if images.ndim != 4 or images.shape[0] != 1:
+            raise ValueError(f"a TFLite side takes one image [1, H, W, 3], got {list(images.shape)}")
+        return file.detect(images[0])
+    return run

@@ -26,7 +26,7 @@ import tensorflow as tf
 
 import ssd_mobilenet
 from migrate.common import images
-from migrate.runtimes.base import DEFAULT_BATCH, MAX_BATCH, BudgetError, ModelDirError, Result
+from migrate.runtimes.base import DEFAULT_BATCH, MAX_BATCH, BudgetError, ModelDirError, Result, from_outputs
 from ssd_mobilenet import image_io, preprocessing
 
 TRACE_BATCHES = 3
@@ -171,6 +171,30 @@ class TensorFlowRuntime:
                                         prefetch=self.prefetch)
         finally:
             tracer.stop()
+
+    def results_of_encoded(self, items) -> list:
+        """Encoded images, already read (by an engine's file systems) -> one `Result` each, in
+        order, from one model call: decoded and resized by the ops `dataset` maps, so each result
+        equals `results`' for that file.
+
+        Args:
+          items: (path, encoded bytes) pairs; at most `MAX_BATCH` of them.
+        """
+        results, prepared = [None] * len(items), []
+        for i, (path, data) in enumerate(items):
+            try:
+                image = image_io.decode(tf.constant(data, tf.string))
+            except (tf.errors.OpError, ValueError) as e:
+                results[i] = Result(path, error=f"cannot read image: {image_io.error_message(e)}")
+                continue
+            prepared.append((i, path, image.shape[0], image.shape[1],
+                             preprocessing.resize(image[None], self.detector.config)[0]))
+        if prepared:
+            out = resized_detect_function(self.detector)(tf.stack([p[4] for p in prepared]))
+            out = {k: v.numpy() for k, v in out.items()}
+            for row, (i, path, height, width, _) in enumerate(prepared):
+                results[i] = from_outputs(path, height, width, out, row)
+        return results
 
     @staticmethod
     def read_image(path) -> np.ndarray:

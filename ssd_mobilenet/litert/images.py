@@ -46,7 +46,10 @@ def decode(data: bytes) -> np.ndarray:
                 return np.repeat(gray[:, :, None], 3, axis=2)
             # RGBA and LA drop their alpha without compositing, as TensorFlow's channels=3 does.
             return np.asarray(image.convert("RGB"), np.uint8)
-    except (UnidentifiedImageError, OSError, SyntaxError) as e:
+    except UnidentifiedImageError:
+        # Pillow's message names its in-memory file object (`<_io.BytesIO object at 0x...>`).
+        raise ValueError("unknown image format (not JPEG, PNG, GIF or BMP)") from None
+    except (OSError, SyntaxError) as e:
         raise ValueError(str(e) or type(e).__name__) from None
 
 

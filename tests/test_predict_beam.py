@@ -1,0 +1,193 @@
+"""`predict --engine beam` (`migrate.engines.beam`): a model over a folder as an Apache Beam
+pipeline on Beam's local runner with two worker processes, line for line against `predict` run
+in this process on the same inputs.
+
+One small model (depth 0.25, 128x128, 3 classes, the TF1 builder's seeded synthetic weights,
+saved as a converted directory once per module) and a folder of generated images of mixed
+sizes and kinds, with the entries `predict`'s listing leaves out (hidden files and folders, a
+text file) and one it keeps by content (a JPEG without an extension).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import REPO
+from migrate.cli import main
+from migrate.common import console
+from migrate.tf1 import assign, builder
+from ssd_mobilenet import SSDMobileNetV1, detector
+from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.export import tflite
+
+pytest.importorskip("apache_beam", reason="Apache Beam is not installed (pip install -e '.[beam]')")
+
+CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
+# A pipeline's batches are RunInference's, not predict's: the TensorFlow runtime's kernels may
+# sum in another order for another batch size (test_predict's tolerance for the same reason).
+ATOL = 1e-6
+BOUND_S = 300  # a pipeline run here takes ~20 s; a hung worker fails the test instead of the suite
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("beam_converted"))
+    model = SSDMobileNetV1(CONFIG)
+    assign.assign(builder.synthetic_weights(CONFIG, seed=3), model)
+    detector.save(model, out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """JPEG and PNG images of mixed sizes (a subfolder, grayscale, RGBA, a JPEG named without
+    extension), a truncated JPEG, a text file, a hidden file and a hidden folder."""
+    root = tmp_path_factory.mktemp("beam_images")
+    for sub in ("sub", ".cache"):
+        (root / sub).mkdir()
+    rng = np.random.default_rng(7)
+
+    def smooth(h, w, c=3):
+        x = rng.integers(0, 256, (1, h, w, c)).astype(np.float32)
+        return tf.cast(tf.nn.avg_pool2d(x, 3, 1, "SAME")[0], tf.uint8)
+
+    files = {
+        "a_128x128.png": tf.io.encode_png(smooth(128, 128)),
+        "b_257x311.jpg": tf.io.encode_jpeg(smooth(257, 311), quality=90),
+        "c_480x640.jpg": tf.io.encode_jpeg(smooth(480, 640), quality=90),
+        "d_gray_200x150.png": tf.io.encode_png(smooth(200, 150, 1)),
+        "e_rgba_90x120.png": tf.io.encode_png(smooth(90, 120, 4)),
+        "frame_0001": tf.io.encode_jpeg(smooth(100, 160), quality=90),
+        "sub/f_123x457.png": tf.io.encode_png(smooth(123, 457)),
+        "sub/g_300x300.jpg": tf.io.encode_jpeg(smooth(300, 300), quality=90),
+        ".hidden.jpg": tf.io.encode_jpeg(smooth(64, 64), quality=90),
+        ".cache/h.jpg": tf.io.encode_jpeg(smooth(64, 64), quality=90),
+    }
+    for name, data in files.items():
+        (root / name).write_bytes(data.numpy())
+    (root / "c_corrupt.jpg").write_bytes(files["c_480x640.jpg"].numpy()[:400])
+    (root / "notes.txt").write_text("not an image")
+    return str(root)
+
+
+def _lines(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def _pipeline(args, cwd):
+    """`python -m migrate predict ... --engine beam` in a fresh process: (exit code, stderr lines)."""
+    run = subprocess.run([sys.executable, "-m", "migrate", "predict", *args, "--engine", "beam"], cwd=cwd,
+                         capture_output=True, text=True, timeout=BOUND_S, env={**os.environ, "PYTHONPATH": REPO})
+    return run.returncode, run.stderr.splitlines()
+
+
+def _shard_lines(out: str) -> dict:
+    prefix, suffix = os.path.splitext(out)
+    shards = sorted(glob.glob(f"{prefix}-*-of-*{suffix}"))
+    assert shards, os.listdir(os.path.dirname(out))
+    lines = [line for shard in shards for line in _lines(shard)]
+    by_image = {line["image"]: line for line in lines}
+    assert len(by_image) == len(lines)  # each image once
+    return by_image
+
+
+def test_two_workers_write_predicts_lines(converted, folder, tmp_path):
+    reference = str(tmp_path / "predict.jsonl")
+    assert main(["predict", converted, folder, "--out", reference, "--quiet"]) == 0
+    expected = {line["image"]: line for line in _lines(reference)}
+    assert len(expected) == 9  # 8 images and the truncated one; hidden entries and the text file left out
+
+    out = str(tmp_path / "beam" / "results.jsonl")
+    code, err = _pipeline([converted, folder, "--out", out, "--workers", "2", "--batch", "3"], cwd=str(tmp_path))
+    assert code == 0, err
+    # The console holds the project's lines only: no runner log, TensorFlow notice or traceback.
+    assert all(console.PROJECT_LINE.match(line) for line in err), err
+    corrupt = os.path.join(folder, "c_corrupt.jpg")
+    assert any(line.startswith(f"warning: {corrupt}: cannot read image") for line in err), err
+    assert "9 images (1 unreadable)" in err[-1] and "2 worker processes" in err[-1], err[-1]
+    assert not glob.glob(str(tmp_path / "beam" / "beam-temp-*"))
+
+    got = _shard_lines(out)
+    assert set(got) == set(expected)
+    for image, line in got.items():
+        ref = expected[image]
+        if "error" in ref:
+            assert line == ref
+            continue
+        assert {k: line[k] for k in ("height", "width", "num_detections")} == \
+               {k: ref[k] for k in ("height", "width", "num_detections")}
+        dets, ref_dets = line["detections"], ref["detections"]
+        assert [d["class_id"] for d in dets] == [d["class_id"] for d in ref_dets]
+        np.testing.assert_allclose([d["box"] for d in dets], [d["box"] for d in ref_dets], rtol=0, atol=ATOL)
+        np.testing.assert_allclose([d["score"] for d in dets], [d["score"] for d in ref_dets], rtol=0, atol=ATOL)
+
+
+def test_tflite_file_on_patterns_gives_predicts_lines(converted, folder, tmp_path):
+    """The LiteRT runtime behind the same pipeline, its inputs a file pattern and a folder: the
+    lines are predict's on the same file, exactly (one image per call in both)."""
+    model = str(tmp_path / "model.tflite")
+    tflite.export_tflite(detector.load_model(converted), model)
+    inputs = [os.path.join(folder, "*.png"), os.path.join(folder, "sub"), os.path.join(folder, "c_corrupt.jpg")]
+    reference = str(tmp_path / "predict.jsonl")
+    assert main(["predict", model, os.path.join(folder, "a_128x128.png"), os.path.join(folder, "d_gray_200x150.png"),
+                 os.path.join(folder, "e_rgba_90x120.png"), os.path.join(folder, "sub"), inputs[2],
+                 "--out", reference, "--quiet", "--min-score", "0.2"]) == 0
+    out = str(tmp_path / "results.jsonl")
+    code, err = _pipeline([model, *inputs, "--out", out, "--workers", "2", "--min-score", "0.2", "--quiet"],
+                          cwd=str(tmp_path))
+    assert code == 0, err
+    assert [line for line in err if not line.startswith("warning: ")] == [], err  # --quiet
+    assert _shard_lines(out) == {line["image"]: line for line in _lines(reference)}
+
+
+@pytest.mark.parametrize("case", ["no_out", "workers_alone", "png", "no_match", "unknown_option", "cluster_workers",
+                                  "no_model_config", "shard_exists"])
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(converted, folder, tmp_path, capsys, case):
+    out = str(tmp_path / "out" / "results.jsonl")
+    image = os.path.join(folder, "a_128x128.png")
+    engine = ["--engine", "beam", "--out", out]
+    argv, message = {
+        "no_out": ([converted, image, "--engine", "beam"], "--engine beam: needs --out"),
+        "workers_alone": ([converted, image, "--workers", "2"], "--workers: needs --engine beam"),
+        "png": ([converted, image, *engine, "--png", str(tmp_path / "drawn")], "--png: not available with --engine"),
+        "no_match": ([converted, os.path.join(folder, "*.gif"), *engine], "*.gif: no file matches"),
+        "unknown_option": ([converted, image, *engine, "--pipeline-options", "--no_such_option=1"],
+                           "--no_such_option=1: not an option of Beam's runners"),
+        "cluster_workers": ([converted, image, *engine, "--workers", "2", "--pipeline-options",
+                             "--runner=FlinkRunner"], "FlinkRunner counts its workers with its own option"),
+        "no_model_config": ([str(tmp_path), image, *engine], "model_config.json: not found"),
+        "shard_exists": ([converted, image, *engine], "results-00000-of-00001.jsonl: exists (use --force"),
+    }[case]
+    if case == "shard_exists":
+        os.makedirs(os.path.dirname(out))
+        with open(str(tmp_path / "out" / "results-00000-of-00001.jsonl"), "w") as f:
+            f.write("keep me\n")
+    before = sorted(os.listdir(tmp_path))
+    assert main(["predict", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: ") and message in err[-1], err
+    assert len([line for line in err if not line.startswith("[migrate]")]) == 1, err
+    assert sorted(os.listdir(tmp_path)) == before
+    if case == "shard_exists":
+        assert os.listdir(tmp_path / "out") == ["results-00000-of-00001.jsonl"]
+
+
+def test_a_worker_that_cannot_load_the_model_fails_the_run_in_one_line(converted, folder, tmp_path):
+    broken = tmp_path / "broken"
+    broken.mkdir()  # a converted directory's config without its checkpoint
+    (broken / "model_config.json").write_bytes(open(os.path.join(converted, "model_config.json"), "rb").read())
+    out = str(tmp_path / "out" / "results.jsonl")
+    code, err = _pipeline([str(broken), folder, "--out", out, "--quiet"], cwd=str(tmp_path))
+    assert code == 1
+    assert len(err) == 1 and err[0].startswith("error: the pipeline failed: ModelDirError: ") and \
+        "cannot load the converted model" in err[0], err
+    assert sorted(os.listdir(tmp_path)) == ["broken"]  # no shard, no temporary folder, no output folder

@@ -185,3 +185,36 @@ def model_for_fixture(fixture_dir):
     model = SSDMobileNetV1(config)
     assign.assign(source.weights, model)
     return model, source.graph_def
+
+
+def save_synthetic_model(directory: str, config, seed: int = 3):
+    """Writes a converted model directory (what `ssd_mobilenet.load` reads) of `config` with the
+    TF1 builder's seeded synthetic weights, assigned as `convert` assigns them; returns the model."""
+    from migrate.tf1 import assign, builder
+    from ssd_mobilenet import SSDMobileNetV1, detector
+
+    model = SSDMobileNetV1(config)
+    assign.assign(builder.synthetic_weights(config, seed=seed), model)
+    os.makedirs(directory, exist_ok=True)
+    detector.save(model, directory)
+    return model
+
+
+def smooth_noise(rng, h, w, c=3) -> np.ndarray:
+    """uint8 [h, w, c]: noise blurred a little, so that JPEG keeps it close and a model sees structure."""
+    x = rng.integers(0, 256, (h + 2, w + 2, c)).astype(np.float32)
+    blurred = sum(x[i:i + h, j:j + w] for i in range(3) for j in range(3)) / 9.0
+    return blurred.astype(np.uint8)
+
+
+def write_image_folder(root, files: dict, truncated_from: str) -> None:
+    """Writes `files` ({relative path: encoded bytes}) below `root`, plus `c_corrupt.jpg` (the first
+    400 bytes of `files[truncated_from]`) and `notes.txt` (not an image)."""
+    for name, data in files.items():
+        os.makedirs(os.path.dirname(os.path.join(root, name)), exist_ok=True)
+        with open(os.path.join(root, name), "wb") as f:
+            f.write(data)
+    with open(os.path.join(root, "c_corrupt.jpg"), "wb") as f:
+        f.write(files[truncated_from][:400])
+    with open(os.path.join(root, "notes.txt"), "w") as f:
+        f.write("not an image")

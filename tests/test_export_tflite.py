@@ -18,8 +18,7 @@ import pytest
 import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 
-from conftest import SHARED, check_detections
-from migrate.tf1 import assign, builder
+from conftest import SHARED, check_detections, save_synthetic_model
 from ssd_mobilenet import SSDMobileNetV1, detector, preprocessing
 from ssd_mobilenet.config import SSDConfig
 from ssd_mobilenet.export import tflite
@@ -37,9 +36,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*tf.lite.Interpreter is depreca
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("tflite_converted"))
-    model = SSDMobileNetV1(CONFIG)
-    assign.assign(builder.synthetic_weights(CONFIG, seed=3), model)
-    detector.save(model, out)
+    save_synthetic_model(out, CONFIG)
     return out
 
 

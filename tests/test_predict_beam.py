@@ -20,11 +20,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO
+from conftest import REPO, save_synthetic_model, smooth_noise, write_image_folder
 from migrate.cli import main
 from migrate.common import console
-from migrate.tf1 import assign, builder
-from ssd_mobilenet import SSDMobileNetV1, detector
+from ssd_mobilenet import detector
 from ssd_mobilenet.config import SSDConfig
 from ssd_mobilenet.export import tflite
 
@@ -40,9 +39,7 @@ BOUND_S = 300  # a pipeline run here takes ~20 s; a hung worker fails the test i
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("beam_converted"))
-    model = SSDMobileNetV1(CONFIG)
-    assign.assign(builder.synthetic_weights(CONFIG, seed=3), model)
-    detector.save(model, out)
+    save_synthetic_model(out, CONFIG)
     return out
 
 
@@ -51,30 +48,15 @@ def folder(tmp_path_factory):
     """JPEG and PNG images of mixed sizes (a subfolder, grayscale, RGBA, a JPEG named without
     extension), a truncated JPEG, a text file, a hidden file and a hidden folder."""
     root = tmp_path_factory.mktemp("beam_images")
-    for sub in ("sub", ".cache"):
-        (root / sub).mkdir()
     rng = np.random.default_rng(7)
-
-    def smooth(h, w, c=3):
-        x = rng.integers(0, 256, (1, h, w, c)).astype(np.float32)
-        return tf.cast(tf.nn.avg_pool2d(x, 3, 1, "SAME")[0], tf.uint8)
-
-    files = {
-        "a_128x128.png": tf.io.encode_png(smooth(128, 128)),
-        "b_257x311.jpg": tf.io.encode_jpeg(smooth(257, 311), quality=90),
-        "c_480x640.jpg": tf.io.encode_jpeg(smooth(480, 640), quality=90),
-        "d_gray_200x150.png": tf.io.encode_png(smooth(200, 150, 1)),
-        "e_rgba_90x120.png": tf.io.encode_png(smooth(90, 120, 4)),
-        "frame_0001": tf.io.encode_jpeg(smooth(100, 160), quality=90),
-        "sub/f_123x457.png": tf.io.encode_png(smooth(123, 457)),
-        "sub/g_300x300.jpg": tf.io.encode_jpeg(smooth(300, 300), quality=90),
-        ".hidden.jpg": tf.io.encode_jpeg(smooth(64, 64), quality=90),
-        ".cache/h.jpg": tf.io.encode_jpeg(smooth(64, 64), quality=90),
-    }
-    for name, data in files.items():
-        (root / name).write_bytes(data.numpy())
-    (root / "c_corrupt.jpg").write_bytes(files["c_480x640.jpg"].numpy()[:400])
-    (root / "notes.txt").write_text("not an image")
+    png = lambda h, w, c=3: tf.io.encode_png(smooth_noise(rng, h, w, c)).numpy()  # noqa: E731
+    jpeg = lambda h, w: tf.io.encode_jpeg(smooth_noise(rng, h, w), quality=90).numpy()  # noqa: E731
+    write_image_folder(root, {
+        "a_128x128.png": png(128, 128), "b_257x311.jpg": jpeg(257, 311), "c_480x640.jpg": jpeg(480, 640),
+        "d_gray_200x150.png": png(200, 150, 1), "e_rgba_90x120.png": png(90, 120, 4), "frame_0001": jpeg(100, 160),
+        "sub/f_123x457.png": png(123, 457), "sub/g_300x300.jpg": jpeg(300, 300),
+        ".hidden.jpg": jpeg(64, 64), ".cache/h.jpg": jpeg(64, 64),
+    }, truncated_from="c_480x640.jpg")
     return str(root)
 
 

@@ -132,10 +132,8 @@ def import_tensorflow_quietly() -> None:
 def _fd2_caught():
     """Within: file descriptor 2 goes to a temporary file, written back to stderr if the block
     raises. Without a usable fd 2 (e.g. stderr closed) the block runs as is."""
-    try:
-        sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError, AttributeError):
+    saved = _saved_fd2()
+    if saved is None:
         yield
         return
     with tempfile.TemporaryFile() as caught:
@@ -149,6 +147,16 @@ def _fd2_caught():
             sys.stderr.flush()
             raise
         _restore_fd2(saved)
+
+
+def _saved_fd2() -> int | None:
+    """A duplicate of file descriptor 2 to put back later, after flushing what Python holds for
+    it; None without a usable one (e.g. stderr closed)."""
+    try:
+        sys.stderr.flush()
+        return os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _restore_fd2(saved: int) -> None:
@@ -181,13 +189,8 @@ def only_project_lines(verbose: bool):
     only the project's own lines (`PROJECT_LINE`) reach the console, unless `verbose`. The
     workers inherit it, so their runner's, TensorFlow's and LiteRT's lines (tracebacks
     included: the command says what failed in one line) stay out whatever their log levels."""
-    if verbose:
-        yield
-        return
-    try:
-        sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError, AttributeError):
+    saved = None if verbose else _saved_fd2()
+    if saved is None:
         yield
         return
     read_end, write_end = os.pipe()

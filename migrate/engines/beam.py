@@ -18,7 +18,8 @@
 - An unreadable image is a line with its error (and a warning), never a failed pipeline.
 
 Runners: without `--runner` in the pipeline options, Beam's local runner with `workers`
-processes (`direct_running_mode=multi_processing`). On a cluster runner the model and the
+processes (`direct_running_mode=multi_processing`), which share the machine's cores: each runs
+TensorFlow's or LiteRT's kernels on the CPU count over `workers` threads. On a cluster runner the model and the
 images must be at paths every worker can read, and the workers need this package installed
 (README: "Batch inference on Apache Beam").
 """
@@ -295,6 +296,15 @@ def pipeline_options(workers: int | None, extra: str | None) -> tuple:
     return options, described
 
 
+def local_workers(options: PipelineOptions) -> int | None:
+    """The worker processes of Beam's local runner on this machine; None for another runner."""
+    from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
+    runner = options.view_as(StandardOptions).runner
+    if runner is not None and str(runner).lower() not in _DIRECT_RUNNERS:
+        return None
+    return options.view_as(DirectOptions).direct_num_workers or 1
+
+
 def _unparsed(options: PipelineOptions) -> list:
     """The arguments Beam's option parsers leave unparsed (Beam only logs "Discarding unparseable
     args" and runs without them)."""
@@ -320,8 +330,7 @@ def _unparsed(options: PipelineOptions) -> list:
 
 def run(model: str, inputs, out: str, workers: int | None = None, pipeline_options_text: str | None = None,
         force: bool = False, batch_size: int | None = None, labels: str | None = None, min_score: float = 0.0,
-        threads: int | None = None, precision: str = "float32", quiet: bool = False, progress=None,
-        warn=None) -> dict:
+        threads: int | None = None, precision: str = "float32", quiet: bool = False, progress=None) -> dict:
     """Runs `predict` as a Beam pipeline; returns predict's summary plus `shards`.
 
     Args:
@@ -333,7 +342,8 @@ def run(model: str, inputs, out: str, workers: int | None = None, pipeline_optio
       pipeline_options_text: more Beam pipeline options, as on a command line.
       batch_size: the largest batch RunInference forms (default 8).
       labels, min_score: as `predict`'s.
-      threads: LiteRT's interpreter threads per worker (a `.tflite` model).
+      threads: LiteRT's interpreter threads per worker (a `.tflite` model; default: on the local
+        runner the CPU count over `workers`).
       precision: the TensorFlow runtime's compute precision.
     Raises:
       images.ImageError, label_map.LabelMapError, ModelDirError, OutputExistsError,
@@ -345,14 +355,21 @@ def run(model: str, inputs, out: str, workers: int | None = None, pipeline_optio
     runtime_name = _runtime_name(model)
     names = label_map.read(labels) if labels else None
     options, described = pipeline_options(workers, pipeline_options_text)
+    local = local_workers(options)
     found = sources(inputs)
     prefix, suffix = shard_names(out)
     before = _existing_shards(prefix, suffix)
     if before and not force:
         raise OutputExistsError(f"{min(before)}: exists (use --force to replace the shards of {out})")
     batch_size = batch_size or DEFAULT_BATCH
-    runtime_options = {"threads": threads} if runtime_name == "LiteRT" else {"batch_size": batch_size,
-                                                                              "precision": precision}
+    # Local workers share this machine's cores: each gets its part, as LiteRT's threads and as
+    # TensorFlow's intra-op threads (TF_NUM_INTRAOP_THREADS, read when a worker's TensorFlow
+    # starts), so that N workers do not each run a pool as wide as the machine.
+    cores = max(1, (os.cpu_count() or 1) // local) if local else None
+    worker_env = {"TF_NUM_INTRAOP_THREADS": str(cores)} if cores and "TF_NUM_INTRAOP_THREADS" not in os.environ \
+        else {}
+    runtime_options = {"threads": threads or cores} if runtime_name == "LiteRT" else {"batch_size": batch_size,
+                                                                                        "precision": precision}
     handler = RuntimeHandler(model, runtime_options, batch_size)
     say(f"{runtime_name} on {described}: {len(found)} source{'s' if len(found) > 1 else ''}, batches of up to "
         f"{batch_size} -> {prefix}-*-of-*{suffix}")
@@ -375,6 +392,7 @@ def run(model: str, inputs, out: str, workers: int | None = None, pipeline_optio
          | "Detect" >> RunInference(handler)
          | "Lines" >> beam.ParDo(ToLine(names, min_score, quiet))
          | "Write" >> beam.io.WriteToText(prefix, file_name_suffix=suffix))
+    os.environ.update(worker_env)  # the local runner's workers start with this environment
     try:
         result = pipeline.run()
         result.wait_until_finish()
@@ -383,6 +401,9 @@ def run(model: str, inputs, out: str, workers: int | None = None, pipeline_optio
         if not folder_existed and os.path.isdir(folder) and not os.listdir(folder):
             os.rmdir(folder)  # made by the sink for the shards that never came
         raise PipelineError(f"the pipeline failed: {_worker_error(e)}") from e
+    finally:
+        for key in worker_env:
+            os.environ.pop(key, None)
     seconds = time.perf_counter() - start
     counters = {c.key.metric.name: c.committed
                 for c in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]}

@@ -14,10 +14,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import REPO, SHARED
+from conftest import REPO, SHARED, save_synthetic_model
 from migrate import predict
-from migrate.tf1 import assign, builder
-from ssd_mobilenet import SSDMobileNetV1, detector
 from ssd_mobilenet.config import SSDConfig
 from ssd_mobilenet.export import tflite
 
@@ -31,11 +29,8 @@ def model(tmp_path_factory):
     """(converted directory, its default `.tflite` file, a label map): a small model with the TF1
     builder's seeded synthetic weights."""
     root = tmp_path_factory.mktemp("litert_predict")
-    model = SSDMobileNetV1(CONFIG)
-    assign.assign(builder.synthetic_weights(CONFIG, seed=3), model)
     converted = str(root / "converted")
-    os.makedirs(converted)
-    detector.save(model, converted)
+    model = save_synthetic_model(converted, CONFIG)
     path = str(root / "model.tflite")
     tflite.export_tflite(model, path)
     (root / "labels.pbtxt").write_text(LABELS)

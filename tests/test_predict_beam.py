@@ -114,21 +114,26 @@ def test_two_workers_write_predicts_lines(converted, folder, tmp_path):
 
 
 def test_tflite_file_on_patterns_gives_predicts_lines(converted, folder, tmp_path):
-    """The LiteRT runtime behind the same pipeline, its inputs a file pattern and a folder: the
-    lines are predict's on the same file, exactly (one image per call in both)."""
+    """The LiteRT runtime behind the same pipeline, its inputs a pattern without a folder (which
+    Beam's local file system matches only with `./` before it), a folder and a file, relative to
+    the working directory: the lines are predict's on the same files, exactly (one image per
+    call in both), with the paths as written."""
     model = str(tmp_path / "model.tflite")
     tflite.export_tflite(detector.load_model(converted), model)
-    inputs = [os.path.join(folder, "*.png"), os.path.join(folder, "sub"), os.path.join(folder, "c_corrupt.jpg")]
     reference = str(tmp_path / "predict.jsonl")
-    assert main(["predict", model, os.path.join(folder, "a_128x128.png"), os.path.join(folder, "d_gray_200x150.png"),
-                 os.path.join(folder, "e_rgba_90x120.png"), os.path.join(folder, "sub"), inputs[2],
-                 "--out", reference, "--quiet", "--min-score", "0.2"]) == 0
+    pngs = sorted(name for name in os.listdir(folder) if name.endswith(".png"))
+    done = subprocess.run([sys.executable, "-m", "migrate", "predict", model, *pngs, "sub", "c_corrupt.jpg", "--out",
+                           reference, "--quiet", "--min-score", "0.2"], cwd=folder, capture_output=True, text=True,
+                          timeout=BOUND_S, env={**os.environ, "PYTHONPATH": REPO})
+    assert done.returncode == 0, done.stderr
     out = str(tmp_path / "results.jsonl")
-    code, err = _pipeline([model, *inputs, "--out", out, "--workers", "2", "--min-score", "0.2", "--quiet"],
-                          cwd=str(tmp_path))
+    code, err = _pipeline([model, "*.png", "sub", "c_corrupt.jpg", "--out", out, "--workers", "2",
+                           "--min-score", "0.2", "--quiet"], cwd=folder)
     assert code == 0, err
     assert [line for line in err if not line.startswith("warning: ")] == [], err  # --quiet
-    assert _shard_lines(out) == {line["image"]: line for line in _lines(reference)}
+    expected = {line["image"]: line for line in _lines(reference)}
+    assert "a_128x128.png" in expected and len(expected) == 6
+    assert _shard_lines(out) == expected
 
 
 @pytest.mark.parametrize("case", ["no_out", "workers_alone", "png", "no_match", "unknown_option", "cluster_workers",

@@ -75,6 +75,9 @@ class Source:
 
     pattern: str
     root: str | None
+    # A pattern without a folder (`*.jpg`), which Beam's local file system matches only as
+    # `./*.jpg`: the `./` is taken off the paths again, so they read as the user wrote them.
+    dot_added: bool = False
 
 
 def _is_url(path: str) -> bool:
@@ -97,14 +100,16 @@ def sources(inputs) -> list:
                 raise images.ImageError(f"{item}: not a JPEG or PNG image (neither by extension nor content)")
             found.append(Source(item, None))
         elif _is_url(item) or _GLOB.search(item):
+            dot_added = not _is_url(item) and not os.path.dirname(_GLOB.split(item, 1)[0])
+            pattern = os.path.join(os.curdir, item) if dot_added else item
             try:
-                matched = FileSystems.match([item], [1])[0].metadata_list
+                matched = FileSystems.match([pattern], [1])[0].metadata_list
             except Exception as e:  # noqa: BLE001 - Beam's file systems raise their own kinds (no scheme, no access)
                 raise images.ImageError(f"{item}: cannot list: {_first_line(e)}") from None
             if not matched:
                 raise images.ImageError(f"{item}: no file matches")
-            prefix = _GLOB.split(item, 1)[0]
-            found.append(Source(item, prefix if prefix.endswith("/") else os.path.dirname(prefix)))
+            prefix = _GLOB.split(pattern, 1)[0]
+            found.append(Source(pattern, prefix if prefix.endswith("/") else os.path.dirname(prefix), dot_added))
         else:
             raise images.ImageError(f"{item}: no such file or folder")
     return found
@@ -143,7 +148,7 @@ def matched_images(source: Source):
         if any(part.startswith(".") for part in re.split(r"[/\\]", below)):
             continue  # `.git/`, macOS `._photo.jpg`: metadata, not images
         if images.has_image_extension(path) or _has_image_magic(path):
-            yield path
+            yield path[len(os.curdir + os.sep):] if source.dot_added else path
 
 
 def _has_image_magic(path: str) -> bool:

@@ -553,6 +553,7 @@ def _predict_engine(args) -> int:
     """`predict --engine beam`: the pipeline of `migrate.engines.beam`, its workers' stderr
     reduced to the project's lines (`console.only_project_lines`) unless --verbose."""
     from migrate.common import console, images
+    from migrate.runtimes.base import MAX_BATCH
     from ssd_mobilenet import label_map
     problem = None
     if not args.engine:
@@ -561,8 +562,13 @@ def _predict_engine(args) -> int:
         problem = "--engine beam: needs --out FILE (the pipeline writes its lines in shards named after it)"
     elif args.workers is not None and args.workers < 1:
         problem = f"--workers {args.workers}: must be >= 1"
-    elif args.batch is not None and not 1 <= args.batch <= 64:
-        problem = f"--batch {args.batch}: must be 1..64"
+    elif args.batch is not None and not 1 <= args.batch <= MAX_BATCH:
+        problem = f"--batch {args.batch}: must be 1..{MAX_BATCH}"
+    elif args.threads is not None and not os.path.isfile(args.converted):
+        problem = (f"--threads: LiteRT's threads, for a .tflite MODEL; {args.converted} is a converted directory "
+                   "(the local runner gives each worker's TensorFlow its share of the cores)")
+    elif args.precision != "float32" and os.path.isfile(args.converted):
+        problem = f"--precision: sets up TensorFlow, which does not run {args.converted} (a .tflite file)"
     else:
         given = [flag for flag, name in _NOT_ENGINE_OPTIONS.items() if getattr(args, name) not in (None, False)]
         if given:

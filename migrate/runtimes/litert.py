@@ -29,11 +29,14 @@ class LiteRTRuntime:
 
     def __init__(self, path: str, threads: int | None = None, say=None, warn=None):
         from migrate.common import console
-        try:
-            with console.native_stderr_quieted():  # "INFO: Created TensorFlow Lite XNNPACK delegate for CPU."
+        problem = None
+        with console.native_stderr_quieted():  # "INFO: Created TensorFlow Lite XNNPACK delegate for CPU."
+            try:
                 self.file = model_file.ModelFile(path, threads=threads or os.cpu_count())
-        except model_file.ModelFileError as e:
-            raise ModelDirError(str(e)) from None
+            except model_file.ModelFileError as e:
+                problem = str(e)  # raised outside: the quieted lines are shown only for a crash
+        if problem:
+            raise ModelDirError(problem)
         self._lock = threading.Lock()
         (say or (lambda msg: None))(f"{path}: {self.file.kind}, LiteRT with {self.file.threads} "
                                     f"thread{'s' if self.file.threads > 1 else ''}")

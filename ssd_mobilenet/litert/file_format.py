@@ -74,9 +74,20 @@ def custom_op_options(tflite_bytes: bytes) -> list:
             buffer = model.Buffers(tensor.Buffer())
             anchors = None
             if buffer.DataLength():
-                anchors = np.frombuffer(buffer.DataAsNumpy().tobytes(), np.float32).reshape(tensor.ShapeAsNumpy())
+                anchors = _constant(tensor, buffer, schema)
             found.append((attributes, anchors))
     return found
+
+
+def _constant(tensor, buffer, schema) -> np.ndarray:
+    """A constant tensor's values as float32: float32 as stored; uint8 (TOCO's quantized
+    anchors in the zoo's quantization-aware files) dequantized, (q - zero_point) * scale."""
+    data = buffer.DataAsNumpy().tobytes()
+    if tensor.Type() == schema.TensorType.UINT8:
+        q = tensor.Quantization()
+        values = (np.frombuffer(data, np.uint8).astype(np.float64) - q.ZeroPoint(0)) * q.Scale(0)
+        return values.astype(np.float32).reshape(tensor.ShapeAsNumpy())
+    return np.frombuffer(data, np.float32).reshape(tensor.ShapeAsNumpy())
 
 
 def read_metadata(tflite_bytes: bytes) -> dict | None:

@@ -410,9 +410,11 @@ def run(model: str, inputs, out: str, workers: int | None = None, pipeline_optio
         for key in worker_env:
             os.environ.pop(key, None)
     seconds = time.perf_counter() - start
-    # Committed counts where the runner keeps them; some runners report attempted ones only.
-    counters = {c.key.metric.name: (c.committed if c.committed is not None else c.attempted) or 0
-                for c in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]}
+    counters = {}
+    for c in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]:
+        # Committed counts where the runner keeps them; some runners report attempted ones only.
+        value = (c.committed if c.committed is not None else c.attempted) or 0
+        counters[c.key.metric.name] = counters.get(c.key.metric.name, 0) + value
     after = _existing_shards(prefix, suffix)
     # An earlier run's shards that this run's did not replace (it wrote fewer): removed.
     stale = [path for path, mtime in before.items() if after.get(path) == mtime]

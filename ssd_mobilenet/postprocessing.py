@@ -61,13 +61,16 @@ def clip_to_unit_window(boxes):
     return tf.stack([ymin, xmin, ymax, xmax], axis=-1), (ymax - ymin) * (xmax - xmin)
 
 
-def _per_class_nms(boxes, scores, keep, config: SSDConfig, first: int = 0):
+def _per_class_nms(boxes, scores, keep, config: SSDConfig, first: int = 0, columns_by_transpose: bool = False):
     """NMS of every class on one image.
 
     Args:
       boxes: float32 [A, 4] boxes NMS compares.
       scores: float32 [A, slots] class scores; columns before `first` (background) are skipped.
       keep: bool [A, 1], or None for all: candidates allowed into NMS besides the score test.
+      columns_by_transpose: take the class columns as the rows of the transpose [slots, A]: for
+        TFLite, whose UNPACK along axis 1 copies element by element where a TRANSPOSE and an
+        UNPACK of rows move whole blocks; the same values either way.
     Returns:
       indices int32 [K, M] (anchor indices, NMS order, padded) and valid bool [K, M],
       M = min(max_detections_per_class, A).
@@ -80,8 +83,9 @@ def _per_class_nms(boxes, scores, keep, config: SSDConfig, first: int = 0):
     # identical outputs).
     selected, counts = [], []
     # One unstack along the classes gives each class's contiguous column (a strided slice per
-    # class would add one op per class; a transpose first, one more pass over the scores).
-    columns = tf.unstack(scores, axis=1)
+    # class would add one op per class). A transpose first is one more pass over the scores in
+    # TensorFlow (oneDNN reorders it), and the cheaper way in TFLite: `columns_by_transpose`.
+    columns = tf.unstack(tf.transpose(scores), axis=0) if columns_by_transpose else tf.unstack(scores, axis=1)
     if keep is not None:
         # Anything not kept is pushed to -inf (or NaN from +inf), which the kernel's strict
         # `score > threshold` rejects; adding 0 leaves every kept score as it compares (-0.0
@@ -103,15 +107,18 @@ def _per_class_nms(boxes, scores, keep, config: SSDConfig, first: int = 0):
     return selected, valid
 
 
-def _postprocess_image(boxes, multiclass_scores, config: SSDConfig):
-    """One image: decoded boxes [A, 4], scores with background [A, slots]."""
+def _postprocess_image(boxes, multiclass_scores, config: SSDConfig, columns_by_transpose: bool = False):
+    """One image: decoded boxes [A, 4], scores with background [A, slots]; `columns_by_transpose`:
+    `_per_class_nms`'s."""
     first = 1 if config.add_background_class else 0  # the background column is not a class
     num_classes = config.num_classes
     clipped, area = clip_to_unit_window(boxes)
     if config.nms_variant == NMS_CLIP_BEFORE:
-        selected, valid = _per_class_nms(clipped, multiclass_scores, (area > 0.0)[:, None], config, first)
+        selected, valid = _per_class_nms(clipped, multiclass_scores, (area > 0.0)[:, None], config, first,
+                                         columns_by_transpose)
     else:
-        selected, valid = _per_class_nms(boxes, multiclass_scores, None, config, first)
+        selected, valid = _per_class_nms(boxes, multiclass_scores, None, config, first,
+                                         columns_by_transpose)
     m = selected.shape[1]
     flat_idx = tf.reshape(selected, [-1])
     flat_cls = tf.reshape(tf.tile(tf.range(num_classes)[:, None], [1, m]), [-1])
@@ -145,9 +152,11 @@ def _postprocess_image(boxes, multiclass_scores, config: SSDConfig):
             tf.pad(tf.where(real, anchor_idx, 0), [[0, pad]]))
 
 
-def postprocess_image(boxes, multiclass_scores, config: SSDConfig) -> tuple:
+def postprocess_image(boxes, multiclass_scores, config: SSDConfig, columns_by_transpose: bool = False) -> tuple:
     """One image's post-processing, what `postprocess` maps over the batch; for exports with a
-    static batch of one (TFLite), which need no loop around it.
+    static batch of one (TFLite), which need no loop around it. `columns_by_transpose`: each
+    class's scores from a transpose of `multiclass_scores` (cheaper in TFLite's kernels:
+    `_per_class_nms`), the same detections.
 
     Args:
       boxes: float32 [A, 4] decoded boxes, unclipped; multiclass_scores: float32 [A, slots]
@@ -157,7 +166,7 @@ def postprocess_image(boxes, multiclass_scores, config: SSDConfig) -> tuple:
       num_detections [], multiclass scores [D, slots], anchor indices int32 [D]),
       D = max_total_detections.
     """
-    return _postprocess_image(boxes, multiclass_scores, config)
+    return _postprocess_image(boxes, multiclass_scores, config, columns_by_transpose)
 
 
 def postprocess(box_encodings_decoded, class_logits, config: SSDConfig) -> dict:

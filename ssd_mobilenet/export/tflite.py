@@ -122,13 +122,19 @@ def _per_class(folded, heads, max_detections: int) -> dict:
     values either way; an integer file dequantizes each map's heads on their own grid)."""
     config = folded.config.replace(max_total_detections=max_detections)
     boxes, scores, start = [], [], 0
+
+    def drop_batch(x):
+        # A reshape, not `x[0]`: TFLite's STRIDED_SLICE copies [1, A, slots] element by element,
+        # a RESHAPE the buffer whole; the same values (docs/measurements.md, "LiteRT's post-processing").
+        return tf.reshape(x, x.shape[1:])
+
     for codes, logits in heads:
         count = int(codes.shape[1])
-        boxes.append(box_coder.decode(codes, folded.anchors[start:start + count], config.box_coder_scales)[0])
-        scores.append(postprocessing.convert_scores(logits, config)[0])
+        boxes.append(drop_batch(box_coder.decode(codes, folded.anchors[start:start + count], config.box_coder_scales)))
+        scores.append(drop_batch(postprocessing.convert_scores(logits, config)))
         start += count
     boxes, scores = (boxes[0], scores[0]) if len(heads) == 1 else (tf.concat(boxes, 0), tf.concat(scores, 0))
-    boxes, scores, classes, num = postprocessing.postprocess_image(boxes, scores, config)[:4]
+    boxes, scores, classes, num = postprocessing.postprocess_image(boxes, scores, config, columns_by_transpose=True)[:4]
     return {"detection_boxes": boxes[None], "detection_scores": scores[None],
             "detection_classes": classes[None] + 1.0,  # label_id_offset, as `postprocess`
             "num_detections": num[None]}

@@ -44,8 +44,9 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.ml.inference.base import ModelHandler, RunInference
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
+from migrate import predict
 from migrate.common import images
 from migrate.runtimes.base import DEFAULT_BATCH, ModelDirError, Result
 
@@ -209,7 +210,6 @@ class ToLine(beam.DoFn):
         self.progress = _progress_of_this_process()
 
     def process(self, result):
-        from migrate import predict
         line = predict.record(result, self.labels, self.min_score)
         self.images.inc()
         if result.error is not None:
@@ -267,7 +267,8 @@ def _existing_shards(prefix: str, suffix: str) -> dict:
 
 
 def pipeline_options(workers: int | None, extra: str | None) -> tuple:
-    """-> (PipelineOptions, the runner's description) for `--workers` and `--pipeline-options`.
+    """-> (PipelineOptions, the runner's description, the local runner's worker processes or None
+    for another runner) for `--workers` and `--pipeline-options`.
 
     Raises:
       EngineOptionError: `--pipeline-options` that do not parse, or `--workers` with a runner
@@ -277,37 +278,24 @@ def pipeline_options(workers: int | None, extra: str | None) -> tuple:
         args = shlex.split(extra or "")
     except ValueError as e:
         raise EngineOptionError(f"--pipeline-options: {e}") from None
-    runner = None
-    for i, arg in enumerate(args):
-        if arg.startswith("--runner="):
-            runner = arg.split("=", 1)[1]
-        elif arg == "--runner" and i + 1 < len(args):
-            runner = args[i + 1]
-    if runner is None or runner.lower() in _DIRECT_RUNNERS:
-        workers = workers or 1
-        args = [f"--direct_num_workers={workers}", "--direct_running_mode=multi_processing", *args]
-        described = f"Beam's local runner, {workers} worker process{'es' if workers > 1 else ''}"
+    runner = PipelineOptions(args).view_as(StandardOptions).runner
+    local = None
+    if runner is None or str(runner).lower() in _DIRECT_RUNNERS:
+        local = workers or 1
+        args = [f"--direct_num_workers={local}", "--direct_running_mode=multi_processing", *args]
+        described = f"Beam's local runner, {local} worker process{'es' if local > 1 else ''}"
     elif workers is not None:
         raise EngineOptionError(f"--workers: the worker processes of Beam's local runner; {runner} counts its "
                                 "workers with its own option in --pipeline-options (e.g. --num_workers on "
                                 "Dataflow, --parallelism on Flink)")
     else:
-        described = runner
+        described = str(runner)
     options = PipelineOptions(args)
     ignored = _unparsed(options)
     if ignored:
         raise EngineOptionError(f"--pipeline-options: {' '.join(ignored)}: not an option of Beam's runners "
                                 "(python -m apache_beam.examples.wordcount --help lists them)")
-    return options, described
-
-
-def local_workers(options: PipelineOptions) -> int | None:
-    """The worker processes of Beam's local runner on this machine; None for another runner."""
-    from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
-    runner = options.view_as(StandardOptions).runner
-    if runner is not None and str(runner).lower() not in _DIRECT_RUNNERS:
-        return None
-    return options.view_as(DirectOptions).direct_num_workers or 1
+    return options, described, local
 
 
 def _unparsed(options: PipelineOptions) -> list:
@@ -359,8 +347,7 @@ def run(model: str, inputs, out: str, workers: int | None = None, pipeline_optio
     say = progress or (lambda msg: None)
     runtime_name = _runtime_name(model)
     names = label_map.read(labels) if labels else None
-    options, described = pipeline_options(workers, pipeline_options_text)
-    local = local_workers(options)
+    options, described, local = pipeline_options(workers, pipeline_options_text)
     found = sources(inputs)
     prefix, suffix = shard_names(out)
     before = _existing_shards(prefix, suffix)

@@ -52,15 +52,13 @@ class LiteRTRuntime:
             try:
                 image = images.read_image(path)
             except images.ImageError as e:
-                reason = str(e)
-                yield Result(path, error=reason.split(": ", 1)[1] if reason.startswith(path + ": ") else reason)
+                yield _unreadable(path, e)
                 continue
-            yield from_outputs(path, image.shape[0], image.shape[1], self.file.detect(image))
+            yield self._detect(path, image)
 
     def results_of_encoded(self, items) -> list:
         """Encoded images, already read (by an engine's file systems) -> one `Result` each, in
-        order, as `results` gives for those files. Threads may call it at once: the
-        interpreter runs one image at a time.
+        order, as `results` gives for those files. Threads may call it at once.
 
         Args:
           items: (path, encoded bytes) pairs.
@@ -68,20 +66,28 @@ class LiteRTRuntime:
         results = []
         for path, data in items:
             try:
-                image = images.decode(data)
-            except ValueError as e:
-                results.append(Result(path, error="cannot read image: "
-                                      + (str(e).splitlines()[0] if str(e) else "not an image")))
+                image = images.decode_named(data, path)
+            except images.ImageError as e:
+                results.append(_unreadable(path, e))
                 continue
-            with self._lock:
-                outputs = self.file.detect(image)
-            results.append(from_outputs(path, image.shape[0], image.shape[1], outputs))
+            results.append(self._detect(path, image))
         return results
+
+    def _detect(self, path: str, image: np.ndarray) -> Result:
+        with self._lock:  # the interpreter runs one image at a time
+            outputs = self.file.detect(image)
+        return from_outputs(path, image.shape[0], image.shape[1], outputs)
 
     @staticmethod
     def read_image(path) -> np.ndarray:
         """The image as this runtime decodes it, uint8 [H, W, 3]."""
         return images.read_image(path)
+
+
+def _unreadable(path: str, error: images.ImageError) -> Result:
+    """The `Result` of an image that cannot be read: the error's reason, without the path it names."""
+    reason = str(error)
+    return Result(path, error=reason[len(path) + 2:] if reason.startswith(path + ": ") else reason)
 
 
 def runner(path: str, threads: int | None = None):

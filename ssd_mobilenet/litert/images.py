@@ -65,6 +65,11 @@ def read_image(path) -> np.ndarray:
             data = f.read()
     except OSError as e:
         raise ImageError(f"{path}: cannot read image: {e.strerror or e}") from None
+    return decode_named(data, path)
+
+
+def decode_named(data: bytes, path: str) -> np.ndarray:
+    """`decode`, its errors as an `ImageError` naming `path` (the file the bytes were read from)."""
     try:
         return decode(data)
     except ValueError as e:

@@ -584,11 +584,10 @@ def _predict_engine(args) -> int:
               file=sys.stderr)
         return EXIT_BAD_INPUT
     quiet_env = {} if args.verbose else {"TF_CPP_MIN_LOG_LEVEL": "3", console.QUIET_ENV: "1"}
-    saved_env = {key: os.environ.get(key) for key in quiet_env}
-    os.environ.update(quiet_env)  # read by the workers, which inherit this environment
     restore_logs = beam.quiet_driver_logs(args.verbose)
     try:
-        with console.only_project_lines(args.verbose):
+        # The workers inherit the environment (quiet TensorFlow) and file descriptor 2.
+        with console.environment(quiet_env), console.only_project_lines(args.verbose):
             summary = beam.run(args.converted, args.images, out=args.out, workers=args.workers,
                                pipeline_options_text=args.pipeline_options, force=args.force, batch_size=args.batch,
                                labels=args.labels, min_score=args.min_score, threads=args.threads,
@@ -602,11 +601,6 @@ def _predict_engine(args) -> int:
         return EXIT_FAIL
     finally:
         restore_logs()
-        for key, value in saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
     args.out = f"{args.out} ({len(summary['shards'])} shard{'s' if len(summary['shards']) != 1 else ''})"
     return _predict_summary(args, summary)
 

@@ -76,6 +76,22 @@ def tensorflow_output(verbose: bool):
 
 
 @contextlib.contextmanager
+def environment(updates: dict):
+    """`updates` in `os.environ` for the block (for the processes it starts), then the values
+    before it put back (variables that were unset are unset again)."""
+    saved = {key: os.environ.get(key) for key in updates}
+    os.environ.update(updates)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@contextlib.contextmanager
 def litert_output(verbose: bool):
     """For a command that runs LiteRT and never imports TensorFlow (`predict` on a `.tflite`
     file): the interpreter's native lines (`native_stderr_quieted`) only when `verbose`."""

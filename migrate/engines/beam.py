@@ -47,7 +47,7 @@ from apache_beam.ml.inference.base import ModelHandler, RunInference
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from migrate import predict
-from migrate.common import images
+from migrate.common import console, images
 from migrate.runtimes.base import DEFAULT_BATCH, ModelDirError, Result
 
 NAMESPACE = "ssd_mobilenet_migrate"
@@ -384,18 +384,15 @@ def run(model: str, inputs, out: str, workers: int | None = None, pipeline_optio
          | "Detect" >> RunInference(handler)
          | "Lines" >> beam.ParDo(ToLine(names, min_score, quiet))
          | "Write" >> beam.io.WriteToText(prefix, file_name_suffix=suffix))
-    os.environ.update(worker_env)  # the local runner's workers start with this environment
     try:
-        result = pipeline.run()
-        result.wait_until_finish()
+        with console.environment(worker_env):  # the local runner's workers start with this environment
+            result = pipeline.run()
+            result.wait_until_finish()
     except Exception as e:  # noqa: BLE001 - a worker's failure reaches the driver as any exception
         _remove_beam_temp_dirs(prefix, temp_before)
         if not folder_existed and os.path.isdir(folder) and not os.listdir(folder):
             os.rmdir(folder)  # made by the sink for the shards that never came
         raise PipelineError(f"the pipeline failed: {_worker_error(e)}") from e
-    finally:
-        for key in worker_env:
-            os.environ.pop(key, None)
     seconds = time.perf_counter() - start
     counters = {}
     for c in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]:

@@ -51,28 +51,19 @@ TENSORFLOW_MODULES = r"(tensorflow|keras|tf_keras|tf_slim)(\.|$)"
 def tensorflow_output(verbose: bool):
     """For the duration of one command: TensorFlow's console output only when `verbose`.
     Everything set here is put back on exit (`main` is also called in-process, by tests)."""
-    saved_env = {k: os.environ.get(k) for k in ("TF_CPP_MIN_LOG_LEVEL", QUIET_ENV)}
-    try:
-        if verbose:
-            # As before --verbose existed: C++ INFO and WARNING lines off unless the user says otherwise.
-            os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if verbose:
+        # As before --verbose existed: C++ INFO and WARNING lines off unless the user says otherwise.
+        with environment({"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}):
             yield
-            return
-        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"  # 2.: read when the libraries load, so before the import
-        os.environ[QUIET_ENV] = "1"
-        with warnings.catch_warnings():  # puts the filters back
-            restore_logs = _quiet_python_logs()  # 3. and 4.
-            try:
-                import_tensorflow_quietly()  # 1.
-                yield
-            finally:
-                restore_logs()
-    finally:
-        for key, value in saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        return
+    # 2.: read when the libraries load, so before the import.
+    with environment({"TF_CPP_MIN_LOG_LEVEL": "3", QUIET_ENV: "1"}), warnings.catch_warnings():  # filters put back
+        restore_logs = _quiet_python_logs()  # 3. and 4.
+        try:
+            import_tensorflow_quietly()  # 1.
+            yield
+        finally:
+            restore_logs()
 
 
 @contextlib.contextmanager

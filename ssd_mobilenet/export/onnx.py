@@ -1,0 +1,165 @@
+"""ONNX export: the converted detector as one `.onnx` file for ONNX Runtime, OpenVINO and TensorRT.
+
+The file (contract: `ssd_mobilenet.onnx_file`) is a static graph, opset `OPSET` (13), with no
+Loop, If, Scan or Sequence op:
+
+- input `input_tensor` uint8 [1, H, W, 3] of any H, W (`input_type="uint8"`, the default): the
+  file casts the photo to float32, resizes it to the model's size with the TF1 graph's legacy
+  kernel (ONNX `Resize`, coordinate_transformation_mode "asymmetric": TF's `in = out * in / out`
+  without half-pixel centres; "linear" for BILINEAR, "nearest" with nearest_mode "floor" for
+  NEAREST_NEIGHBOR) and scales it by `x * float32(2/255) - 1`, in the graph's order
+  (`normalize_before_resize`). A graph whose resize has no such ONNX form (BICUBIC, AREA) gets a
+  fixed [1, h, w, 3] instead, as its `.tflite` file does. Or `normalized_input_image_tensor`
+  float32 [1, h, w, 3] at the model's size, already scaled (`input_type="float32"`: TensorRT
+  refuses uint8 inputs);
+- the network: the inference copy of the Keras model (batch norm folded, weights as constants,
+  `tflite._network`), the box decoding (`box_coder.decode`, FasterRcnnBoxCoder with the config's
+  scales) and the score conversion (`postprocessing.convert_scores`: sigmoid, or softmax with
+  the logit scale, and the background slicing of the graph's release), traced as one
+  `tf.function` and converted by tf2onnx: each TF op becomes its ONNX counterpart;
+- the post-processing (`onnx_postprocessing`, built with `onnx.helper`): clip, empty boxes
+  dropped as the config's `nms_variant` drops them, one NonMaxSuppression over all classes,
+  the global TopK, the OD API's four outputs padded as TF1 pads them.
+
+`onnx.checker.check_model(full_check=True)` passes on every file `convert` returns.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import onnx
+import tensorflow as tf
+
+from ssd_mobilenet import box_coder, postprocessing
+from ssd_mobilenet.export import onnx_postprocessing, tflite
+from ssd_mobilenet.onnx_file import (FLOAT32, INPUT_NAMES, INPUT_TYPES, METADATA_NAME,  # noqa: F401
+                                     METADATA_VERSION, OUTPUT_KEYS, UINT8)
+
+OPSET = onnx_postprocessing.OPSET
+# Ops a file of this exporter must not hold: control flow and sequences, which TensorRT's
+# parser refuses (Loop) or handles poorly, and which the TF1 graph's tf2onnx export is full of.
+FORBIDDEN_OPS = ("Loop", "If", "Scan", "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase",
+                 "SequenceInsert", "SequenceLength", "SplitToSequence", "ConcatFromSequence")
+_NETWORK_OUTPUTS = ("decoded_boxes", "class_scores")
+
+
+def any_size(config, input_type: str) -> bool:
+    """Whether the file takes photos of any size and resizes them itself (`tflite.any_size`:
+    uint8 input, and a BILINEAR or NEAREST_NEIGHBOR resize)."""
+    return tflite.any_size(config, input_type)
+
+
+def _network_function(model, input_type: str):
+    """(folded copy, tf.function: the input [1, ...] -> (boxes [1, A, 4] decoded, unclipped,
+    scores [1, A, slots] converted), its input spec), the part tf2onnx converts."""
+    folded, network = tflite._network(model, input_type)
+    config = folded.config
+    anchors = np.asarray(folded.anchors, np.float32)
+
+    def heads(image):
+        codes, logits = network(image)
+        # The anchors become a constant of the traced graph (a tensor made outside it would be a
+        # captured input, which tf2onnx turns into a second graph input).
+        boxes = box_coder.decode(codes, anchors, config.box_coder_scales)
+        scores = postprocessing.convert_scores(logits, config)
+        return tf.identity(boxes, name=_NETWORK_OUTPUTS[0]), tf.identity(scores, name=_NETWORK_OUTPUTS[1])
+
+    dtype = tf.uint8 if input_type == UINT8 else tf.float32
+    size = [None, None] if any_size(config, input_type) else [config.image_height, config.image_width]
+    spec = tf.TensorSpec([1, *size, 3], dtype, name=INPUT_NAMES[input_type])
+    return folded, tf.function(heads), spec
+
+
+def metadata(config, input_type: str, max_detections: int) -> dict:
+    """The file's `METADATA_NAME` property: what its readers cannot tell from the graph alone."""
+    return {"version": METADATA_VERSION, "image_size": [config.image_height, config.image_width],
+            "resize_method": config.resize_method, "normalize_before_resize": bool(config.normalize_before_resize),
+            "any_size": any_size(config, input_type), "num_classes": int(config.num_classes),
+            "nms_variant": config.nms_variant, "input": input_type, "max_detections": int(max_detections),
+            "opset": OPSET, "int8": False}
+
+
+def _quiet_tf2onnx(verbose: bool):
+    """tf2onnx logs every conversion step at INFO on its own loggers; they are not the user's
+    lines unless `verbose`. Returns a function that puts the levels back."""
+    loggers = [logging.getLogger(name) for name in ("tf2onnx", "tf2onnx.tfonnx", "tf2onnx.optimizer")]
+    saved = [lg.level for lg in loggers]
+    if not verbose:
+        for lg in loggers:
+            lg.setLevel(logging.ERROR)
+
+    def restore():
+        for lg, level in zip(loggers, saved):
+            lg.setLevel(level)
+    return restore
+
+
+def convert(model, input_type: str = UINT8, max_detections: int | None = None, verbose: bool = False):
+    """The ONNX model (`onnx.ModelProto`) of `model` (an `SSDMobileNetV1` with its weights, batch
+    norm unfolded, as `detector.load_model` returns it), per the module docstring.
+
+    Raises:
+      ValueError: an unknown input type, max_detections < 1, or a quantization-aware model (its
+        fake-quant steps have no exact ONNX form here yet).
+    """
+    if input_type not in INPUT_TYPES:
+        raise ValueError(f"input_type must be one of {', '.join(INPUT_TYPES)}, got {input_type!r}")
+    max_detections = int(max_detections or model.config.max_total_detections)
+    if max_detections < 1:
+        raise ValueError(f"max_detections must be >= 1, got {max_detections}")
+    if model.config.weight_bits:
+        raise ValueError("a quantization-aware model has no ONNX export yet (its integer ranges would need QDQ nodes)")
+    import tf2onnx
+
+    folded, function, spec = _network_function(model, input_type)
+    restore = _quiet_tf2onnx(verbose)
+    try:
+        network, _ = tf2onnx.convert.from_function(function, input_signature=[spec],
+                                                   opset=OPSET)
+    finally:
+        restore()
+    # tf2onnx names the outputs after the tensors (`decoded_boxes:0`), in the function's order.
+    boxes_name, scores_name = [o.name for o in network.graph.output]
+    post = onnx_postprocessing.graph(folded.config, int(folded.anchors.shape[0]), max_detections)
+    post.ir_version = network.ir_version
+    merged = onnx.compose.merge_models(network, post, io_map=[(boxes_name, onnx_postprocessing.INPUT_BOXES),
+                                                              (scores_name, onnx_postprocessing.INPUT_SCORES)])
+    # tf2onnx names the input after the spec without the ":0" it gives tensors; make sure of it.
+    (graph_input,) = merged.graph.input
+    wanted = INPUT_NAMES[input_type]
+    if graph_input.name != wanted:
+        for node in merged.graph.node:
+            node.input[:] = [wanted if name == graph_input.name else name for name in node.input]
+        graph_input.name = wanted
+    # merge_models lists the default domain's opset once per model it merged; once is enough.
+    opsets = {(o.domain, o.version) for o in merged.opset_import}
+    del merged.opset_import[:]
+    merged.opset_import.extend(onnx.helper.make_opsetid(domain, version) for domain, version in sorted(opsets))
+    merged.graph.name = "ssd_mobilenet_v1"
+    merged.producer_name, merged.producer_version = "ssd-mobilenet-migrate", "0.1.0"
+    del merged.metadata_props[:]
+    onnx.helper.set_model_props(merged, {METADATA_NAME: json.dumps(metadata(folded.config, input_type,
+                                                                             max_detections), sort_keys=True)})
+    onnx.checker.check_model(merged, full_check=True)
+    forbidden = sorted({n.op_type for n in merged.graph.node} & set(FORBIDDEN_OPS))
+    if forbidden:  # a guard on tf2onnx's output: the file's promise is a static graph
+        raise RuntimeError(f"the ONNX graph holds {', '.join(forbidden)}")
+    return merged
+
+
+def operator_names(model) -> list:
+    """The sorted op types of an ONNX model (`onnx.ModelProto`)."""
+    return sorted({node.op_type for node in model.graph.node})
+
+
+def export_onnx(model, path: str, input_type: str = UINT8, max_detections: int | None = None,
+                verbose: bool = False) -> onnx.ModelProto:
+    """Writes `convert(model, ...)` to `path`, atomically (nothing is left at `path` on an error);
+    returns the ONNX model."""
+    from ssd_mobilenet.atomic_write import write_bytes
+    proto = convert(model, input_type, max_detections, verbose)
+    write_bytes(path, proto.SerializeToString())
+    return proto

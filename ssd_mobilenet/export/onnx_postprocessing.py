@@ -1,0 +1,168 @@
+"""The TF1 graph's post-processing (`ssd_mobilenet.postprocessing`) as an ONNX graph: one
+`NonMaxSuppression` for all classes, no Loop, If, Scan or Sequence op.
+
+`graph(config, num_anchors, max_detections)` takes the decoded boxes and the converted scores
+of one image and gives the OD API's four outputs:
+
+- inputs `boxes` float32 [1, A, 4] ([ymin, xmin, ymax, xmax], normalised, unclipped: the box
+  coder's output) and `scores` float32 [1, A, slots] (`postprocessing.convert_scores`, the
+  background column first when the model has one);
+- outputs `detection_boxes` [1, D, 4] (clipped to [0, 0, 1, 1]), `detection_scores` [1, D],
+  `detection_classes` [1, D] (1-based, float32; padded rows read 1.0 as TF1's do),
+  `num_detections` [1]; D = `max_detections`.
+
+What it does, in the order of `postprocessing._postprocess_image`:
+
+1. clip the boxes to the unit window and take their clipped areas;
+2. the class columns of the scores as [1, classes, A]; every score not strictly above the
+   threshold set to -inf, and with `clip_before_nms` every score of a box the clip leaves
+   empty (area <= 0) too. TF1's NMS keeps `score > threshold`, ONNX Runtime's does too, but
+   OpenVINO's keeps `score >= threshold`: with the scores at the threshold already at -inf,
+   both runtimes select the same boxes;
+3. one `NonMaxSuppression` over all classes: on the clipped boxes (`clip_before_nms`) or the
+   unclipped ones (`clip_after_sort`), each class capped at `max_detections_per_class`, with
+   the config's IoU and score thresholds. ONNX leaves the order of its selected triples to the
+   runtime, so nothing below depends on it;
+4. each selected (class, anchor) writes its score into a dense [classes * A] row at
+   `class * A + anchor`, -inf elsewhere (`clip_after_sort`: -inf also for a box empty once
+   clipped, which TF1 drops after the sort). A `TopK` of that row takes the best D: ONNX's
+   TopK puts the lower index first among equal values, so ties come out lower class first,
+   then lower anchor index first, which is TF1's order (its sort of the class-major list of
+   NMS results, whose NMS breaks score ties by the lower box index);
+5. rows past the number of detections are zeros (classes 1.0), as TF1 pads them.
+
+Built with `onnx.helper`; the opset is `OPSET`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from ssd_mobilenet.config import NMS_CLIP_BEFORE
+
+# ONNX opset of the file: 13 has every op used here (NonMaxSuppression since 10 / 11, TopK's
+# lower-index-first tie order since 11, Split and ReduceSum with their axes as inputs), and
+# is one TensorRT's, ONNX Runtime's and OpenVINO's parsers all read.
+OPSET = 13
+
+INPUT_BOXES, INPUT_SCORES = "boxes", "scores"
+OUTPUT_KEYS = ("detection_boxes", "detection_scores", "detection_classes", "num_detections")
+
+
+class _Builder:
+    """Nodes and constants of one graph, each output named after its node."""
+
+    def __init__(self, prefix: str):
+        self.nodes, self.initializers, self.prefix, self.count = [], [], prefix, 0
+
+    def const(self, value, dtype, name: str) -> str:
+        full = f"{self.prefix}{name}"
+        self.initializers.append(numpy_helper.from_array(np.asarray(value, dtype), full))
+        return full
+
+    def op(self, op_type: str, inputs, name: str, outputs: int = 1, **attrs):
+        self.count += 1
+        names = [f"{self.prefix}{name}" if outputs == 1 else f"{self.prefix}{name}_{i}" for i in range(outputs)]
+        self.nodes.append(helper.make_node(op_type, list(inputs), names, name=f"{self.prefix}{name}_node", **attrs))
+        return names[0] if outputs == 1 else names
+
+
+def graph(config, num_anchors: int, max_detections: int | None = None, prefix: str = "postprocess/") -> onnx.ModelProto:
+    """The post-processing model of `config` for `num_anchors` anchors (module docstring).
+
+    `max_detections`: D, the rows of the outputs (default: the config's `max_total_detections`).
+    Node and constant names start with `prefix`, so that the graph merges with the network's.
+    """
+    a = int(num_anchors)
+    c = int(config.num_classes)
+    slots = int(config.num_class_slots)
+    first = 1 if config.add_background_class else 0  # the background column is not a class
+    d = int(max_detections or config.max_total_detections)
+    m = min(int(config.max_detections_per_class), a)  # what TF1 asks its NMS for
+    k = min(d, c * m)  # TF1's top-k size; the rest of the D rows is padding
+    g = _Builder(prefix)
+    f32, i64 = np.float32, np.int64
+    neg_inf = g.const(-np.inf, f32, "neg_inf")
+    zero = g.const(0.0, f32, "zero")
+
+    # 1. Clip as TF does it: max(min(v, 1), 0), coordinate by coordinate, and the clipped area.
+    boxes = g.op("Reshape", [INPUT_BOXES, g.const([a, 4], i64, "boxes_shape")], "boxes_2d")
+    clipped = g.op("Max", [g.op("Min", [boxes, g.const(1.0, f32, "one")], "clip_min"), zero], "clipped")
+    ymin, xmin, ymax, xmax = g.op("Split", [clipped], "corners", outputs=4, axis=1)
+    area = g.op("Mul", [g.op("Sub", [ymax, ymin], "height"), g.op("Sub", [xmax, xmin], "width")], "area_2d")
+    area = g.op("Reshape", [area, g.const([a], i64, "anchors_shape")], "area")
+    nonempty = g.op("Greater", [area, zero], "nonempty")
+
+    # 2. The class columns [1, C, A], everything NMS must not select at -inf.
+    columns = g.op("Slice", [INPUT_SCORES, g.const([first], i64, "first_class"), g.const([slots], i64, "slots"),
+                             g.const([2], i64, "class_axis")], "class_scores")
+    columns = g.op("Transpose", [columns], "class_major", perm=[0, 2, 1])
+    threshold = g.const(np.float32(config.score_threshold), f32, "score_threshold")
+    keep = g.op("Greater", [columns, threshold], "above_threshold")
+    if config.nms_variant == NMS_CLIP_BEFORE:
+        keep = g.op("And", [keep, nonempty], "candidates")  # [1, C, A] and [A] broadcast
+    nms_scores = g.op("Where", [keep, columns, neg_inf], "nms_scores")
+
+    # 3. One NMS for all classes.
+    nms_boxes = clipped if config.nms_variant == NMS_CLIP_BEFORE else boxes
+    nms_boxes = g.op("Reshape", [nms_boxes, g.const([1, a, 4], i64, "nms_boxes_shape")], "nms_boxes")
+    selected = g.op("NonMaxSuppression", [nms_boxes, nms_scores, g.const([m], i64, "max_per_class"),
+                                          g.const([np.float32(config.iou_threshold)], f32, "iou_threshold"),
+                                          g.const([np.float32(config.score_threshold)], f32, "nms_score_threshold")],
+                    "selected", center_point_box=0)  # [K, 3] (batch, class, anchor)
+    cls = g.op("Gather", [selected, g.const(1, i64, "class_column")], "selected_class", axis=1)  # [K]
+    anchor = g.op("Gather", [selected, g.const(2, i64, "anchor_column")], "selected_anchor", axis=1)
+    flat = g.op("Add", [g.op("Mul", [cls, g.const(a, i64, "num_anchors")], "class_offset"), anchor], "flat")
+    all_scores = g.op("Reshape", [columns, g.const([c * a], i64, "dense_shape")], "flat_scores")
+    values = g.op("Gather", [all_scores, flat], "selected_scores", axis=0)
+    if config.nms_variant != NMS_CLIP_BEFORE:
+        # TF1 drops the boxes NMS kept but the clip leaves empty (after its sort: the same rows).
+        values = g.op("Where", [g.op("Gather", [nonempty, anchor], "selected_nonempty", axis=0), values, neg_inf],
+                      "selected_values")
+
+    # 4. Dense [C * A] row in (class, anchor) order, and the global top k.
+    dense = g.op("Expand", [neg_inf, g.const([c * a], i64, "dense_size")], "dense_empty")
+    dense = g.op("ScatterND", [dense, g.op("Unsqueeze", [flat, g.const([1], i64, "axis1")], "flat_column"), values],
+                 "dense")
+    top_scores, order = g.op("TopK", [dense, g.const([k], i64, "k")], "top", outputs=2, axis=0, largest=1, sorted=1)
+    real = g.op("Greater", [top_scores, neg_inf], "real")  # the first `num` rows
+    num = g.op("ReduceSum", [g.op("Cast", [real], "real_count", to=TensorProto.FLOAT)], "num", keepdims=1)
+
+    # 5. The rows: anchor = index mod A, class = index div A; padding as TF1's.
+    top_anchor = g.op("Mod", [order, g.const(a, i64, "a_mod")], "top_anchor")
+    top_class = g.op("Cast", [g.op("Div", [order, g.const(a, i64, "a_div")], "top_class_int")], "top_class",
+                     to=TensorProto.FLOAT)
+    det_boxes = g.op("Gather", [clipped, top_anchor], "top_boxes", axis=0)  # [k, 4]
+    real_column = g.op("Unsqueeze", [real, g.const([1], i64, "axis1b")], "real_column")
+    det_boxes = g.op("Where", [real_column, det_boxes, zero], "boxes_kept")
+    det_scores = g.op("Where", [real, top_scores, zero], "scores_kept")
+    det_classes = g.op("Where", [real, top_class, zero], "classes_kept")
+    if d > k:  # TF1 pads past its top-k size with zeros
+        det_boxes = g.op("Concat", [det_boxes, g.const(np.zeros([d - k, 4]), f32, "pad_boxes")], "boxes_padded", axis=0)
+        det_scores = g.op("Concat", [det_scores, g.const(np.zeros([d - k]), f32, "pad_rows")], "scores_padded", axis=0)
+        det_classes = g.op("Concat", [det_classes, g.const(np.zeros([d - k]), f32, "pad_rows_c")], "classes_padded",
+                           axis=0)
+    det_classes = g.op("Add", [det_classes, g.const(1.0, f32, "label_offset")], "classes_1based")
+    outputs = {
+        "detection_boxes": ("Reshape", det_boxes, [1, d, 4]),
+        "detection_scores": ("Reshape", det_scores, [1, d]),
+        "detection_classes": ("Reshape", det_classes, [1, d]),
+        "num_detections": ("Reshape", num, [1]),
+    }
+    for key, (op_type, value, shape) in outputs.items():
+        g.nodes.append(helper.make_node(op_type, [value, g.const(shape, i64, f"{key}_shape")], [key],
+                                        name=f"{prefix}{key}_node"))
+    model = helper.make_model(
+        helper.make_graph(
+            g.nodes, "ssd_postprocessing",
+            [helper.make_tensor_value_info(INPUT_BOXES, TensorProto.FLOAT, [1, a, 4]),
+             helper.make_tensor_value_info(INPUT_SCORES, TensorProto.FLOAT, [1, a, slots])],
+            [helper.make_tensor_value_info("detection_boxes", TensorProto.FLOAT, [1, d, 4]),
+             helper.make_tensor_value_info("detection_scores", TensorProto.FLOAT, [1, d]),
+             helper.make_tensor_value_info("detection_classes", TensorProto.FLOAT, [1, d]),
+             helper.make_tensor_value_info("num_detections", TensorProto.FLOAT, [1])],
+            initializer=g.initializers),
+        opset_imports=[helper.make_opsetid("", OPSET)])
+    return model

@@ -1,0 +1,130 @@
+"""An `.onnx` file of `migrate export --onnx` on ONNX Runtime, without TensorFlow: what the file
+is, and its detections on one photo of any size.
+
+The contract between the writer (`ssd_mobilenet.export.onnx`) and the readers (`predict`,
+`verify --onnx`): one input, `input_tensor` uint8 [1, H, W, 3] of any size (the default) or
+`normalized_input_image_tensor` float32 [1, h, w, 3] at the model's size, already scaled to
+[-1, 1] (`--onnx-input float32`, for TensorRT, which refuses uint8); the OD API's four outputs
+(`OUTPUT_KEYS`: `detection_boxes` [1, D, 4] [ymin, xmin, ymax, xmax] normalised, clipped,
+`detection_scores` [1, D], `detection_classes` [1, D] 1-based float32, `num_detections` [1]);
+and a metadata property `METADATA_NAME` (UTF-8 JSON: the model's input size, resize kernel and
+order, NMS variant, class count), which ONNX Runtime reads without the `onnx` package.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from ssd_mobilenet.litert import model_file
+
+UINT8 = "uint8"
+FLOAT32 = "float32"
+INPUT_TYPES = (UINT8, FLOAT32)
+INPUT_NAMES = {UINT8: "input_tensor", FLOAT32: "normalized_input_image_tensor"}
+OUTPUT_KEYS = ("detection_boxes", "detection_scores", "detection_classes", "num_detections")
+METADATA_NAME = "ssd_mobilenet_migrate"
+# Readers refuse a larger version (a file of a newer project release).
+METADATA_VERSION = 1
+# ONNX's protobuf files have no magic number; a file of `migrate export` starts with its
+# `ir_version` field (field 1, varint: byte 0x08).
+IR_VERSION_TAG = b"\x08"
+
+
+class OnnxFileError(ValueError):
+    """A file that is not an `.onnx` of `migrate export` or that ONNX Runtime cannot load; the
+    message names the file and the problem, on one line."""
+
+
+def _first_line(error: Exception) -> str:
+    lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
+    return (lines[0] if lines else type(error).__name__)[:200]
+
+
+def session_options(threads: int | None):
+    """ONNX Runtime's session options: `threads` intra-op threads (default: the CPU count), one
+    inter-op thread (the graph is a chain), its log at errors only."""
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = int(threads or os.cpu_count() or 1)
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3  # errors: its warnings about unused initializers are not the user's
+    return options
+
+
+class OnnxFile:
+    """An `.onnx` file of `migrate export --onnx` in an ONNX Runtime session.
+
+    `detect(image uint8 [H, W, 3])` -> the four outputs (numpy, [1, D, ...]) for that photo,
+    fed as the file takes it (`input_mode`: the photo as it is for the default file, which
+    resizes and scales it itself; prepared as the TF1 graph prepares it for a fixed-size float32
+    file, `ssd_mobilenet.litert.preprocess`, bit for bit).
+    Raises:
+      OnnxFileError: no such file, a file ONNX Runtime cannot load (truncated, not ONNX), or an
+        ONNX file that is not this project's (other outputs, no metadata).
+    """
+
+    def __init__(self, path: str, threads: int | None = None):
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            raise OnnxFileError("ONNX Runtime is not installed (pip install 'ssd-mobilenet-migrate[onnx]', "
+                                "or onnxruntime)") from None
+        self.path = path
+        if not os.path.isfile(path):
+            raise OnnxFileError(f"{path}: no such file")
+        self.threads = int(threads or os.cpu_count() or 1)
+        try:
+            self.session = ort.InferenceSession(path, sess_options=session_options(self.threads),
+                                                providers=["CPUExecutionProvider"])
+        except Exception as e:  # onnxruntime's errors have no stable public classes
+            raise OnnxFileError(f"{path}: ONNX Runtime cannot load it: {_first_line(e)}") from None
+        outputs = [o.name for o in self.session.get_outputs()]
+        if sorted(outputs) != sorted(OUTPUT_KEYS):
+            raise OnnxFileError(f"{path}: not an .onnx file of `migrate export --onnx`: its outputs are "
+                                f"{', '.join(outputs) or 'none'}, expected {', '.join(OUTPUT_KEYS)}")
+        entry = self.session.get_modelmeta().custom_metadata_map.get(METADATA_NAME)
+        try:
+            self.metadata = json.loads(entry) if entry else None
+        except ValueError:
+            self.metadata = None
+        if not isinstance(self.metadata, dict):
+            raise OnnxFileError(f"{path}: not an .onnx file of `migrate export --onnx` (no {METADATA_NAME} "
+                                "metadata)")
+        if self.metadata.get("version", 0) > METADATA_VERSION:
+            raise OnnxFileError(f"{path}: written by a newer release (metadata version "
+                                f"{self.metadata.get('version')}; this one reads {METADATA_VERSION})")
+        inputs = self.session.get_inputs()
+        if len(inputs) != 1 or inputs[0].name not in INPUT_NAMES.values():
+            raise OnnxFileError(f"{path}: not an .onnx file of `migrate export --onnx`: its inputs are "
+                                f"{', '.join(i.name for i in inputs)}")
+        self.input_name = inputs[0].name
+        self.image_size = tuple(self.metadata["image_size"])
+        self.any_size = bool(self.metadata.get("any_size"))
+        self.input_mode = (model_file.ANY_SIZE if self.any_size else
+                           model_file.MODEL_SIZE_FLOAT32 if self.input_name == INPUT_NAMES[FLOAT32] else
+                           model_file.MODEL_SIZE_UINT8)
+        self.kind = (f"ONNX file, {self.metadata.get('input', UINT8)} input"
+                     f"{'' if self.any_size else ' of %dx%d' % self.image_size}, "
+                     f"{self.metadata.get('num_classes')} classes")
+
+    @property
+    def exact_for_any_size(self) -> bool:
+        """Whether every photo size gets the TF1 graph's detections (not so for a fixed-size uint8 file)."""
+        return self.input_mode != model_file.MODEL_SIZE_UINT8
+
+    def feed(self, image: np.ndarray) -> np.ndarray:
+        """uint8 [H, W, 3] -> this file's input [1, ...]."""
+        return model_file.feed(image, self.input_mode, self.image_size, self.metadata.get("resize_method", "BILINEAR"),
+                               bool(self.metadata.get("normalize_before_resize")))
+
+    def run(self, batch: np.ndarray) -> dict:
+        """The file's input [1, ...] -> its four outputs, numpy."""
+        values = self.session.run(list(OUTPUT_KEYS), {self.input_name: batch})
+        return dict(zip(OUTPUT_KEYS, values))
+
+    def detect(self, image: np.ndarray) -> dict:
+        """uint8 [H, W, 3] RGB -> the four outputs ([1, D, ...]) for it."""
+        return self.run(self.feed(image))

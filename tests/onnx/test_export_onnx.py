@@ -1,0 +1,233 @@
+"""The ONNX export (`ssd_mobilenet.export.onnx`): one static ONNX file whose detections on ONNX
+Runtime are the converted model's, and whose post-processing graph (`onnx_postprocessing`)
+gives TF's post-processing's (`ssd_mobilenet.postprocessing`) detections bit for bit on crafted
+boxes and scores: the boundary cases (a score at the threshold, an IoU at the limit, boxes the
+clip leaves empty, equal scores) on ONNX Runtime and on OpenVINO.
+
+Small models (depth 0.25, 128x128, 3 classes) with the TF1 builder's seeded synthetic weights,
+saved as converted directories once per module.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx", reason="the ONNX export needs the onnx package (pip install '.[onnx-export]')")
+pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
+ort = pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
+
+import onnx  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from conftest import check_detections, random_images, save_synthetic_model  # noqa: E402
+from ssd_mobilenet import detector, postprocessing  # noqa: E402
+from ssd_mobilenet.config import BACKGROUND_SLICE_LOGITS, NMS_CLIP_AFTER, NMS_CLIP_BEFORE, SSDConfig  # noqa: E402
+from ssd_mobilenet.export import onnx as onnx_export  # noqa: E402
+from ssd_mobilenet.export import onnx_postprocessing  # noqa: E402
+
+CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
+# The other branches of the graph in one model: the nearest-neighbour resize after the scaling,
+# softmax with a logit scale over the class columns only (2017 graphs), NMS before the clip.
+OTHER = CONFIG.replace(resize_method="NEAREST_NEIGHBOR", normalize_before_resize=True, score_converter="SOFTMAX",
+                       logit_scale=2.0, background_slice=BACKGROUND_SLICE_LOGITS, nms_variant=NMS_CLIP_AFTER,
+                       score_threshold=0.2, max_detections_per_class=7, max_total_detections=20)
+SIZES = [(128, 128), (300, 200), (77, 513)]
+
+
+def _session(model_bytes: bytes):
+    return ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """{name: (converted directory, .onnx path, onnx.ModelProto)} for CONFIG and OTHER."""
+    root = tmp_path_factory.mktemp("onnx_export")
+    files = {}
+    for name, config in {"default": CONFIG, "other": OTHER}.items():
+        converted = str(root / name)
+        model = save_synthetic_model(converted, config)
+        path = str(root / f"{name}.onnx")
+        files[name] = (converted, path, onnx_export.export_onnx(model, path))
+    return files
+
+
+def test_file_is_a_checked_static_graph_of_opset_13_with_a_uint8_input_of_any_size(exported):
+    _, path, proto = exported["default"]
+    model = onnx.load(path)
+    onnx.checker.check_model(model, full_check=True)
+    assert [(o.domain, o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")] == [("", 13)]
+    ops = {node.op_type for node in model.graph.node}
+    assert not ops & set(onnx_export.FORBIDDEN_OPS) and "Loop" in onnx_export.FORBIDDEN_OPS
+    assert sum(node.op_type == "NonMaxSuppression" for node in model.graph.node) == 1
+    assert "Resize" in ops  # the legacy resize is inside the file
+    (graph_input,) = model.graph.input
+    dims = graph_input.type.tensor_type.shape.dim
+    assert graph_input.name == "input_tensor" and graph_input.type.tensor_type.elem_type == onnx.TensorProto.UINT8
+    assert dims[0].dim_value == 1 and dims[3].dim_value == 3 and not dims[1].HasField("dim_value")
+    assert [o.name for o in model.graph.output] == list(onnx_export.OUTPUT_KEYS)
+    meta = json.loads({p.key: p.value for p in model.metadata_props}[onnx_export.METADATA_NAME])
+    assert meta["image_size"] == [128, 128] and meta["any_size"] and meta["num_classes"] == 3
+
+
+@pytest.mark.parametrize("name", ["default", "other"])
+def test_detections_are_the_converted_models_on_photos_of_any_size(exported, name):
+    converted, path, _ = exported[name]
+    session = _session(path)
+    model = detector.load(converted)
+    totals = 0
+    for i, (h, w) in enumerate(SIZES):
+        image = random_images(10 + i, 1, h, w)
+        ours = dict(zip(onnx_export.OUTPUT_KEYS, session.run(list(onnx_export.OUTPUT_KEYS), {"input_tensor": image})))
+        ref = {k: v.numpy() for k, v in model(tf.constant(image)).items() if k in onnx_export.OUTPUT_KEYS}
+        check_detections(ours, ref)
+        # Padded rows as TF1's: zeros, classes 1.0.
+        n = int(ref["num_detections"][0])
+        np.testing.assert_array_equal(ours["detection_classes"][0, n:], ref["detection_classes"][0, n:])
+        totals += n
+    assert totals >= 20  # the comparison saw detections, not only padding
+
+
+def test_float32_input_is_a_fixed_size_scaled_image(exported, tmp_path):
+    converted, _, _ = exported["default"]
+    from ssd_mobilenet.litert import preprocess
+    model = detector.load_model(converted)
+    proto = onnx_export.convert(model, input_type="float32", max_detections=30)
+    (graph_input,) = proto.graph.input
+    assert graph_input.name == "normalized_input_image_tensor"
+    assert [d.dim_value for d in graph_input.type.tensor_type.shape.dim] == [1, 128, 128, 3]
+    image = random_images(5, 1, 200, 150)
+    scaled = preprocess.preprocess(image[0], 128, 128)[None]
+    ours = dict(zip(onnx_export.OUTPUT_KEYS, _session(proto.SerializeToString()).run(
+        list(onnx_export.OUTPUT_KEYS), {"normalized_input_image_tensor": scaled})))
+    ref = {k: v.numpy()[:, :30] if k != "num_detections" else np.minimum(v.numpy(), 30)
+           for k, v in detector.load(converted)(tf.constant(image)).items() if k in onnx_export.OUTPUT_KEYS}
+    assert ours["detection_scores"].shape == (1, 30)
+    check_detections(ours, ref)
+
+
+# --- the post-processing graph alone, on crafted inputs ------------------------------------------
+
+
+# What OpenVINO 2026.4 does otherwise than ONNX (and TF1) on exact boundaries, read off its ONNX
+# frontend's ops: its TopK is imported with `stable: False` (ties in any order, where ONNX says
+# the lower index first) and its NMS suppresses a box whose IoU equals the limit (TF1 and ONNX
+# Runtime: above it). No real photo hit either in the tests of test_onnx_runtimes.py; these
+# crafted cases document the difference and fail once OpenVINO agrees (strict).
+OPENVINO_TIES = "OpenVINO's TopK breaks ties in its own order (stable: False) and its NMS its own way"
+OPENVINO_IOU = "OpenVINO's NMS suppresses at IoU == iou_threshold (TF1 and ONNX Runtime: above it only)"
+
+
+def _runtimes(openvino_differs: str | None = None):
+    """run(model_proto, feeds) -> outputs dict, for ONNX Runtime and, where installed, OpenVINO
+    (expected to fail, strictly, for `openvino_differs`)."""
+    def onnxruntime_run(proto, feeds):
+        session = _session(proto.SerializeToString())
+        return dict(zip(onnx_postprocessing.OUTPUT_KEYS, session.run(list(onnx_postprocessing.OUTPUT_KEYS), feeds)))
+
+    def openvino_run(proto, feeds):
+        ov = pytest.importorskip("openvino", reason="OpenVINO is not installed (pip install '.[openvino]')")
+        compiled = ov.Core().compile_model(ov.Core().read_model(proto.SerializeToString()), "CPU")
+        results = compiled(feeds)
+        return {key: np.asarray(results[compiled.output(key)]) for key in onnx_postprocessing.OUTPUT_KEYS}
+
+    marks = [pytest.mark.xfail(strict=True, reason=openvino_differs)] if openvino_differs else []
+    return [pytest.param(onnxruntime_run, id="onnxruntime"), pytest.param(openvino_run, id="openvino", marks=marks)]
+
+
+def _compare(config, boxes, scores, run, max_detections=None):
+    """The ONNX post-processing of boxes [A, 4], scores [A, slots] equals TF's, bit for bit."""
+    config = config.replace(max_total_detections=max_detections or config.max_total_detections)
+    boxes, scores = np.asarray(boxes, np.float32), np.asarray(scores, np.float32)
+    proto = onnx_postprocessing.graph(config, boxes.shape[0])
+    onnx.checker.check_model(proto, full_check=True)
+    ours = run(proto, {"boxes": boxes[None], "scores": scores[None]})
+    ref = postprocessing.postprocess_image(tf.constant(boxes), tf.constant(scores), config)
+    ref = {"detection_boxes": ref[0].numpy()[None], "detection_scores": ref[1].numpy()[None],
+           "detection_classes": ref[2].numpy()[None] + 1.0, "num_detections": ref[3].numpy()[None]}
+    for key in onnx_postprocessing.OUTPUT_KEYS:
+        np.testing.assert_array_equal(ours[key], ref[key], err_msg=key)
+    return ref
+
+
+def _config(**changes):
+    return SSDConfig(num_classes=2, depth_multiplier=0.25, image_height=128, image_width=128,
+                     score_threshold=0.5, iou_threshold=0.5, **changes)
+
+
+VARIANTS = [NMS_CLIP_BEFORE, NMS_CLIP_AFTER]
+
+
+@pytest.mark.parametrize("run", _runtimes())
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_score_at_the_threshold_is_dropped(run, variant):
+    # Disjoint boxes; class 1 at, just above and just below 0.5 (TF1 keeps > only; OpenVINO's
+    # NMS alone would keep the one at it).
+    boxes = [[0.0, 0.1 * i, 0.05, 0.1 * i + 0.05] for i in range(6)]
+    above, below = np.nextafter(np.float32(0.5), np.float32(1)), np.nextafter(np.float32(0.5), np.float32(0))
+    scores = [[0.0, s, 0.0] for s in (0.5, above, below, 0.5, 0.9, 0.5)]
+    ref = _compare(_config(nms_variant=variant), boxes, scores, run)
+    assert ref["num_detections"][0] == 2  # `above` and 0.9
+
+
+@pytest.mark.parametrize("run", _runtimes(OPENVINO_IOU))
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_an_iou_at_the_limit_keeps_both_boxes_and_one_above_suppresses(run, variant):
+    # IoU of the first two is exactly 0.5 (areas 1 and 0.5, intersection 0.5): both kept;
+    # the third overlaps the first by a little more than 0.5: suppressed.
+    boxes = [[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 0.5], [0.0, 0.0, 1.0, 0.5078125]]
+    scores = [[0.0, 0.9, 0.0], [0.0, 0.8, 0.0], [0.0, 0.85, 0.0]]
+    ref = _compare(_config(nms_variant=variant), boxes, scores, run)
+    assert ref["num_detections"][0] == 2 and list(ref["detection_scores"][0, :2]) == [np.float32(0.9),
+                                                                                      np.float32(0.8)]
+
+
+@pytest.mark.parametrize("run", _runtimes())
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_boxes_the_clip_leaves_empty_are_dropped(run, variant):
+    boxes = [[1.2, 0.1, 1.5, 0.3],    # below the image: empty once clipped
+             [0.2, -0.5, 0.4, -0.1],  # left of it
+             [0.3, 0.3, 0.3, 0.6],    # zero height
+             [-0.2, -0.2, 0.5, 0.5],  # partly outside: clipped, kept
+             [0.6, 0.6, 0.9, 0.9]]
+    scores = [[0.0, 0.9 - 0.01 * i, 0.5 + 0.01 * i] for i in range(5)]  # no ties: the clip is what is tested
+    ref = _compare(_config(nms_variant=variant), boxes, scores, run)
+    assert ref["num_detections"][0] == 4  # two boxes, two classes
+
+
+@pytest.mark.parametrize("run", _runtimes(OPENVINO_TIES))
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_equal_scores_keep_tfs_order(run, variant):
+    # Overlapping and disjoint boxes, every score equal: the lower box index wins NMS, and the
+    # sort puts the lower class, then the lower box first.
+    rng = np.random.default_rng(1)
+    yx = rng.uniform(0.0, 0.8, (40, 2)).astype(np.float32)
+    boxes = np.concatenate([yx, yx + 0.2], axis=1)
+    scores = np.full([40, 3], 0.75, np.float32)
+    scores[::3, 2] = 0.875
+    ref = _compare(_config(nms_variant=variant, max_detections_per_class=8), boxes, scores, run, max_detections=12)
+    assert ref["num_detections"][0] == 12
+
+
+@pytest.mark.parametrize("run", _runtimes(OPENVINO_TIES))
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_random_candidates_with_ties_caps_and_padding(run, variant):
+    # Scores on a grid of eighths (many ties, many at the threshold), boxes partly outside the
+    # image; per-class cap 5 of 200 anchors; 3 classes x 5 < 20 rows: padding past TF1's top k.
+    rng = np.random.default_rng(2)
+    yx = rng.uniform(-0.3, 1.0, (200, 2))
+    boxes = np.concatenate([yx, yx + rng.uniform(0.0, 0.5, (200, 2))], axis=1)
+    scores = np.round(rng.uniform(0, 1, (200, 4)) * 8) / 8
+    config = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128, nms_variant=variant,
+                       score_threshold=0.375, max_detections_per_class=5)
+    ref = _compare(config, boxes, scores, run, max_detections=20)
+    assert ref["num_detections"][0] >= 10
+
+
+@pytest.mark.parametrize("run", _runtimes())
+def test_no_candidate_gives_only_padding(run):
+    boxes = [[0.1, 0.1, 0.2, 0.2], [0.3, 0.3, 0.5, 0.5]]
+    ref = _compare(_config(), boxes, [[0.9, 0.5, 0.1], [0.9, 0.2, 0.3]], run, max_detections=4)
+    assert ref["num_detections"][0] == 0

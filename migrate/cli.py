@@ -46,16 +46,20 @@ def _parser():
 
 
 def _add_export_parser(sub):
-    p = sub.add_parser("export", help="write a converted model as a TFLite file")
+    p = sub.add_parser("export", help="write a converted model as a TFLite or an ONNX file")
     p.add_argument("converted", help="a directory written by `convert`")
-    p.add_argument("--tflite", required=True, metavar="OUT", help="the .tflite file to write")
+    out = p.add_mutually_exclusive_group(required=True)
+    out.add_argument("--tflite", metavar="OUT", help="the .tflite file to write")
+    out.add_argument("--onnx", metavar="OUT", help="the .onnx file to write (opset 13; ONNX Runtime, OpenVINO, "
+                     "TensorRT), the converted model's detections")
     p.add_argument("--input", choices=("uint8", "float32"), default="uint8",
                    help="uint8: a photo of any size, resized and scaled inside the file (default); float32: "
-                        "already scaled to [-1, 1) as export_tflite_ssd_graph.py's graphs take it")
-    p.add_argument("--nms", choices=("per-class", "regular", "fast"), default="per-class",
+                        "already scaled to [-1, 1) at the model's size, as export_tflite_ssd_graph.py's graphs take "
+                        "it (with --onnx: for TensorRT, which refuses uint8 inputs)")
+    p.add_argument("--nms", choices=("per-class", "regular", "fast"),
                    help="per-class: the TF graph's post-processing in builtin ops, the converted model's detections "
                         "(default); regular / fast: the TFLite_Detection_PostProcess custom op with regular or fast "
-                        "(class-agnostic) NMS, for runtimes that expect its four outputs")
+                        "(class-agnostic) NMS, for runtimes that expect its four outputs (--tflite only)")
     p.add_argument("--max-detections", type=int, metavar="N",
                    help="detections per image (default: the model's max_total_detections)")
     p.add_argument("--int8", action="store_true",
@@ -68,10 +72,16 @@ def _add_export_parser(sub):
     _add_verbose(p)
 
 
+# export's options for the .tflite file only: refused with --onnx.
+_TFLITE_EXPORT_OPTIONS = {"--nms": "nms", "--int8": "int8", "--calibration": "calibration"}
+
+
 def _export(args) -> int:
     from migrate import export
+    if args.onnx:
+        return _export_onnx(args)
     try:
-        result = export.export(args.converted, args.tflite, nms=args.nms, input_type=args.input,
+        result = export.export(args.converted, args.tflite, nms=args.nms or "per-class", input_type=args.input,
                                max_detections=args.max_detections, int8=args.int8, calibration=args.calibration,
                                force=args.force, progress=_progress(args.quiet),
                                warn=lambda msg: print(msg, file=sys.stderr))
@@ -82,6 +92,23 @@ def _export(args) -> int:
         print(f"[migrate] {note}", file=sys.stderr)
     print(f"exported {result['nms']} NMS, {result['input']} input, {'int8' if result['int8'] else 'float32'}, "
           f"{result['max_detections']} detections, "
+          f"{len(result['operators'])} operator types, {result['bytes']} bytes -> {result['out']}")
+    return EXIT_OK
+
+
+def _export_onnx(args) -> int:
+    from migrate import export, export_onnx
+    given = [flag for flag, name in _TFLITE_EXPORT_OPTIONS.items() if getattr(args, name) not in (None, False)]
+    try:
+        if given:
+            raise export.ExportInputError(f"{given[0]}: applies to --tflite files only, not to --onnx")
+        result = export_onnx.export_onnx(args.converted, args.onnx, input_type=args.input,
+                                         max_detections=args.max_detections, force=args.force,
+                                         verbose=args.verbose, progress=_progress(args.quiet))
+    except export.ExportInputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"exported ONNX opset {result['opset']}, {result['input']} input, {result['max_detections']} detections, "
           f"{len(result['operators'])} operator types, {result['bytes']} bytes -> {result['out']}")
     return EXIT_OK
 
@@ -157,7 +184,7 @@ def _add_predict_parser(sub):
     p = sub.add_parser("predict", help="run a converted model or a .tflite file over image files and folders "
                        "-> JSON lines")
     p.add_argument("converted", metavar="MODEL", help="a directory written by `convert` (run by TensorFlow), or a "
-                   ".tflite file written by `export` (run by LiteRT, without TensorFlow)")
+                   ".tflite or .onnx file written by `export` (run by LiteRT or ONNX Runtime, without TensorFlow)")
     p.add_argument("images", nargs="+", help="JPEG/PNG files and folders (searched recursively)")
     p.add_argument("--out", metavar="FILE", help="JSON lines file, one line per image (default: JSON lines on stdout)")
     p.add_argument("--png", metavar="DIR", help="also write each image with its boxes drawn, as PNG, into DIR")
@@ -179,8 +206,8 @@ def _add_predict_parser(sub):
                    help="CPU: oneDNN convolutions cache their reordered filters (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1; "
                         "for inference-only processes)")
     p.add_argument("--trace", metavar="DIR", help="write a TensorBoard profiler trace of a few batches")
-    p.add_argument("--threads", type=int, metavar="N", help="a .tflite MODEL: LiteRT's interpreter threads "
-                   "(default: the CPU count)")
+    p.add_argument("--threads", type=int, metavar="N", help="a .tflite or .onnx MODEL: LiteRT's interpreter or "
+                   "ONNX Runtime's threads (default: the CPU count)")
     engine = p.add_argument_group("distributed engine")
     engine.add_argument("--engine", choices=("beam",), help="run as an Apache Beam pipeline (RunInference): on Beam's "
                         "local runner with --workers processes, or on the runner --pipeline-options names; IMAGES "
@@ -201,7 +228,7 @@ _NOT_ENGINE_OPTIONS = {"--png": "png", "--max-memory": "max_memory", "--memory-g
                        "--trace": "trace"}
 
 
-# predict's options that set up TensorFlow, and how each is given: refused for a .tflite MODEL.
+# predict's options that set up TensorFlow, and how each is given: refused for a .tflite or .onnx MODEL.
 _TENSORFLOW_PREDICT_OPTIONS = {"--batch": "batch", "--max-memory": "max_memory", "--memory-growth": "memory_growth",
                                "--memory-limit": "memory_limit", "--jit": "jit", "--weight-cache": "weight_cache",
                                "--trace": "trace"}
@@ -238,8 +265,12 @@ def _add_verify_parser(sub):
                    help="the TF2 side is this .tflite file of `migrate export` (run by LiteRT, one "
                         "image at a time): detections compared with the TF1 graph's, exactly for a float32 per-class "
                         "file, by class and IoU for int8 and custom-op files")
+    p.add_argument("--onnx", metavar="FILE",
+                   help="the TF2 side is this .onnx file of `migrate export --onnx` (run by ONNX Runtime, one image "
+                        "at a time): detections compared with the TF1 graph's exactly")
     p.add_argument("--threads", type=int, metavar="N",
-                   help="the TFLite interpreter's threads (with --tflite; default: the CPU count)")
+                   help="the TFLite interpreter's or ONNX Runtime's threads (with --tflite or --onnx; default: the "
+                        "CPU count)")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
     _add_verbose(p)
 
@@ -256,7 +287,7 @@ def _verify(args) -> int:
                                measure=not args.no_measure, repeats=args.repeats, precision=args.precision,
                                memory_growth=args.memory_growth, memory_limit_mb=args.memory_limit,
                                trace_dir=args.trace, progress=_progress(args.quiet), tflite=args.tflite,
-                               threads=args.threads)
+                               threads=args.threads, onnx=args.onnx)
     except (verify.VerifyInputError, images.ImageError, frozen_graph.GraphFreezeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -379,9 +410,11 @@ def _missing_path(args):
                 f"(run `python -m migrate convert {args.src}` first)")
     if args.command == "verify" and missing(args.tflite):
         return f"{args.tflite}: no such file (--tflite)"
+    if args.command == "verify" and missing(args.onnx):
+        return f"{args.onnx}: no such file (--onnx)"
     if args.command == "predict" and missing(args.converted):
-        return (f"{args.converted}: no such directory or .tflite file (expected the output of `migrate convert` "
-                "or `migrate export --tflite`)")
+        return (f"{args.converted}: no such directory, .tflite or .onnx file (expected the output of `migrate "
+                "convert` or `migrate export --tflite / --onnx`)")
     if args.command in ("train", "export") and missing(args.converted):
         return f"{args.converted}: no such directory (expected the output of `migrate convert`)"
     if args.command == "evaluate" and missing(args.model, prefix=True):
@@ -419,7 +452,7 @@ def main(argv=None) -> int:
     if args.command == "predict" and (args.engine or args.workers is not None or args.pipeline_options):
         return _predict_engine(args)  # the driver imports no TensorFlow; the workers do
     if args.command == "predict" and os.path.isfile(args.converted):
-        return _predict_litert(args)  # never imports TensorFlow
+        return _predict_file(args)  # LiteRT or ONNX Runtime; never imports TensorFlow
     with console.tensorflow_output(verbose=args.verbose):
         code = _run(args)
         if code != EXIT_BAD_INPUT:
@@ -502,8 +535,8 @@ def _predict(args) -> int:
         print(f"error: --batch {args.batch}: must be 1..{predict.MAX_BATCH}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.threads is not None:
-        print(f"error: --threads: LiteRT's threads, for a .tflite MODEL; {args.converted} is a converted directory "
-              "(TensorFlow takes its threads from the environment)", file=sys.stderr)
+        print(f"error: --threads: LiteRT's or ONNX Runtime's threads, for a .tflite or .onnx MODEL; {args.converted} "
+              "is a converted directory (TensorFlow takes its threads from the environment)", file=sys.stderr)
         return EXIT_BAD_INPUT
     from ssd_mobilenet import runtime
     try:
@@ -524,16 +557,19 @@ def _predict(args) -> int:
     return _predict_summary(args, summary)
 
 
-def _predict_litert(args) -> int:
-    """`predict` on a `.tflite` file: LiteRT, in this process, without TensorFlow."""
+def _predict_file(args) -> int:
+    """`predict` on a model file (`.tflite`: LiteRT; `.onnx`: ONNX Runtime), in this process,
+    without TensorFlow; `migrate.runtimes.open_runtime` chooses the runtime."""
     from migrate import predict
     from migrate.common import console, images
+    from migrate.runtimes import describe_file
     from ssd_mobilenet import label_map
+    kind, runtime = describe_file(args.converted)
     given = [flag for flag, name in _TENSORFLOW_PREDICT_OPTIONS.items() if getattr(args, name) not in (None, False)]
     given += ["--precision"] if args.precision != "float32" else []
     if given:
-        print(f"error: {given[0]}: sets up TensorFlow, which does not run {args.converted} (a .tflite file runs on "
-              "LiteRT, one image per call; --threads sets its threads)", file=sys.stderr)
+        print(f"error: {given[0]}: sets up TensorFlow, which does not run {args.converted} ({kind} runs on "
+              f"{runtime}, one image per call; --threads sets its threads)", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.threads is not None and args.threads < 1:
         print(f"error: --threads {args.threads}: must be >= 1", file=sys.stderr)
@@ -565,8 +601,8 @@ def _predict_engine(args) -> int:
     elif args.batch is not None and not 1 <= args.batch <= MAX_BATCH:
         problem = f"--batch {args.batch}: must be 1..{MAX_BATCH}"
     elif args.threads is not None and not os.path.isfile(args.converted):
-        problem = (f"--threads: LiteRT's threads, for a .tflite MODEL; {args.converted} is a converted directory "
-                   "(the local runner gives each worker's TensorFlow its share of the cores)")
+        problem = (f"--threads: LiteRT's or ONNX Runtime's threads, for a .tflite or .onnx MODEL; {args.converted} is "
+                   "a converted directory (the local runner gives each worker's TensorFlow its share of the cores)")
     elif args.precision != "float32" and os.path.isfile(args.converted):
         problem = f"--precision: sets up TensorFlow, which does not run {args.converted} (a .tflite file)"
     else:

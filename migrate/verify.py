@@ -69,13 +69,15 @@ __all__ = ["DEFAULT_ATOL", "DEFAULT_BATCH", "DEFAULT_RTOL", "MATCH_IOU", "MIXED_
 DEFAULT_BATCH = 4
 MODES = ("eager", "function", "xla", "saved_model")
 TFLITE = "tflite"  # the report's mode when the TF2 side is a .tflite file
+ONNX = "onnx"  # the report's mode when the TF2 side is an .onnx file
 
 
 def verify(src=None, converted=None, images=None, batch: int = None, mode: str = None,
            atol: float = None, rtol: float = None, allow_ops=(), png_dir=None,
            json_path=None, force=False, measure: bool = True, warmup: int = 1, repeats: int = 10,
            precision: str = None, memory_growth: bool = False, memory_limit_mb: int = None,
-           trace_dir: str = None, progress=None, tflite: str = None, threads: int = None) -> VerifyReport:
+           trace_dir: str = None, progress=None, tflite: str = None, threads: int = None,
+           onnx: str = None) -> VerifyReport:
     """Verifies a converted model against its TF1 source; returns a `VerifyReport`.
 
     Args:
@@ -108,7 +110,10 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
       tflite: a `.tflite` file of `migrate export` as the TF2 side instead of the converted model
         (`tflite_file`): `mode`, `batch`, `precision`, the memory levers and `trace_dir` do not
         apply to it and are refused; `atol`, `rtol` only for a float32 per-class file.
-      threads: the TFLite interpreter's thread count (None: `os.cpu_count()`), always passed.
+      threads: the TFLite interpreter's (or ONNX Runtime's) thread count (None: `os.cpu_count()`),
+        always passed.
+      onnx: an `.onnx` file of `migrate export --onnx` as the TF2 side, run by ONNX Runtime, as
+        `tflite` (judged exactly, as a float32 per-class TFLite file). Not with `tflite`.
     Raises:
       VerifyInputError, sources.SourceError, ConfigError, images.ImageError: bad input
       (nothing is run or written); VerifyInputError also when a measurement process cannot
@@ -121,10 +126,17 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
 
     say = progress or (lambda msg: None)
     given_atol, given_rtol = atol, rtol
+    if tflite is not None and onnx is not None:
+        raise VerifyInputError("--onnx: one file at a time (--tflite is given too)")
+    file_runtime = "onnx" if onnx is not None else "litert"
+    if onnx is not None:
+        tflite = onnx  # the same path through `_verify_tflite`, with ONNX Runtime as the runtime
     if tflite is not None:
-        _check_tflite_options(mode, batch, precision, memory_growth, memory_limit_mb, trace_dir, threads)
+        _check_tflite_options(mode, batch, precision, memory_growth, memory_limit_mb, trace_dir, threads,
+                              "--onnx" if onnx is not None else "--tflite")
     elif threads is not None:
-        raise VerifyInputError(f"--threads {threads}: the TFLite interpreter's; add --tflite FILE")
+        raise VerifyInputError(f"--threads {threads}: the TFLite interpreter's or ONNX Runtime's; add --tflite FILE "
+                               "or --onnx FILE")
     mode = mode or "function"
     batch = DEFAULT_BATCH if batch is None else batch
     if mode not in MODES:
@@ -169,7 +181,7 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
     config = model.config
     if tflite is not None:
         return _verify_tflite(src, converted, config, tflite, threads or os.cpu_count() or 1, images, given_atol,
-                              given_rtol, allow_ops, png_dir, json_path, measure, warmup, repeats, say)
+                              given_rtol, allow_ops, png_dir, json_path, measure, warmup, repeats, say, file_runtime)
     stages = frozen_graph.endpoint_candidates(model)
     stages[frozen_graph.DECODED_BOXES[0]] = frozen_graph.DECODED_BOXES[1]
     stage_nodes = [c.split(":")[0] for _, candidates in stages.values() for c in candidates]
@@ -240,8 +252,9 @@ def _exact_runner(graph_def, graph_from: str):
             from None
 
 
-def _check_tflite_options(mode, batch, precision, memory_growth, memory_limit_mb, trace_dir, threads) -> None:
-    """Refuses the options that do not apply to a `.tflite` file, naming the first one given."""
+def _check_tflite_options(mode, batch, precision, memory_growth, memory_limit_mb, trace_dir, threads,
+                          file_flag: str = "--tflite") -> None:
+    """Refuses the options that do not apply to a `.tflite` (or `.onnx`) file, naming the first one given."""
     given = [(mode is not None, f"--mode {mode}", "the file is the TF2 side"),
              (batch is not None, f"--batch {batch}", "the file takes one image at a time"),
              (precision is not None, f"--precision {precision}", "the file's precision is its own (read from it)"),
@@ -251,14 +264,15 @@ def _check_tflite_options(mode, batch, precision, memory_growth, memory_limit_mb
              (trace_dir is not None, f"--trace {trace_dir}", "TensorFlow's profiler does not see the interpreter")]
     for present, flag, why in given:
         if present:
-            raise VerifyInputError(f"{flag}: does not apply with --tflite ({why})")
+            raise VerifyInputError(f"{flag}: does not apply with {file_flag} ({why})")
     if threads is not None and threads < 1:
         raise VerifyInputError(f"--threads {threads}: must be at least 1")
 
 
 def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, allow_ops, png_dir, json_path,
-                   measure, warmup, repeats, say) -> VerifyReport:
-    """`verify` with a `.tflite` file as the TF2 side (`tflite_file`); arguments checked by `verify`."""
+                   measure, warmup, repeats, say, file_runtime: str = "litert") -> VerifyReport:
+    """`verify` with a `.tflite` file (`file_runtime` "litert") or an `.onnx` file ("onnx") as the
+    TF2 side (`tflite_file`); arguments checked by `verify`."""
     import tensorflow as tf
 
     import ssd_mobilenet
@@ -267,8 +281,12 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
     from migrate.verification.measuring import NO_MEMORY_SETTINGS, _measure_tflite_sides
     from ssd_mobilenet.export import tflite as tflite_lib
 
-    say(f"reading the TFLite file {path}")
-    file, info = tflite_file.open_file(path, config, threads)
+    runtime_name, file_label, _ = tflite_file.RUNTIMES[file_runtime]
+    say(f"reading the {file_label} {path}")
+    if file_runtime == "onnx":
+        file, info = tflite_file.open_onnx_file(path, config, threads)
+    else:
+        file, info = tflite_file.open_file(path, config, threads)
     if info["criterion"] == tflite_file.AGREEMENT and (atol is not None or rtol is not None):
         raise VerifyInputError(f"{path}: a {info['kind']} file is judged by agreement (class and IoU), "
                                "not by --atol/--rtol")
@@ -282,13 +300,14 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
     # The verify image set as in the other modes; each image then goes through on its own.
     batches = file_images(images, DEFAULT_BATCH) if images else generated_images(config, DEFAULT_BATCH)
     runner = _exact_runner(graph_def, graph_from)
-    say(f"running {info['file']} ({info['kind']}) on LiteRT, {threads} threads")
+    say(f"running {info['file']} ({info['kind']}) on {runtime_name}, {threads} threads")
     detections, drawn, agreement = tflite_file.compare_file(runner, file, info, batches, config, atol, rtol, say)
     runner.close()
     info = dict(info, threads=threads, agreement=agreement)
     notes = [f"TF1 graph: {graph_from}",
-             f"TF2 side: {info['file']} ({info['kind']}) on LiteRT's interpreter, {threads} threads; a TFLite "
-             "file has no stages to compare: detections only, "
+             f"TF2 side: {info['file']} ({info['kind']}) on "
+             f"{'ONNX Runtime' if file_runtime == 'onnx' else 'LiteRT' + chr(39) + 's interpreter'}, {threads} threads; "
+             f"a{'n' if file_runtime == 'onnx' else ''} {file_label} has no stages to compare: detections only, "
              + ("each photo at its own size to both sides (the file resizes and scales it as the graph does)"
                 if file.exact_for_any_size else
                 f"on the images resized to {config.image_height}x{config.image_width} and rounded to uint8 for "
@@ -299,25 +318,26 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
         notes.append(f"agreement: {agreement['matched']} of {agreement['reference']} TF1 detections scoring >= "
                      f"{export.REPORT_MIN_SCORE} found in the file (same class, IoU >= {export.MATCH_IOU}), mean IoU "
                      f"{agreement['mean_iou']:.3f}, matched scores within {agreement['max_score_diff']:.3f}")
-    first = _first_divergence([], detections, None, "detections of the TFLite file")
+    first = _first_divergence([], detections, None, f"detections of the {file_label}")
     tf1_result = tflite_result = None
     if measure:
         tf1_result, tflite_result = _measure_tflite_sides(graph_def, info["file"], threads, drawn[0][1][None],
-                                                          warmup, repeats, say)
-        notes.append("TFLite side: memory is the process's RSS (TensorFlow's allocator does not see the "
-                     "interpreter's arena); both processes import TensorFlow")
+                                                          warmup, repeats, say, file_runtime)
+        notes.append(f"{'ONNX Runtime' if file_runtime == 'onnx' else 'TFLite'} side: memory is the process's RSS "
+                     "(TensorFlow's allocator does not see the runtime's arena); both processes import TensorFlow")
     report = VerifyReport(
         passed=first is None, first_divergence=first, tensors=[], detections=detections,
         tf1=_side_summary(tf1_result, "session (frozen graph, default ConfigProto)"),
-        tf2=_side_summary(tflite_result, "tflite"),
+        tf2=_side_summary(tflite_result, file_runtime if file_runtime == "onnx" else "tflite"),
         tolerances=tflite_file.tolerances(info, atol, rtol),
         versions={"tensorflow": tf.__version__, "migrate": migrate.__version__,
                   "ssd_mobilenet": ssd_mobilenet.__version__, "python": platform.python_version()},
-        images=[d["image"] for d in detections], src=os.path.abspath(src), converted=converted, mode=TFLITE,
+        images=[d["image"] for d in detections], src=os.path.abspath(src), converted=converted,
+        mode=ONNX if file_runtime == "onnx" else TFLITE,
         notes=notes, postprocessing=None, precision="int8" if info["int8"] else "float32",
         memory=dict(NO_MEMORY_SETTINGS), trace_dir=None, tflite=info)
     if png_dir:
-        _write_pngs(drawn, png_dir, titles=("TF1 graph", "TFLite file"))
+        _write_pngs(drawn, png_dir, titles=("TF1 graph", file_label))
     if json_path:
         atomic_write.write_text(json_path, report.to_json())
     return report

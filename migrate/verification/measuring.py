@@ -73,25 +73,34 @@ def _measure_sides(graph_def, converted: str, mode: str, precision: str, memory:
     return tf1, tf2
 
 
-def _measure_tflite_sides(graph_def, tflite_path: str, threads: int, pixels, warmup: int, repeats: int, say):
-    """(tf1 result, tflite result): the TF1 graph (a session with the default config) and the
-    `.tflite` file (`sides.tflite_runner`), each in a fresh process, on the same uint8 pixels
-    [1, h, w, 3] at the model's size: batch 1 only, the file's one shape."""
+# A model file's measurement factory in `sides` and its label, by runtime.
+_FILE_SIDES = {"litert": ("tflite_runner", "TFLite"), "onnx": ("onnx_runner", "ONNX Runtime")}
+
+
+def _measure_tflite_sides(graph_def, tflite_path: str, threads: int, pixels, warmup: int, repeats: int, say,
+                          runtime: str = "litert"):
+    """(tf1 result, file result): the TF1 graph (a session with the default config) and the
+    `.tflite` file (`sides.tflite_runner`) or, with `runtime` "onnx", the `.onnx` file
+    (`sides.onnx_runner`), each in a fresh process, on the same uint8 pixels [1, h, w, 3] at the
+    model's size: batch 1 only, the file's one shape."""
     what = f"batch 1, {repeats} runs"
     with _tf1_measured(graph_def, [pixels], NO_MEMORY_SETTINGS, warmup, repeats, say, what) as (tf1, npz):
-        say(f"measuring the TFLite file ({threads} threads) in a fresh process: batch 1, {repeats} runs")
-        tflite = _measure_tflite_side(tflite_path, threads, npz, warmup, repeats)
+        say(f"measuring the {_FILE_SIDES[runtime][1]} file ({threads} threads) in a fresh process: batch 1, "
+            f"{repeats} runs")
+        tflite = _measure_tflite_side(tflite_path, threads, npz, warmup, repeats, runtime)
     return tf1, tflite
 
 
-def _measure_tflite_side(tflite_path: str, threads: int, images_npz: str, warmup: int, repeats: int) -> dict:
-    """`measure_isolated` of `sides.tflite_runner`. TensorFlow's allocator does not see the
-    interpreter's arena, so its figures say nothing of the file and are dropped (None): the
-    process RSS is the file's memory (the process imports TensorFlow, as the TF1 side's does)."""
-    result = _measure_one("migrate.verification.sides:tflite_runner", {"path": tflite_path, "threads": threads},
-                          images_npz, NO_MEMORY_SETTINGS, warmup, repeats, "TFLite")
+def _measure_tflite_side(tflite_path: str, threads: int, images_npz: str, warmup: int, repeats: int,
+                         runtime: str = "litert") -> dict:
+    """`measure_isolated` of `sides.tflite_runner` (or `onnx_runner`). TensorFlow's allocator does
+    not see the interpreter's arena, so its figures say nothing of the file and are dropped (None):
+    the process RSS is the file's memory (the process imports TensorFlow, as the TF1 side's does)."""
+    factory, label = _FILE_SIDES[runtime]
+    result = _measure_one(f"migrate.verification.sides:{factory}", {"path": tflite_path, "threads": threads},
+                          images_npz, NO_MEMORY_SETTINGS, warmup, repeats, label)
     result.update(peak_memory_bytes=None, baseline_memory_bytes=None, transient_peak_bytes=None,
-                  device="CPU (TFLite)")
+                  device=f"CPU ({label})")
     for batch in result["batches"]:
         batch.update(peak_memory_bytes=None, baseline_memory_bytes=None)
     return result

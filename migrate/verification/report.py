@@ -35,7 +35,8 @@ class VerifyReport:
     postprocessing: dict = None  # `self_check.check_postprocessing`: both post-processings on crafted values
     memory: dict = None          # memory_growth, memory_limit_mb applied in both measurement processes
     trace_dir: str = None        # where the profiler trace of the TF2 side went
-    tflite: dict = None          # mode "tflite": the file, its kind (`tflite_file.open_file`), threads, agreement
+    tflite: dict = None          # mode "tflite" or "onnx": the file, its kind (`tflite_file.open_file`), threads,
+    # agreement
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -110,14 +111,16 @@ def format_report(report: VerifyReport) -> str:
     """The short table the CLI prints."""
     precision = "" if report.precision == "float32" else f", {report.precision}"
     lines = [f"verify {report.src}", f"    -> {report.converted}  (mode {report.mode}{precision})"]
+    file_label = "ONNX file" if report.mode == "onnx" else "TFLite file"
     if report.tflite:
-        lines.append(f"    TFLite file {report.tflite['file']}: {report.tflite['kind']}, "
+        lines.append(f"    {file_label} {report.tflite['file']}: {report.tflite['kind']}, "
                      f"{report.tflite['threads']} thread{'s' if report.tflite['threads'] > 1 else ''}")
     worst = max(report.tensors, key=lambda t: t["max_abs_err"] if t["max_abs_err"] is not None else np.inf,
                 default=None)
     ok_tensors = sum(t["ok"] for t in report.tensors)
     if not report.tensors:
-        lines.append(f"tensors      not compared (a {'TFLite file' if report.tflite else 'SavedModel'} shows its "
+        lines.append(f"tensors      not compared (a{'n' if report.mode == 'onnx' else ''} "
+                     f"{file_label if report.tflite else 'SavedModel'} shows its "
                      "detections only)")
     else:
         lines.append(f"tensors      {ok_tensors}/{len(report.tensors)} within atol {report.tolerances['atol']:g} "
@@ -155,7 +158,8 @@ def format_report(report: VerifyReport) -> str:
         lines.append(f"FIRST DIVERGENCE  {fd['name']}{errs}" + (f" ({fd['note']})" if fd.get("note") else ""))
     if report.tf1.get("measured"):
         lines.append("")
-        lines.append(f"{'':24}{'TF1':>22}{'TFLite' if report.tflite else 'TF2':>22}")
+        side = ("ONNX Runtime" if report.mode == "onnx" else "TFLite") if report.tflite else "TF2"
+        lines.append(f"{'':24}{'TF1':>22}{side:>22}")
         lines.append(f"{'device':24}{report.tf1['device']:>22}{report.tf2['device']:>22}")
         lines.append(f"{'allocator peak':24}{_mib(report.tf1['peak_memory_bytes']):>22}"
                      f"{_mib(report.tf2['peak_memory_bytes']):>22}")

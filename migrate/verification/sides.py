@@ -48,3 +48,11 @@ def tflite_runner(path: str, threads: int, memory_growth: bool = False, memory_l
     from migrate.runtimes import litert
     _configure_memory(memory_growth, memory_limit_mb)
     return litert.runner(path, threads)
+
+
+def onnx_runner(path: str, threads: int, memory_growth: bool = False, memory_limit_mb=None):
+    """Measurement factory: an `.onnx` file on ONNX Runtime with `threads` threads, one image
+    [1, H, W, 3] per call (`migrate.runtimes.onnx.runner`); the memory settings as `tflite_runner`'s."""
+    from migrate.runtimes import onnx
+    _configure_memory(memory_growth, memory_limit_mb)
+    return onnx.runner(path, threads)

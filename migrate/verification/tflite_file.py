@@ -1,6 +1,9 @@
-"""The TF2 side of `verify --tflite`: a `.tflite` file written by `migrate export`, run by
-LiteRT's interpreter (`ssd_mobilenet.litert.model_file.ModelFile`) through its `serving_default`
-signature, against the TF1 graph.
+"""The TF2 side of `verify --tflite` and `verify --onnx`: a `.tflite` file written by `migrate
+export`, run by LiteRT's interpreter (`ssd_mobilenet.litert.model_file.ModelFile`) through its
+`serving_default` signature, or an `.onnx` file, run by ONNX Runtime
+(`ssd_mobilenet.onnx_file.OnnxFile`), against the TF1 graph. Both have `feed(photo)`,
+`run(input)` and `exact_for_any_size`; an ONNX file is always judged EXACT (float32, the TF
+graph's post-processing).
 
 What the file is comes from the file (`ModelFile`): per-class NMS or the
 `TFLite_Detection_PostProcess` custom op (regular or fast, its `use_regular_nms` option), float32
@@ -49,6 +52,33 @@ AGREEMENT_MIN_RATE = 0.5
 EXACT, AGREEMENT = "exact", "agreement"
 
 
+# What each file runtime is called in reports and messages: (runtime, file, flag).
+RUNTIMES = {"litert": ("LiteRT", "TFLite file", "--tflite"), "onnx": ("ONNX Runtime", "ONNX file", "--onnx")}
+
+
+def open_onnx_file(path: str, config, threads: int | None = None):
+    """(`OnnxFile` of `path` on ONNX Runtime with `threads` threads, its info dict, as `open_file`'s)
+    for `verify --onnx`. Raises VerifyInputError as `open_file`."""
+    from ssd_mobilenet import onnx_file
+    if not os.path.isfile(path):
+        raise VerifyInputError(f"{path}: no such file (--onnx)")
+    try:
+        file = onnx_file.OnnxFile(path, threads=threads)
+    except onnx_file.OnnxFileError as e:
+        raise VerifyInputError(str(e)) from None
+    size = [config.image_height, config.image_width]
+    if list(file.image_size) != size:
+        h, w = file.image_size
+        raise VerifyInputError(f"{path}: takes {h}x{w} images, the converted model "
+                               f"{size[0]}x{size[1]} (a file of another model?)")
+    meta = file.metadata
+    info = {"file": os.path.abspath(path), "bytes": os.path.getsize(path), "nms": "per-class",
+            "input_type": meta.get("input"), "input_mode": file.input_mode, "int8": False, "input_size": size,
+            "max_detections": meta.get("max_detections"), "operators": None, "kind": file.kind,
+            "criterion": EXACT, "threads": file.threads, "runtime": "onnx"}
+    return file, info
+
+
 def open_file(path: str, config, threads: int | None = None):
     """(`ModelFile` of `path` on LiteRT with `threads` threads, its info dict) for `verify --tflite`
     and bench's TFLite sides, checked against the converted model's `config` (its input size).
@@ -80,7 +110,7 @@ def open_file(path: str, config, threads: int | None = None):
             "input_mode": file.input_mode, "int8": file.int8, "input_size": size,
             "max_detections": file.max_detections, "operators": file.operators, "kind": file.kind,
             "criterion": EXACT if file.nms == tflite_lib.PER_CLASS and not file.int8 else AGREEMENT,
-            "threads": file.threads}
+            "threads": file.threads, "runtime": "litert"}
     return file, info
 
 
@@ -144,7 +174,8 @@ def tolerances(info: dict, atol: float, rtol: float) -> dict:
     if info["criterion"] == EXACT:
         return {"atol": atol, "rtol": rtol, "precision": "float32", "criterion": EXACT,
                 "tf1_reference": "the graph as written: a session with Grappler off, fed the file's pixels",
-                "rule": "detection counts and classes exact; boxes and scores |tflite - tf1| <= atol + rtol"}
+                "rule": "detection counts and classes exact; boxes and scores "
+                        f"|{'onnx' if info.get('runtime') == 'onnx' else 'tflite'} - tf1| <= atol + rtol"}
     from ssd_mobilenet.litert import file_format as tflite_lib
     clip = "" if info["nms"] == tflite_lib.PER_CLASS else "the file's boxes clipped to [0, 1] (the op does not clip); "
     return {"atol": None, "rtol": None, "precision": "int8" if info["int8"] else "float32", "criterion": AGREEMENT,

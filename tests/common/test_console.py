@@ -136,8 +136,8 @@ def test_missing_paths_are_refused_before_tensorflow_loads(small, tmp_path):
         (["verify", src, nope], f"{nope}: no converted model (run `python -m migrate convert {src}` first)"),
         (["verify", src, converted, "--images", str(image), nope], f"{nope}: no such file or folder"),
         (["predict", nope, str(image)],
-         f"{nope}: no such directory or .tflite file (expected the output of `migrate convert` or `migrate export "
-         "--tflite`)"),
+         f"{nope}: no such directory, .tflite or .onnx file (expected the output of `migrate convert` or `migrate "
+         "export --tflite / --onnx`)"),
         (["predict", converted, str(image), nope], f"{nope}: no such file or folder"),
         (["bench", nope, converted], f"{nope}: no frozen_inference_graph.pb (the TF1 side needs the frozen graph)"),
         (["bench", src, nope], f"{nope}: not a converted model directory (no model_config.json)"),

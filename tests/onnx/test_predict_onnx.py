@@ -1,0 +1,208 @@
+"""`migrate export --onnx` and `predict MODEL.onnx IMAGES...` on ONNX Runtime, in a process where
+TensorFlow cannot be imported (a `tensorflow` package that raises on import, first on
+PYTHONPATH, as in a venv holding only the `[onnx]` extra): the same JSON lines as `predict` on
+the converted directory (TensorFlow) for photos of any size, the unreadable image warned and
+skipped, bad input refused in one line with exit 2 and nothing written."""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+
+pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
+pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
+
+from conftest import REPO, SHARED, save_synthetic_model  # noqa: E402
+from migrate import predict  # noqa: E402
+from migrate.cli import main  # noqa: E402
+from ssd_mobilenet.config import SSDConfig  # noqa: E402
+
+CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
+ATOL = 1e-5  # the project's parity tolerance: ONNX Runtime's kernels round otherwise than oneDNN's
+LABELS = "item { id: 1 name: 'cat' }\nitem { id: 2 name: 'dog' }\nitem { id: 3 name: 'bird' }\n"
+
+
+def _cli(args):
+    """(exit code, stdout, stderr) of `migrate.cli.main(args)` in this process."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(args)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """(converted directory, its `.onnx` file written by `migrate export --onnx`, a label map)."""
+    root = tmp_path_factory.mktemp("onnx_predict")
+    converted = str(root / "converted")
+    save_synthetic_model(converted, CONFIG)
+    path = str(root / "model.onnx")
+    code, out, err = _cli(["export", converted, "--onnx", path])
+    assert code == 0, err
+    assert out.startswith("exported ONNX opset 13, uint8 input, 100 detections") and path in out
+    # The console shows the project's lines only (tf2onnx's log is hidden without --verbose).
+    assert all(line.startswith("[migrate] ") for line in err.splitlines()), err
+    (root / "labels.pbtxt").write_text(LABELS)
+    return converted, path, str(root / "labels.pbtxt")
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """Images of mixed sizes and formats (the real photos when ../shared is there, generated
+    PNG and JPEG too), a grayscale PNG, and a corrupt JPEG."""
+    root = tmp_path_factory.mktemp("onnx_images")
+    rng = np.random.default_rng(4)
+    for name, (h, w) in {"a.png": (96, 200), "b.jpg": (300, 170)}.items():
+        Image.fromarray(rng.integers(0, 256, (h, w, 3)).astype(np.uint8)).save(root / name, quality=90)
+    Image.fromarray(rng.integers(0, 256, (64, 64)).astype(np.uint8)).save(root / "gray.png")
+    for photo in sorted(glob.glob(os.path.join(SHARED, "photos", "*.jpg")))[:4]:
+        os.symlink(photo, root / os.path.basename(photo))
+    (root / "corrupt.jpg").write_bytes(b"\xff\xd8\xff\xe0" + bytes(100))
+    return str(root)
+
+
+@pytest.fixture(scope="module")
+def no_tensorflow(tmp_path_factory):
+    """A folder whose `tensorflow` package raises on import, to put first on PYTHONPATH."""
+    stub = tmp_path_factory.mktemp("no_tensorflow")
+    (stub / "tensorflow").mkdir()
+    (stub / "tensorflow" / "__init__.py").write_text("raise ImportError('TensorFlow is not installed here')\n")
+    return str(stub)
+
+
+def without_tensorflow(args, stub):
+    """`python -m migrate ARGS` where `import tensorflow` raises."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([stub, REPO]))
+    return subprocess.run([sys.executable, "-m", "migrate", *args], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def lines(path) -> dict:
+    return {line["image"]: line for line in map(json.loads, open(path))}
+
+
+def test_onnx_predict_without_tensorflow_gives_the_converted_models_lines(model, folder, no_tensorflow, tmp_path):
+    converted, path, labels = model
+    out, png = tmp_path / "onnx.jsonl", tmp_path / "drawn"
+    run = without_tensorflow(["predict", path, folder, "--out", str(out), "--png", str(png), "--labels", labels,
+                              "--threads", "2", "--min-score", "0.05"], no_tensorflow)
+    assert run.returncode == 0, run.stderr
+    assert "Traceback" not in run.stderr
+    corrupt = os.path.join(folder, "corrupt.jpg")
+    assert [ln for ln in run.stderr.splitlines() if ln.startswith("warning:")] == [
+        ln for ln in run.stderr.splitlines() if ln.startswith(f"warning: {corrupt}: ")]
+    assert "ONNX Runtime, batch 1" in run.stderr and "ONNX Runtime with 2 threads" in run.stderr
+    ours = lines(out)
+    # The TensorFlow runtime on the converted directory, in this process.
+    predict.run(converted, [folder], out=str(tmp_path / "tf.jsonl"), labels=labels, batch_size=1, min_score=0.05)
+    ref = lines(tmp_path / "tf.jsonl")
+    assert sorted(ours) == sorted(ref) and set(ours[corrupt]) == {"image", "error"} == set(ref[corrupt])
+    sizes = {(line["height"], line["width"]) for line in ours.values() if "error" not in line}
+    assert len(sizes) >= 3 and (128, 128) not in sizes  # the file resized every photo itself
+    compared = 0
+    for image, line in ours.items():
+        if "error" in line:
+            continue
+        expected = ref[image]
+        assert (line["height"], line["width"], line["num_detections"]) == (
+            expected["height"], expected["width"], expected["num_detections"]), image
+        assert [d["class_id"] for d in line["detections"]] == [d["class_id"] for d in expected["detections"]]
+        assert [d["label"] for d in line["detections"]] == [d["label"] for d in expected["detections"]]
+        for a, b in zip(line["detections"], expected["detections"]):
+            assert abs(a["score"] - b["score"]) <= ATOL and np.allclose(a["box"], b["box"], rtol=0, atol=ATOL)
+            compared += 1
+    assert compared >= 50
+    drawn = sorted(os.listdir(png))
+    assert len(drawn) == len(ours) - 1 and all(name.endswith(".png") for name in drawn)
+
+
+@pytest.mark.parametrize("case", ["truncated", "not_ours", "tensorflow_option", "threads", "existing_out"])
+def test_predict_bad_input_exits_2_with_one_line_and_writes_nothing(model, folder, no_tensorflow, tmp_path, case):
+    import onnx
+    from onnx import TensorProto, helper
+    converted, path, _ = model
+    truncated, foreign = tmp_path / "truncated.onnx", tmp_path / "foreign.onnx"
+    truncated.write_bytes(open(path, "rb").read()[:100000])
+    # A valid ONNX file that is not this project's: one Identity, other outputs.
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "other",
+                              [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 8, 8, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, [1, 8, 8, 3])])
+    foreign_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    foreign_model.ir_version = 8
+    onnx.save(foreign_model, str(foreign))
+    out = tmp_path / "r.jsonl"
+    if case == "existing_out":
+        out.write_text("keep\n")
+    args, expected = {
+        "truncated": ([str(truncated)], f"{truncated}: ONNX Runtime cannot load it"),
+        "not_ours": ([str(foreign)], f"{foreign}: not an .onnx file of `migrate export --onnx`: its outputs are y"),
+        "tensorflow_option": ([path, "--batch", "4"], "--batch: sets up TensorFlow"),
+        "threads": ([path, "--threads", "0"], "--threads 0: must be >= 1"),
+        "existing_out": ([path], f"{out}: exists"),
+    }[case]
+    before = sorted(os.listdir(tmp_path))
+    run = without_tensorflow(["predict", *args, folder, "--out", str(out)], no_tensorflow)
+    assert run.returncode == 2, run.stderr
+    err = run.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and expected in err[0], err
+    assert sorted(os.listdir(tmp_path)) == before
+    if case == "existing_out":
+        assert out.read_text() == "keep\n"
+
+
+@pytest.mark.parametrize("case", ["exists", "nms", "int8", "calibration", "no_model"])
+def test_export_bad_input_exits_2_with_one_line_and_writes_nothing(model, tmp_path, case):
+    converted, path, _ = model
+    out = tmp_path / "m.onnx"
+    if case == "exists":
+        out.write_bytes(b"keep")
+    args, expected = {
+        "exists": ([converted], f"{out}: exists (use --force to replace it)"),
+        "nms": ([converted, "--nms", "fast"], "--nms: applies to --tflite files only, not to --onnx"),
+        "int8": ([converted, "--int8"], "--int8: applies to --tflite files only"),
+        "calibration": ([converted, "--calibration", path], "--calibration: applies to --tflite files only"),
+        "no_model": ([str(tmp_path / "nope")], "no such directory"),
+    }[case]
+    before = sorted(os.listdir(tmp_path))
+    code, stdout, stderr = _cli(["export", *args, "--onnx", str(out)])
+    assert code == 2 and not stdout
+    err = stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and expected in err[0], err
+    assert sorted(os.listdir(tmp_path)) == before
+    if case == "exists":
+        assert out.read_bytes() == b"keep"
+
+
+def test_export_force_replaces_the_file_with_the_same_model(model, tmp_path):
+    converted, path, _ = model
+    out = tmp_path / "m.onnx"
+    out.write_bytes(b"old")
+    code, stdout, _ = _cli(["export", converted, "--onnx", str(out), "--force", "--quiet", "--max-detections", "10"])
+    assert code == 0 and str(out) in stdout and "10 detections" in stdout
+    from ssd_mobilenet import onnx_file
+    file = onnx_file.OnnxFile(str(out), threads=1)
+    assert file.metadata["max_detections"] == 10
+    assert file.detect(np.zeros([50, 60, 3], np.uint8))["detection_scores"].shape == (1, 10)
+
+
+def test_a_tflite_file_still_runs_on_litert(model, tmp_path):
+    """`open_runtime` chooses by the file: an .onnx suffix or ONNX content -> ONNX Runtime, a
+    TFLite file -> LiteRT; the same file under another name is still ONNX."""
+    from migrate.runtimes import file_runtime
+    _, path, _ = model
+    renamed = tmp_path / "model.bin"
+    shutil.copy(path, renamed)
+    assert file_runtime(path) == file_runtime(str(renamed)) == "onnx"
+    tflite_like = tmp_path / "x.tflite"
+    tflite_like.write_bytes(b"\x1c\x00\x00\x00TFL3" + bytes(32))
+    assert file_runtime(str(tflite_like)) == "litert"

@@ -1,8 +1,9 @@
 """`predict`: a model over image files and folders -> JSON lines (and pictures).
 
 The model is a converted directory, run by TensorFlow (`migrate.runtimes.tensorflow`: a `tf.data`
-pipeline, batches of mixed sizes), or a `.tflite` file of `migrate export`, run by LiteRT
-(`migrate.runtimes.litert`: one image per call, no TensorFlow in the process). This module
+pipeline, batches of mixed sizes), a `.tflite` file of `migrate export`, run by LiteRT
+(`migrate.runtimes.litert`), or an `.onnx` file of `migrate export --onnx`, run by ONNX Runtime
+(`migrate.runtimes.onnx`); a file runs one image per call, with no TensorFlow in the process. This module
 writes what either yields: one JSON line per image, the pictures, the progress; it does not
 import TensorFlow.
 

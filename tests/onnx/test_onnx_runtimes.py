@@ -1,0 +1,163 @@
+"""The same `.onnx` file on every ONNX runtime: OpenVINO gives ONNX Runtime's detections, every op
+is one TensorRT's ONNX parser supports (TensorRT cannot run here: the list is checked, not the
+engine), and `verify --onnx` proves the 2018 zoo conversion's file against the TF1 graph on the
+shared photos of several sizes."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import numpy as np
+import onnx
+import pytest
+
+pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
+pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
+
+from conftest import SHARED, check_detections, save_synthetic_model, shared_available  # noqa: E402
+from migrate.cli import main  # noqa: E402
+from ssd_mobilenet import onnx_file  # noqa: E402
+from ssd_mobilenet.config import SSDConfig  # noqa: E402
+from ssd_mobilenet.export import onnx as onnx_export  # noqa: E402
+from ssd_mobilenet.litert import images  # noqa: E402
+
+CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
+PHOTOS = sorted(glob.glob(os.path.join(SHARED, "photos", "*.jpg")))
+
+# TensorRT 8.5's ONNX parser: the operators its support matrix marks "Y" (onnx/onnx-tensorrt,
+# docs/operators.md at commit 6d0ab7be324d02c7feb3a306b6fdbeae84f71ddc, "TensorRT 8.5 supports
+# operators up to Opset 17"). Restrictions that matrix gives for the ops these files use are
+# in TENSORRT_INITIALIZER_INPUTS and the Resize modes below.
+TENSORRT_OPS = frozenset("""
+Abs Acos Acosh Add And ArgMax ArgMin Asin Asinh Atan Atanh AveragePool BatchNormalization Cast Ceil Celu Clip Concat
+Constant ConstantOfShape Conv ConvTranspose Cos Cosh CumSum DepthToSpace DequantizeLinear Div Dropout Einsum Elu Equal
+Erf Exp Expand EyeLike Flatten Floor Gather GatherElements GatherND Gemm GlobalAveragePool GlobalLpPool GlobalMaxPool
+Greater GreaterOrEqual GridSample GRU HardSwish HardSigmoid Identity If ImageScaler InstanceNormalization IsNaN
+LeakyRelu Less LessOrEqual Log LogSoftmax Loop LRN LSTM LpNormalization LpPool MatMul Max MaxPool Mean
+MeanVarianceNormalization Min Mod Mul Neg NonMaxSuppression NonZero Not OneHot Or Pad ParametricSoftplus Pow PRelu
+QuantizeLinear RandomNormal RandomNormalLike RandomUniform RandomUniformLike Range Reciprocal ReduceL1 ReduceL2
+ReduceLogSum ReduceLogSumExp ReduceMax ReduceMean ReduceMin ReduceProd ReduceSum ReduceSumSquare Relu Reshape Resize
+ReverseSequence RNN RoiAlign Round ScaledTanh Scan Scatter ScatterElements ScatterND Selu Shape Shrink Sigmoid Sign Sin
+Sinh Size Slice Softmax Softplus Softsign SpaceToDepth Split Sqrt Squeeze Sub Sum Tan Tanh ThresholdedRelu Tile TopK
+Transpose Trilu Unsqueeze Upsample Where Xor
+""".split())
+TENSORRT_MAX_OPSET = 17
+# Inputs the matrix says must be initializers (or constants): op -> input positions.
+TENSORRT_INITIALIZER_INPUTS = {"Conv": [1], "TopK": [1], "Slice": [3], "Squeeze": [1], "Unsqueeze": [1],
+                               "CumSum": [1]}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """{"uint8": path, "float32": path}: the small model's default file and its fixed-size float32 one."""
+    root = tmp_path_factory.mktemp("onnx_runtimes")
+    model = save_synthetic_model(str(root / "converted"), CONFIG)
+    paths = {}
+    for input_type in ("uint8", "float32"):
+        paths[input_type] = str(root / f"{input_type}.onnx")
+        onnx_export.export_onnx(model, paths[input_type], input_type=input_type)
+    return paths
+
+
+def _photos_or_generated():
+    """uint8 [H, W, 3] photos of several sizes: the shared photos, or generated ones without them."""
+    if PHOTOS:
+        return [images.read_image(p) for p in PHOTOS]
+    rng = np.random.default_rng(7)
+    return [rng.integers(0, 256, (h, w, 3)).astype(np.uint8) for h, w in ((300, 300), (480, 640), (211, 97))]
+
+
+def test_openvino_gives_onnx_runtimes_detections(files):
+    ov = pytest.importorskip("openvino", reason="OpenVINO is not installed (pip install '.[openvino]')")
+    path = files["uint8"]
+    file = onnx_file.OnnxFile(path, threads=2)
+    core = ov.Core()
+    # float32 throughout: on a CPU with bfloat16 units (AMX, AVX512_BF16) OpenVINO's CPU plugin
+    # otherwise runs the network in bfloat16 by default.
+    compiled = core.compile_model(core.read_model(path), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    detections = 0
+    for image in _photos_or_generated():
+        ours = file.detect(image)
+        result = compiled({"input_tensor": image[None]})
+        theirs = {key: np.asarray(result[compiled.output(key)]) for key in onnx_file.OUTPUT_KEYS}
+        check_detections(theirs, ours)
+        detections += int(ours["num_detections"][0])
+    assert detections >= 100
+
+
+def _initializers_and_constants(model) -> set:
+    names = {t.name for t in model.graph.initializer}
+    return names | {o for node in model.graph.node if node.op_type == "Constant" for o in node.output}
+
+
+@pytest.mark.parametrize("input_type", ["uint8", "float32"])
+def test_every_op_is_in_tensorrts_onnx_parser_support_list(files, input_type):
+    model = onnx.load(files[input_type])
+    assert max(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")) <= TENSORRT_MAX_OPSET
+    ops = {node.op_type for node in model.graph.node}
+    assert ops <= TENSORRT_OPS, sorted(ops - TENSORRT_OPS)
+    constant = _initializers_and_constants(model)
+    for node in model.graph.node:
+        for position in TENSORRT_INITIALIZER_INPUTS.get(node.op_type, []):
+            if position < len(node.input) and node.input[position]:
+                assert node.input[position] in constant, (node.op_type, node.name, node.input[position])
+        if node.op_type == "NonMaxSuppression":  # 8.4's matrix asked for initializers; kept so
+            assert all(name in constant for name in node.input[2:]), node.name
+        if node.op_type == "Resize":
+            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+            assert attrs.get("coordinate_transformation_mode", b"half_pixel") in (b"asymmetric",)
+            assert attrs.get("mode", b"nearest") in (b"linear", b"nearest")
+            assert attrs.get("nearest_mode", b"round_prefer_floor") in (b"floor", b"round_prefer_floor")
+    (graph_input,) = model.graph.input
+    dims = [d.dim_value for d in graph_input.type.tensor_type.shape.dim]
+    if input_type == "float32":
+        # TensorRT's input: float32 of a fixed size (it refuses uint8, onnx-tensorrt#400).
+        assert graph_input.type.tensor_type.elem_type == onnx.TensorProto.FLOAT and dims == [1, 128, 128, 3]
+    else:
+        assert graph_input.type.tensor_type.elem_type == onnx.TensorProto.UINT8
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shared_available() or not PHOTOS, reason="needs ../shared (the zoo graph and photos)")
+def test_verify_onnx_passes_the_2018_zoo_conversions_file_on_the_shared_photos(zoo_converted, tmp_path, capsys):
+    """The 2018 zoo graph's conversion (300x300, 90 classes) as an ONNX file, against the TF1 graph
+    on the 7 shared photos (300x300 to 1352x900), each at its own size: counts and classes exact,
+    boxes and scores within 1e-5."""
+    src, converted = zoo_converted
+    path, report_path = tmp_path / "zoo.onnx", tmp_path / "report.json"
+    assert main(["export", converted, "--onnx", str(path), "--quiet"]) == 0
+    capsys.readouterr()
+    code = main(["verify", src, converted, "--onnx", str(path), "--images", os.path.join(SHARED, "photos"),
+                 "--no-measure", "--threads", "2", "--json", str(report_path), "--quiet"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "ONNX file" in printed and "PASSED" in printed
+    report = json.loads(report_path.read_text())
+    assert report["passed"] and report["mode"] == "onnx" and report["tolerances"]["criterion"] == "exact"
+    dets = report["detections"]
+    assert len(dets) == len(PHOTOS) and all(d["ok"] and d["classes_equal"] and d["num_tf1"] == d["num_tf2"]
+                                             for d in dets)
+    assert sum(d["num_tf1"] for d in dets) > 0
+    assert max(d["max_box_err"] for d in dets) <= 1e-5 and max(d["max_score_err"] for d in dets) <= 1e-5
+    print(f"zoo verify --onnx: {sum(d['num_tf1'] for d in dets)} detections, boxes within "
+          f"{max(d['max_box_err'] for d in dets):.2e}, scores within {max(d['max_score_err'] for d in dets):.2e}")
+
+
+@pytest.mark.parametrize("case", ["two_files", "batch", "not_ours"])
+def test_verify_onnx_bad_input_is_one_line(files, tmp_path, capsys, case):
+    fake_src = tmp_path / "src"
+    fake_src.mkdir()
+    converted = str(tmp_path / "converted")
+    save_synthetic_model(converted, CONFIG)
+    foreign = tmp_path / "foreign.onnx"
+    foreign.write_bytes(b"\x08\x07" + bytes(50))
+    args, expected = {
+        "two_files": (["--onnx", files["uint8"], "--tflite", files["uint8"]], "--onnx: one file at a time"),
+        "batch": (["--onnx", files["uint8"], "--batch", "2"], "--batch 2: does not apply with --onnx"),
+        "not_ours": (["--onnx", str(foreign)], f"{foreign}: ONNX Runtime cannot load it"),
+    }[case]
+    code = main(["verify", str(fake_src), converted, *args, "--no-measure", "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and err.startswith("error: ") and expected in err, err

@@ -25,10 +25,10 @@ What it does, in the order of `postprocessing._postprocess_image`:
    runtime, so nothing below depends on it;
 4. each selected (class, anchor) writes its score into a dense [classes * A] row at
    `class * A + anchor`, -inf elsewhere (`clip_after_sort`: -inf also for a box empty once
-   clipped, which TF1 drops after the sort). A `TopK` of that row takes the best D: ONNX's
-   TopK puts the lower index first among equal values, so ties come out lower class first,
-   then lower anchor index first, which is TF1's order (its sort of the class-major list of
-   NMS results, whose NMS breaks score ties by the lower box index);
+   clipped, which TF1 drops after the sort). The best D of that row, equal scores lower index
+   first (`_top_k_lower_index_first`, which leaves no tie to the runtime's TopK): ties come out
+   lower class first, then lower anchor index first, which is TF1's order (its sort of the
+   class-major list of NMS results, whose NMS breaks score ties by the lower box index);
 5. rows past the number of detections are zeros (classes 1.0), as TF1 pads them.
 
 Built with `onnx.helper`; the opset is `OPSET`.
@@ -67,6 +67,52 @@ class _Builder:
         names = [f"{self.prefix}{name}" if outputs == 1 else f"{self.prefix}{name}_{i}" for i in range(outputs)]
         self.nodes.append(helper.make_node(op_type, list(inputs), names, name=f"{self.prefix}{name}_node", **attrs))
         return names[0] if outputs == 1 else names
+
+
+def _top_k_lower_index_first(g: _Builder, row: str, n: int, k: int) -> str:
+    """Indices int64 [k] of the k largest values of `row` float32 [n], largest first, equal values
+    lower index first, whatever order the runtime's TopK gives ties in.
+
+    ONNX asks TopK for the lower index first among equal values, and ONNX Runtime does so; but
+    OpenVINO imports it unstable, and TensorRT does not document its order. So no tie is left to
+    the runtime: the first TopK gives the k largest values (a multiset every runtime agrees on)
+    and v_k, the smallest of them; the g values above v_k are in whatever their order, and the
+    k - g values equal to v_k are the lowest positions holding v_k (a TopK of -position over
+    those: unique keys). A rank over the k chosen ((value, -position) pairs compared, [k, k])
+    then orders them, and a TopK of -rank (unique keys again) gives that order.
+    """
+    if n >= 2 ** 24:  # positions as float32 keys must be exact
+        raise ValueError(f"{n} class-anchor pairs: more than float32 positions hold exactly")
+    f32, i64 = np.float32, np.int64
+    neg_inf = g.const(-np.inf, f32, "topk_neg_inf")
+    k_const = g.const([k], i64, "topk_k")
+    top_values, top_index = g.op("TopK", [row, k_const], "topk_first", outputs=2, axis=0, largest=1, sorted=1)
+    v_k = g.op("Gather", [top_values, g.const(k - 1, i64, "topk_last")], "topk_v_k", axis=0)
+    g_count = g.op("ReduceSum", [g.op("Cast", [g.op("Greater", [top_values, v_k], "topk_above")], "topk_above_f",
+                                       to=TensorProto.FLOAT)], "topk_g", keepdims=0)
+    positions = g.const(np.arange(n), f32, "topk_positions")
+    tie_key = g.op("Where", [g.op("Equal", [row, v_k], "topk_at_v_k"), g.op("Neg", [positions], "topk_neg_pos"),
+                             neg_inf], "topk_tie_key")
+    _, tie_index = g.op("TopK", [tie_key, k_const], "topk_ties", outputs=2, axis=0, largest=1, sorted=1)
+    rows = g.const(np.arange(k), i64, "topk_rows")
+    rows_f = g.const(np.arange(k), f32, "topk_rows_f")
+    tie_row = g.op("Max", [g.op("Sub", [rows, g.op("Cast", [g_count], "topk_g_int", to=TensorProto.INT64)],
+                                "topk_tie_row_raw"), g.const(0, i64, "topk_zero")], "topk_tie_row")
+    chosen = g.op("Where", [g.op("Less", [rows_f, g_count], "topk_from_first"), top_index,
+                            g.op("Gather", [tie_index, tie_row], "topk_tie_pick", axis=0)], "topk_chosen")
+    value = g.op("Gather", [row, chosen], "topk_chosen_values", axis=0)
+    position = g.op("Cast", [chosen], "topk_chosen_pos", to=TensorProto.FLOAT)
+    axis0, axis1 = g.const([0], i64, "topk_axis0"), g.const([1], i64, "topk_axis1")
+    v_i, v_j = g.op("Unsqueeze", [value, axis1], "topk_v_i"), g.op("Unsqueeze", [value, axis0], "topk_v_j")
+    p_i, p_j = g.op("Unsqueeze", [position, axis1], "topk_p_i"), g.op("Unsqueeze", [position, axis0], "topk_p_j")
+    before = g.op("Or", [g.op("Greater", [v_j, v_i], "topk_higher"),
+                         g.op("And", [g.op("Equal", [v_j, v_i], "topk_equal"), g.op("Less", [p_j, p_i], "topk_lower")],
+                              "topk_tied_lower")], "topk_before")  # [k, k]: j goes before i
+    rank = g.op("ReduceSum", [g.op("Cast", [before], "topk_before_f", to=TensorProto.FLOAT), axis1], "topk_rank",
+                keepdims=0)
+    _, permutation = g.op("TopK", [g.op("Neg", [rank], "topk_neg_rank"), k_const], "topk_order", outputs=2, axis=0,
+                          largest=1, sorted=1)
+    return g.op("Gather", [chosen, permutation], "topk_index", axis=0)
 
 
 def graph(config, num_anchors: int, max_detections: int | None = None, prefix: str = "postprocess/") -> onnx.ModelProto:
@@ -122,11 +168,12 @@ def graph(config, num_anchors: int, max_detections: int | None = None, prefix: s
         values = g.op("Where", [g.op("Gather", [nonempty, anchor], "selected_nonempty", axis=0), values, neg_inf],
                       "selected_values")
 
-    # 4. Dense [C * A] row in (class, anchor) order, and the global top k.
+    # 4. Dense [C * A] row in (class, anchor) order, and the global top k in TF1's order.
     dense = g.op("Expand", [neg_inf, g.const([c * a], i64, "dense_size")], "dense_empty")
     dense = g.op("ScatterND", [dense, g.op("Unsqueeze", [flat, g.const([1], i64, "axis1")], "flat_column"), values],
                  "dense")
-    top_scores, order = g.op("TopK", [dense, g.const([k], i64, "k")], "top", outputs=2, axis=0, largest=1, sorted=1)
+    order = _top_k_lower_index_first(g, dense, c * a, k)
+    top_scores = g.op("Gather", [dense, order], "top_scores", axis=0)
     real = g.op("Greater", [top_scores, neg_inf], "real")  # the first `num` rows
     num = g.op("ReduceSum", [g.op("Cast", [real], "real_count", to=TensorProto.FLOAT)], "num", keepdims=1)
 

@@ -111,12 +111,11 @@ def test_float32_input_is_a_fixed_size_scaled_image(exported, tmp_path):
 # --- the post-processing graph alone, on crafted inputs ------------------------------------------
 
 
-# What OpenVINO 2026.4 does otherwise than ONNX (and TF1) on exact boundaries, read off its ONNX
-# frontend's ops: its TopK is imported with `stable: False` (ties in any order, where ONNX says
-# the lower index first) and its NMS suppresses a box whose IoU equals the limit (TF1 and ONNX
-# Runtime: above it). No real photo hit either in the tests of test_onnx_runtimes.py; these
-# crafted cases document the difference and fail once OpenVINO agrees (strict).
-OPENVINO_TIES = "OpenVINO's TopK breaks ties in its own order (stable: False) and its NMS its own way"
+# What OpenVINO 2026.4 does otherwise than TF1 (and ONNX Runtime) on an exact boundary: its NMS
+# suppresses a box whose IoU equals the limit. (Its TopK is imported unstable, `stable: False`;
+# the file leaves no tie to TopK, `onnx_postprocessing._top_k_lower_index_first`, so equal scores
+# pass on it.) No real photo hit this in test_onnx_runtimes.py; the crafted case documents the
+# difference and fails once OpenVINO agrees (strict).
 OPENVINO_IOU = "OpenVINO's NMS suppresses at IoU == iou_threshold (TF1 and ONNX Runtime: above it only)"
 
 
@@ -198,7 +197,7 @@ def test_boxes_the_clip_leaves_empty_are_dropped(run, variant):
     assert ref["num_detections"][0] == 4  # two boxes, two classes
 
 
-@pytest.mark.parametrize("run", _runtimes(OPENVINO_TIES))
+@pytest.mark.parametrize("run", _runtimes())
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_equal_scores_keep_tfs_order(run, variant):
     # Overlapping and disjoint boxes, every score equal: the lower box index wins NMS, and the
@@ -212,7 +211,7 @@ def test_equal_scores_keep_tfs_order(run, variant):
     assert ref["num_detections"][0] == 12
 
 
-@pytest.mark.parametrize("run", _runtimes(OPENVINO_TIES))
+@pytest.mark.parametrize("run", _runtimes())
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_random_candidates_with_ties_caps_and_padding(run, variant):
     # Scores on a grid of eighths (many ties, many at the threshold), boxes partly outside the

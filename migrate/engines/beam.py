@@ -8,7 +8,8 @@
   the workers through `apache_beam.io.filesystems.FileSystems`: local paths, and gs://, s3://,
   hdfs:// where Beam's extras for them are installed.
 - The model: `RuntimeHandler` opens `predict`'s own runtime (`migrate.runtimes.open_runtime`:
-  TensorFlow for a converted directory, LiteRT for a `.tflite` file) once per worker process;
+  TensorFlow for a converted directory, LiteRT for a `.tflite` file, ONNX Runtime for an `.onnx`
+  file) once per worker process;
   RunInference shares it among that process's threads. Its batches (`BatchElements`, up to
   `batch_size` images) go to `runtime.results_of_encoded`, which decodes and resizes them
   with the ops `predict` uses, so each image's line is `predict`'s line for it.
@@ -419,9 +420,8 @@ def _runtime_name(model: str) -> str:
       ModelDirError: naming the model.
     """
     if os.path.isfile(model):
-        from migrate.runtimes.litert import LiteRTRuntime
-        LiteRTRuntime(model, threads=1)  # opens and inspects the file
-        return "LiteRT"
+        from migrate.runtimes import open_runtime
+        return open_runtime(model, threads=1).name  # opens and inspects the file: LiteRT or ONNX Runtime
     config = os.path.join(model, "model_config.json")  # ssd_mobilenet.detector.CONFIG_FILE, without TensorFlow
     if not os.path.isfile(config):
         raise ModelDirError(f"{config}: not found (not a converted model directory)")

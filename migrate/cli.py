@@ -63,8 +63,8 @@ def _add_export_parser(sub):
     p.add_argument("--max-detections", type=int, metavar="N",
                    help="detections per image (default: the model's max_total_detections)")
     p.add_argument("--int8", action="store_true",
-                   help="post-training int8 quantization of the network (float32 outputs), with a report of how "
-                        "far its detections drift from the float model's")
+                   help="post-training int8 quantization of the network (float32 outputs; --onnx: QDQ "
+                        "convolutions), with a report of how far its detections drift from the float model's")
     p.add_argument("--calibration", nargs="+", metavar="IMAGES",
                    help="JPEG/PNG files and folders to calibrate --int8 on (default: generated images)")
     p.add_argument("--force", action="store_true", help="replace an existing OUT")
@@ -73,7 +73,7 @@ def _add_export_parser(sub):
 
 
 # export's options for the .tflite file only: refused with --onnx.
-_TFLITE_EXPORT_OPTIONS = {"--nms": "nms", "--int8": "int8", "--calibration": "calibration"}
+_TFLITE_EXPORT_OPTIONS = {"--nms": "nms"}
 
 
 def _export(args) -> int:
@@ -103,12 +103,16 @@ def _export_onnx(args) -> int:
         if given:
             raise export.ExportInputError(f"{given[0]}: applies to --tflite files only, not to --onnx")
         result = export_onnx.export_onnx(args.converted, args.onnx, input_type=args.input,
-                                         max_detections=args.max_detections, force=args.force,
-                                         verbose=args.verbose, progress=_progress(args.quiet))
+                                         max_detections=args.max_detections, int8=args.int8,
+                                         calibration=args.calibration, force=args.force, verbose=args.verbose,
+                                         progress=_progress(args.quiet), warn=lambda msg: print(msg, file=sys.stderr))
     except export.ExportInputError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    print(f"exported ONNX opset {result['opset']}, {result['input']} input, {result['max_detections']} detections, "
+    for note in result["notes"]:
+        print(f"[migrate] {note}", file=sys.stderr)
+    print(f"exported ONNX opset {result['opset']}, {result['input']} input, "
+          f"{'int8 QDQ' if result['int8'] else 'float32'}, {result['max_detections']} detections, "
           f"{len(result['operators'])} operator types, {result['bytes']} bytes -> {result['out']}")
     return EXIT_OK
 

@@ -108,6 +108,7 @@ class OnnxFile:
                            model_file.MODEL_SIZE_UINT8)
         self.kind = (f"ONNX file, {self.metadata.get('input', UINT8)} input"
                      f"{'' if self.any_size else ' of %dx%d' % self.image_size}, "
+                     f"{'int8 QDQ' if self.metadata.get('int8') else 'float32'}, "
                      f"{self.metadata.get('num_classes')} classes")
 
     @property

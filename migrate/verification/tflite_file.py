@@ -2,8 +2,8 @@
 export`, run by LiteRT's interpreter (`ssd_mobilenet.litert.model_file.ModelFile`) through its
 `serving_default` signature, or an `.onnx` file, run by ONNX Runtime
 (`ssd_mobilenet.onnx_file.OnnxFile`), against the TF1 graph. Both have `feed(photo)`,
-`run(input)` and `exact_for_any_size`; an ONNX file is always judged EXACT (float32, the TF
-graph's post-processing).
+`run(input)` and `exact_for_any_size`; a float32 ONNX file is judged EXACT (the TF graph's
+post-processing), an int8 (QDQ) one by AGREEMENT.
 
 What the file is comes from the file (`ModelFile`): per-class NMS or the
 `TFLite_Detection_PostProcess` custom op (regular or fast, its `use_regular_nms` option), float32
@@ -72,10 +72,11 @@ def open_onnx_file(path: str, config, threads: int | None = None):
         raise VerifyInputError(f"{path}: takes {h}x{w} images, the converted model "
                                f"{size[0]}x{size[1]} (a file of another model?)")
     meta = file.metadata
+    int8 = bool(meta.get("int8"))
     info = {"file": os.path.abspath(path), "bytes": os.path.getsize(path), "nms": "per-class",
-            "input_type": meta.get("input"), "input_mode": file.input_mode, "int8": False, "input_size": size,
+            "input_type": meta.get("input"), "input_mode": file.input_mode, "int8": int8, "input_size": size,
             "max_detections": meta.get("max_detections"), "operators": None, "kind": file.kind,
-            "criterion": EXACT, "threads": file.threads, "runtime": "onnx"}
+            "criterion": AGREEMENT if int8 else EXACT, "threads": file.threads, "runtime": "onnx"}
     return file, info
 
 

@@ -49,7 +49,7 @@ def model(tmp_path_factory):
     path = str(root / "model.onnx")
     code, out, err = _cli(["export", converted, "--onnx", path])
     assert code == 0, err
-    assert out.startswith("exported ONNX opset 13, uint8 input, 100 detections") and path in out
+    assert out.startswith("exported ONNX opset 13, uint8 input, float32, 100 detections") and path in out
     # The console shows the project's lines only (tf2onnx's log is hidden without --verbose).
     assert all(line.startswith("[migrate] ") for line in err.splitlines()), err
     (root / "labels.pbtxt").write_text(LABELS)
@@ -160,7 +160,7 @@ def test_predict_bad_input_exits_2_with_one_line_and_writes_nothing(model, folde
         assert out.read_text() == "keep\n"
 
 
-@pytest.mark.parametrize("case", ["exists", "nms", "int8", "calibration", "no_model"])
+@pytest.mark.parametrize("case", ["exists", "nms", "calibration", "no_model"])
 def test_export_bad_input_exits_2_with_one_line_and_writes_nothing(model, tmp_path, case):
     converted, path, _ = model
     out = tmp_path / "m.onnx"
@@ -169,8 +169,7 @@ def test_export_bad_input_exits_2_with_one_line_and_writes_nothing(model, tmp_pa
     args, expected = {
         "exists": ([converted], f"{out}: exists (use --force to replace it)"),
         "nms": ([converted, "--nms", "fast"], "--nms: applies to --tflite files only, not to --onnx"),
-        "int8": ([converted, "--int8"], "--int8: applies to --tflite files only"),
-        "calibration": ([converted, "--calibration", path], "--calibration: applies to --tflite files only"),
+        "calibration": ([converted, "--calibration", path], "--calibration: calibrates the --int8 quantization"),
         "no_model": ([str(tmp_path / "nope")], "no such directory"),
     }[case]
     before = sorted(os.listdir(tmp_path))

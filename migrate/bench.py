@@ -22,6 +22,10 @@ Sides (`SIDES`), each a runner `run(images uint8 [N, H, W, 3]) -> dict of output
                      op resolver applies the XNNPACK delegate), through the signature
                      (`ssd_mobilenet.litert.model_file.ModelFile.detect`)
   tflite_int8        the same with the `export --int8` file (calibrated on generated images)
+  onnx               the `.onnx` file `migrate export --onnx` writes (float32, uint8 input of any size,
+                     one NonMaxSuppression) on ONNX Runtime's CPU provider with N intra-op threads
+  onnx_int8          the same with the `export --onnx --int8` file (QDQ, calibrated on generated images)
+  openvino           the `onnx` side's file on OpenVINO's CPU plugin, float32, N threads
   (the TFLite files are exported first as the SavedModels above; they are named with --sides,
   not in the default set, and run at batch 1 only, at every size of the run: at larger batches
   the rows have no TFLite entry, and the report lists those cells)
@@ -56,8 +60,9 @@ from migrate.benchmark.inputs import BenchInputError, _check_frozen_graph, _froz
     parse_sizes
 from migrate.benchmark.interleaving import MAX_ROUNDS_FACTOR, interleaved_latency, rounds
 from migrate.benchmark.plot import PLOT_EXTRA, check_plot, plot_available, write_plot
-from migrate.benchmark.sides import (BASELINE, DEFAULT_SIDES, DETECTION_OUTPUTS, EXPORTED_SIDES, SIDES, TFLITE_EXPORTS,
-                                     TFLITE_SIDES, applies, export_sides, exported_path, mixed_precision, runner)
+from migrate.benchmark.sides import (BASELINE, DEFAULT_SIDES, DETECTION_OUTPUTS, EXPORTED_SIDES, FILE_EXPORTS,
+                                     FILE_SIDES, ONNX_SIDES, SIDES, TFLITE_SIDES, applies, export_sides, exported_path,
+                                     mixed_precision, runner)
 from migrate.benchmark.statistics import RATIO_INTERVAL, _report, ratio_interval
 from migrate.benchmark.tables import (TARGETS, format_table, scaling, targets, tflite_settings, write_json,
                                       write_markdown)
@@ -66,7 +71,8 @@ from migrate.common import measure
 
 # The public names of `migrate.bench`, wherever they live now.
 __all__ = ["BASELINE", "DEFAULT_SIDES", "DETECTION_OUTPUTS", "EXPORTED_SIDES", "MAX_ROUNDS_FACTOR", "PLOT_EXTRA",
-           "RATIO_INTERVAL", "SIDES", "TARGETS", "TFLITE_SIDES", "BenchInputError", "bench", "check_plot",
+           "RATIO_INTERVAL", "SIDES", "TARGETS", "TFLITE_SIDES", "ONNX_SIDES", "FILE_SIDES", "BenchInputError", "bench",
+           "check_plot",
            "export_sides", "format_table", "interleaved_latency", "mixed_precision", "parse_batches", "parse_sizes",
            "plot_available", "ratio_interval", "rounds", "runner", "scaling", "targets", "tflite_settings",
            "write_json", "write_markdown", "write_plot"]
@@ -115,7 +121,7 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=D
     if unknown:
         raise BenchInputError(f"unknown side(s) {', '.join(unknown)}; choose from {', '.join(SIDES)}")
     sides = [BASELINE] + [s for s in sides if s != BASELINE]
-    tflite_sides = [s for s in sides if s in TFLITE_SIDES]
+    tflite_sides = [s for s in sides if s in FILE_SIDES]  # every file side: one image per call
     tflite_size, tflite = None, None
     if tflite_sides:
         model_size, any_size, aware = check_tflite(converted, tflite_sides, sizes, batches)
@@ -126,7 +132,7 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=D
         tflite = {"threads": tflite_threads, "model_size": list(model_size), "any_size": any_size,
                   "quantization_aware": aware, "batch": 1,
                   "not_measured": [f"{h}x{w}/b{b}" for h, w in sizes for b in batches
-                                   if not applies(TFLITE_SIDES[0], (h, w), b, tflite_size)]}
+                                   if not applies(FILE_SIDES[0], (h, w), b, tflite_size)]}
     settings = {None: [None], "both": ["0", "1"]}.get(onednn, [onednn])
     base_env = {**measure.BASE_ENV, **(env or {})}
     if weight_cache:
@@ -139,7 +145,7 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=D
                "memory_growth": memory_growth, "memory_limit_mb": memory_limit_mb,
                "trace_dir": os.path.abspath(trace_dir) if trace_dir else None,
                "tflite_size": list(tflite_size) if tflite_size else None, "tflite_threads": tflite_threads}
-    exported = [s for s in sides if s in EXPORTED_SIDES or s in TFLITE_EXPORTS]
+    exported = [s for s in sides if s in EXPORTED_SIDES or s in FILE_EXPORTS]
     export_dir = tempfile.mkdtemp(prefix="migrate-bench-export-") if exported else None
     try:
         if exported:

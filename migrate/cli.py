@@ -302,7 +302,7 @@ def _verify(args) -> int:
 
 
 def _add_bench_parser(sub):
-    from migrate.bench import DEFAULT_SIDES, SIDES, TFLITE_SIDES
+    from migrate.bench import DEFAULT_SIDES, ONNX_SIDES, SIDES, TFLITE_SIDES
     p = sub.add_parser("bench", help="latency and memory of the TF1 graph vs the converted model, side by side")
     p.add_argument("src", help="the TF1 model directory (with frozen_inference_graph.pb)")
     p.add_argument("converted", help="the converted directory")
@@ -310,7 +310,8 @@ def _add_bench_parser(sub):
     p.add_argument("--size", default="480x640", help="image sizes HxW, comma separated (default 480x640)")
     p.add_argument("--sides", default=",".join(DEFAULT_SIDES),
                    help=f"what to measure, comma separated, of {','.join(SIDES)} (default all but "
-                        f"{','.join(TFLITE_SIDES)}: those run on LiteRT at batch 1, at any --size)")
+                        f"{','.join(TFLITE_SIDES + ONNX_SIDES)}: those run on LiteRT, ONNX Runtime or OpenVINO at "
+                        "batch 1, at any --size)")
     p.add_argument("--repeats", type=int, default=10,
                    help="interleaved timed rounds at the largest batch; smaller batches get up to 4x (default 10)")
     p.add_argument("--warmup", type=int, default=2, help="untimed runs per side per batch (default 2)")
@@ -319,8 +320,8 @@ def _add_bench_parser(sub):
                    help="TF_ENABLE_ONEDNN_OPTS for every side (both: latency under each; default: TensorFlow's)")
     p.add_argument("--threads", type=int, metavar="N",
                    help="intra- and inter-op threads for every TensorFlow side (TF_NUM_INTRAOP/INTEROP_THREADS; "
-                        "default: TensorFlow's) and the TFLite interpreter's num_threads (default: the logical "
-                        "cores)")
+                        "default: TensorFlow's) and the TFLite interpreter's, ONNX Runtime's and OpenVINO's threads "
+                        "(default: the logical cores)")
     p.add_argument("--weight-cache", action="store_true",
                    help="CPU: oneDNN convolutions cache their reordered filters (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 "
                         "for every side; for inference-only processes)")

@@ -135,8 +135,8 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
         _check_tflite_options(mode, batch, precision, memory_growth, memory_limit_mb, trace_dir, threads,
                               "--onnx" if onnx is not None else "--tflite")
     elif threads is not None:
-        raise VerifyInputError(f"--threads {threads}: the TFLite interpreter's or ONNX Runtime's; add --tflite FILE "
-                               "or --onnx FILE")
+        raise VerifyInputError(f"--threads {threads}: the TFLite interpreter's; add --tflite FILE (or ONNX Runtime's: "
+                               "add --onnx FILE)")
     mode = mode or "function"
     batch = DEFAULT_BATCH if batch is None else batch
     if mode not in MODES:

@@ -69,9 +69,13 @@ def check_tflite(converted: str, sides, sizes, batches) -> tuple:
     if config.weight_bits and "tflite_int8" in sides:
         raise BenchInputError(f"--sides {named}: {converted} is quantization-aware; its `tflite` side is already "
                               "the integer file (int8 on the checkpoint's ranges), there is no tflite_int8 of it")
+    onnx_sides = [s for s in sides if s in ("onnx", "onnx_int8", "openvino")]
+    if config.weight_bits and onnx_sides:
+        raise BenchInputError(f"--sides {named}: {converted} is quantization-aware, which has no ONNX export yet "
+                              f"(leave out {', '.join(onnx_sides)})")
     any_size = tflite_lib.any_size(config, tflite_lib.UINT8)
     if 1 not in batches:
-        raise BenchInputError(f"--sides {named}: the TFLite files take one image per call (batch 1); "
+        raise BenchInputError(f"--sides {named}: the TFLite and ONNX files take one image per call (batch 1); "
                               "add 1 to --batch")
     if not any_size and model_size not in [tuple(s) for s in sizes]:
         asked = ",".join(f"{h}x{w}" for h, w in sizes)

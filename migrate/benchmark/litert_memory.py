@@ -1,4 +1,5 @@
-"""The memory process of bench's TFLite sides: a fresh Python process that never imports TensorFlow.
+"""The memory process of bench's file sides (TFLite, ONNX Runtime, OpenVINO): a fresh Python process
+that never imports TensorFlow.
 
 `migrate.common.measure` measures a TensorFlow side in a process that imports TensorFlow first (its
 allocator statistics come from there). A `.tflite` file runs on LiteRT alone, so its process here
@@ -7,7 +8,7 @@ holds what a LiteRT deployment holds: Python, numpy, LiteRT's interpreter and th
 `measure_without_tensorflow` with the same request, environment and result fields as
 `measure.measure_isolated` (the allocator ones None: the interpreter allocates from its own arena),
 plus:
-  runtime               "LiteRT <ai-edge-litert version>"
+  runtime               "LiteRT <ai-edge-litert version>", "ONNX Runtime <version>" or "OpenVINO <version>"
   import_s              seconds to import the runtime (before `build_s`, as TensorFlow's import is
                         before a TensorFlow side's `build_s`)
   tensorflow_imported   whether `tensorflow` was in `sys.modules` after the runs (False, or
@@ -81,9 +82,19 @@ def tensorflow_imported() -> bool:
 def _worker(request: dict) -> dict:
     from importlib import metadata
 
+    side = request.get("factory_kwargs", {}).get("side", "tflite")
     t = time.perf_counter()
-    from ssd_mobilenet.litert import model_file
-    model_file.litert_interpreter()  # the runtime's import, outside `build_s` (module docstring)
+    # The runtime's import, outside `build_s` (module docstring).
+    if side in ("onnx", "onnx_int8"):
+        import onnxruntime  # noqa: F401
+        package, runtime = "onnxruntime", "ONNX Runtime"
+    elif side == "openvino":
+        import openvino  # noqa: F401
+        package, runtime = "openvino", "OpenVINO"
+    else:
+        from ssd_mobilenet.litert import model_file
+        model_file.litert_interpreter()
+        package, runtime = "ai-edge-litert", "LiteRT"
     import_s = time.perf_counter() - t
     batches, run_numpy, build_s = measure.build_runner(request)
 
@@ -107,7 +118,7 @@ def _worker(request: dict) -> dict:
             "peak_rss_bytes": measure._peak_rss_bytes(), "rss_bytes": measure._rss_bytes(),
         })
     try:
-        version = metadata.version("ai-edge-litert")
+        version = metadata.version(package)
     except metadata.PackageNotFoundError:
         version = "unknown"
     return {
@@ -121,7 +132,7 @@ def _worker(request: dict) -> dict:
         "import_s": import_s,
         "build_s": build_s,
         "first_call_s": first_call_s,
-        "runtime": f"LiteRT {version}",
+        "runtime": f"{runtime} {version}",
         "tensorflow_imported": tensorflow_imported(),
     }
 

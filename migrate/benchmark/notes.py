@@ -46,6 +46,17 @@ _SIDE_TEXT = {
                    "(weights and activations, calibrated on the generated images `export` uses without "
                    "--calibration), post-processing float32; detections agree with the float model's by class "
                    "and IoU, not exactly.",
+    "onnx": "the `.onnx` file `migrate export --onnx` writes (float32, opset 13, uint8 input [1, H, W, 3] of any "
+            "size resized in the file with the TF1 graph's kernel, one NonMaxSuppression for all classes), "
+            "exported by bench first, run by ONNX Runtime's CPU provider with `intra_op_num_threads` N "
+            "(`migrate.runtimes.onnx.runner`, as `predict` runs it). One image per call, batch 1 only, memory "
+            "and `ready s` from a fresh process without TensorFlow, as the `tflite` side.",
+    "onnx_int8": "the same with the file `migrate export --onnx --int8` writes: QDQ int8 convolutions calibrated on "
+                 "the generated images, everything after the heads float32; detections agree with the float "
+                 "file's by class and IoU, not exactly.",
+    "openvino": "the `onnx` side's file on OpenVINO's CPU plugin in float32 (`INFERENCE_PRECISION_HINT` f32; its "
+                "default on CPUs with bfloat16 units is bfloat16) with N inference threads "
+                "(`migrate.benchmark.sides.openvino_runner`).",
 }
 
 _NOTES = """## Why each side runs as it does

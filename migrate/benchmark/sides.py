@@ -16,17 +16,28 @@ from migrate.benchmark.inputs import BenchInputError, _frozen_graph
 # file takes one image per call, so these sides run at batch 1 only, at every size of the run
 # (`applies`). Their memory process never imports TensorFlow (`litert_memory`).
 TFLITE_SIDES = ("tflite", "tflite_int8")
+# The ONNX sides: the file `migrate export --onnx` writes (uint8 input of any size, opset 13, one
+# NonMaxSuppression), float32 and `--int8` (QDQ convolutions calibrated on generated images), on
+# ONNX Runtime's CPU provider (`migrate.runtimes.onnx.runner`), and the float32 file on OpenVINO's
+# CPU plugin in float32 (`openvino_runner`). Like the TFLite sides: batch 1 only, memory in a
+# process without TensorFlow.
+ONNX_SIDES = ("onnx", "onnx_int8", "openvino")
+# The sides that run a model file, one image per call, without TensorFlow in their memory process.
+FILE_SIDES = TFLITE_SIDES + ONNX_SIDES
 
-# Every side `bench` knows; the TFLite ones only when asked for (`DEFAULT_SIDES`): they add an
-# export of two files and rows at batch 1 only.
+# Every side `bench` knows; the file sides only when asked for (`DEFAULT_SIDES`): they add an
+# export of their files and rows at batch 1 only.
 SIDES = ("tf1_session", "tf1_wrap_function", "saved_model", "saved_model_exact", "saved_model_mixed", "detector",
-         "detector_variables", "detector_exact", "detector_xla", "detector_mixed") + TFLITE_SIDES
-DEFAULT_SIDES = tuple(s for s in SIDES if s not in TFLITE_SIDES)
+         "detector_variables", "detector_exact", "detector_xla", "detector_mixed") + FILE_SIDES
+DEFAULT_SIDES = tuple(s for s in SIDES if s not in FILE_SIDES)
 
 # Sides whose SavedModel bench exports first: (variant, precision; None: `mixed_precision()`).
 EXPORTED_SIDES = {"saved_model_exact": ("exact", "float32"), "saved_model_mixed": ("fast", None)}
 # Sides whose TFLite file bench exports first: whether it is int8.
 TFLITE_EXPORTS = {"tflite": False, "tflite_int8": True}
+# Sides whose ONNX file bench exports first: whether it is int8.
+ONNX_EXPORTS = {"onnx": False, "onnx_int8": True, "openvino": False}
+FILE_EXPORTS = {**TFLITE_EXPORTS, **ONNX_EXPORTS}
 
 BASELINE = "tf1_session"
 # Sides that compute in the reduced precision (`mixed_precision()`).
@@ -39,7 +50,7 @@ def applies(side: str, size, batch: int, tflite_size=None) -> bool:
     """Whether `side` runs at image `size` (H, W) and `batch`: every side does, except the TFLite
     ones, whose files take one image per call (batch 1 only) of any size, or with `tflite_size`
     (H, W) given, of that size only (a file that does not resize photos itself)."""
-    if side not in TFLITE_SIDES:
+    if side not in FILE_SIDES:
         return True
     return batch == 1 and (tflite_size is None or tuple(size) == tuple(tflite_size))
 
@@ -49,7 +60,14 @@ def runner(side: str, src: str, converted: str, exported: str = None, threads: i
     `exported`: the SavedModel directory of a `saved_model*` side (default CONVERTED's), or the
     `.tflite` file of a TFLite side (`export_sides`); `threads`: the TFLite interpreter's thread
     count (default `os.cpu_count()`; TensorFlow's sides take theirs from the environment).
-    The TFLite sides' runners import no TensorFlow (their memory process runs without it)."""
+    The file sides' runners import no TensorFlow (their memory process runs without it)."""
+    if side in ONNX_SIDES:
+        if not exported:
+            raise BenchInputError("an ONNX side needs its exported .onnx file")
+        if side == "openvino":
+            return openvino_runner(exported, threads or os.cpu_count())
+        from migrate.runtimes import onnx  # imports no TensorFlow
+        return onnx.runner(exported, threads or os.cpu_count())
     if side in TFLITE_SIDES:
         if not exported:
             raise BenchInputError("a TFLite side needs its exported .tflite file")
@@ -88,9 +106,33 @@ def runner(side: str, src: str, converted: str, exported: str = None, threads: i
     return lambda images: {k: v.numpy() for k, v in detector(images).items()}
 
 
+def openvino_runner(path: str, threads: int):
+    """`run(images uint8 [1, H, W, 3]) -> the four outputs` of an `.onnx` file of `migrate export
+    --onnx` on OpenVINO's CPU plugin with `threads` inference threads, in float32 (its default on
+    CPUs with bfloat16 units would be bfloat16). Imports no TensorFlow."""
+    import numpy as np
+    import openvino as ov
+
+    from ssd_mobilenet.onnx_file import OUTPUT_KEYS
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(path), "CPU", {"INFERENCE_PRECISION_HINT": "f32",
+                                                                  "INFERENCE_NUM_THREADS": int(threads)})
+    request = compiled.create_infer_request()
+    outputs = {key: compiled.output(key) for key in OUTPUT_KEYS}
+
+    def run(images):
+        images = np.asarray(images)
+        if images.ndim != 4 or images.shape[0] != 1:
+            raise ValueError(f"an OpenVINO side takes one image [1, H, W, 3], got {list(images.shape)}")
+        result = request.infer({0: images})
+        return {key: np.asarray(result[output]) for key, output in outputs.items()}
+    return run
+
+
 def exported_path(out_dir: str, side: str) -> str:
-    """Where `export_sides` writes `side`'s SavedModel directory or `.tflite` file under `out_dir`."""
-    return os.path.join(out_dir, side + (".tflite" if side in TFLITE_EXPORTS else ""))
+    """Where `export_sides` writes `side`'s SavedModel directory, `.tflite` or `.onnx` file under `out_dir`."""
+    suffix = ".tflite" if side in TFLITE_EXPORTS else ".onnx" if side in ONNX_EXPORTS else ""
+    return os.path.join(out_dir, side + suffix)
 
 
 def export_sides(converted: str, out_dir: str, sides) -> dict:
@@ -112,6 +154,14 @@ def export_sides(converted: str, out_dir: str, sides) -> dict:
             images = tflite_lib.generated_images(model.config) if TFLITE_EXPORTS[side] else None
             paths[side] = exported_path(out_dir, side)
             atomic_write.write_bytes(paths[side], tflite_lib.convert(model, representative_images=images))
+        elif side in ONNX_EXPORTS:
+            from ssd_mobilenet.export import onnx as onnx_lib
+            proto = onnx_lib.convert(model)
+            if ONNX_EXPORTS[side]:  # as `export --onnx --int8` without --calibration
+                from ssd_mobilenet.export import onnx_integer
+                proto = onnx_integer.quantize(proto, [image[None] for image in tflite_lib.generated_images(model.config)])
+            paths[side] = exported_path(out_dir, side)
+            atomic_write.write_bytes(paths[side], proto.SerializeToString())
     return paths
 
 

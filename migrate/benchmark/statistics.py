@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from migrate.benchmark.sides import BASELINE, TFLITE_SIDES, mixed_precision
+from migrate.benchmark.sides import BASELINE, FILE_SIDES, mixed_precision
 from ssd_mobilenet import hardware
 
 
@@ -67,14 +67,14 @@ def _report(latency, memory_results, sides, sizes, batches, repeats, warmup, bas
                     if mem is not None and label == next(iter(latency)):
                         # The TFLite interpreter allocates from its own arena, not TensorFlow's
                         # allocator: no allocator peak to report (None, "n/a" in the tables).
-                        row["alloc_transient_bytes"] = None if side in TFLITE_SIDES else _transient(mem, key)
+                        row["alloc_transient_bytes"] = None if side in FILE_SIDES else _transient(mem, key)
                         row["peak_rss_bytes"] = mem["peak_rss_bytes"]
                         # From the model files to the first detections, in that fresh process.
                         row["ready_s"] = mem["build_s"] + mem["first_call_s"] if "first_call_s" in mem else None
                         row["rss_bytes"] = mem.get("rss_bytes")
                         if base_mem is not None:
                             # A TFLite process against the baseline's right after the same cells.
-                            base_rss = _baseline_rss(base_mem, mem["keys"][-1] if side in TFLITE_SIDES else None)
+                            base_rss = _baseline_rss(base_mem, mem["keys"][-1] if side in FILE_SIDES else None)
                             row["alloc_ratio"] = _ratio(row["alloc_transient_bytes"], _transient(base_mem, key))
                             row["rss_ratio"] = _ratio(mem["peak_rss_bytes"], base_rss[0])
                             row["steady_rss_ratio"] = _ratio(mem.get("rss_bytes"), base_rss[1])

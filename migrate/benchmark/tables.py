@@ -9,7 +9,7 @@ import os
 from migrate.benchmark.inputs import BenchInputError
 from migrate.benchmark.interleaving import MAX_ROUNDS_FACTOR, rounds
 from migrate.benchmark.notes import _NOTES, _SIDE_TEXT
-from migrate.benchmark.sides import BASELINE, MIXED_SIDES, TFLITE_SIDES
+from migrate.benchmark.sides import BASELINE, FILE_SIDES, MIXED_SIDES
 from ssd_mobilenet import atomic_write, hardware
 
 
@@ -30,7 +30,7 @@ def format_table(report: dict, markdown: bool = False) -> str:
         if r["side"] != BASELINE and r.get("latency_ratio_ci95"):
             latency += " ({:.2f}-{:.2f})".format(*r["latency_ratio_ci95"])
         alloc = [mib(r.get("alloc_transient_bytes")), ratio(r.get("alloc_ratio"))]
-        if r["side"] in TFLITE_SIDES and "peak_rss_bytes" in r:
+        if r["side"] in FILE_SIDES and "peak_rss_bytes" in r:
             alloc = ["n/a", "n/a"]
         lines.append([r["side"], r["onednn"], f"{r['size'][0]}x{r['size'][1]}", str(r["batch"]),
                       f"{r['latency_ms']['median']:.1f}", f"{r['latency_ms']['p90']:.1f}", f"{r['images_per_s']:.1f}",
@@ -65,6 +65,10 @@ def tflite_settings(report: dict) -> str | None:
     else:
         line += f"one uint8 image of the model's input size: measured at {h}x{w}, batch 1 only"
     line += "; memory and ready time in a process without TensorFlow"
+    onnx_sides = [side for side in report.get("sides", []) if side in ("onnx", "onnx_int8", "openvino")]
+    if onnx_sides:
+        line += (f"; ONNX sides ({', '.join(onnx_sides)}): the same photos and cells, ONNX Runtime's CPU provider "
+                 f"(intra_op_num_threads={t['threads']}) or OpenVINO's CPU plugin (float32, {t['threads']} threads)")
     if t.get("quantization_aware"):
         line += ("; the model is quantization-aware: `tflite` is its integer file (int8 convolutions on the "
                  "checkpoint's ranges, `migrate export` without options)")
@@ -99,6 +103,9 @@ TARGETS = (
     ("tflite", 1, "rss_ratio", 0.12, "process peak RSS", (300, 300)),
     ("tflite_int8", 1, "latency_ratio", 0.3, "latency", (300, 300)),
     ("tflite_int8", 1, "rss_ratio", 0.08, "process peak RSS", (300, 300)),
+    # Issue 36: ONNX Runtime float32 at <= 0.5x the TF1 session's latency and <= 0.15x its RSS.
+    ("onnx", 1, "latency_ratio", 0.5, "latency", (300, 300)),
+    ("onnx", 1, "rss_ratio", 0.15, "process peak RSS", (300, 300)),
 )
 
 

@@ -13,7 +13,7 @@ import tempfile
 
 from migrate.benchmark.interleaving import _images, interleaved_latency
 from migrate.benchmark.litert_memory import measure_without_tensorflow
-from migrate.benchmark.sides import TFLITE_SIDES, applies
+from migrate.benchmark.sides import FILE_SIDES, applies
 from migrate.common import measure
 
 
@@ -75,7 +75,7 @@ def _measure(request, sides, sizes, batches, settings, base_env, memory, memory_
         latency[label] = _run_latency_process(request, worker_env, say)
     memory_results = {}
     if memory:
-        tflite_run, tflite_size = any(side in TFLITE_SIDES for side in sides), request.get("tflite_size")
+        tflite_run, tflite_size = any(side in FILE_SIDES for side in sides), request.get("tflite_size")
         for side in sides:
             # The sizes and batches the side runs at; "keys" names them (the result's "batches"
             # follow it).
@@ -84,11 +84,11 @@ def _measure(request, sides, sizes, batches, settings, base_env, memory, memory_
                 # The TFLite sides' cells (batch 1) first in every process, in the same order, so the
                 # baseline's RSS after them (`statistics._report`) is what those cells alone took,
                 # as in the TFLite processes.
-                cells.sort(key=lambda cell: not applies(TFLITE_SIDES[0], cell[0], cell[1], tflite_size))
+                cells.sort(key=lambda cell: not applies(FILE_SIDES[0], cell[0], cell[1], tflite_size))
             kwargs = {"side": side, "src": request["src"], "converted": request["converted"],
                       "exported": request.get("exported", {}).get(side), "threads": request.get("tflite_threads")}
             images = [_images(size, b) for size, b in cells]
-            if side in TFLITE_SIDES:
+            if side in FILE_SIDES:
                 say(f"memory: {side} in a fresh process without TensorFlow")
                 result = measure_without_tensorflow("migrate.benchmark.sides:runner", kwargs, images, warmup=1,
                                                     repeats=memory_repeats, env=base_env)

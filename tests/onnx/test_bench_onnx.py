@@ -1,0 +1,101 @@
+"""`bench --sides onnx,onnx_int8,openvino`: the ONNX files measured against the TF1 session in one
+interleaved latency run, each side's memory in a fresh process that never imports TensorFlow,
+file size and ready time; their runners give the TF1 graph's detections (float32) or agree by
+class and IoU (int8)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
+pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
+
+from conftest import check_detections, random_images  # noqa: E402
+from migrate import bench  # noqa: E402
+from migrate.cli import main  # noqa: E402
+from migrate.tf1 import builder  # noqa: E402
+from ssd_mobilenet.config import SSDConfig  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """(TF1 model directory, converted directory, {side: exported file}) of a small model (depth
+    0.25, 128x128, 3 classes) with the TF1 builder's seeded synthetic weights."""
+    from migrate.tf1 import assign
+    from ssd_mobilenet import SSDMobileNetV1, detector
+    root = tmp_path_factory.mktemp("bench_onnx")
+    config = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
+    weights = builder.synthetic_weights(config, seed=0)
+    src, out = str(root / "tf1"), root / "tf2"
+    builder.write_model_dir(config, src, weights=weights)
+    model = SSDMobileNetV1(config)
+    assign.assign(weights, model)
+    out.mkdir()
+    detector.save(model, str(out))
+    files = bench.export_sides(str(out), str(root / "exported"), ["onnx", "onnx_int8"])
+    return src, str(out), files
+
+
+def test_onnx_runners_give_the_tf1_detections(small):
+    from migrate import export
+    src, out, files = small
+    tf1 = bench.runner("tf1_session", src, out)
+    onnx_run = bench.runner("onnx", src, out, exported=files["onnx"], threads=1)
+    int8_run = bench.runner("onnx_int8", src, out, exported=files["onnx_int8"], threads=1)
+    runners = [onnx_run]
+    try:
+        import openvino  # noqa: F401
+        runners.append(bench.runner("openvino", src, out, exported=files["onnx"], threads=1))
+    except ImportError:
+        pass
+    for seed, (h, w) in enumerate([(128, 128), (90, 200)]):
+        image = random_images(seed, 1, h, w)
+        ref = tf1(image)
+        for run in runners:
+            check_detections(run(image), ref)
+        agreement = export.agreement(ref, int8_run(image), min_score=0.0)
+        assert agreement["reference"] > 0 and agreement["rate"] > 0.5
+
+
+def test_onnx_memory_process_never_imports_tensorflow(small, tmp_path):
+    from migrate.benchmark import litert_memory
+    src, out, files = small
+    stub = tmp_path / "no_tensorflow"
+    (stub / "tensorflow").mkdir(parents=True)
+    (stub / "tensorflow" / "__init__.py").write_text("raise ImportError('tensorflow is not available here')\n")
+    kwargs = {"side": "onnx", "src": src, "converted": out, "exported": files["onnx"], "threads": 1}
+    images = [random_images(1, 1, 128, 128), random_images(2, 1, 90, 200)]
+    result = litert_memory.measure_without_tensorflow("migrate.benchmark.sides:runner", kwargs, images, warmup=1,
+                                                      repeats=1, env={"PYTHONPATH": str(stub)})
+    assert result["tensorflow_imported"] is False and result["runtime"].startswith("ONNX Runtime ")
+    assert [b["shape"] for b in result["batches"]] == [[1, 128, 128, 3], [1, 90, 200, 3]]
+    assert result["peak_rss_bytes"] >= result["rss_bytes"] > 0 and result["peak_memory_bytes"] is None
+
+
+@pytest.mark.slow
+def test_bench_onnx_sides_against_the_tf1_session(small, tmp_path, capsys):
+    pytest.importorskip("openvino", reason="OpenVINO is not installed (pip install '.[openvino]')")
+    src, out, _ = small
+    json_path, md_path = tmp_path / "bench.json", tmp_path / "benchmarks.md"
+    assert main(["bench", src, out, "--sides", "tf1_session,onnx,onnx_int8,openvino", "--size", "128x128",
+                 "--batch", "1", "--repeats", "2", "--warmup", "1", "--threads", "2", "--json", str(json_path),
+                 "--markdown", str(md_path), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    report = json.loads(json_path.read_text())
+    rows = {r["side"]: r for r in report["rows"]}
+    assert set(rows) == {"tf1_session", "onnx", "onnx_int8", "openvino"}
+    for side in ("onnx", "onnx_int8", "openvino"):
+        r, mem = rows[side], report["memory"][side]
+        assert r["rounds"] == rows["tf1_session"]["rounds"] and r["latency_ratio"] > 0
+        assert mem["tensorflow_imported"] is False and r["alloc_transient_bytes"] is None
+        assert 0 < r["rss_ratio"] < 1 and r["ready_s"] > 0 and r["file_bytes"] > 0
+    assert report["memory"]["openvino"]["runtime"].startswith("OpenVINO ")
+    assert rows["onnx_int8"]["file_bytes"] < rows["onnx"]["file_bytes"] / 2
+    assert "ONNX sides (onnx, onnx_int8, openvino)" in printed
+    md = md_path.read_text()
+    assert "- `onnx`: " in md and "- `openvino`: " in md
+    assert os.path.getsize(md_path) > 0 and np.isfinite(rows["onnx"]["latency_ms"]["median"])

@@ -28,9 +28,6 @@ OUTPUT_KEYS = ("detection_boxes", "detection_scores", "detection_classes", "num_
 METADATA_NAME = "ssd_mobilenet_migrate"
 # Readers refuse a larger version (a file of a newer project release).
 METADATA_VERSION = 1
-# ONNX's protobuf files have no magic number; a file of `migrate export` starts with its
-# `ir_version` field (field 1, varint: byte 0x08).
-IR_VERSION_TAG = b"\x08"
 
 
 class OnnxFileError(ValueError):

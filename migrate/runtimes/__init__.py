@@ -23,7 +23,9 @@ ONNX_SUFFIX = ".onnx"
 
 def file_runtime(model: str) -> str:
     """"onnx" or "litert": the runtime of a model file, by its suffix (`.onnx`) or, for any other
-    name, by its content (an ONNX file has no magic number; a TFLite file has its identifier)."""
+    name, by its content: a TFLite file has its identifier at bytes 4..8; an ONNX file has no magic
+    number, but protobuf writes a ModelProto's `ir_version` (field 1, a varint) first: byte 0x08.
+    Anything else goes to LiteRT, whose runtime says what the file is not."""
     if model.lower().endswith(ONNX_SUFFIX):
         return "onnx"
     try:

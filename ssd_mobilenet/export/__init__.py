@@ -1,5 +1,7 @@
-"""Deployable forms of the converted model: the SavedModel (`saved_model`) and the TFLite file
-(`tflite`: `ssd_mobilenet.export.tflite.export_tflite(model, path, nms, input_type, ...)`).
+"""Deployable forms of the converted model: the SavedModel (`saved_model`), the TFLite file
+(`tflite`: `ssd_mobilenet.export.tflite.export_tflite(model, path, nms, input_type, ...)`) and the
+ONNX file (`onnx`: `ssd_mobilenet.export.onnx.export_onnx(model, path, input_type, ...)`, with
+`onnx_postprocessing` and, for int8, `onnx_integer`; they need the `onnx-export` extra).
 
 `ssd_mobilenet.export.export_saved_model(model, path, variant, precision)` and the names
 below are the public interface; each format's module says what its files hold.

@@ -103,10 +103,12 @@ class OnnxFile:
         self.input_mode = (model_file.ANY_SIZE if self.any_size else
                            model_file.MODEL_SIZE_FLOAT32 if self.input_name == INPUT_NAMES[FLOAT32] else
                            model_file.MODEL_SIZE_UINT8)
-        self.kind = (f"ONNX file, {self.metadata.get('input', UINT8)} input"
-                     f"{'' if self.any_size else ' of %dx%d' % self.image_size}, "
+        h, w = self.image_size
+        size = f"any size, resized to {h}x{w} in the file" if self.any_size else f"{h}x{w}"
+        # One line, as the TFLite file's `ModelFile.kind`: input, precision, classes, detections.
+        self.kind = (f"{self.metadata.get('input', UINT8)} input of {size}, "
                      f"{'int8 QDQ' if self.metadata.get('int8') else 'float32'}, "
-                     f"{self.metadata.get('num_classes')} classes")
+                     f"{self.metadata.get('num_classes')} classes, {self.metadata.get('max_detections')} detections")
 
     @property
     def exact_for_any_size(self) -> bool:

@@ -35,7 +35,7 @@ class OnnxRuntime:
         except onnx_file.OnnxFileError as e:
             raise ModelDirError(str(e)) from None
         self._lock = threading.Lock()
-        (say or (lambda msg: None))(f"{path}: {self.file.kind}, ONNX Runtime with {self.file.threads} "
+        (say or (lambda msg: None))(f"{path}: ONNX file, {self.file.kind}, ONNX Runtime with {self.file.threads} "
                                     f"thread{'s' if self.file.threads > 1 else ''}")
         if not self.file.exact_for_any_size and warn:
             h, w = self.file.image_size

@@ -101,7 +101,9 @@ def test_onnx_predict_without_tensorflow_gives_the_converted_models_lines(model,
     corrupt = os.path.join(folder, "corrupt.jpg")
     assert [ln for ln in run.stderr.splitlines() if ln.startswith("warning:")] == [
         ln for ln in run.stderr.splitlines() if ln.startswith(f"warning: {corrupt}: ")]
-    assert "ONNX Runtime, batch 1" in run.stderr and "ONNX Runtime with 2 threads" in run.stderr
+    assert "ONNX Runtime, batch 1" in run.stderr and (
+        f"{path}: ONNX file, uint8 input of any size, resized to 128x128 in the file, float32, 3 classes, 100 "
+        "detections, ONNX Runtime with 2 threads") in run.stderr
     ours = lines(out)
     # The TensorFlow runtime on the converted directory, in this process.
     predict.run(converted, [folder], out=str(tmp_path / "tf.jsonl"), labels=labels, batch_size=1, min_score=0.05)

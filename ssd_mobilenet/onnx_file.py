@@ -40,14 +40,21 @@ def _first_line(error: Exception) -> str:
     return (lines[0] if lines else type(error).__name__)[:200]
 
 
-def session_options(threads: int | None):
+def session_options(threads: int | None, spinning: bool = True):
     """ONNX Runtime's session options: `threads` intra-op threads (default: the CPU count), one
-    inter-op thread (the graph is a chain), its log at errors only."""
+    inter-op thread (the graph is a chain), its log at errors only.
+
+    `spinning`: ONNX Runtime's worker threads busy-wait for work after each parallel section
+    (its default). That pays for one session in a process (`predict`); with several sessions or
+    other runtimes in one process their spinning threads take the cores from each other (measured
+    with two sessions and a TF1 session interleaved on 2 cores: every side about 1.5-3x slower),
+    so `bench` turns it off."""
     import onnxruntime as ort
     options = ort.SessionOptions()
     options.intra_op_num_threads = int(threads or os.cpu_count() or 1)
     options.inter_op_num_threads = 1
     options.log_severity_level = 3  # errors: its warnings about unused initializers are not the user's
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
     return options
 
 
@@ -63,7 +70,7 @@ class OnnxFile:
         ONNX file that is not this project's (other outputs, no metadata).
     """
 
-    def __init__(self, path: str, threads: int | None = None):
+    def __init__(self, path: str, threads: int | None = None, spinning: bool = True):
         try:
             import onnxruntime as ort
         except ImportError:
@@ -74,7 +81,7 @@ class OnnxFile:
             raise OnnxFileError(f"{path}: no such file")
         self.threads = int(threads or os.cpu_count() or 1)
         try:
-            self.session = ort.InferenceSession(path, sess_options=session_options(self.threads),
+            self.session = ort.InferenceSession(path, sess_options=session_options(self.threads, spinning),
                                                 providers=["CPUExecutionProvider"])
         except Exception as e:  # onnxruntime's errors have no stable public classes
             raise OnnxFileError(f"{path}: ONNX Runtime cannot load it: {_first_line(e)}") from None

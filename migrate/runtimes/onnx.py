@@ -76,14 +76,15 @@ class OnnxRuntime:
         return images.read_image(path)
 
 
-def runner(path: str, threads: int | None = None):
+def runner(path: str, threads: int | None = None, spinning: bool = True):
     """`run(images uint8 [1, H, W, 3]) -> the four outputs` (numpy, [1, D, ...]) of the `.onnx`
     file at `path` on ONNX Runtime with `threads` threads (default: the CPU count): the photo fed
-    as the file takes it, as `predict` runs it. Imports no TensorFlow.
+    as the file takes it, as `predict` runs it; `spinning`: `onnx_file.session_options`'. Imports no
+    TensorFlow.
     Raises:
       onnx_file.OnnxFileError: no such file, or not one of `migrate export --onnx`.
     """
-    file = onnx_file.OnnxFile(path, threads=threads)
+    file = onnx_file.OnnxFile(path, threads=threads, spinning=spinning)
 
     def run(batch):
         batch = np.asarray(batch)

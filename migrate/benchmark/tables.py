@@ -52,13 +52,16 @@ def _seconds(s) -> str:
 
 
 def tflite_settings(report: dict) -> str | None:
-    """One line on how the TFLite sides ran and where they did not (None without TFLite sides)."""
+    """One line on how the file sides (TFLite, ONNX) ran and where they did not (None without them)."""
     t = report.get("tflite")
     if not t:
         return None
     h, w = t["model_size"]
-    line = (f"TFLite sides: LiteRT's Interpreter(num_threads={t['threads']}), its default op resolver (XNNPACK "
-            "delegate), ")
+    if any(side in ("tflite", "tflite_int8") for side in report.get("sides", ["tflite"])):
+        line = (f"TFLite sides: LiteRT's Interpreter(num_threads={t['threads']}), its default op resolver (XNNPACK "
+                "delegate), ")
+    else:
+        line = "File sides: "
     if t.get("any_size", False):
         line += (f"one uint8 photo per call, of any size (the file resizes it to {h}x{w} itself): measured at "
                  f"batch 1 at every size")

@@ -258,10 +258,10 @@ def _check_tflite_options(mode, batch, precision, memory_growth, memory_limit_mb
     given = [(mode is not None, f"--mode {mode}", "the file is the TF2 side"),
              (batch is not None, f"--batch {batch}", "the file takes one image at a time"),
              (precision is not None, f"--precision {precision}", "the file's precision is its own (read from it)"),
-             (memory_growth, "--memory-growth", "TensorFlow's allocator, which the TFLite interpreter does not use"),
+             (memory_growth, "--memory-growth", "TensorFlow's allocator, which the file's runtime does not use"),
              (memory_limit_mb is not None, f"--memory-limit {memory_limit_mb}",
-              "TensorFlow's allocator, which the TFLite interpreter does not use"),
-             (trace_dir is not None, f"--trace {trace_dir}", "TensorFlow's profiler does not see the interpreter")]
+              "TensorFlow's allocator, which the file's runtime does not use"),
+             (trace_dir is not None, f"--trace {trace_dir}", "TensorFlow's profiler does not see the file's runtime")]
     for present, flag, why in given:
         if present:
             raise VerifyInputError(f"{flag}: does not apply with {file_flag} ({why})")
@@ -282,6 +282,7 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
     from ssd_mobilenet.export import tflite as tflite_lib
 
     runtime_name, file_label, _ = tflite_file.RUNTIMES[file_runtime]
+    runner_name = "ONNX Runtime" if file_runtime == "onnx" else "LiteRT's interpreter"
     say(f"reading the {file_label} {path}")
     if file_runtime == "onnx":
         file, info = tflite_file.open_onnx_file(path, config, threads)
@@ -305,8 +306,7 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
     runner.close()
     info = dict(info, threads=threads, agreement=agreement)
     notes = [f"TF1 graph: {graph_from}",
-             f"TF2 side: {info['file']} ({info['kind']}) on "
-             f"{'ONNX Runtime' if file_runtime == 'onnx' else 'LiteRT' + chr(39) + 's interpreter'}, {threads} threads; "
+             f"TF2 side: {info['file']} ({info['kind']}) on {runner_name}, {threads} threads; "
              f"a{'n' if file_runtime == 'onnx' else ''} {file_label} has no stages to compare: detections only, "
              + ("each photo at its own size to both sides (the file resizes and scales it as the graph does)"
                 if file.exact_for_any_size else

@@ -35,8 +35,7 @@ class VerifyReport:
     postprocessing: dict = None  # `self_check.check_postprocessing`: both post-processings on crafted values
     memory: dict = None          # memory_growth, memory_limit_mb applied in both measurement processes
     trace_dir: str = None        # where the profiler trace of the TF2 side went
-    tflite: dict = None          # mode "tflite" or "onnx": the file, its kind (`tflite_file.open_file`), threads,
-    # agreement
+    tflite: dict = None          # mode "tflite" / "onnx": the file, its kind (`tflite_file`), threads, agreement
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

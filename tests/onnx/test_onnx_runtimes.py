@@ -162,3 +162,19 @@ def test_verify_onnx_bad_input_is_one_line(files, tmp_path, capsys, case):
     code = main(["verify", str(fake_src), converted, *args, "--no-measure", "--quiet"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and err.startswith("error: ") and expected in err, err
+
+
+def test_a_float32_file_gets_the_photo_prepared_as_the_graph_prepares_it(files):
+    """`OnnxFile` feeds a fixed-size float32 file the photo resized and scaled in numpy
+    (`ssd_mobilenet.litert.preprocess`, TensorFlow's kernels bit for bit): the uint8 file's
+    detections, for photos of any size."""
+    uint8_file = onnx_file.OnnxFile(files["uint8"], threads=1)
+    float_file = onnx_file.OnnxFile(files["float32"], threads=1)
+    assert float_file.input_name == "normalized_input_image_tensor" and not float_file.any_size
+    assert float_file.exact_for_any_size and "float32 input of 128x128" in float_file.kind
+    detections = 0
+    for image in _photos_or_generated()[:4]:
+        ours, ref = float_file.detect(image), uint8_file.detect(image)
+        check_detections(ours, ref)
+        detections += int(ref["num_detections"][0])
+    assert detections > 0

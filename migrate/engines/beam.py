@@ -328,7 +328,7 @@ def run(model: str, inputs, out: str, workers: int | None = None, pipeline_optio
     """Runs `predict` as a Beam pipeline; returns predict's summary plus `shards`.
 
     Args:
-      model: a converted directory or a `.tflite` file, at a path every worker can read.
+      model: a converted directory, a `.tflite` or an `.onnx` file, at a path every worker can read.
       inputs: files, folders and file patterns (`sources`).
       out: the JSON lines' name; the shards are `shard_names(out)` around
         `-SSSSS-of-NNNNN`.
@@ -336,8 +336,8 @@ def run(model: str, inputs, out: str, workers: int | None = None, pipeline_optio
       pipeline_options_text: more Beam pipeline options, as on a command line.
       batch_size: the largest batch RunInference forms (default 8).
       labels, min_score: as `predict`'s.
-      threads: LiteRT's interpreter threads per worker (a `.tflite` model; default: on the local
-        runner the CPU count over `workers`).
+      threads: LiteRT's interpreter or ONNX Runtime's threads per worker (a `.tflite` or `.onnx`
+        model; default: on the local runner the CPU count over `workers`).
       precision: the TensorFlow runtime's compute precision.
     Raises:
       images.ImageError, label_map.LabelMapError, ModelDirError, OutputExistsError,
@@ -355,14 +355,14 @@ def run(model: str, inputs, out: str, workers: int | None = None, pipeline_optio
     if before and not force:
         raise OutputExistsError(f"{min(before)}: exists (use --force to replace the shards of {out})")
     batch_size = batch_size or DEFAULT_BATCH
-    # Local workers share this machine's cores: each gets its part, as LiteRT's threads and as
-    # TensorFlow's intra-op threads (TF_NUM_INTRAOP_THREADS, read when a worker's TensorFlow
+    # Local workers share this machine's cores: each gets its part, as a model file's runtime's
+    # threads (LiteRT, ONNX Runtime) and as TensorFlow's intra-op threads (TF_NUM_INTRAOP_THREADS, read when a worker's TensorFlow
     # starts), so that N workers do not each run a pool as wide as the machine.
     cores = max(1, (os.cpu_count() or 1) // local) if local else None
     worker_env = {"TF_NUM_INTRAOP_THREADS": str(cores)} if cores and "TF_NUM_INTRAOP_THREADS" not in os.environ \
         else {}
-    runtime_options = {"threads": threads or cores} if runtime_name == "LiteRT" else {"batch_size": batch_size,
-                                                                                        "precision": precision}
+    runtime_options = {"threads": threads or cores} if os.path.isfile(model) else {"batch_size": batch_size,
+                                                                                     "precision": precision}
     handler = RuntimeHandler(model, runtime_options, batch_size)
     say(f"{runtime_name} on {described}: {len(found)} source{'s' if len(found) > 1 else ''}, batches of up to "
         f"{batch_size} -> {prefix}-*-of-*{suffix}")

@@ -59,7 +59,7 @@ from migrate.verification.sides import SAVED_MODEL, tf1_session_runner, tf2_runn
 from ssd_mobilenet import atomic_write
 from ssd_mobilenet.model import PRECISIONS
 
-# The public names of `migrate.verify`, wherever they live now (README: "Library").
+# The public names of `migrate.verify`, wherever they live now (docs/guides/verify.md: "In Python").
 __all__ = ["DEFAULT_ATOL", "DEFAULT_BATCH", "DEFAULT_RTOL", "MATCH_IOU", "MIXED_TOLERANCES", "MODES", "NMS_FLIP_BAND",
            "SAVED_MODEL", "VerifyInputError", "VerifyReport", "compare_batches",
            "compare_detections", "compare_tensor", "file_images", "format_report", "generated_images",

@@ -41,7 +41,7 @@ def _cell(text) -> str:
 
 def _usage(parser: argparse.ArgumentParser) -> str:
     # A fixed width, so that the page does not depend on the terminal that wrote it.
-    formatter = argparse.HelpFormatter(parser.prog, width=100)
+    formatter = argparse.HelpFormatter(parser.prog, width=78)
     formatter.add_usage(parser.usage, parser._actions, parser._mutually_exclusive_groups, prefix="")
     return formatter.format_help().strip()
 

@@ -2,7 +2,7 @@
 
 `test_cli_reference_covers_the_parser` reads docs/reference/cli.md against `migrate.cli._parser()`
 (no TensorFlow, well under a second). `test_site_builds_strictly` runs `mkdocs build --strict`
-(the `docs` extra; about 10 s here), so a broken link, a page missing from the navigation or an
+(the `docs` extra; about 2 s here), so a broken link, a page missing from the navigation or an
 API reference to a name that no longer exists fails the suite.
 """
 

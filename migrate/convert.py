@@ -122,9 +122,9 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
     `saved_model` records both (`ssd_mobilenet.export`).
 
     Raises:
-      sources.SourceError, ssd_mobilenet.ConfigError, config_inference.MismatchError,
-      assign.MappingError, OutputExistsError, CheckRefusedError: with a one-line message
-      naming the file (bad input).
+      sources.SourceError: bad input, with a one-line message naming the file; so are
+        `ssd_mobilenet.ConfigError`, `config_inference.MismatchError`, `assign.MappingError`,
+        `OutputExistsError` and `CheckRefusedError`.
       self_check.CheckFailed: the converted model differs from the graph; nothing is written.
     """
     say = progress or (lambda msg: None)

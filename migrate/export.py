@@ -113,7 +113,9 @@ def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_t
     Args:
       converted: a directory written by `migrate convert`.
       tflite: the `.tflite` file to write.
-      nms, input_type, max_detections: `ssd_mobilenet.export.tflite.convert`'s.
+      nms: `ssd_mobilenet.export.tflite.convert`'s.
+      input_type: `ssd_mobilenet.export.tflite.convert`'s.
+      max_detections: `ssd_mobilenet.export.tflite.convert`'s.
       int8: post-training int8 quantization, calibrated on `calibration` (image files and
         folders) or, when None, on generated images (`tflite.generated_images`). The file is then
         compared with the float model on (up to `DRIFT_IMAGES` of) those images, and `warn` is

@@ -59,7 +59,7 @@ from migrate.verification.sides import SAVED_MODEL, tf1_session_runner, tf2_runn
 from ssd_mobilenet import atomic_write
 from ssd_mobilenet.model import PRECISIONS
 
-# The public names of `migrate.verify`, wherever they live now (README: "Library").
+# The public names of `migrate.verify`, wherever they live now (docs/guides/verify.md: "In Python").
 __all__ = ["DEFAULT_ATOL", "DEFAULT_BATCH", "DEFAULT_RTOL", "MATCH_IOU", "MIXED_TOLERANCES", "MODES", "NMS_FLIP_BAND",
            "SAVED_MODEL", "VerifyInputError", "VerifyReport", "compare_batches",
            "compare_detections", "compare_tensor", "file_images", "format_report", "generated_images",
@@ -90,8 +90,9 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
       mode: "eager" (Keras model called eagerly), "function" (the `Detector`, the default), "xla", or
         "saved_model" (`CONVERTED/saved_model` through plain `tf.saved_model.load`, detections
         only, at the precision it was written in).
-      atol, rtol: tolerance, element-wise `|tf2 - tf1| <= atol + rtol * max|tf1|` (None: 1e-5
+      atol: tolerance, element-wise `|tf2 - tf1| <= atol + rtol * max|tf1|` (None: 1e-5
         in float32, `MIXED_TOLERANCES[precision]` otherwise).
+      rtol: the relative part of that tolerance (None: as for `atol`).
       precision: the TF2 side's compute precision, "float32" or a mixed policy (run on the
         batch-norm-folded network); None: float32, in "saved_model" mode the SavedModel's own.
         Mixed: tensors are judged at the looser tolerance and detections by `match_detections`
@@ -102,9 +103,11 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
       json_path: write `report.to_json()` there (atomically).
       force: replace an existing `json_path` / non-empty `png_dir`.
       measure: measure memory and latency of each side in its own subprocess.
-      warmup, repeats: runs before and during timing, per batch size.
-      memory_growth, memory_limit_mb: `ssd_mobilenet.runtime.configure` in both measurement
-        processes before their first op (the parity run in this process is not limited).
+      warmup: runs before timing, per batch size.
+      repeats: timed runs, per batch size.
+      memory_growth: `ssd_mobilenet.runtime.configure` in both measurement processes before
+        their first op (the parity run in this process is not limited).
+      memory_limit_mb: as `memory_growth`, a memory limit.
       trace_dir: write a TensorBoard profiler trace of two TF2 runs of the first batch there.
       progress: callable(str) for progress messages.
       tflite: a `.tflite` file of `migrate export` as the TF2 side instead of the converted model

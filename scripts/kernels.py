@@ -10,7 +10,9 @@ process with ONEDNN_VERBOSE=1, and the script prints per side the wall time of a
 summed time and, per primitive class, data type and implementation, how many ran per call and their
 milliseconds, then the reorders. The implementation names the instruction set (`avx512_core_amx`:
 AMX tiles; `avx512_core_bf16`: AVX512-BF16; `avx512_core`: neither), so one run on a CPU shows
-whether bfloat16 uses its matrix units and whether anything is converted on every call.
+whether bfloat16 uses its matrix units and whether anything is converted on every call. Where
+TensorFlow runs Eigen's kernels instead of oneDNN's (CPUs without AVX-512 VNNI, BF16 or AMX by
+default), there is nothing to count: it says so in one line and exits 2.
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ def main() -> int:
     from migrate import bench
     from migrate.benchmark import kernels
     from migrate.benchmark.sides import export_sides
+    from ssd_mobilenet import runtime
+    if not runtime.onednn_on():  # the workers inherit this process's environment
+        print(f"error: {kernels.OFF}", file=sys.stderr)
+        return 2
     sides = args.sides.split(",")
     try:
         size = bench.parse_sizes(args.size)[0]

@@ -28,6 +28,7 @@ TensorFlow reads the variable once, at the first oneDNN kernel, hence before any
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import warnings
 
@@ -113,6 +114,14 @@ def weight_cache_on() -> bool:
     return os.environ.get(WEIGHT_CACHE_ENV, "").strip().lower() in ("1", "true")
 
 
+def onednn_on() -> bool:
+    """Whether TensorFlow runs its oneDNN kernels in this process: `TF_ENABLE_ONEDNN_OPTS` when set,
+    else TensorFlow's default for the CPU (on with AVX-512 VNNI, BF16 or AMX; off elsewhere, which
+    runs Eigen's kernels)."""
+    from tensorflow.python.util import _pywrap_util_port
+    return bool(_pywrap_util_port.IsMklEnabled())
+
+
 def default_device() -> str:
     """"GPU:0" when a GPU is visible, else "CPU:0"."""
     return "GPU:0" if tf.config.list_physical_devices("GPU") else "CPU:0"
@@ -145,9 +154,14 @@ def reset_peak(device: str | None = None) -> None:
 
 
 def measure_peak(fn, device: str | None = None) -> int:
-    """Allocator peak in bytes (absolute, weights included) while `fn()` runs."""
+    """Allocator peak in bytes (absolute, weights included) while `fn()` runs.
+
+    Python's garbage is collected first: tensors that only unreachable objects still hold (an
+    earlier model, a dropped trace) would otherwise count until the collector happens to run, so
+    the same call would measure higher early in a process than later."""
     device = device or default_device()
     memory_info(device)  # fails early when there are no statistics
+    gc.collect()
     reset_peak(device)
     fn()
     return memory_info(device)["peak"]

@@ -25,6 +25,8 @@ import sys
 
 START, END = "[kernels] start", "[kernels] end"
 VERBOSE_ENV = {"ONEDNN_VERBOSE": "1"}
+OFF = ("TensorFlow runs Eigen's kernels here, not oneDNN's (its default on CPUs without AVX-512 VNNI, BF16 or "
+       "AMX, or TF_ENABLE_ONEDNN_OPTS=0): no oneDNN primitives to count; TF_ENABLE_ONEDNN_OPTS=1 turns them on")
 
 
 def primitive_class(kind: str, problem: str) -> str:
@@ -95,12 +97,13 @@ def parse(lines, calls: int) -> dict:
 
 def _worker(request_json: str) -> None:
     """In the profiled process: warm-up calls, START, the counted calls, END, then their wall times
-    as one JSON line."""
+    and whether TensorFlow ran its oneDNN kernels as one JSON line."""
     import time
 
     from migrate.benchmark.interleaving import _images
     from migrate.benchmark.sides import runner
     from migrate.common import console
+    from ssd_mobilenet import runtime
     console.quiet_worker()
     req = json.loads(request_json)
     run = runner(req["side"], req["src"], req["converted"], req.get("exported"))
@@ -114,14 +117,16 @@ def _worker(request_json: str) -> None:
         run(images)
         wall.append(time.perf_counter() - start)
     print(END, flush=True)
-    print(json.dumps({"wall_ms": [w * 1e3 for w in wall]}), flush=True)
+    print(json.dumps({"wall_ms": [w * 1e3 for w in wall], "onednn": runtime.onednn_on()}), flush=True)
 
 
 def profile(side: str, src: str, converted: str, size=(480, 640), batch: int = 1, calls: int = 10,
             warmup: int = 3, exported: str = None, env: dict = None) -> dict:
     """`parse`'s summary of `side` (a `bench` side) run CALLS times in a fresh process with oneDNN's
-    verbose log, plus "wall_ms_per_call" (the median) and "onednn": whether oneDNN ran at all
-    (TensorFlow leaves it off on CPUs without AVX-512 unless TF_ENABLE_ONEDNN_OPTS=1)."""
+    verbose log, plus "wall_ms_per_call" (the median) and "onednn": whether TensorFlow ran its oneDNN
+    kernels (`runtime.onednn_on()` in the worker: off on CPUs without AVX-512 unless
+    TF_ENABLE_ONEDNN_OPTS=1). Where it is off, the few primitives Eigen's matrix products call through
+    oneDNN are all that would be counted, so `rows` is left empty rather than read as the model's."""
     from migrate.benchmark.workers import _worker_env
     request = {"side": side, "src": src, "converted": converted, "exported": exported, "size": list(size),
                "batch": batch, "calls": calls, "warmup": warmup}
@@ -131,21 +136,23 @@ def profile(side: str, src: str, converted: str, size=(480, 640), batch: int = 1
     lines = proc.stdout.splitlines()
     if proc.returncode != 0 or not lines or not lines[-1].startswith("{"):
         raise RuntimeError(f"kernels worker for {side} failed:\n" + "\n".join(proc.stderr.splitlines()[-15:]))
-    wall = sorted(json.loads(lines[-1])["wall_ms"])
-    summary = parse(lines[:-1], calls)
-    summary.update(side=side, wall_ms_per_call=wall[len(wall) // 2], onednn=bool(summary["rows"]),
+    result = json.loads(lines[-1])
+    wall = sorted(result["wall_ms"])
+    summary = parse(lines[:-1] if result["onednn"] else [], calls)
+    summary.update(side=side, wall_ms_per_call=wall[len(wall) // 2], onednn=result["onednn"],
                    size=list(size), batch=batch, calls=calls)
     return summary
 
 
 def format_summary(summary: dict) -> str:
-    """A side's summary as text: one header line, then one line per primitive group and reorder."""
+    """A side's summary as text: one header line, then one line per primitive group and reorder; one
+    line where TensorFlow ran no oneDNN kernels."""
     wall, onednn = summary["wall_ms_per_call"], summary["onednn_ms_per_call"]
+    if not summary["onednn"]:
+        return f"{summary['side']}: {wall:.2f} ms a call; {OFF}"
     head = (f"{summary['side']}: batch {summary['batch']}, {summary['size'][0]}x{summary['size'][1]}, "
             f"{wall:.2f} ms a call (median of {summary['calls']}), oneDNN {onednn:.2f} ms in "
             f"{summary['primitives_per_call']:.0f} primitives, outside it ~{max(wall - onednn, 0.0):.2f} ms")
-    if not summary["onednn"]:
-        return head + "\n  no oneDNN primitive ran (oneDNN off: TF_ENABLE_ONEDNN_OPTS)"
     lines = [head, f"  {'primitive':24s} {'dtype':6s} {'implementation':36s} {'per call':>8s} {'ms':>7s} {'share':>6s}"]
     for r in summary["rows"]:
         lines.append(f"  {r['class']:24s} {r['dtype']:6s} {r['implementation']:36s} {r['per_call']:8.1f} "

@@ -22,7 +22,7 @@ Runners: without `--runner` in the pipeline options, Beam's local runner with `w
 processes (`direct_running_mode=multi_processing`), which share the machine's cores: each runs
 TensorFlow's or LiteRT's kernels on the CPU count over `workers` threads. On a cluster runner the model and the
 images must be at paths every worker can read, and the workers need this package installed
-(README: "Batch inference on Apache Beam").
+(docs/guides/predict.md: "Batch inference on Apache Beam").
 """
 
 from __future__ import annotations

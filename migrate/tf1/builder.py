@@ -572,12 +572,12 @@ def build_inference_graph(config: SSDConfig):
 
     Returns:
       (graph, image_tensor, outputs): `image_tensor` is the uint8 placeholder `image_tensor:0`
-      [None, None, None, 3]; `outputs` maps `detection_boxes` [N, D, 4] ([ymin, xmin, ymax,
-      xmax], normalised, clipped), `detection_scores` [N, D], `detection_classes` [N, D]
-      (1-based, float) and `num_detections` [N] (float) to the graph's nodes of those names,
-      D = max_total_detections. The variables are TF1 ref variables (`VariableV2`) named as
-      in the real checkpoints, plus `global_step`; a session must set them (see
-      `frozen_graph_def`, `write_model_dir`).
+        [None, None, None, 3]; `outputs` maps `detection_boxes` [N, D, 4] ([ymin, xmin, ymax,
+        xmax], normalised, clipped), `detection_scores` [N, D], `detection_classes` [N, D]
+        (1-based, float) and `num_detections` [N] (float) to the graph's nodes of those names,
+        D = max_total_detections. The variables are TF1 ref variables (`VariableV2`) named as
+        in the real checkpoints, plus `global_step`; a session must set them (see
+        `frozen_graph_def`, `write_model_dir`).
     """
     graph = tf.Graph()
     with graph.as_default(), _v1_control_flow(), warnings.catch_warnings(), \

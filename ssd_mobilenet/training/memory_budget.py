@@ -4,9 +4,17 @@ As `predict --max-memory` does for inference (`runtime.max_batch_size`), the bat
 measuring: the TensorFlow allocator's absolute peak (weights, optimiser slots, gradients and
 everything else resident included, as a device limit counts it) while a `Trainer` runs one
 optimiser step on a generated batch of that size, with the trainer's levers as they are
-(precision, recompute, accumulation, frozen batch norm). Each size is traced and run once first,
-then run `runs` times and the highest peak counts. Batch sizes double until one exceeds the
-budget, then a binary search finds the boundary (`runtime.largest_fitting`).
+(precision, recompute, accumulation, frozen batch norm). Each size is traced on step functions of
+its own (dropped afterwards, `Trainer.traced_apart`) and run once first, then run `runs` times,
+garbage collected before each, and the highest peak counts: a size measures the same whether it
+is measured first in the process or after others (the traces of sizes measured before would
+otherwise hold memory, and the search assumes the peak grows with the batch). Batch sizes double
+until one exceeds the budget, then a binary search finds the boundary (`runtime.largest_fitting`).
+
+Where TensorFlow runs Eigen's kernels (CPUs without AVX-512), the gradients of convolutions hold
+large temporaries, and whether concurrent ops hold two at once varies from run to run: a step's
+peak then varies by 10-35% (docs/measurements.md), which the highest of the runs covers only in
+part; leave that much headroom in the budget.
 
 The measured steps change the trainer's state (weights, slots, moving averages, step): it is
 written to a temporary checkpoint first and read back afterwards, so training starts from where
@@ -51,10 +59,11 @@ def generated_batch(config, size: int, seed: int = 0, max_boxes: int = MAX_NUMBE
             "num_boxes": tf.constant(np.full(size, 2, np.int32))}
 
 
-def step_peak(trainer, micro_batch: int, runs: int = 2, device: str | None = None) -> int:
-    """Allocator peak in bytes (absolute) of one optimiser step (`trainer.accumulate` micro-batches
-    of `micro_batch` generated images), the highest of `runs` after one warm-up step. Changes the
-    trainer's state (see `preserved_state`)."""
+def step_peaks(trainer, micro_batch: int, runs: int = 3, device: str | None = None) -> list:
+    """Allocator peaks in bytes (absolute) of `runs` optimiser steps (`trainer.accumulate`
+    micro-batches of `micro_batch` generated images each) after one warm-up step, on step functions
+    traced for this size alone (`Trainer.traced_apart`). Changes the trainer's state (see
+    `preserved_state`)."""
     batch = generated_batch(trainer.model.config, micro_batch)
 
     def step():
@@ -62,8 +71,9 @@ def step_peak(trainer, micro_batch: int, runs: int = 2, device: str | None = Non
             losses = trainer.train_step(batch)
         float(losses["Loss/total_loss"])  # waits for the step
 
-    step()
-    return max(runtime.measure_peak(step, device) for _ in range(runs))
+    with trainer.traced_apart():
+        step()
+        return [runtime.measure_peak(step, device) for _ in range(runs)]
 
 
 @contextlib.contextmanager
@@ -79,9 +89,10 @@ def preserved_state(trainer):
             checkpoint.read(path).assert_consumed()
 
 
-def largest_batch(trainer, max_memory_mb: float, limit: int = MAX_BATCH, runs: int = 2, progress=None) -> int:
+def largest_batch(trainer, max_memory_mb: float, limit: int = MAX_BATCH, runs: int = 3, progress=None) -> int:
     """The largest micro-batch (<= `limit`) whose training step peaks at most `max_memory_mb` MiB.
 
+    `progress` gets one line per size measured: "batch N: step peak X MiB".
     Returns:
       images per micro-batch (a step takes `trainer.accumulate` of them).
     Raises:
@@ -89,10 +100,11 @@ def largest_batch(trainer, max_memory_mb: float, limit: int = MAX_BATCH, runs: i
     """
     runtime.memory_info()  # no statistics: refused before any step runs
     budget = int(max_memory_mb * 2**20)
+
     peaks = {}
 
     def fits(n):
-        peaks[n] = step_peak(trainer, n, runs)
+        peaks[n] = max(step_peaks(trainer, n, runs))
         if progress is not None:
             progress(f"batch {n}: step peak {peaks[n] / 2**20:.1f} MiB")
         return peaks[n] <= budget

@@ -181,9 +181,25 @@ class Trainer:
             self.accumulation = _Accumulation(self.variables if self.accumulate > 1 else [])
         self.regularized = builders.regularized_weights(model, training_config)
         self.clip_norm = float(training_config.train.gradient_clipping_by_norm)
+        self._trace_functions()
+
+    def _trace_functions(self):
         self._step_fn = self.replicas.function(self._step)
         self._accumulate_fn = self.replicas.function(self._accumulate)
         self._apply_fn = self.replicas.function(self._apply_accumulated, split=False)
+
+    @contextlib.contextmanager
+    def traced_apart(self):
+        """Within: the steps run on functions of their own, dropped on leaving with what their traces
+        hold (graphs, kernels and the memory those keep). A measurement of one batch size
+        (`memory_budget`) then starts from the state every other size starts from, whatever was
+        measured before it."""
+        kept = self._step_fn, self._accumulate_fn, self._apply_fn
+        self._trace_functions()
+        try:
+            yield
+        finally:
+            self._step_fn, self._accumulate_fn, self._apply_fn = kept
 
     @property
     def step(self):

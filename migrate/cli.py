@@ -609,7 +609,9 @@ def _predict_engine(args) -> int:
         problem = (f"--threads: LiteRT's or ONNX Runtime's threads, for a .tflite or .onnx MODEL; {args.converted} is "
                    "a converted directory (the local runner gives each worker's TensorFlow its share of the cores)")
     elif args.precision != "float32" and os.path.isfile(args.converted):
-        problem = f"--precision: sets up TensorFlow, which does not run {args.converted} (a .tflite file)"
+        from migrate.runtimes import describe_file
+        problem = (f"--precision: sets up TensorFlow, which does not run {args.converted} "
+                   f"({describe_file(args.converted)[0]})")
     else:
         given = [flag for flag, name in _NOT_ENGINE_OPTIONS.items() if getattr(args, name) not in (None, False)]
         if given:

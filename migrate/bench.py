@@ -153,12 +153,13 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=D
             _run_export_process(request["converted"], export_dir, exported, base_env)
             request["exported"] = {side: exported_path(export_dir, side) for side in exported}
         files = _file_bytes(sides, src, converted, request.get("exported", {}))
-        latency, memory_results = _measure(request, sides, sizes, batches, settings, base_env, memory, memory_repeats,
-                                           say)
+        latency, memory_results, onednn_on = _measure(request, sides, sizes, batches, settings, base_env, memory,
+                                                      memory_repeats, say)
     finally:
         if export_dir:
             shutil.rmtree(export_dir, ignore_errors=True)
-    return _report(latency, memory_results, sides, sizes, batches, repeats, warmup, base_env, tflite, files)
+    return _report(latency, memory_results, sides, sizes, batches, repeats, warmup, base_env, tflite, files,
+                   onednn_on)
 
 
 def _file_bytes(sides, src, converted, exported) -> dict:

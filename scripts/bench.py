@@ -7,7 +7,8 @@ Without --src it takes the 2018 zoo graph from ../shared (built into a full TF1 
 with synthetic weights by ../shared/tools/make_zoo_fixture.py) when present, else the built-in
 default model (`migrate.default_model`). It converts the model into a temporary directory,
 runs the benchmark of `python -m migrate bench` with every side but the TFLite ones (or `--sides`), and writes
-docs/benchmarks.md and docs/benchmarks.json, and docs/benchmarks.png where matplotlib is installed (replacing them).
+docs/benchmarks.md and docs/benchmarks.json, and docs/benchmarks.png where matplotlib is installed (replacing them;
+`--name benchmarks_eigen` writes docs/benchmarks_eigen.* instead, as for the run on Eigen's kernels, `--onednn 0`).
 The TFLite sides (`--sides ...,tflite,tflite_int8`) run on LiteRT at batch 1 only (at every `--size`: the
 exported file resizes photos itself), which `--batch` must then include; their memory is measured in a
 process that never imports TensorFlow.
@@ -55,6 +56,8 @@ def main() -> int:
                    help="every side with oneDNN's filter cache (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1)")
     p.add_argument("--sides", help="comma separated (default: every side of `migrate bench` but tflite, tflite_int8)")
     p.add_argument("--out-dir", default=os.path.join(REPO, "docs"))
+    p.add_argument("--name", default="benchmarks",
+                   help="the files' name: NAME.md, NAME.json, NAME.png (e.g. benchmarks_eigen with --onednn 0)")
     args = p.parse_args()
     from migrate import bench
     progress = lambda msg: print(f"[bench] {msg}", file=sys.stderr, flush=True)
@@ -72,17 +75,18 @@ def main() -> int:
         if report.get("tflite"):
             print(bench.tflite_settings(report))
         os.makedirs(args.out_dir, exist_ok=True)
-        bench.write_json(report, os.path.join(args.out_dir, "benchmarks.json"), force=True)
+        bench.write_json(report, os.path.join(args.out_dir, f"{args.name}.json"), force=True)
         command = (f"python scripts/bench.py --batch {args.batch} --size {args.size} --repeats {args.repeats}"
                    + (f" --onednn {args.onednn}" if args.onednn else "")
                    + (" --weight-cache" if args.weight_cache else "")
                    + (f" --sides {args.sides}" if args.sides else "")
-                   + ("" if args.src is None else f" --src {args.src}"))
+                   + ("" if args.src is None else f" --src {args.src}")
+                   + ("" if args.name == "benchmarks" else f" --name {args.name}"))
         plot = None
         if bench.plot_available() and len(report["batches"]) > 1:  # matplotlib: the optional `plot` extra
-            bench.write_plot(report, os.path.join(args.out_dir, "benchmarks.png"), force=True)
-            plot = "benchmarks.png"
-        bench.write_markdown(report, os.path.join(args.out_dir, "benchmarks.md"), command, force=True, plot=plot)
+            plot = f"{args.name}.png"
+            bench.write_plot(report, os.path.join(args.out_dir, plot), force=True)
+        bench.write_markdown(report, os.path.join(args.out_dir, f"{args.name}.md"), command, force=True, plot=plot)
     return 0
 
 

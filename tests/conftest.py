@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import re
+import shutil
 import subprocess
 import sys
 
@@ -64,26 +67,43 @@ def zoo_path(*parts) -> str:
     return os.path.join(ZOO, *parts)
 
 
+def built_once(tmp_path_factory, name: str, build) -> str:
+    """The folder `name`, made by `build(folder)` once per test run: with pytest-xdist's workers
+    (the README's command runs two) the first worker to ask builds it below the run's shared
+    temporary folder while the others wait on a lock, then all read it."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's folder, above each worker's own
+    folder, done = root / name, root / f"{name}.done"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            if folder.exists():
+                shutil.rmtree(folder)  # a build that failed half-way
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return str(folder)
+
+
 @pytest.fixture(scope="session")
 def zoo_fixture(tmp_path_factory):
     """`zoo_fixture(name, perturb=None) -> dir`: a complete TF1 model directory built by
-    ../shared/tools/make_zoo_fixture.py from the published graph, once per session."""
+    ../shared/tools/make_zoo_fixture.py from the published graph, once per test run."""
     if not shared_available():
         pytest.skip(f"ground truth not found at {SHARED}")
-    built = {}
+
+    def make(name, perturb, out):
+        cmd = [sys.executable, MAKE_FIXTURE, zoo_path(name), str(out)]
+        if perturb:
+            cmd += ["--perturb", perturb]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"make_zoo_fixture failed for {name}:\n{proc.stderr[-3000:]}")
 
     def build(name, perturb=None):
-        key = (name, perturb)
-        if key not in built:
-            out = tmp_path_factory.mktemp(name.replace(".", "_") + ("_perturbed" if perturb else ""))
-            cmd = [sys.executable, MAKE_FIXTURE, zoo_path(name), str(out)]
-            if perturb:
-                cmd += ["--perturb", perturb]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise RuntimeError(f"make_zoo_fixture failed for {name}:\n{proc.stderr[-3000:]}")
-            built[key] = str(out)
-        return built[key]
+        folder = re.sub(r"\W", "_", name + (f"_perturbed_{perturb}" if perturb else ""))
+        return built_once(tmp_path_factory, folder, lambda out: make(name, perturb, out))
 
     return build
 
@@ -95,15 +115,16 @@ def quantized_fixture(zoo_fixture, tmp_path_factory):
     seeded [0, 2..6] after ReLU6 and [-12..-4, 2..8] for the heads. (make_zoo_fixture sets every
     range to [-6, 6], which rounds most synthetic weights to 0 or one step.) Checkpoint, meta
     graph, pipeline.config, a frozen graph of the new weights and its reference outputs."""
-    import shutil
+    fx = zoo_fixture(QUANTIZED)
+    return built_once(tmp_path_factory, "quantized_ranges", lambda out: _trained_looking_ranges(fx, out))
 
+
+def _trained_looking_ranges(fx, out):
     import tensorflow as tf
 
     from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner, freeze_inference_graph
     from migrate.tf1.sources import read_meta_graph
 
-    fx = zoo_fixture(QUANTIZED)
-    out = tmp_path_factory.mktemp("quantized_ranges")
     reader = tf.train.load_checkpoint(os.path.join(fx, "model.ckpt"))
     weights = {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()}
     rng = np.random.default_rng(7)
@@ -134,7 +155,6 @@ def quantized_fixture(zoo_fixture, tmp_path_factory):
     images = np.load(os.path.join(fx, "inputs.npz"))["images"]
     np.savez(out / "reference.npz", **runner.run(images, {k: f"{k}:0" for k in DETECTION_OUTPUTS}))
     runner.close()
-    return str(out)
 
 
 # Beside the `zoo_converted` directory: the conversion's stderr.
@@ -150,13 +170,14 @@ def zoo_converted(zoo_fixture, tmp_path_factory):
 
     from migrate.cli import main
     src = zoo_fixture(ZOO_2018)
-    folder = tmp_path_factory.mktemp("zoo_converted")
-    out = str(folder / "zoo_tf2")
-    console = io.StringIO()
-    with contextlib.redirect_stderr(console):
-        assert main(["convert", src, "--out", out, "--quiet"]) == 0
-    (folder / CONVERT_STDERR).write_text(console.getvalue())  # what the console showed (test_convert)
-    return src, out
+
+    def build(folder):
+        console = io.StringIO()
+        with contextlib.redirect_stderr(console):
+            assert main(["convert", src, "--out", str(folder / "zoo_tf2"), "--quiet"]) == 0
+        (folder / CONVERT_STDERR).write_text(console.getvalue())  # what the console showed (test_convert)
+
+    return src, os.path.join(built_once(tmp_path_factory, "zoo_converted", build), "zoo_tf2")
 
 
 def check_detections(ours: dict, ref: dict, atol: float = 1e-5) -> None:

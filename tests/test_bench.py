@@ -11,7 +11,7 @@ from conftest import SKYLAKE_SP, check_detections, needs_shared, random_images
 from migrate import bench
 from migrate.cli import main
 from migrate.tf1 import assign, builder
-from ssd_mobilenet import SSDMobileNetV1, detector, hardware
+from ssd_mobilenet import SSDMobileNetV1, detector, hardware, runtime
 from ssd_mobilenet.config import SSDConfig
 
 
@@ -93,6 +93,7 @@ def converted(zoo_converted):
 
 
 @needs_shared
+@pytest.mark.slow
 def test_existing_outputs_are_not_replaced_without_force(converted, tmp_path, capsys, monkeypatch):
     src, out = converted
     existing = tmp_path / "bench.json"
@@ -154,12 +155,18 @@ def test_bench_measures_every_side_against_the_tf1_session(converted, tmp_path, 
     assert "python -m migrate bench" in md and "| tf1_session |" in md and "## Targets" in md
     assert "interleaved rounds per batch: 4 at batch 1, 2 at batch 2" in md
     assert report["env"]["TF_CPU_ALLOCATOR_USE_BFC"] == "true"
+    # Whether TensorFlow ran oneDNN's kernels or Eigen's is said with every figure (the worker
+    # inherits this process's TF_ENABLE_ONEDNN_OPTS and CPU).
+    state = f"default ({'on' if runtime.onednn_on() else 'off'})"
+    assert report["onednn_on"] == {"default": runtime.onednn_on()}
+    assert f"oneDNN: {state} (off: Eigen's kernels)" in md and f"| tf1_session | {state} |" in md
     # The plot (matplotlib is in the dev extra): a PNG of a real figure, not an empty canvas.
     data = png_path.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 20_000
 
 
 @needs_shared
+@pytest.mark.slow
 def test_runners_give_the_tf1_detections(converted, tmp_path):
     src, out = converted
     images = random_images(5, 2, 300, 300)
@@ -206,6 +213,7 @@ def tflite_path(small, tmp_path_factory):
     return bench.export_sides(out, str(tmp_path_factory.mktemp("bench_tflite")), ["tflite"])["tflite"]
 
 
+@pytest.mark.slow
 def test_tflite_sides_run_at_batch_1_and_every_size(small, tmp_path, capsys):
     src, out = small
     json_path, md_path = tmp_path / "bench.json", tmp_path / "benchmarks.md"
@@ -316,6 +324,7 @@ def test_tflite_runner_gives_the_tf1_detections(small, tflite_path):
         ours(random_images(5, 2, 128, 128))
 
 
+@pytest.mark.slow
 def test_kernels_counts_every_convolution_of_a_call_and_the_filters_reordered_each_call(small):
     """`scripts/kernels.py`'s profile of the small model with its weights as variables: per call, as
     many 1x1, depthwise and kxk convolution primitives as the folded model has layers of each, and
@@ -323,7 +332,7 @@ def test_kernels_counts_every_convolution_of_a_call_and_the_filters_reordered_ea
     Where TensorFlow runs Eigen's kernels (CPUs without AVX-512, TF_ENABLE_ONEDNN_OPTS=0), the
     profile says so in one line instead of counting the primitives Eigen's products call."""
     from migrate.benchmark import kernels
-    from ssd_mobilenet import layers, runtime
+    from ssd_mobilenet import layers
     src, out = small
     summary = kernels.profile("detector_variables", src, out, size=(96, 160), batch=1, calls=3, warmup=1)
     assert summary["onednn"] == runtime.onednn_on() and summary["wall_ms_per_call"] > 0

@@ -243,6 +243,7 @@ def test_checkpoint_of_another_model(tmp_path, capsys):
 
 
 @needs_shared
+@pytest.mark.slow
 def test_quantization_aware_model_converts_to_a_faithful_saved_model(quantized_fixture, tmp_path):
     # Every layer's FakeQuant ranges are weights; the bits come from the graph and pipeline.config.
     out = str(tmp_path / "out")
@@ -351,6 +352,7 @@ def _save_tf1_checkpoint(prefix, weights):
 
 
 @needs_shared
+@pytest.mark.slow
 def test_moving_average_shadows_are_taken_only_when_asked(zoo_fixture, tmp_path):
     from migrate.tf1.sources import read_checkpoint
     weights = read_checkpoint(os.path.join(zoo_fixture(ZOO_2018), "model.ckpt"))
@@ -372,6 +374,7 @@ def test_moving_average_shadows_are_taken_only_when_asked(zoo_fixture, tmp_path)
 
 
 @needs_shared
+@pytest.mark.slow
 def test_report_records_the_tf_release_that_wrote_the_graph(zoo_fixture, tmp_path):
     out = str(tmp_path / "out")
     assert main(["convert", zoo_fixture(TF13), "--out", out, "--quiet", "--trust-weights"]) == 0

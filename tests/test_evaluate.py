@@ -29,6 +29,7 @@ def models(tmp_path_factory):
     return tf1_dir, converted, data_dir
 
 
+@pytest.mark.slow
 def test_tf1_graph_and_conversion_score_the_same(models, tmp_path):
     tf1_dir, converted, data_dir = models
     records, labels = os.path.join(data_dir, "eval.record"), os.path.join(data_dir, "label_map.pbtxt")

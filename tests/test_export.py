@@ -73,6 +73,7 @@ def _agree(ours: dict, ref: dict, index: int, precision: str, converted: str) ->
 
 @needs_shared
 @pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.slow
 def test_written_saved_model_runs_in_the_od_api_client_and_serving_signature(exported, variant, tmp_path):
     src, converted = exported
     out = converted[variant]
@@ -117,6 +118,7 @@ def export_keys():
 
 @needs_shared
 @pytest.mark.parametrize("variant", ["fast", "exact"])
+@pytest.mark.slow
 def test_saved_model_cli_shows_and_runs_it(exported, variant, tmp_path):
     src, converted = exported
     saved_model = os.path.join(converted[variant], "saved_model")
@@ -168,6 +170,7 @@ def test_exact_saved_model_is_float32_only(tmp_path, capsys):
 # ---- verify --mode saved_model -----------------------------------------------------------------
 
 @needs_shared
+@pytest.mark.slow
 def test_verify_saved_model_mode_passes_the_conversion_and_fails_a_perturbed_source(exported, zoo_fixture,
                                                                                    tmp_path, capsys,
                                                                                    without_reduced_precision_units):

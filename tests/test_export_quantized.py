@@ -36,6 +36,7 @@ def quantized(quantized_fixture, tmp_path_factory):
 
 
 @needs_shared
+@pytest.mark.slow
 def test_integer_file_holds_int8_convolutions_on_the_checkpoints_ranges(quantized, capsys):
     _, converted, path = quantized
     data = open(path, "rb").read()

@@ -108,6 +108,7 @@ def built(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", list(FAMILY))
+@pytest.mark.slow
 def test_family_member_reads_back_and_matches_its_tf1_graph(built, name):
     source = sources.open_source(built(name))
     config, _ = config_inference.infer_config(source)
@@ -279,6 +280,7 @@ TFLITE_CONFIG = SSDConfig(num_classes=5, depth_multiplier=0.25, image_height=240
                           base_anchor_height=_f32(0.9))
 
 
+@pytest.mark.slow
 def test_tflite_export_converts_its_network_and_refuses_verify(tmp_path, capsys):
     """`export_tflite_ssd_graph`'s tflite_graph.pb holds the same weights as constants, no
     Preprocessor and (by default) a TFLite-only post-processing op: convert takes the network,

@@ -75,6 +75,7 @@ def _lines(path):
 
 
 @needs_shared
+@pytest.mark.slow
 def test_each_line_equals_the_detector_on_that_image_alone(converted, folder, tmp_path, capsys):
     labels = tmp_path / "label_map.pbtxt"
     labels.write_text(LABELS)
@@ -119,6 +120,7 @@ def test_each_line_equals_the_detector_on_that_image_alone(converted, folder, tm
 
 
 @needs_shared
+@pytest.mark.slow
 def test_stdout_by_default_and_no_overwrite_without_force(converted, folder, tmp_path, capsys):
     two = [os.path.join(folder, "b_257x311.jpg"), os.path.join(folder, "sub", "f_123x457.png")]
     assert main(["predict", converted, *two, "--batch", "2"]) == 0
@@ -240,6 +242,7 @@ def _iou(a, b):
 
 
 @needs_shared
+@pytest.mark.slow
 def test_precision_flag_reaches_the_model(converted, folder, tmp_path):
     two = [os.path.join(folder, "b_257x311.jpg"), os.path.join(folder, "a_300x300.png")]
     runs = {}

@@ -82,6 +82,7 @@ def _shard_lines(out: str) -> dict:
     return by_image
 
 
+@pytest.mark.slow
 def test_two_workers_write_predicts_lines(converted, folder, tmp_path):
     reference = str(tmp_path / "predict.jsonl")
     assert main(["predict", converted, folder, "--out", reference, "--quiet"]) == 0
@@ -113,6 +114,7 @@ def test_two_workers_write_predicts_lines(converted, folder, tmp_path):
         np.testing.assert_allclose([d["score"] for d in dets], [d["score"] for d in ref_dets], rtol=0, atol=ATOL)
 
 
+@pytest.mark.slow
 def test_tflite_file_on_patterns_gives_predicts_lines(converted, folder, tmp_path):
     """The LiteRT runtime behind the same pipeline, its inputs a pattern without a folder (which
     Beam's local file system matches only with `./` before it), a folder and a file, relative to
@@ -168,6 +170,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(converted, folder, t
         assert os.listdir(tmp_path / "out") == ["results-00000-of-00001.jsonl"]
 
 
+@pytest.mark.slow
 def test_a_worker_that_cannot_load_the_model_fails_the_run_in_one_line(converted, folder, tmp_path):
     broken = tmp_path / "broken"
     broken.mkdir()  # a converted directory's config without its checkpoint

@@ -182,6 +182,7 @@ def test_configure_after_devices_exist_is_refused():
         runtime.configure(memory_growth=True, memory_limit_mb=100)
 
 
+@pytest.mark.slow
 def test_memory_limit_is_honoured_on_the_cpu():
     proc = _run_python("""
         import warnings
@@ -204,6 +205,7 @@ def test_memory_limit_is_honoured_on_the_cpu():
     assert "small True" in proc.stdout and "big refused" in proc.stdout
 
 
+@pytest.mark.slow
 def test_onednn_weight_cache_keeps_the_detections(tmp_path):
     # The cache (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS, read once per process) must not change what the
     # detector computes, across batch sizes (the slice loop and its one-slice branch) and after
@@ -250,6 +252,7 @@ def test_memory_info_needs_the_bfc_allocator_on_the_cpu():
     assert "refused:" in proc.stdout and "TF_CPU_ALLOCATOR_USE_BFC" in proc.stdout
 
 
+@pytest.mark.slow
 def test_max_batch_size_stays_under_the_budget():
     proc = _run_python("""
         import numpy as np, tensorflow as tf

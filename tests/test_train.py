@@ -53,6 +53,7 @@ def _argv(s, out, steps=4, converted=3, *extra):
             "--batch", "4", "--out", str(out), *extra]
 
 
+@pytest.mark.slow
 def test_the_trained_model_is_a_converted_directory(setup, tmp_path, capsys):
     out = tmp_path / "run"
     assert main(_argv(setup, out, 4, 3, "--eval", setup["eval"], "--labels", setup["labels"])) == 0
@@ -71,6 +72,7 @@ def test_the_trained_model_is_a_converted_directory(setup, tmp_path, capsys):
     assert evaluate.evaluate(str(model_dir), [setup["eval"]])["images"] == 6
 
 
+@pytest.mark.slow
 def test_another_class_count_starts_the_class_heads_fresh(setup, tmp_path, capsys):
     model = detector.load_model(setup["converted"][5])
     new, fresh = train.with_fresh_class_heads(model, 3)
@@ -89,6 +91,7 @@ def _command(setup, out, steps):
     return [sys.executable, "-m", "migrate"] + _argv(setup, out, steps) + ["--checkpoint-every", "2"]
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_where_it_was(setup, tmp_path, capsys):
     env = {**os.environ, "PYTHONPATH": REPO}
     out = tmp_path / "killed"
@@ -151,6 +154,7 @@ def test_bad_input_is_refused_in_one_line(setup, tmp_path, capsys):
     refused(_argv(setup, tmp_path / "c", 4, 3, "--accumulate", "3"), ["--batch 4", "--accumulate 3"])
 
 
+@pytest.mark.slow
 def test_training_raises_the_map_of_the_images_it_learns(setup, tmp_path):
     # The whole chain at once: records -> targets -> losses -> updates -> the written model ->
     # detections scored by pycocotools against the records' own boxes. A few images seen often

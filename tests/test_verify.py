@@ -173,6 +173,7 @@ def test_custom_checkpoint_with_meta_graph_passes(zoo_fixture, tmp_path, small_i
 
 
 @needs_shared
+@pytest.mark.slow
 def test_checkpoint_without_a_graph_runs_through_the_tf1_builder(zoo, tmp_path, small_images):
     fx, converted = zoo
     src = tmp_path / "ckpt_only"
@@ -406,6 +407,7 @@ def test_mixed_bfloat16_faithful_conversion_passes_with_a_trace(zoo, small_image
 
 
 @needs_shared
+@pytest.mark.slow
 def test_mixed_bfloat16_still_names_the_broken_layer(zoo, zoo_fixture, no_bn, small_images):
     fx, converted = zoo
     perturbed = zoo_fixture(ZOO_2018, perturb=PERTURBED + "/weights")
@@ -421,6 +423,7 @@ def test_mixed_bfloat16_still_names_the_broken_layer(zoo, zoo_fixture, no_bn, sm
 # ---- memory levers reach the measured processes -------------------------------------------------
 
 @needs_shared
+@pytest.mark.slow
 def test_too_small_a_memory_limit_fails_in_one_line(zoo, tmp_path):
     fx, converted = zoo
     # (A limit that fits is applied in both processes: test_zoo_conversion_passes_with_memory_and_latency.)
@@ -475,6 +478,7 @@ def zoo_tflite(zoo, tmp_path_factory):
 
 @needs_shared
 @pytest.mark.filterwarnings(TFLITE_WARNING)
+@pytest.mark.slow
 def test_tflite_per_class_file_reproduces_the_tf1_detections(zoo, zoo_tflite, tmp_path, capsys):
     """The float32 per-class file of the 2018 zoo conversion on the generated verify set (6 images
     of 3 sizes, each fed at its own size: the file resizes it as the TF1 graph does): counts and

@@ -40,11 +40,12 @@ def ratio_interval(side_ms, base_ms, seed=0) -> list:
 
 
 def _report(latency, memory_results, sides, sizes, batches, repeats, warmup, base_env, tflite=None,
-            file_bytes=None) -> dict:
+            file_bytes=None, onednn_on=None) -> dict:
     """The JSON-able report: one row per side, size, batch and oneDNN setting where the side ran
     (the TFLite sides at batch 1 only). `tflite`: {threads, model_size, any_size, batch,
     not_measured: ["HxW/bN"...]} when TFLite sides ran; `file_bytes`: {side: size on disk of
-    the model file or directory it runs}."""
+    the model file or directory it runs}; `onednn_on`: {oneDNN label: whether its latency worker's
+    TensorFlow ran oneDNN's kernels}."""
     import tensorflow as tf
     rows = []
     for label, times in latency.items():
@@ -82,6 +83,7 @@ def _report(latency, memory_results, sides, sizes, batches, repeats, warmup, bas
     mixed = mixed_precision()
     return {"rows": rows, "sizes": [list(s) for s in sizes], "batches": list(batches), "sides": sides,
             "repeats": repeats, "warmup": warmup, "env": base_env, "onednn": [str(s) for s in latency],
+            "onednn_on": onednn_on or {},
             "device": "GPU" if tf.config.list_physical_devices("GPU") else "CPU", "tensorflow": tf.__version__,
             "cpu_count": os.cpu_count(), "memory": memory_results, "tflite": tflite, "file_bytes": file_bytes or {},
             # Why this machine has no units for the mixed sides' precision (None: it has them).

@@ -13,6 +13,13 @@ from migrate.benchmark.sides import BASELINE, FILE_SIDES, MIXED_SIDES
 from ssd_mobilenet import atomic_write, hardware
 
 
+def onednn_label(report: dict, setting: str) -> str:
+    """A oneDNN setting as the tables show it, with what TensorFlow ran under it: "default (on)",
+    "0 (off)" (off: Eigen's kernels)."""
+    on = report.get("onednn_on", {}).get(setting)
+    return setting if on is None else f"{setting} ({'on' if on else 'off'})"
+
+
 def format_table(report: dict, markdown: bool = False) -> str:
     """The report as a table: one row per side, size, batch (and oneDNN setting) it ran at.
     `file MiB`: the model on disk (frozen graph, SavedModel directory, .tflite file; "-" for the
@@ -32,7 +39,7 @@ def format_table(report: dict, markdown: bool = False) -> str:
         alloc = [mib(r.get("alloc_transient_bytes")), ratio(r.get("alloc_ratio"))]
         if r["side"] in FILE_SIDES and "peak_rss_bytes" in r:
             alloc = ["n/a", "n/a"]
-        lines.append([r["side"], r["onednn"], f"{r['size'][0]}x{r['size'][1]}", str(r["batch"]),
+        lines.append([r["side"], onednn_label(report, r["onednn"]), f"{r['size'][0]}x{r['size'][1]}", str(r["batch"]),
                       f"{r['latency_ms']['median']:.1f}", f"{r['latency_ms']['p90']:.1f}", f"{r['images_per_s']:.1f}",
                       latency, mib(r.get("file_bytes")),
                       _seconds(r.get("ready_s")), *alloc,
@@ -183,6 +190,7 @@ def write_markdown(report: dict, path: str, command: str, force: bool = False, p
              "`python -m migrate convert SRC --out CONVERTED`):",
              "", "```bash", command, "```", "",
              f"Machine: {_machine()}; device {report['device']}; TensorFlow {report['tensorflow']}; "
+             f"oneDNN: {', '.join(onednn_label(report, s) for s in report['onednn'])} (off: Eigen's kernels); "
              f"environment of every worker: `{' '.join(f'{k}={v}' for k, v in sorted(report['env'].items()))}`; "
              f"interleaved rounds per batch: {per_batch} (`--repeats` {report['repeats']}, up to "
              f"{MAX_ROUNDS_FACTOR}x for smaller batches), after "

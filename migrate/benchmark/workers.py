@@ -28,12 +28,14 @@ def _latency_worker(request_path, result_path):
                                 progress=lambda msg: print(f"[bench] {msg}", file=sys.stderr, flush=True),
                                 exported=req.get("exported"), tflite_size=req.get("tflite_size"),
                                 threads=req.get("tflite_threads"))
+    from ssd_mobilenet import runtime
     with open(result_path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(times, f)
+        json.dump({"times": times, "onednn_on": runtime.onednn_on()}, f)
     os.replace(result_path + ".tmp", result_path)
 
 
 def _run_latency_process(request: dict, env: dict, progress) -> dict:
+    """{"times": {side: {"HxW/bN": [ms...]}}, "onednn_on": whether TensorFlow ran oneDNN's kernels}."""
     with tempfile.TemporaryDirectory(prefix="migrate-bench-") as tmp:
         req, res = os.path.join(tmp, "request.json"), os.path.join(tmp, "result.json")
         with open(req, "w", encoding="utf-8") as f:
@@ -66,13 +68,15 @@ def _run_export_process(converted: str, out_dir: str, sides, env: dict) -> None:
 
 
 def _measure(request, sides, sizes, batches, settings, base_env, memory, memory_repeats, say):
-    """(latency {oneDNN label: times}, memory {side: measure result}) of every side."""
-    latency = {}
+    """(latency {oneDNN label: times}, memory {side: measure result}, {oneDNN label: whether TensorFlow
+    ran oneDNN's kernels (False: Eigen's)}) of every side."""
+    latency, onednn_on = {}, {}
     for setting in settings:
         label = "default" if setting is None else setting
         worker_env = dict(base_env) if setting is None else {**base_env, "TF_ENABLE_ONEDNN_OPTS": setting}
         say(f"interleaved latency, oneDNN {label}")
-        latency[label] = _run_latency_process(request, worker_env, say)
+        result = _run_latency_process(request, worker_env, say)
+        latency[label], onednn_on[label] = result["times"], result["onednn_on"]
     memory_results = {}
     if memory:
         tflite_run, tflite_size = any(side in FILE_SIDES for side in sides), request.get("tflite_size")
@@ -101,4 +105,4 @@ def _measure(request, sides, sizes, batches, settings, base_env, memory, memory_
                                                   repeats=memory_repeats, env=base_env)
             result["keys"] = [f"{size[0]}x{size[1]}/b{b}" for size, b in cells]
             memory_results[side] = result
-    return latency, memory_results
+    return latency, memory_results, onednn_on

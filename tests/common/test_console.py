@@ -71,12 +71,14 @@ def small(tmp_path_factory):
     return src, proc.stderr, out
 
 
+@pytest.mark.slow
 def test_convert_prints_only_the_projects_lines(small):
     _, stderr, _ = small
     assert "[migrate] reading " in stderr  # progress still shows
     assert _foreign_lines(stderr) == []
 
 
+@pytest.mark.slow
 def test_verify_with_measurement_prints_only_the_projects_lines(small):
     # Measured: the TF1 and TF2 sides run in worker processes of their own.
     src, _, out = small
@@ -103,6 +105,7 @@ def test_bad_input_prints_one_error_line_and_nothing_of_tensorflow(small, tmp_pa
     assert _foreign_lines(proc.stderr) == []
 
 
+@pytest.mark.slow
 def test_verbose_shows_tensorflows_lines(small):
     src, _, out = small
     proc = _cli("verify", src, out, "--no-measure", "--quiet", "--verbose")

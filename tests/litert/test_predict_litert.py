@@ -72,6 +72,7 @@ def lines(path) -> dict:
     return {line["image"]: line for line in map(json.loads, open(path))}
 
 
+@pytest.mark.slow
 def test_tflite_predict_without_tensorflow_gives_the_converted_models_lines(model, folder, no_tensorflow, tmp_path):
     converted, path, labels = model
     out, png = tmp_path / "lite.jsonl", tmp_path / "drawn"

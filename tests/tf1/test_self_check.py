@@ -45,6 +45,7 @@ def model_2017(tmp_path_factory):
     return tf1_builder.write_model_dir(SMALL_2017, str(tmp_path_factory.mktemp("self_check") / "tf1"), seed=3)
 
 
+@pytest.mark.slow
 def test_faithful_conversion_passes_and_the_report_says_what_was_checked(model_2017, tmp_path):
     import json
     out = str(tmp_path / "out")
@@ -61,6 +62,7 @@ def test_faithful_conversion_passes_and_the_report_says_what_was_checked(model_2
 
 
 @pytest.mark.parametrize("field", sorted(INJECTED))
+@pytest.mark.slow
 def test_each_wrong_trait_is_caught_and_nothing_is_written(model_2017, tmp_path, monkeypatch, capsys, field):
     value, stage = INJECTED[field]
     real = config_inference.infer_config
@@ -138,6 +140,7 @@ def test_postprocessing_check_alone_catches_a_background_slice_verify_would_miss
     runner.close()
 
 
+@pytest.mark.slow
 def test_a_normalize_first_graph_is_compared_at_its_preprocessed_image(tmp_path, monkeypatch, capsys):
     """In a graph of later OD API code `Preprocessor/sub` is the full-size image: the check compares
     the resize loop's output instead (before, every such conversion failed at Preprocessor with

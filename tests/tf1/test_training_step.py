@@ -158,6 +158,7 @@ def _relative_error(got, want) -> float:
     return float(np.linalg.norm(got - want) / max(np.linalg.norm(want), np.finfo(np.float32).tiny))
 
 
+@pytest.mark.slow
 def test_losses_of_the_first_step(sides):
     tf1_losses, tf2 = sides["tf1"]["losses"], sides["tf2"]
     assert set(tf1_losses) == set(tf2["losses"]) == {

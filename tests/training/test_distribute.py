@@ -83,6 +83,7 @@ def _state(one) -> dict:
     return state
 
 
+@pytest.mark.slow
 def test_two_devices_train_as_one_on_the_same_global_batch(setup):
     two_out, one_out = setup["root"] / "two", setup["root"] / "one"
     env = {**os.environ, "PYTHONPATH": REPO}
@@ -124,6 +125,7 @@ def test_two_devices_train_as_one_on_the_same_global_batch(setup):
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=WEIGHT_RTOL, atol=WEIGHT_ATOL, err_msg=a.path)
 
 
+@pytest.mark.slow
 def test_a_loss_scaled_step_updates_the_moving_average_once_across_replicas(setup):
     """mixed_float16 takes the moving average's update through a `tf.cond` (a step skipped for
     non-finite gradients skips it too) instead of `replicas.once`: on two replicas the first

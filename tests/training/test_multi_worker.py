@@ -129,6 +129,7 @@ def _assert_same_weights(s, run, reference) -> None:
         np.testing.assert_allclose(ours[name], value, rtol=RTOL, atol=ATOL, err_msg=name)
 
 
+@pytest.mark.slow
 def test_two_workers_end_with_the_one_process_weights(setup, tmp_path):
     out = tmp_path / "run"
     procs, _ = _start_workers(setup, out, SHORT, tmp_path)
@@ -144,6 +145,7 @@ def test_two_workers_end_with_the_one_process_weights(setup, tmp_path):
         assert f"trained to step {SHORT}" in (tmp_path / f"worker{i}.err").read_text()
 
 
+@pytest.mark.slow
 def test_a_lost_worker_ends_the_other_in_one_line_and_both_resume(setup, uninterrupted, tmp_path):
     out = tmp_path / "run"
     procs, addresses = _start_workers(setup, out, STEPS, tmp_path)

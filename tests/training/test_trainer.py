@@ -75,6 +75,7 @@ def _images_with_equal_matches(trainer, shapes):
     pytest.fail(f"no four images with equal matched-anchor sums in pairs: {matched}")
 
 
+@pytest.mark.slow
 def test_accumulating_two_micro_batches_gives_the_batch_update(shapes):
     # Batch norm frozen: in training mode each micro-batch would be normalised with its own two
     # images' statistics, not the four's, and the forward passes would differ.
@@ -139,6 +140,7 @@ def test_resumed_run_ends_where_an_uninterrupted_one_does(shapes, tmp_path):
     assert any(not np.array_equal(averaged[v.path], v.numpy()) for v in resumed.trainable_variables)
 
 
+@pytest.mark.slow
 def test_frozen_batch_norm_keeps_statistics_and_trains_no_gamma_beta(shapes):
     model = new_model()
     trainer = Trainer(model, config(), freeze_batch_norm=True)

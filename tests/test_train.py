@@ -181,9 +181,8 @@ def test_max_memory_picks_the_largest_batch_and_refuses_an_impossible_budget(set
     # float32 trainer, once on each kind of TensorFlow's CPU kernels (TF_ENABLE_ONEDNN_OPTS:
     # Eigen's, as CPUs without AVX-512 run them, whose convolution gradients hold large
     # temporaries, and oneDNN's). One inter-op thread: with two, which of Eigen's temporaries
-    # concurrent ops hold at once varies from trace to trace and run to run (48 or 55 MiB at batch 1
-    # here, single runs up to 65); serialised, a size's peak is one number, so what history adds to
-    # it shows.
+    # concurrent ops hold at once varies from trace to trace and run to run (docs/measurements.md);
+    # serialised, a size's peak is one number, so what history adds to it shows.
     out = tmp_path / "run"
     argv = ["train", setup["converted"][3], "--train", setup["records"], "--config", setup["config"], "--steps", "1",
             "--out", str(out), "--precision", "mixed_bfloat16", "--recompute", "--max-memory", "1"]
@@ -229,8 +228,7 @@ print(json.dumps({{"alone": alone, "everything": everything, "between": between,
     # A size measures the same first in the process as after a larger size was measured: within 5%
     # or 2 MiB, what the BFC allocator's layout can add (it hands out a free chunk of up to twice the
     # size asked for without splitting it and counts it whole, so what was freed before matters;
-    # batch 1 measured 13.5 MiB first and 13.5-14.9 after batch 2 here on oneDNN's kernels, 47.0 and
-    # 47.6 on Eigen's; 46 and 52 before the traces of other sizes were dropped).
+    # the figures are in docs/measurements.md).
     first, _, later = [max(peaks) for peaks in searched["alone"]]
     assert abs(first - later) <= max(0.05 * first, 2 * 2**20), searched["alone"]
     # The peak grows with the batch, and the search picks the largest batch measured under the

@@ -6,15 +6,17 @@ everything else resident included, as a device limit counts it) while a `Trainer
 optimiser step on a generated batch of that size, with the trainer's levers as they are
 (precision, recompute, accumulation, frozen batch norm). Each size is traced on step functions of
 its own (dropped afterwards, `Trainer.traced_apart`) and run once first, then run `runs` times,
-garbage collected before each, and the highest peak counts: a size measures the same whether it
-is measured first in the process or after others (the traces of sizes measured before would
-otherwise hold memory, and the search assumes the peak grows with the batch). Batch sizes double
-until one exceeds the budget, then a binary search finds the boundary (`runtime.largest_fitting`).
+garbage collected before each; the highest peak above what was resident before the size was
+traced counts, on top of what was resident when the search began. So a size measures the same
+whether it is measured first in the process or after others (what the traces of sizes measured
+before keep would count otherwise, and the search assumes the peak grows with the batch). Batch
+sizes double until one exceeds the budget, then a binary search finds the boundary
+(`runtime.largest_fitting`).
 
 Where TensorFlow runs Eigen's kernels (CPUs without AVX-512), the gradients of convolutions hold
 large temporaries, and whether concurrent ops hold two at once varies from run to run: a step's
-peak then varies by 10-35% (docs/measurements.md), which the highest of the runs covers only in
-part; leave that much headroom in the budget.
+peak then varies by one such temporary (docs/measurements.md), which the highest of the runs
+covers only in part; leave that much headroom in the budget.
 
 The measured steps change the trainer's state (weights, slots, moving averages, step): it is
 written to a temporary checkpoint first and read back afterwards, so training starts from where
@@ -26,6 +28,7 @@ measurement. On a CPU the allocator keeps statistics only with the BFC allocator
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import tempfile
 
@@ -60,10 +63,11 @@ def generated_batch(config, size: int, seed: int = 0, max_boxes: int = MAX_NUMBE
 
 
 def step_peaks(trainer, micro_batch: int, runs: int = 3, device: str | None = None) -> list:
-    """Allocator peaks in bytes (absolute) of `runs` optimiser steps (`trainer.accumulate`
-    micro-batches of `micro_batch` generated images each) after one warm-up step, on step functions
-    traced for this size alone (`Trainer.traced_apart`). Changes the trainer's state (see
-    `preserved_state`)."""
+    """Allocator peaks in bytes of `runs` optimiser steps (`trainer.accumulate` micro-batches of
+    `micro_batch` generated images each) after one warm-up step, on step functions traced for this
+    size alone (`Trainer.traced_apart`), each above what was resident before the size was traced:
+    what its trace keeps plus the step's transient memory, not what sizes measured before left.
+    Changes the trainer's state (see `preserved_state`)."""
     batch = generated_batch(trainer.model.config, micro_batch)
 
     def step():
@@ -71,9 +75,11 @@ def step_peaks(trainer, micro_batch: int, runs: int = 3, device: str | None = No
             losses = trainer.train_step(batch)
         float(losses["Loss/total_loss"])  # waits for the step
 
+    gc.collect()
+    resident = runtime.memory_info(device)["current"]
     with trainer.traced_apart():
         step()
-        return [runtime.measure_peak(step, device) for _ in range(runs)]
+        return [runtime.measure_peak(step, device) - resident for _ in range(runs)]
 
 
 @contextlib.contextmanager
@@ -100,11 +106,12 @@ def largest_batch(trainer, max_memory_mb: float, limit: int = MAX_BATCH, runs: i
     """
     runtime.memory_info()  # no statistics: refused before any step runs
     budget = int(max_memory_mb * 2**20)
-
     peaks = {}
+    gc.collect()
+    resident = runtime.memory_info()["current"]  # weights, slots, averages: what training starts with
 
     def fits(n):
-        peaks[n] = max(step_peaks(trainer, n, runs))
+        peaks[n] = resident + max(step_peaks(trainer, n, runs))
         if progress is not None:
             progress(f"batch {n}: step peak {peaks[n] / 2**20:.1f} MiB")
         return peaks[n] <= budget

@@ -64,8 +64,12 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
         raise ExportInputError(f"--max-detections {max_detections}: must be >= 1")
     if calibration is not None and not int8:
         raise ExportInputError("--calibration: calibrates the --int8 quantization; add --int8")
-    try:
+    try:  # every package the export imports, here, so that a missing one is this one line
+        import tf2onnx  # noqa: F401  (imported by `onnx_lib.convert`)
+
         from ssd_mobilenet.export import onnx as onnx_lib
+        if int8:
+            import onnxruntime.quantization  # noqa: F401  (`onnx_integer.quantize`, `quantization_drift`)
     except ImportError as e:
         raise ExportInputError(f"--onnx needs tf2onnx and onnx ({e}): pip install "
                                "'ssd-mobilenet-migrate[onnx-export]'") from None

@@ -162,17 +162,23 @@ def test_predict_bad_input_exits_2_with_one_line_and_writes_nothing(model, folde
         assert out.read_text() == "keep\n"
 
 
-@pytest.mark.parametrize("case", ["exists", "nms", "calibration", "no_model"])
-def test_export_bad_input_exits_2_with_one_line_and_writes_nothing(model, tmp_path, case):
+@pytest.mark.parametrize("case", ["exists", "nms", "calibration", "no_model", "no_tf2onnx", "no_onnxruntime"])
+def test_export_bad_input_exits_2_with_one_line_and_writes_nothing(model, tmp_path, case, monkeypatch):
     converted, path, _ = model
     out = tmp_path / "m.onnx"
     if case == "exists":
         out.write_bytes(b"keep")
+    if case == "no_tf2onnx":  # `import tf2onnx` raises ImportError, as without the [onnx-export] extra
+        monkeypatch.setitem(sys.modules, "tf2onnx", None)
+    if case == "no_onnxruntime":  # --int8 quantizes with onnxruntime.quantization
+        monkeypatch.setitem(sys.modules, "onnxruntime.quantization", None)
     args, expected = {
         "exists": ([converted], f"{out}: exists (use --force to replace it)"),
         "nms": ([converted, "--nms", "fast"], "--nms: applies to --tflite files only, not to --onnx"),
         "calibration": ([converted, "--calibration", path], "--calibration: calibrates the --int8 quantization"),
         "no_model": ([str(tmp_path / "nope")], "no such directory"),
+        "no_tf2onnx": ([converted], "--onnx needs tf2onnx and onnx"),
+        "no_onnxruntime": ([converted, "--int8"], "--onnx needs tf2onnx and onnx"),
     }[case]
     before = sorted(os.listdir(tmp_path))
     code, stdout, stderr = _cli(["export", *args, "--onnx", str(out)])

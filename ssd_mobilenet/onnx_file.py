@@ -40,6 +40,13 @@ def _first_line(error: Exception) -> str:
     return (lines[0] if lines else type(error).__name__)[:200]
 
 
+def input_mode(any_size: bool, input_type: str) -> str:
+    """How a file takes a photo (`model_file.feed`'s modes): at any size (`any_size`, the default
+    export), or at the model's size, as uint8 or already scaled float32 (`input_type`)."""
+    return (model_file.ANY_SIZE if any_size else
+            model_file.MODEL_SIZE_FLOAT32 if input_type == FLOAT32 else model_file.MODEL_SIZE_UINT8)
+
+
 def session_options(threads: int | None, spinning: bool = True):
     """ONNX Runtime's session options: `threads` intra-op threads (default: the CPU count), one
     inter-op thread (the graph is a chain), its log at errors only.
@@ -107,9 +114,7 @@ class OnnxFile:
         self.input_name = inputs[0].name
         self.image_size = tuple(self.metadata["image_size"])
         self.any_size = bool(self.metadata.get("any_size"))
-        self.input_mode = (model_file.ANY_SIZE if self.any_size else
-                           model_file.MODEL_SIZE_FLOAT32 if self.input_name == INPUT_NAMES[FLOAT32] else
-                           model_file.MODEL_SIZE_UINT8)
+        self.input_mode = input_mode(self.any_size, FLOAT32 if self.input_name == INPUT_NAMES[FLOAT32] else UINT8)
         h, w = self.image_size
         size = f"any size, resized to {h}x{w} in the file" if self.any_size else f"{h}x{w}"
         # One line, as the TFLite file's `ModelFile.kind`: input, precision, classes, detections.

@@ -180,6 +180,34 @@ def zoo_converted(zoo_fixture, tmp_path_factory):
     return src, os.path.join(built_once(tmp_path_factory, "zoo_converted", build), "zoo_tf2")
 
 
+def write_small_model_pair(root, config) -> tuple:
+    """(TF1 model directory, converted directory) under `root` (a pathlib.Path) of `config` with
+    the TF1 builder's seeded synthetic weights (seed 0): the TF1 directory, and the same weights
+    assigned as `convert` assigns them, saved as a converted directory."""
+    from migrate.tf1 import assign, builder
+    from ssd_mobilenet import SSDMobileNetV1, detector
+    weights = builder.synthetic_weights(config, seed=0)
+    src, out = str(root / "tf1"), root / "tf2"
+    builder.write_model_dir(config, src, weights=weights)
+    model = SSDMobileNetV1(config)
+    assign.assign(weights, model)
+    out.mkdir()
+    detector.save(model, str(out))
+    return src, str(out)
+
+
+def run_cli(args) -> tuple:
+    """(exit code, stdout, stderr) of `migrate.cli.main(args)` in this process."""
+    import contextlib
+    import io
+
+    from migrate.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(args)
+    return code, out.getvalue(), err.getvalue()
+
+
 def check_detections(ours: dict, ref: dict, atol: float = 1e-5) -> None:
     """Detections agree: counts and classes exactly, scores and boxes within `atol` (numpy dicts)."""
     np.testing.assert_array_equal(ours["num_detections"], ref["num_detections"])

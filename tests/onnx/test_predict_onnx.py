@@ -6,9 +6,7 @@ skipped, bad input refused in one line with exit 2 and nothing written."""
 
 from __future__ import annotations
 
-import contextlib
 import glob
-import io
 import json
 import os
 import shutil
@@ -22,22 +20,13 @@ from PIL import Image
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
-from conftest import REPO, SHARED, save_synthetic_model  # noqa: E402
+from conftest import REPO, SHARED, run_cli, save_synthetic_model  # noqa: E402
 from migrate import predict  # noqa: E402
-from migrate.cli import main  # noqa: E402
 from ssd_mobilenet.config import SSDConfig  # noqa: E402
 
 CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
 ATOL = 1e-5  # the project's parity tolerance: ONNX Runtime's kernels round otherwise than oneDNN's
 LABELS = "item { id: 1 name: 'cat' }\nitem { id: 2 name: 'dog' }\nitem { id: 3 name: 'bird' }\n"
-
-
-def _cli(args):
-    """(exit code, stdout, stderr) of `migrate.cli.main(args)` in this process."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(args)
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +36,7 @@ def model(tmp_path_factory):
     converted = str(root / "converted")
     save_synthetic_model(converted, CONFIG)
     path = str(root / "model.onnx")
-    code, out, err = _cli(["export", converted, "--onnx", path])
+    code, out, err = run_cli(["export", converted, "--onnx", path])
     assert code == 0, err
     assert out.startswith("exported ONNX opset 13, uint8 input, float32, 100 detections") and path in out
     # The console shows the project's lines only (tf2onnx's log is hidden without --verbose).
@@ -181,7 +170,7 @@ def test_export_bad_input_exits_2_with_one_line_and_writes_nothing(model, tmp_pa
         "no_onnxruntime": ([converted, "--int8"], "--onnx needs tf2onnx and onnx"),
     }[case]
     before = sorted(os.listdir(tmp_path))
-    code, stdout, stderr = _cli(["export", *args, "--onnx", str(out)])
+    code, stdout, stderr = run_cli(["export", *args, "--onnx", str(out)])
     assert code == 2 and not stdout
     err = stderr.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and expected in err[0], err
@@ -194,7 +183,7 @@ def test_export_force_replaces_the_file_with_the_same_model(model, tmp_path):
     converted, path, _ = model
     out = tmp_path / "m.onnx"
     out.write_bytes(b"old")
-    code, stdout, _ = _cli(["export", converted, "--onnx", str(out), "--force", "--quiet", "--max-detections", "10"])
+    code, stdout, _ = run_cli(["export", converted, "--onnx", str(out), "--force", "--quiet", "--max-detections", "10"])
     assert code == 0 and str(out) in stdout and "10 detections" in stdout
     from ssd_mobilenet import onnx_file
     file = onnx_file.OnnxFile(str(out), threads=1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import shutil
@@ -194,6 +195,43 @@ def write_small_model_pair(root, config) -> tuple:
     out.mkdir()
     detector.save(model, str(out))
     return src, str(out)
+
+
+def mixed_image_folder(root) -> str:
+    """`root` (a pathlib.Path) filled with images of mixed sizes and formats (the real photos when
+    ../shared is there, generated PNG and JPEG too), a grayscale PNG, and a corrupt JPEG."""
+    import glob
+
+    from PIL import Image
+    rng = np.random.default_rng(4)
+    for name, (h, w) in {"a.png": (96, 200), "b.jpg": (300, 170)}.items():
+        Image.fromarray(rng.integers(0, 256, (h, w, 3)).astype(np.uint8)).save(root / name, quality=90)
+    Image.fromarray(rng.integers(0, 256, (64, 64)).astype(np.uint8)).save(root / "gray.png")
+    for photo in sorted(glob.glob(os.path.join(SHARED, "photos", "*.jpg")))[:4]:
+        os.symlink(photo, root / os.path.basename(photo))
+    (root / "corrupt.jpg").write_bytes(b"\xff\xd8\xff\xe0" + bytes(100))
+    return str(root)
+
+
+@pytest.fixture(scope="module")
+def no_tensorflow(tmp_path_factory):
+    """A folder whose `tensorflow` package raises on import, to put first on PYTHONPATH."""
+    stub = tmp_path_factory.mktemp("no_tensorflow")
+    (stub / "tensorflow").mkdir()
+    (stub / "tensorflow" / "__init__.py").write_text("raise ImportError('TensorFlow is not installed here')\n")
+    return str(stub)
+
+
+def without_tensorflow(args, stub):
+    """`python -m migrate ARGS` where `import tensorflow` raises (`stub`: the `no_tensorflow` fixture)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([stub, REPO]))
+    return subprocess.run([sys.executable, "-m", "migrate", *args], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def json_lines(path) -> dict:
+    """{image: line} of a `predict` JSON lines file."""
+    return {line["image"]: line for line in map(json.loads, open(path))}
 
 
 def run_cli(args) -> tuple:

@@ -79,7 +79,8 @@ def test_int8_drift_is_reported_and_the_file_runs(int8_file):
     notes = [line for line in err.splitlines() if line.startswith("[migrate] int8: ")]
     # The synthetic weights score below 0.5 on generated images: the note says there was nothing to compare
     # at 0.5, and the comparison below is at every score.
-    assert len(notes) == 1 and "16 generated images" in notes[0], err
+    assert len(notes) == 1, err
+    assert "the float file has no detections scoring >= 0.5 on the 16 generated images" in notes[0], err
     file = onnx_file.OnnxFile(int8_path, threads=1)
     assert "int8 QDQ" in file.kind
     reference = onnx_file.OnnxFile(float_path, threads=1)

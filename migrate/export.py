@@ -75,19 +75,42 @@ def quantization_drift(model, tflite_bytes: bytes, names, images, input_type: st
     from ssd_mobilenet.litert import model_file
     detect = detector_lib.Detector(model, fold_batch_norm=True)
     file = model_file.ModelFile.from_bytes(tflite_bytes, name="the converted int8 file")
-    refs, ours, per_image = [], [], []
-    for name, image in zip(names, images):
+
+    def pair(image):
         feed = file.feed(image)
         # The float model on the same pixels: the photo itself, or the fixed-size file's uint8
         # frame; a float32-input file's scaled frame is the model's preprocessing of the image.
         pixels = feed if feed.dtype == np.uint8 else np.asarray(image)[None]
-        ref = {k: v.numpy() for k, v in detect(pixels).items()}
-        out = file.run(feed)
+        return {k: v.numpy() for k, v in detect(pixels).items()}, file.run(feed)
+    return drift_of(names, (pair(image) for image in images))
+
+
+def drift_of(names, pairs) -> dict:
+    """`agreement` over all images of the (float reference, int8 file) output pairs (numpy, the
+    four outputs [1, D, ...] each), one pair per name, plus per_image [(name, agreement)]."""
+    refs, ours, per_image = [], [], []
+    for name, (ref, out) in zip(names, pairs):
         per_image.append((name, agreement(ref, out)))
         refs.append(ref)
         ours.append(out)
     joined = [{k: np.concatenate([d[k] for d in side]) for k in tflite_lib.OUTPUT_KEYS} for side in (refs, ours)]
     return dict(agreement(*joined), per_image=per_image)
+
+
+def drift_notes(drift: dict, compared_on: str, reference: str, warn=None) -> list:
+    """The export's notes on `drift` (`drift_of`'s) measured on `compared_on` ("generated
+    images") against `reference` ("the float model"); `warn` (None: no warnings) is called for
+    each image whose detections scoring >= `REPORT_MIN_SCORE` the int8 file does not all keep."""
+    if not drift["reference"]:
+        return [f"int8: {reference} has no detections scoring >= {REPORT_MIN_SCORE} on the "
+                f"{len(drift['per_image'])} {compared_on} to compare the quantized file's with"]
+    for name, a in drift["per_image"] if warn else []:
+        if a["matched"] < a["reference"]:
+            warn(f"warning: int8 drift on {name}: {a['matched']} of {a['reference']} detections scoring >= "
+                 f"{REPORT_MIN_SCORE} kept (same class, IoU >= {MATCH_IOU})")
+    return [f"int8: {drift['matched']} of {drift['reference']} detections scoring >= {REPORT_MIN_SCORE} "
+            f"on {len(drift['per_image'])} {compared_on} kept (same class, IoU >= {MATCH_IOU}), "
+            f"mean IoU {drift['mean_iou']:.3f}, scores within {drift['max_score_diff']:.3f}"]
 
 
 def _convert(model, nms, input_type, max_detections, images, notes) -> tuple:
@@ -165,19 +188,10 @@ def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_t
         say(f"comparing the int8 file with the converted model on {compared_on}")
         with console.native_stderr_quieted():
             drift = quantization_drift(model, data, names[:DRIFT_IMAGES], images[:DRIFT_IMAGES], input_type)
-    if drift is not None and not drift["reference"]:
-        notes.append(f"int8: the float model has no detections scoring >= {REPORT_MIN_SCORE} on the "
-                     f"{len(drift['per_image'])} {compared_on} to compare the quantized file's with")
-    elif drift is not None:
-        notes.append(f"int8: {drift['matched']} of {drift['reference']} detections scoring >= {REPORT_MIN_SCORE} "
-                     f"on {len(drift['per_image'])} {compared_on} kept (same class, IoU >= {MATCH_IOU}), "
-                     f"mean IoU {drift['mean_iou']:.3f}, scores within {drift['max_score_diff']:.3f}")
+    if drift is not None:
         # A quantization-aware file differs on every image by design (its integer input and weights):
-        # the totals above say by how much; per-image warnings are for post-training quantization.
-        for name, a in ([] if aware else drift["per_image"]):
-            if a["matched"] < a["reference"]:
-                warn(f"warning: int8 drift on {name}: {a['matched']} of {a['reference']} detections scoring >= "
-                     f"{REPORT_MIN_SCORE} kept (same class, IoU >= {MATCH_IOU})")
+        # the totals say by how much; per-image warnings are for post-training quantization.
+        notes += drift_notes(drift, compared_on, "the float model", None if aware else warn)
     atomic_write.write_bytes(tflite, data)
     return {"notes": notes, "int8": int8 or aware, "quantization_aware": aware, "drift": drift,
             "out": os.path.abspath(tflite), "bytes": len(data), "nms": nms, "input": input_type,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 
-from migrate.export import DRIFT_IMAGES, MATCH_IOU, REPORT_MIN_SCORE, ExportInputError, agreement, load_converted
+from migrate.export import DRIFT_IMAGES, ExportInputError, _calibration_images, drift_notes, drift_of, load_converted
 from ssd_mobilenet import atomic_write
 
 
@@ -19,21 +19,14 @@ def quantization_drift(float_bytes: bytes, int8_bytes: bytes, names, feeds) -> d
     """The int8 file's detections against the float file's on the same inputs, on ONNX Runtime:
     `export.agreement` overall, plus per_image [(name, agreement)]. (The float file's detections
     are the converted model's: tests/onnx.)"""
-    import numpy as np
     import onnxruntime as ort
 
     from ssd_mobilenet.onnx_file import OUTPUT_KEYS, session_options
     sessions = [ort.InferenceSession(data, sess_options=session_options(None), providers=["CPUExecutionProvider"])
                 for data in (float_bytes, int8_bytes)]
     name = sessions[0].get_inputs()[0].name
-    refs, ours, per_image = [], [], []
-    for image_name, feed in zip(names, feeds):
-        ref, out = [dict(zip(OUTPUT_KEYS, s.run(list(OUTPUT_KEYS), {name: feed}))) for s in sessions]
-        per_image.append((image_name, agreement(ref, out)))
-        refs.append(ref)
-        ours.append(out)
-    joined = [{k: np.concatenate([d[k] for d in side]) for k in OUTPUT_KEYS} for side in (refs, ours)]
-    return dict(agreement(*joined), per_image=per_image)
+    return drift_of(names, ([dict(zip(OUTPUT_KEYS, s.run(list(OUTPUT_KEYS), {name: feed}))) for s in sessions]
+                            for feed in feeds))
 
 
 def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detections: int | None = None,
@@ -64,8 +57,12 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
         raise ExportInputError(f"--max-detections {max_detections}: must be >= 1")
     if calibration is not None and not int8:
         raise ExportInputError("--calibration: calibrates the --int8 quantization; add --int8")
-    try:
+    try:  # every package the export imports, here, so that a missing one is this one line
+        import tf2onnx  # noqa: F401  (imported by `onnx_lib.convert`)
+
         from ssd_mobilenet.export import onnx as onnx_lib
+        if int8:
+            import onnxruntime.quantization  # noqa: F401  (`onnx_integer.quantize`, `quantization_drift`)
     except ImportError as e:
         raise ExportInputError(f"--onnx needs tf2onnx and onnx ({e}): pip install "
                                "'ssd-mobilenet-migrate[onnx-export]'") from None
@@ -78,7 +75,6 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
     max_detections = max_detections or model.config.max_total_detections
     names, images = [], []
     if int8:
-        from migrate.export import _calibration_images
         names, images = _calibration_images(calibration, model.config)
     say(f"converting to ONNX (opset {onnx_lib.OPSET}, {input_type} input, {max_detections} detections"
         + (f", int8 calibrated on {len(images)} images)" if int8 else ")"))
@@ -93,17 +89,7 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
         compared_on = "calibration images" if calibration is not None else "generated images"
         say(f"comparing the int8 file with the float file on {compared_on}")
         drift = quantization_drift(float_bytes, proto.SerializeToString(), names[:DRIFT_IMAGES], feeds[:DRIFT_IMAGES])
-        if not drift["reference"]:
-            notes.append(f"int8: the float file has no detections scoring >= {REPORT_MIN_SCORE} on the "
-                         f"{len(drift['per_image'])} {compared_on} to compare the quantized file's with")
-        else:
-            notes.append(f"int8: {drift['matched']} of {drift['reference']} detections scoring >= {REPORT_MIN_SCORE} "
-                         f"on {len(drift['per_image'])} {compared_on} kept (same class, IoU >= {MATCH_IOU}), "
-                         f"mean IoU {drift['mean_iou']:.3f}, scores within {drift['max_score_diff']:.3f}")
-        for name, a in drift["per_image"]:
-            if a["matched"] < a["reference"]:
-                warn(f"warning: int8 drift on {name}: {a['matched']} of {a['reference']} detections scoring >= "
-                     f"{REPORT_MIN_SCORE} kept (same class, IoU >= {MATCH_IOU})")
+        notes += drift_notes(drift, compared_on, "the float file", warn)
     data = proto.SerializeToString()
     atomic_write.write_bytes(out, data)
     return {"out": os.path.abspath(out), "bytes": len(data), "input": input_type, "max_detections": max_detections,

@@ -53,7 +53,7 @@ from migrate.tf1.side_by_side import compare_batches, saved_model_detector, tf2_
 from migrate.verification.inputs import (_check_outputs, file_images, generated_images, resolve_paths,
                                          saved_model_precision)
 from migrate.verification.measuring import _measure_sides, _side_summary, _trace
-from migrate.verification.report import (VerifyReport, _first_divergence, _tolerances,
+from migrate.verification.report import (RUNTIMES, VerifyReport, _first_divergence, _tolerances,
                                          _write_pngs, format_report)
 from migrate.verification.sides import SAVED_MODEL, tf1_session_runner, tf2_runner
 from ssd_mobilenet import atomic_write
@@ -69,7 +69,6 @@ __all__ = ["DEFAULT_ATOL", "DEFAULT_BATCH", "DEFAULT_RTOL", "MATCH_IOU", "MIXED_
 DEFAULT_BATCH = 4
 MODES = ("eager", "function", "xla", "saved_model")
 TFLITE = "tflite"  # the report's mode when the TF2 side is a .tflite file
-ONNX = "onnx"  # the report's mode when the TF2 side is an .onnx file
 
 
 def verify(src=None, converted=None, images=None, batch: int = None, mode: str = None,
@@ -284,9 +283,8 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
     from migrate.verification.measuring import NO_MEMORY_SETTINGS, _measure_tflite_sides
     from ssd_mobilenet.export import tflite as tflite_lib
 
-    runtime_name, file_label, _ = tflite_file.RUNTIMES[file_runtime]
-    runner_name = "ONNX Runtime" if file_runtime == "onnx" else "LiteRT's interpreter"
-    say(f"reading the {file_label} {path}")
+    kind = RUNTIMES[file_runtime]
+    say(f"reading the {kind.file} {path}")
     if file_runtime == "onnx":
         file, info = tflite_file.open_onnx_file(path, config, threads)
     else:
@@ -304,13 +302,13 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
     # The verify image set as in the other modes; each image then goes through on its own.
     batches = file_images(images, DEFAULT_BATCH) if images else generated_images(config, DEFAULT_BATCH)
     runner = _exact_runner(graph_def, graph_from)
-    say(f"running {info['file']} ({info['kind']}) on {runtime_name}, {threads} threads")
+    say(f"running {info['file']} ({info['kind']}) on {kind.runtime}, {threads} threads")
     detections, drawn, agreement = tflite_file.compare_file(runner, file, info, batches, config, atol, rtol, say)
     runner.close()
     info = dict(info, threads=threads, agreement=agreement)
     notes = [f"TF1 graph: {graph_from}",
-             f"TF2 side: {info['file']} ({info['kind']}) on {runner_name}, {threads} threads; "
-             f"a{'n' if file_runtime == 'onnx' else ''} {file_label} has no stages to compare: detections only, "
+             f"TF2 side: {info['file']} ({info['kind']}) on {kind.runner}, {threads} threads; "
+             f"{kind.article} {kind.file} has no stages to compare: detections only, "
              + ("each photo at its own size to both sides (the file resizes and scales it as the graph does)"
                 if file.exact_for_any_size else
                 f"on the images resized to {config.image_height}x{config.image_width} and rounded to uint8 for "
@@ -321,26 +319,26 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
         notes.append(f"agreement: {agreement['matched']} of {agreement['reference']} TF1 detections scoring >= "
                      f"{export.REPORT_MIN_SCORE} found in the file (same class, IoU >= {export.MATCH_IOU}), mean IoU "
                      f"{agreement['mean_iou']:.3f}, matched scores within {agreement['max_score_diff']:.3f}")
-    first = _first_divergence([], detections, None, f"detections of the {file_label}")
+    first = _first_divergence([], detections, None, f"detections of the {kind.file}")
     tf1_result = tflite_result = None
     if measure:
         tf1_result, tflite_result = _measure_tflite_sides(graph_def, info["file"], threads, drawn[0][1][None],
                                                           warmup, repeats, say, file_runtime)
-        notes.append(f"{'ONNX Runtime' if file_runtime == 'onnx' else 'TFLite'} side: memory is the process's RSS "
+        notes.append(f"{kind.side} side: memory is the process's RSS "
                      "(TensorFlow's allocator does not see the runtime's arena); both processes import TensorFlow")
     report = VerifyReport(
         passed=first is None, first_divergence=first, tensors=[], detections=detections,
         tf1=_side_summary(tf1_result, "session (frozen graph, default ConfigProto)"),
-        tf2=_side_summary(tflite_result, file_runtime if file_runtime == "onnx" else "tflite"),
+        tf2=_side_summary(tflite_result, kind.mode),
         tolerances=tflite_file.tolerances(info, atol, rtol),
         versions={"tensorflow": tf.__version__, "migrate": migrate.__version__,
                   "ssd_mobilenet": ssd_mobilenet.__version__, "python": platform.python_version()},
         images=[d["image"] for d in detections], src=os.path.abspath(src), converted=converted,
-        mode=ONNX if file_runtime == "onnx" else TFLITE,
+        mode=kind.mode,
         notes=notes, postprocessing=None, precision="int8" if info["int8"] else "float32",
         memory=dict(NO_MEMORY_SETTINGS), trace_dir=None, tflite=info)
     if png_dir:
-        _write_pngs(drawn, png_dir, titles=("TF1 graph", file_label))
+        _write_pngs(drawn, png_dir, titles=("TF1 graph", kind.file))
     if json_path:
         atomic_write.write_text(json_path, report.to_json())
     return report

@@ -40,6 +40,13 @@ def _first_line(error: Exception) -> str:
     return (lines[0] if lines else type(error).__name__)[:200]
 
 
+def input_mode(any_size: bool, input_type: str) -> str:
+    """How a file takes a photo (`model_file.feed`'s modes): at any size (`any_size`, the default
+    export), or at the model's size, as uint8 or already scaled float32 (`input_type`)."""
+    return (model_file.ANY_SIZE if any_size else
+            model_file.MODEL_SIZE_FLOAT32 if input_type == FLOAT32 else model_file.MODEL_SIZE_UINT8)
+
+
 def session_options(threads: int | None, spinning: bool = True):
     """ONNX Runtime's session options: `threads` intra-op threads (default: the CPU count), one
     inter-op thread (the graph is a chain), its log at errors only.
@@ -97,20 +104,23 @@ class OnnxFile:
         if not isinstance(self.metadata, dict):
             raise OnnxFileError(f"{path}: not an .onnx file of `migrate export --onnx` (no {METADATA_NAME} "
                                 "metadata)")
-        if self.metadata.get("version", 0) > METADATA_VERSION:
+        try:
+            version = int(self.metadata.get("version", 0))
+            self.image_size = tuple(int(v) for v in self.metadata["image_size"])
+            h, w = self.image_size
+        except (KeyError, TypeError, ValueError):
+            raise OnnxFileError(f"{path}: its {METADATA_NAME} metadata is not one `migrate export --onnx` "
+                                "writes (no version, or no image_size [height, width])") from None
+        if version > METADATA_VERSION:
             raise OnnxFileError(f"{path}: written by a newer release (metadata version "
-                                f"{self.metadata.get('version')}; this one reads {METADATA_VERSION})")
+                                f"{version}; this one reads {METADATA_VERSION})")
         inputs = self.session.get_inputs()
         if len(inputs) != 1 or inputs[0].name not in INPUT_NAMES.values():
             raise OnnxFileError(f"{path}: not an .onnx file of `migrate export --onnx`: its inputs are "
                                 f"{', '.join(i.name for i in inputs)}")
         self.input_name = inputs[0].name
-        self.image_size = tuple(self.metadata["image_size"])
         self.any_size = bool(self.metadata.get("any_size"))
-        self.input_mode = (model_file.ANY_SIZE if self.any_size else
-                           model_file.MODEL_SIZE_FLOAT32 if self.input_name == INPUT_NAMES[FLOAT32] else
-                           model_file.MODEL_SIZE_UINT8)
-        h, w = self.image_size
+        self.input_mode = input_mode(self.any_size, FLOAT32 if self.input_name == INPUT_NAMES[FLOAT32] else UINT8)
         size = f"any size, resized to {h}x{w} in the file" if self.any_size else f"{h}x{w}"
         # One line, as the TFLite file's `ModelFile.kind`: input, precision, classes, detections.
         self.kind = (f"{self.metadata.get('input', UINT8)} input of {size}, "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import shutil
@@ -178,6 +179,71 @@ def zoo_converted(zoo_fixture, tmp_path_factory):
         (folder / CONVERT_STDERR).write_text(console.getvalue())  # what the console showed (test_convert)
 
     return src, os.path.join(built_once(tmp_path_factory, "zoo_converted", build), "zoo_tf2")
+
+
+def write_small_model_pair(root, config) -> tuple:
+    """(TF1 model directory, converted directory) under `root` (a pathlib.Path) of `config` with
+    the TF1 builder's seeded synthetic weights (seed 0): the TF1 directory, and the same weights
+    assigned as `convert` assigns them, saved as a converted directory."""
+    from migrate.tf1 import assign, builder
+    from ssd_mobilenet import SSDMobileNetV1, detector
+    weights = builder.synthetic_weights(config, seed=0)
+    src, out = str(root / "tf1"), root / "tf2"
+    builder.write_model_dir(config, src, weights=weights)
+    model = SSDMobileNetV1(config)
+    assign.assign(weights, model)
+    out.mkdir()
+    detector.save(model, str(out))
+    return src, str(out)
+
+
+def mixed_image_folder(root) -> str:
+    """`root` (a pathlib.Path) filled with images of mixed sizes and formats (the real photos when
+    ../shared is there, generated PNG and JPEG too), a grayscale PNG, and a corrupt JPEG."""
+    import glob
+
+    from PIL import Image
+    rng = np.random.default_rng(4)
+    for name, (h, w) in {"a.png": (96, 200), "b.jpg": (300, 170)}.items():
+        Image.fromarray(rng.integers(0, 256, (h, w, 3)).astype(np.uint8)).save(root / name, quality=90)
+    Image.fromarray(rng.integers(0, 256, (64, 64)).astype(np.uint8)).save(root / "gray.png")
+    for photo in sorted(glob.glob(os.path.join(SHARED, "photos", "*.jpg")))[:4]:
+        os.symlink(photo, root / os.path.basename(photo))
+    (root / "corrupt.jpg").write_bytes(b"\xff\xd8\xff\xe0" + bytes(100))
+    return str(root)
+
+
+@pytest.fixture(scope="module")
+def no_tensorflow(tmp_path_factory):
+    """A folder whose `tensorflow` package raises on import, to put first on PYTHONPATH."""
+    stub = tmp_path_factory.mktemp("no_tensorflow")
+    (stub / "tensorflow").mkdir()
+    (stub / "tensorflow" / "__init__.py").write_text("raise ImportError('TensorFlow is not installed here')\n")
+    return str(stub)
+
+
+def without_tensorflow(args, stub):
+    """`python -m migrate ARGS` where `import tensorflow` raises (`stub`: the `no_tensorflow` fixture)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([stub, REPO]))
+    return subprocess.run([sys.executable, "-m", "migrate", *args], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def json_lines(path) -> dict:
+    """{image: line} of a `predict` JSON lines file."""
+    return {line["image"]: line for line in map(json.loads, open(path))}
+
+
+def run_cli(args) -> tuple:
+    """(exit code, stdout, stderr) of `migrate.cli.main(args)` in this process."""
+    import contextlib
+    import io
+
+    from migrate.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(args)
+    return code, out.getvalue(), err.getvalue()
 
 
 def check_detections(ours: dict, ref: dict, atol: float = 1e-5) -> None:

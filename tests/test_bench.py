@@ -7,11 +7,10 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import SKYLAKE_SP, check_detections, needs_shared, random_images
+from conftest import SKYLAKE_SP, check_detections, needs_shared, random_images, write_small_model_pair
 from migrate import bench
 from migrate.cli import main
-from migrate.tf1 import assign, builder
-from ssd_mobilenet import SSDMobileNetV1, detector, hardware, runtime
+from ssd_mobilenet import detector, hardware, runtime
 from ssd_mobilenet.config import SSDConfig
 
 
@@ -194,16 +193,8 @@ def small(tmp_path_factory):
     classes) for the TFLite sides: the TF1 builder's directory with seeded synthetic weights,
     and the same weights assigned as `convert` assigns them, saved as a converted directory
     (config and checkpoint: what bench exports the TFLite files from)."""
-    root = tmp_path_factory.mktemp("bench_small")
     config = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
-    weights = builder.synthetic_weights(config, seed=0)
-    src, out = str(root / "tf1"), root / "tf2"
-    builder.write_model_dir(config, src, weights=weights)
-    model = SSDMobileNetV1(config)
-    assign.assign(weights, model)
-    out.mkdir()
-    detector.save(model, str(out))
-    return src, str(out)
+    return write_small_model_pair(tmp_path_factory.mktemp("bench_small"), config)
 
 
 @pytest.fixture(scope="module")

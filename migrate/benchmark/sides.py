@@ -138,15 +138,15 @@ def exported_path(out_dir: str, side: str) -> str:
 
 
 def export_sides(converted: str, out_dir: str, sides) -> dict:
-    """{side: SavedModel dir or .tflite file} of the `EXPORTED_SIDES` and `TFLITE_EXPORTS` among
-    `sides`, written under `out_dir` from CONVERTED's checkpoint: the SavedModels as
-    `convert --exact / --precision` writes them (`ssd_mobilenet.export`), the TFLite files as
-    `migrate export` does by default (per-class NMS, uint8 input; int8 calibrated on
-    `tflite.generated_images`, as `export --int8` without --calibration)."""
+    """{side: SavedModel dir, .tflite or .onnx file} of the `EXPORTED_SIDES` and `FILE_EXPORTS`
+    among `sides`, written under `out_dir` from CONVERTED's checkpoint: the SavedModels as
+    `convert --exact / --precision` writes them (`ssd_mobilenet.export`), the TFLite and ONNX
+    files as `migrate export --tflite / --onnx` does by default (per-class NMS, uint8 input; int8
+    calibrated on `tflite.generated_images`, as `export --int8` without --calibration)."""
     from ssd_mobilenet import atomic_write, detector, export
     from ssd_mobilenet.export import tflite as tflite_lib
     model = detector.load_model(converted)
-    paths = {}
+    paths, onnx_float = {}, None  # the float ONNX model, converted once for `onnx`, `onnx_int8` and `openvino`
     for side in sides:
         if side in EXPORTED_SIDES:
             variant, precision = EXPORTED_SIDES[side]
@@ -158,7 +158,7 @@ def export_sides(converted: str, out_dir: str, sides) -> dict:
             atomic_write.write_bytes(paths[side], tflite_lib.convert(model, representative_images=images))
         elif side in ONNX_EXPORTS:
             from ssd_mobilenet.export import onnx as onnx_lib
-            proto = onnx_lib.convert(model)
+            onnx_float = proto = onnx_float or onnx_lib.convert(model)
             if ONNX_EXPORTS[side]:  # as `export --onnx --int8` without --calibration
                 from ssd_mobilenet.export import onnx_integer
                 proto = onnx_integer.quantize(proto, [image[None] for image in tflite_lib.generated_images(model.config)])

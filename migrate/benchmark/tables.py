@@ -9,7 +9,7 @@ import os
 from migrate.benchmark.inputs import BenchInputError
 from migrate.benchmark.interleaving import MAX_ROUNDS_FACTOR, rounds
 from migrate.benchmark.notes import _NOTES, _SIDE_TEXT
-from migrate.benchmark.sides import BASELINE, FILE_SIDES, MIXED_SIDES
+from migrate.benchmark.sides import BASELINE, FILE_SIDES, MIXED_SIDES, ONNX_SIDES, TFLITE_SIDES
 from ssd_mobilenet import atomic_write, hardware
 
 
@@ -64,7 +64,7 @@ def tflite_settings(report: dict) -> str | None:
     if not t:
         return None
     h, w = t["model_size"]
-    if any(side in ("tflite", "tflite_int8") for side in report.get("sides", ["tflite"])):
+    if any(side in TFLITE_SIDES for side in report.get("sides", ["tflite"])):
         line = (f"TFLite sides: LiteRT's Interpreter(num_threads={t['threads']}), its default op resolver (XNNPACK "
                 "delegate), ")
     else:
@@ -75,7 +75,7 @@ def tflite_settings(report: dict) -> str | None:
     else:
         line += f"one uint8 image of the model's input size: measured at {h}x{w}, batch 1 only"
     line += "; memory and ready time in a process without TensorFlow"
-    onnx_sides = [side for side in report.get("sides", []) if side in ("onnx", "onnx_int8", "openvino")]
+    onnx_sides = [side for side in report.get("sides", []) if side in ONNX_SIDES]
     if onnx_sides:
         line += (f"; ONNX sides ({', '.join(onnx_sides)}): the same photos and cells, ONNX Runtime's CPU provider "
                  f"(intra_op_num_threads={t['threads']}) or OpenVINO's CPU plugin (float32, {t['threads']} threads)")

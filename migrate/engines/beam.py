@@ -356,8 +356,9 @@ def run(model: str, inputs, out: str, workers: int | None = None, pipeline_optio
         raise OutputExistsError(f"{min(before)}: exists (use --force to replace the shards of {out})")
     batch_size = batch_size or DEFAULT_BATCH
     # Local workers share this machine's cores: each gets its part, as a model file's runtime's
-    # threads (LiteRT, ONNX Runtime) and as TensorFlow's intra-op threads (TF_NUM_INTRAOP_THREADS, read when a worker's TensorFlow
-    # starts), so that N workers do not each run a pool as wide as the machine.
+    # threads (LiteRT, ONNX Runtime) and as TensorFlow's intra-op threads (TF_NUM_INTRAOP_THREADS,
+    # read when a worker's TensorFlow starts), so that N workers do not each run a pool as wide as
+    # the machine.
     cores = max(1, (os.cpu_count() or 1) // local) if local else None
     worker_env = {"TF_NUM_INTRAOP_THREADS": str(cores)} if cores and "TF_NUM_INTRAOP_THREADS" not in os.environ \
         else {}

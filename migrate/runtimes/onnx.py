@@ -13,67 +13,28 @@ the TensorFlow runtime.
 
 from __future__ import annotations
 
-import threading
-
-import numpy as np
-
-from migrate.runtimes.base import ModelDirError, Result, from_outputs
-from migrate.runtimes.litert import _unreadable
+from migrate.runtimes.base import ModelDirError
+from migrate.runtimes.file import FileRuntime, one_image_runner
 from ssd_mobilenet import onnx_file
-from ssd_mobilenet.litert import images
 
 
-class OnnxRuntime:
-    """`predict`'s runtime for an `.onnx` file (`migrate.runtimes.Runtime`)."""
+class OnnxRuntime(FileRuntime):
+    """`predict`'s runtime for an `.onnx` file (`migrate.runtimes.Runtime`, `file.FileRuntime`)."""
 
     name = "ONNX Runtime"
-    batch_size = 1  # the file holds a batch of one image
 
     def __init__(self, path: str, threads: int | None = None, say=None, warn=None):
         try:
             self.file = onnx_file.OnnxFile(path, threads=threads)
         except onnx_file.OnnxFileError as e:
             raise ModelDirError(str(e)) from None
-        self._lock = threading.Lock()
+        super().__init__()
         (say or (lambda msg: None))(f"{path}: ONNX file, {self.file.kind}, ONNX Runtime with {self.file.threads} "
                                     f"thread{'s' if self.file.threads > 1 else ''}")
         if not self.file.exact_for_any_size and warn:
             h, w = self.file.image_size
             warn(f"warning: {path} takes uint8 images of {h}x{w} only: other sizes are resized outside it and "
                  "rounded to uint8, so their detections differ slightly from the TF1 graph's")
-
-    def results(self, paths):
-        """One `Result` per path, in order; an unreadable image is a `Result` with its error."""
-        for path in paths:
-            try:
-                image = images.read_image(path)
-            except images.ImageError as e:
-                yield _unreadable(path, e)
-                continue
-            yield self._detect(path, image)
-
-    def results_of_encoded(self, items) -> list:
-        """(path, encoded bytes) pairs read elsewhere -> one `Result` each, in order, as `results`
-        gives for those files. Threads may call it at once."""
-        results = []
-        for path, data in items:
-            try:
-                image = images.decode_named(data, path)
-            except images.ImageError as e:
-                results.append(_unreadable(path, e))
-                continue
-            results.append(self._detect(path, image))
-        return results
-
-    def _detect(self, path: str, image: np.ndarray) -> Result:
-        with self._lock:  # one image at a time: the session's threads work on it
-            outputs = self.file.detect(image)
-        return from_outputs(path, image.shape[0], image.shape[1], outputs)
-
-    @staticmethod
-    def read_image(path) -> np.ndarray:
-        """The image as this runtime decodes it, uint8 [H, W, 3]."""
-        return images.read_image(path)
 
 
 def runner(path: str, threads: int | None = None, spinning: bool = True):
@@ -84,11 +45,4 @@ def runner(path: str, threads: int | None = None, spinning: bool = True):
     Raises:
       onnx_file.OnnxFileError: no such file, or not one of `migrate export --onnx`.
     """
-    file = onnx_file.OnnxFile(path, threads=threads, spinning=spinning)
-
-    def run(batch):
-        batch = np.asarray(batch)
-        if batch.ndim != 4 or batch.shape[0] != 1:
-            raise ValueError(f"an ONNX side takes one image [1, H, W, 3], got {list(batch.shape)}")
-        return file.detect(batch[0])
-    return run
+    return one_image_runner(onnx_file.OnnxFile(path, threads=threads, spinning=spinning), "an ONNX side")

@@ -10,6 +10,7 @@ import tempfile
 import numpy as np
 
 from migrate.tf1.inference_graph import VerifyInputError
+from migrate.verification.report import RUNTIMES
 
 
 # The memory settings of a TFLite file's measurement: none (they reach TensorFlow's allocator only,
@@ -73,8 +74,8 @@ def _measure_sides(graph_def, converted: str, mode: str, precision: str, memory:
     return tf1, tf2
 
 
-# A model file's measurement factory in `sides` and its label, by runtime.
-_FILE_SIDES = {"litert": ("tflite_runner", "TFLite"), "onnx": ("onnx_runner", "ONNX Runtime")}
+# A model file's measurement factory in `sides`, by runtime (its label: `report.RUNTIMES`).
+_FILE_SIDES = {"litert": "tflite_runner", "onnx": "onnx_runner"}
 
 
 def _measure_tflite_sides(graph_def, tflite_path: str, threads: int, pixels, warmup: int, repeats: int, say,
@@ -85,7 +86,7 @@ def _measure_tflite_sides(graph_def, tflite_path: str, threads: int, pixels, war
     model's size: batch 1 only, the file's one shape."""
     what = f"batch 1, {repeats} runs"
     with _tf1_measured(graph_def, [pixels], NO_MEMORY_SETTINGS, warmup, repeats, say, what) as (tf1, npz):
-        say(f"measuring the {_FILE_SIDES[runtime][1]} file ({threads} threads) in a fresh process: batch 1, "
+        say(f"measuring the {RUNTIMES[runtime].side} file ({threads} threads) in a fresh process: batch 1, "
             f"{repeats} runs")
         tflite = _measure_tflite_side(tflite_path, threads, npz, warmup, repeats, runtime)
     return tf1, tflite
@@ -96,7 +97,7 @@ def _measure_tflite_side(tflite_path: str, threads: int, images_npz: str, warmup
     """`measure_isolated` of `sides.tflite_runner` (or `onnx_runner`). TensorFlow's allocator does
     not see the interpreter's arena, so its figures say nothing of the file and are dropped (None):
     the process RSS is the file's memory (the process imports TensorFlow, as the TF1 side's does)."""
-    factory, label = _FILE_SIDES[runtime]
+    factory, label = _FILE_SIDES[runtime], RUNTIMES[runtime].side
     result = _measure_one(f"migrate.verification.sides:{factory}", {"path": tflite_path, "threads": threads},
                           images_npz, NO_MEMORY_SETTINGS, warmup, repeats, label)
     result.update(peak_memory_bytes=None, baseline_memory_bytes=None, transient_peak_bytes=None,

@@ -7,12 +7,29 @@ import dataclasses
 import json
 import os
 import shutil
+from typing import NamedTuple
 
 import numpy as np
 
 from migrate.tf1.parity import MATCH_IOU, MIXED_TOLERANCES, NMS_FLIP_BAND
 from ssd_mobilenet import atomic_write
 
+
+class FileKind(NamedTuple):
+    """What a model file and its runtime are called in `verify`'s report and messages."""
+    mode: str     # the report's mode, and the tolerance rule's name for the file side
+    runtime: str  # the runtime: "running ... on LiteRT"
+    runner: str   # what runs the file, in the notes
+    file: str     # "TFLite file"
+    article: str  # "a" or "an", before `file`
+    side: str     # the file side's column of the measurement table
+
+
+# Each file runtime's names (`verify --tflite`: "litert", `verify --onnx`: "onnx").
+RUNTIMES = {"litert": FileKind("tflite", "LiteRT", "LiteRT's interpreter", "TFLite file", "a", "TFLite"),
+            "onnx": FileKind("onnx", "ONNX Runtime", "ONNX Runtime", "ONNX file", "an", "ONNX Runtime")}
+# The same by the report's mode.
+MODES = {kind.mode: kind for kind in RUNTIMES.values()}
 
 
 @dataclasses.dataclass
@@ -110,17 +127,16 @@ def format_report(report: VerifyReport) -> str:
     """The short table the CLI prints."""
     precision = "" if report.precision == "float32" else f", {report.precision}"
     lines = [f"verify {report.src}", f"    -> {report.converted}  (mode {report.mode}{precision})"]
-    file_label = "ONNX file" if report.mode == "onnx" else "TFLite file"
+    kind = MODES.get(report.mode)  # a model file's names, or None for the converted model
     if report.tflite:
-        lines.append(f"    {file_label} {report.tflite['file']}: {report.tflite['kind']}, "
+        lines.append(f"    {kind.file} {report.tflite['file']}: {report.tflite['kind']}, "
                      f"{report.tflite['threads']} thread{'s' if report.tflite['threads'] > 1 else ''}")
     worst = max(report.tensors, key=lambda t: t["max_abs_err"] if t["max_abs_err"] is not None else np.inf,
                 default=None)
     ok_tensors = sum(t["ok"] for t in report.tensors)
     if not report.tensors:
-        lines.append(f"tensors      not compared (a{'n' if report.mode == 'onnx' else ''} "
-                     f"{file_label if report.tflite else 'SavedModel'} shows its "
-                     "detections only)")
+        lines.append(f"tensors      not compared ({f'{kind.article} {kind.file}' if kind else 'a SavedModel'} "
+                     "shows its detections only)")
     else:
         lines.append(f"tensors      {ok_tensors}/{len(report.tensors)} within atol {report.tolerances['atol']:g} "
                      f"rtol {report.tolerances['rtol']:g}"
@@ -157,7 +173,7 @@ def format_report(report: VerifyReport) -> str:
         lines.append(f"FIRST DIVERGENCE  {fd['name']}{errs}" + (f" ({fd['note']})" if fd.get("note") else ""))
     if report.tf1.get("measured"):
         lines.append("")
-        side = ("ONNX Runtime" if report.mode == "onnx" else "TFLite") if report.tflite else "TF2"
+        side = kind.side if kind else "TF2"
         lines.append(f"{'':24}{'TF1':>22}{side:>22}")
         lines.append(f"{'device':24}{report.tf1['device']:>22}{report.tf2['device']:>22}")
         lines.append(f"{'allocator peak':24}{_mib(report.tf1['peak_memory_bytes']):>22}"

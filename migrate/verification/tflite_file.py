@@ -39,6 +39,7 @@ import os
 import numpy as np
 
 from migrate.tf1.inference_graph import VerifyInputError
+from migrate.verification.report import RUNTIMES
 
 # The agreement an int8 or custom-op file must reach on every image (matched / TF1 detections
 # scoring >= export.REPORT_MIN_SCORE): a check for gross errors (another model's weights, a
@@ -52,8 +53,6 @@ AGREEMENT_MIN_RATE = 0.5
 EXACT, AGREEMENT = "exact", "agreement"
 
 
-# What each file runtime is called in reports and messages: (runtime, file, flag).
-RUNTIMES = {"litert": ("LiteRT", "TFLite file", "--tflite"), "onnx": ("ONNX Runtime", "ONNX file", "--onnx")}
 
 
 def open_onnx_file(path: str, config, threads: int | None = None):
@@ -176,7 +175,7 @@ def tolerances(info: dict, atol: float, rtol: float) -> dict:
         return {"atol": atol, "rtol": rtol, "precision": "float32", "criterion": EXACT,
                 "tf1_reference": "the graph as written: a session with Grappler off, fed the file's pixels",
                 "rule": "detection counts and classes exact; boxes and scores "
-                        f"|{'onnx' if info.get('runtime') == 'onnx' else 'tflite'} - tf1| <= atol + rtol"}
+                        f"|{RUNTIMES[info.get('runtime', 'litert')].mode} - tf1| <= atol + rtol"}
     from ssd_mobilenet.litert import file_format as tflite_lib
     clip = "" if info["nms"] == tflite_lib.PER_CLASS else "the file's boxes clipped to [0, 1] (the op does not clip); "
     return {"atol": None, "rtol": None, "precision": "int8" if info["int8"] else "float32", "criterion": AGREEMENT,

@@ -19,7 +19,7 @@ import tempfile
 import numpy as np
 import onnx
 
-from ssd_mobilenet.onnx_file import INPUT_NAMES, METADATA_NAME, UINT8
+from ssd_mobilenet.onnx_file import INPUT_NAMES, METADATA_NAME, input_mode
 
 QUANTIZED_OPS = ("Conv",)
 
@@ -27,10 +27,8 @@ QUANTIZED_OPS = ("Conv",)
 def file_input(image: np.ndarray, config, input_type: str, any_size: bool) -> np.ndarray:
     """One uint8 [H, W, 3] image -> the file's input [1, ...] (as `OnnxFile.feed` feeds it)."""
     from ssd_mobilenet.litert import model_file
-    mode = (model_file.ANY_SIZE if any_size else
-            model_file.MODEL_SIZE_UINT8 if input_type == UINT8 else model_file.MODEL_SIZE_FLOAT32)
-    return model_file.feed(image, mode, (config.image_height, config.image_width), config.resize_method,
-                           config.normalize_before_resize)
+    return model_file.feed(image, input_mode(any_size, input_type), (config.image_height, config.image_width),
+                           config.resize_method, config.normalize_before_resize)
 
 
 def quantize(model: onnx.ModelProto, feeds) -> onnx.ModelProto:

@@ -3,18 +3,14 @@
 installed it): the same JSON lines as `predict` on the converted directory (TensorFlow) for
 photos of any size, the unreadable image warned and skipped, bad input refused in one line."""
 
-import glob
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from PIL import Image
 
-from conftest import REPO, SHARED, save_synthetic_model
+from conftest import json_lines, mixed_image_folder, save_synthetic_model, without_tensorflow
 from migrate import predict
 from ssd_mobilenet.config import SSDConfig
 from ssd_mobilenet.export import tflite
@@ -39,37 +35,8 @@ def model(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    """Images of mixed sizes and formats (the real photos when ../shared is there, generated
-    PNG and JPEG otherwise too), a grayscale PNG, and a corrupt JPEG."""
-    root = tmp_path_factory.mktemp("litert_images")
-    rng = np.random.default_rng(4)
-    for name, (h, w) in {"a.png": (96, 200), "b.jpg": (300, 170)}.items():
-        Image.fromarray(rng.integers(0, 256, (h, w, 3)).astype(np.uint8)).save(root / name, quality=90)
-    Image.fromarray(rng.integers(0, 256, (64, 64)).astype(np.uint8)).save(root / "gray.png")
-    for photo in sorted(glob.glob(os.path.join(SHARED, "photos", "*.jpg")))[:4]:
-        os.symlink(photo, root / os.path.basename(photo))
-    (root / "corrupt.jpg").write_bytes(b"\xff\xd8\xff\xe0" + bytes(100))
-    return str(root)
-
-
-@pytest.fixture(scope="module")
-def no_tensorflow(tmp_path_factory):
-    """A folder whose `tensorflow` package raises on import, to put first on PYTHONPATH."""
-    stub = tmp_path_factory.mktemp("no_tensorflow")
-    (stub / "tensorflow").mkdir()
-    (stub / "tensorflow" / "__init__.py").write_text("raise ImportError('TensorFlow is not installed here')\n")
-    return str(stub)
-
-
-def without_tensorflow(args, stub):
-    """`python -m migrate ARGS` where `import tensorflow` raises."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([stub, REPO]))
-    return subprocess.run([sys.executable, "-m", "migrate", *args], capture_output=True, text=True, env=env,
-                          timeout=300)
-
-
-def lines(path) -> dict:
-    return {line["image"]: line for line in map(json.loads, open(path))}
+    """`conftest.mixed_image_folder`: mixed sizes and formats, a grayscale PNG, a corrupt JPEG."""
+    return mixed_image_folder(tmp_path_factory.mktemp("litert_images"))
 
 
 @pytest.mark.slow
@@ -84,10 +51,10 @@ def test_tflite_predict_without_tensorflow_gives_the_converted_models_lines(mode
     assert [ln for ln in run.stderr.splitlines() if ln.startswith("warning:")] == [
         ln for ln in run.stderr.splitlines() if ln.startswith(f"warning: {corrupt}: ")]
     assert "LiteRT, batch 1" in run.stderr and "uint8 input of any size" in run.stderr
-    ours = lines(out)
+    ours = json_lines(out)
     # The TensorFlow runtime on the converted directory, in this process.
     predict.run(converted, [folder], out=str(tmp_path / "tf.jsonl"), labels=labels, batch_size=1)
-    ref = lines(tmp_path / "tf.jsonl")
+    ref = json_lines(tmp_path / "tf.jsonl")
     assert sorted(ours) == sorted(ref) and set(ours[corrupt]) == {"image", "error"} == set(ref[corrupt])
     sizes = {(line["height"], line["width"]) for line in ours.values() if "error" not in line}
     assert len(sizes) >= 3 and (128, 128) not in sizes  # the file resized every photo itself

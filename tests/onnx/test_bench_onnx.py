@@ -14,10 +14,9 @@ import pytest
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
-from conftest import check_detections, random_images  # noqa: E402
+from conftest import check_detections, random_images, write_small_model_pair  # noqa: E402
 from migrate import bench  # noqa: E402
 from migrate.cli import main  # noqa: E402
-from migrate.tf1 import builder  # noqa: E402
 from ssd_mobilenet.config import SSDConfig  # noqa: E402
 
 
@@ -25,19 +24,11 @@ from ssd_mobilenet.config import SSDConfig  # noqa: E402
 def small(tmp_path_factory):
     """(TF1 model directory, converted directory, {side: exported file}) of a small model (depth
     0.25, 128x128, 3 classes) with the TF1 builder's seeded synthetic weights."""
-    from migrate.tf1 import assign
-    from ssd_mobilenet import SSDMobileNetV1, detector
     root = tmp_path_factory.mktemp("bench_onnx")
     config = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
-    weights = builder.synthetic_weights(config, seed=0)
-    src, out = str(root / "tf1"), root / "tf2"
-    builder.write_model_dir(config, src, weights=weights)
-    model = SSDMobileNetV1(config)
-    assign.assign(weights, model)
-    out.mkdir()
-    detector.save(model, str(out))
-    files = bench.export_sides(str(out), str(root / "exported"), ["onnx", "onnx_int8"])
-    return src, str(out), files
+    src, out = write_small_model_pair(root, config)
+    files = bench.export_sides(out, str(root / "exported"), ["onnx", "onnx_int8"])
+    return src, out, files
 
 
 def test_onnx_runners_give_the_tf1_detections(small):

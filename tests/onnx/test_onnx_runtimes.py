@@ -178,3 +178,21 @@ def test_a_float32_file_gets_the_photo_prepared_as_the_graph_prepares_it(files):
         check_detections(ours, ref)
         detections += int(ref["num_detections"][0])
     assert detections > 0
+
+
+@pytest.mark.parametrize("entry", ['{"version": 1}', '{"version": "one", "image_size": [128, 128]}',
+                                   '{"version": 1, "image_size": [128]}'])
+def test_a_file_with_other_metadata_is_one_onnx_file_error(tmp_path, entry):
+    """The four outputs and the metadata's name, but not what `migrate export --onnx` writes in it."""
+    from onnx import TensorProto, helper
+    outputs = [helper.make_tensor_value_info(key, TensorProto.FLOAT, [1]) for key in onnx_file.OUTPUT_KEYS]
+    nodes = [helper.make_node("Identity", ["input_tensor"], [key]) for key in onnx_file.OUTPUT_KEYS]
+    graph = helper.make_graph(nodes, "other", [helper.make_tensor_value_info("input_tensor", TensorProto.FLOAT, [1])],
+                              outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    helper.set_model_props(model, {onnx_file.METADATA_NAME: entry})
+    path = tmp_path / "other.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(onnx_file.OnnxFileError, match="metadata is not one `migrate export --onnx` writes"):
+        onnx_file.OnnxFile(str(path), threads=1)

@@ -6,38 +6,23 @@ skipped, bad input refused in one line with exit 2 and nothing written."""
 
 from __future__ import annotations
 
-import contextlib
-import glob
-import io
-import json
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
 import pytest
-from PIL import Image
 
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
-from conftest import REPO, SHARED, save_synthetic_model  # noqa: E402
+from conftest import json_lines, mixed_image_folder, run_cli, save_synthetic_model, without_tensorflow  # noqa: E402
 from migrate import predict  # noqa: E402
-from migrate.cli import main  # noqa: E402
 from ssd_mobilenet.config import SSDConfig  # noqa: E402
 
 CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
 ATOL = 1e-5  # the project's parity tolerance: ONNX Runtime's kernels round otherwise than oneDNN's
 LABELS = "item { id: 1 name: 'cat' }\nitem { id: 2 name: 'dog' }\nitem { id: 3 name: 'bird' }\n"
-
-
-def _cli(args):
-    """(exit code, stdout, stderr) of `migrate.cli.main(args)` in this process."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(args)
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +32,7 @@ def model(tmp_path_factory):
     converted = str(root / "converted")
     save_synthetic_model(converted, CONFIG)
     path = str(root / "model.onnx")
-    code, out, err = _cli(["export", converted, "--onnx", path])
+    code, out, err = run_cli(["export", converted, "--onnx", path])
     assert code == 0, err
     assert out.startswith("exported ONNX opset 13, uint8 input, float32, 100 detections") and path in out
     # The console shows the project's lines only (tf2onnx's log is hidden without --verbose).
@@ -58,37 +43,8 @@ def model(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    """Images of mixed sizes and formats (the real photos when ../shared is there, generated
-    PNG and JPEG too), a grayscale PNG, and a corrupt JPEG."""
-    root = tmp_path_factory.mktemp("onnx_images")
-    rng = np.random.default_rng(4)
-    for name, (h, w) in {"a.png": (96, 200), "b.jpg": (300, 170)}.items():
-        Image.fromarray(rng.integers(0, 256, (h, w, 3)).astype(np.uint8)).save(root / name, quality=90)
-    Image.fromarray(rng.integers(0, 256, (64, 64)).astype(np.uint8)).save(root / "gray.png")
-    for photo in sorted(glob.glob(os.path.join(SHARED, "photos", "*.jpg")))[:4]:
-        os.symlink(photo, root / os.path.basename(photo))
-    (root / "corrupt.jpg").write_bytes(b"\xff\xd8\xff\xe0" + bytes(100))
-    return str(root)
-
-
-@pytest.fixture(scope="module")
-def no_tensorflow(tmp_path_factory):
-    """A folder whose `tensorflow` package raises on import, to put first on PYTHONPATH."""
-    stub = tmp_path_factory.mktemp("no_tensorflow")
-    (stub / "tensorflow").mkdir()
-    (stub / "tensorflow" / "__init__.py").write_text("raise ImportError('TensorFlow is not installed here')\n")
-    return str(stub)
-
-
-def without_tensorflow(args, stub):
-    """`python -m migrate ARGS` where `import tensorflow` raises."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([stub, REPO]))
-    return subprocess.run([sys.executable, "-m", "migrate", *args], capture_output=True, text=True, env=env,
-                          timeout=300)
-
-
-def lines(path) -> dict:
-    return {line["image"]: line for line in map(json.loads, open(path))}
+    """`conftest.mixed_image_folder`: mixed sizes and formats, a grayscale PNG, a corrupt JPEG."""
+    return mixed_image_folder(tmp_path_factory.mktemp("onnx_images"))
 
 
 def test_onnx_predict_without_tensorflow_gives_the_converted_models_lines(model, folder, no_tensorflow, tmp_path):
@@ -104,10 +60,10 @@ def test_onnx_predict_without_tensorflow_gives_the_converted_models_lines(model,
     assert "ONNX Runtime, batch 1" in run.stderr and (
         f"{path}: ONNX file, uint8 input of any size, resized to 128x128 in the file, float32, 3 classes, 100 "
         "detections, ONNX Runtime with 2 threads") in run.stderr
-    ours = lines(out)
+    ours = json_lines(out)
     # The TensorFlow runtime on the converted directory, in this process.
     predict.run(converted, [folder], out=str(tmp_path / "tf.jsonl"), labels=labels, batch_size=1, min_score=0.05)
-    ref = lines(tmp_path / "tf.jsonl")
+    ref = json_lines(tmp_path / "tf.jsonl")
     assert sorted(ours) == sorted(ref) and set(ours[corrupt]) == {"image", "error"} == set(ref[corrupt])
     sizes = {(line["height"], line["width"]) for line in ours.values() if "error" not in line}
     assert len(sizes) >= 3 and (128, 128) not in sizes  # the file resized every photo itself
@@ -162,20 +118,26 @@ def test_predict_bad_input_exits_2_with_one_line_and_writes_nothing(model, folde
         assert out.read_text() == "keep\n"
 
 
-@pytest.mark.parametrize("case", ["exists", "nms", "calibration", "no_model"])
-def test_export_bad_input_exits_2_with_one_line_and_writes_nothing(model, tmp_path, case):
+@pytest.mark.parametrize("case", ["exists", "nms", "calibration", "no_model", "no_tf2onnx", "no_onnxruntime"])
+def test_export_bad_input_exits_2_with_one_line_and_writes_nothing(model, tmp_path, case, monkeypatch):
     converted, path, _ = model
     out = tmp_path / "m.onnx"
     if case == "exists":
         out.write_bytes(b"keep")
+    if case == "no_tf2onnx":  # `import tf2onnx` raises ImportError, as without the [onnx-export] extra
+        monkeypatch.setitem(sys.modules, "tf2onnx", None)
+    if case == "no_onnxruntime":  # --int8 quantizes with onnxruntime.quantization
+        monkeypatch.setitem(sys.modules, "onnxruntime.quantization", None)
     args, expected = {
         "exists": ([converted], f"{out}: exists (use --force to replace it)"),
         "nms": ([converted, "--nms", "fast"], "--nms: applies to --tflite files only, not to --onnx"),
         "calibration": ([converted, "--calibration", path], "--calibration: calibrates the --int8 quantization"),
         "no_model": ([str(tmp_path / "nope")], "no such directory"),
+        "no_tf2onnx": ([converted], "--onnx needs tf2onnx and onnx"),
+        "no_onnxruntime": ([converted, "--int8"], "--onnx needs tf2onnx and onnx"),
     }[case]
     before = sorted(os.listdir(tmp_path))
-    code, stdout, stderr = _cli(["export", *args, "--onnx", str(out)])
+    code, stdout, stderr = run_cli(["export", *args, "--onnx", str(out)])
     assert code == 2 and not stdout
     err = stderr.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and expected in err[0], err
@@ -188,7 +150,7 @@ def test_export_force_replaces_the_file_with_the_same_model(model, tmp_path):
     converted, path, _ = model
     out = tmp_path / "m.onnx"
     out.write_bytes(b"old")
-    code, stdout, _ = _cli(["export", converted, "--onnx", str(out), "--force", "--quiet", "--max-detections", "10"])
+    code, stdout, _ = run_cli(["export", converted, "--onnx", str(out), "--force", "--quiet", "--max-detections", "10"])
     assert code == 0 and str(out) in stdout and "10 detections" in stdout
     from ssd_mobilenet import onnx_file
     file = onnx_file.OnnxFile(str(out), threads=1)

@@ -71,13 +71,15 @@ def _measure(request, sides, sizes, batches, settings, base_env, memory, memory_
     """(latency {oneDNN label: times}, memory {side: measure result}, {oneDNN label: whether TensorFlow
     ran oneDNN's kernels (False: Eigen's)}) of every side."""
     latency, onednn_on = {}, {}
-    for setting in settings:
+    envs = [dict(base_env) if setting is None else {**base_env, "TF_ENABLE_ONEDNN_OPTS": setting}
+            for setting in settings]
+    for setting, worker_env in zip(settings, envs):
         label = "default" if setting is None else setting
-        worker_env = dict(base_env) if setting is None else {**base_env, "TF_ENABLE_ONEDNN_OPTS": setting}
         say(f"interleaved latency, oneDNN {label}")
         result = _run_latency_process(request, worker_env, say)
         latency[label], onednn_on[label] = result["times"], result["onednn_on"]
-    memory_results = {}
+    # Memory rows go with the first setting's (`statistics._report`): measured under it.
+    memory_results, memory_env = {}, envs[0]
     if memory:
         tflite_run, tflite_size = any(side in FILE_SIDES for side in sides), request.get("tflite_size")
         for side in sides:
@@ -95,14 +97,14 @@ def _measure(request, sides, sizes, batches, settings, base_env, memory, memory_
             if side in FILE_SIDES:
                 say(f"memory: {side} in a fresh process without TensorFlow")
                 result = measure_without_tensorflow("migrate.benchmark.sides:runner", kwargs, images, warmup=1,
-                                                    repeats=memory_repeats, env=base_env)
+                                                    repeats=memory_repeats, env=memory_env)
                 if result.get("tensorflow_imported") is not False:
                     raise RuntimeError(f"the memory process of {side} imported TensorFlow: its RSS would not be "
                                        "LiteRT's alone")
             else:
                 say(f"memory: {side} in a fresh process")
                 result = measure.measure_isolated("migrate.benchmark.sides:runner", kwargs, images, warmup=1,
-                                                  repeats=memory_repeats, env=base_env)
+                                                  repeats=memory_repeats, env=memory_env)
             result["keys"] = [f"{size[0]}x{size[1]}/b{b}" for size, b in cells]
             memory_results[side] = result
     return latency, memory_results, onednn_on

@@ -315,7 +315,6 @@ def test_tflite_runner_gives_the_tf1_detections(small, tflite_path):
         ours(random_images(5, 2, 128, 128))
 
 
-@pytest.mark.slow
 def test_kernels_counts_every_convolution_of_a_call_and_the_filters_reordered_each_call(small):
     """`scripts/kernels.py`'s profile of the small model with its weights as variables: per call, as
     many 1x1, depthwise and kxk convolution primitives as the folded model has layers of each, and

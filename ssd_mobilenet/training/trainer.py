@@ -181,9 +181,9 @@ class Trainer:
             self.accumulation = _Accumulation(self.variables if self.accumulate > 1 else [])
         self.regularized = builders.regularized_weights(model, training_config)
         self.clip_norm = float(training_config.train.gradient_clipping_by_norm)
-        self._trace_functions()
+        self._new_step_functions()
 
-    def _trace_functions(self):
+    def _new_step_functions(self):
         self._step_fn = self.replicas.function(self._step)
         self._accumulate_fn = self.replicas.function(self._accumulate)
         self._apply_fn = self.replicas.function(self._apply_accumulated, split=False)
@@ -195,7 +195,7 @@ class Trainer:
         (`memory_budget`) then starts from the state every other size starts from, whatever was
         measured before it."""
         kept = self._step_fn, self._accumulate_fn, self._apply_fn
-        self._trace_functions()
+        self._new_step_functions()
         try:
             yield
         finally:

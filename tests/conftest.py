@@ -234,6 +234,27 @@ def json_lines(path) -> dict:
     return {line["image"]: line for line in map(json.loads, open(path))}
 
 
+def same_predict_lines(ours: dict, ref: dict, atol: float) -> int:
+    """Asserts that two runtimes' `predict` lines ({image: line}) agree: the same images and
+    unreadable ones, each image's size, count, class ids and labels exactly, scores and boxes within
+    `atol`; returns how many detections were compared."""
+    assert sorted(ours) == sorted(ref)
+    compared = 0
+    for image, line in ours.items():
+        expected = ref[image]
+        if "error" in line:
+            assert set(line) == {"image", "error"} == set(expected), image
+            continue
+        assert (line["height"], line["width"], line["num_detections"]) == (
+            expected["height"], expected["width"], expected["num_detections"]), image
+        assert [d["class_id"] for d in line["detections"]] == [d["class_id"] for d in expected["detections"]]
+        assert [d["label"] for d in line["detections"]] == [d["label"] for d in expected["detections"]]
+        for a, b in zip(line["detections"], expected["detections"]):
+            assert abs(a["score"] - b["score"]) <= atol and np.allclose(a["box"], b["box"], rtol=0, atol=atol)
+            compared += 1
+    return compared
+
+
 def run_cli(args) -> tuple:
     """(exit code, stdout, stderr) of `migrate.cli.main(args)` in this process."""
     import contextlib

@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from migrate.common import draw, images
+from migrate.common import images
 from migrate.runtimes import open_runtime
 from migrate.runtimes.base import DEFAULT_BATCH, MAX_BATCH, BudgetError, ModelDirError, Result  # noqa: F401
 from ssd_mobilenet import atomic_write
@@ -162,6 +162,7 @@ def run(model: str, inputs, out: str | None = None, png_dir: str | None = None, 
             else:
                 summary["detections"] += line["num_detections"]
                 if png_dir is not None:
+                    from migrate.common import draw  # Pillow's drawing modules, only for --png
                     drawn = draw.draw_labelled(runtime.read_image(result.path), result.boxes, result.classes,
                                                result.scores, names, png_min_score)
                     draw.write_png(drawn, os.path.join(tmp_png, png_paths[result.path]))

@@ -65,6 +65,21 @@ def session_options(threads: int | None, spinning: bool = True):
     return options
 
 
+def _return_freed_memory() -> None:
+    """Gives the C heap's free pages back to the system (glibc's `malloc_trim`; nothing where
+    the C library is another). Building a session frees several copies of the graph and its
+    weights (ONNX Runtime's layout transforms reorder every convolution's filters); glibc keeps
+    those pages, while the large blocks a large photo's tensors need are mapped apart from the
+    heap, on top of them (docs/benchmarks_onnx.md measures both)."""
+    import ctypes
+    try:  # the symbols the process has loaded, the C library's among them
+        trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc only (not musl, macOS)
+    except OSError:
+        trim = None
+    if trim is not None:
+        trim(0)
+
+
 class OnnxFile:
     """An `.onnx` file of `migrate export --onnx` in an ONNX Runtime session.
 
@@ -92,6 +107,7 @@ class OnnxFile:
                                                 providers=["CPUExecutionProvider"])
         except Exception as e:  # onnxruntime's errors have no stable public classes
             raise OnnxFileError(f"{path}: ONNX Runtime cannot load it: {_first_line(e)}") from None
+        _return_freed_memory()
         outputs = [o.name for o in self.session.get_outputs()]
         if sorted(outputs) != sorted(OUTPUT_KEYS):
             raise OnnxFileError(f"{path}: not an .onnx file of `migrate export --onnx`: its outputs are "

@@ -134,6 +134,7 @@ def convert(model, input_type: str = UINT8, max_detections: int | None = None, v
         for node in merged.graph.node:
             node.input[:] = [wanted if name == graph_input.name else name for name in node.input]
         graph_input.name = wanted
+    _transpose_before_cast(merged.graph)
     # merge_models lists the default domain's opset once per model it merged; once is enough.
     opsets = {(o.domain, o.version) for o in merged.opset_import}
     del merged.opset_import[:]
@@ -148,6 +149,33 @@ def convert(model, input_type: str = UINT8, max_detections: int | None = None, v
     if forbidden:  # a guard on tf2onnx's output: the file's promise is a static graph
         raise RuntimeError(f"the ONNX graph holds {', '.join(forbidden)}")
     return merged
+
+
+def _transpose_before_cast(graph) -> None:
+    """Puts the photo's NHWC -> NCHW Transpose before its Cast to float32, where tf2onnx put it
+    after: the same values (a transpose moves elements, a cast maps each one), but the
+    full-size copy the transpose makes is then uint8, a quarter of the float32 one's bytes, which
+    lowers the peak on large photos (docs/benchmarks_onnx.md). Leaves any other graph (float32
+    input, no such pair) as it is."""
+    nodes = list(graph.node)
+    (graph_input,) = graph.input
+    casts = [n for n in nodes if n.op_type == "Cast" and list(n.input) == [graph_input.name]]
+    if len(casts) != 1:
+        return
+    (cast,) = casts
+    users = [n for n in nodes if cast.output[0] in n.input]
+    if len(users) != 1 or users[0].op_type != "Transpose" or cast.output[0] in [o.name for o in graph.output]:
+        return
+    (transpose,) = users
+    uint8_copy, float_copy = f"{graph_input.name}_nchw", transpose.output[0]
+    stale = [v for v in graph.value_info if v.name in (cast.output[0], float_copy)]  # inference re-derives them
+    transpose.input[0], transpose.output[0] = graph_input.name, uint8_copy
+    cast.input[0], cast.output[0] = uint8_copy, float_copy
+    # Nodes stay topologically sorted: the transpose now goes first.
+    del graph.node[:]
+    graph.node.extend([transpose] + [n for n in nodes if n is not transpose])
+    for info in stale:
+        graph.value_info.remove(info)
 
 
 def operator_names(model) -> list:

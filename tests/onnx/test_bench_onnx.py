@@ -67,6 +67,26 @@ def test_onnx_memory_process_never_imports_tensorflow(small, tmp_path):
     assert result["peak_rss_bytes"] >= result["rss_bytes"] > 0 and result["peak_memory_bytes"] is None
 
 
+def test_photo_memory_runs_predict_over_the_photos_beside_the_tf1_session(small, tmp_path):
+    from PIL import Image
+
+    from migrate.benchmark import photo_memory
+    src, out, files = small
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    rng = np.random.default_rng(5)
+    for name, (h, w) in {"a.png": (96, 200), "b.jpg": (300, 170)}.items():
+        Image.fromarray(rng.integers(0, 256, (h, w, 3)).astype(np.uint8)).save(photos / name, quality=90)
+    report = photo_memory.measure_photos(os.path.join(src, "frozen_inference_graph.pb"), [files["onnx"]], str(photos))
+    assert [(p["height"], p["width"]) for p in report["photos"]] == [(96, 200), (300, 170)]
+    tf1, onnx_row = report["rows"]
+    assert (tf1["side"], onnx_row["side"]) == ("tf1_session", os.path.basename(files["onnx"]))
+    assert tf1["tensorflow_imported"] and not onnx_row["tensorflow_imported"]
+    assert onnx_row["runtime"] == "ONNX Runtime" and tf1["rss_ratio"] == 1.0
+    assert 0 < onnx_row["rss_ratio"] < 1 and onnx_row["peak_rss_bytes"] >= onnx_row["rss_bytes"] > 0
+    assert "| onnx.onnx | ONNX Runtime |" in photo_memory.markdown(report)
+
+
 @pytest.mark.slow
 def test_bench_onnx_sides_against_the_tf1_session(small, tmp_path, capsys):
     pytest.importorskip("openvino", reason="OpenVINO is not installed (pip install '.[openvino]')")

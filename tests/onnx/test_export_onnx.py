@@ -67,6 +67,11 @@ def test_file_is_a_checked_static_graph_of_opset_13_with_a_uint8_input_of_any_si
     dims = graph_input.type.tensor_type.shape.dim
     assert graph_input.name == "input_tensor" and graph_input.type.tensor_type.elem_type == onnx.TensorProto.UINT8
     assert dims[0].dim_value == 1 and dims[3].dim_value == 3 and not dims[1].HasField("dim_value")
+    # The photo's full-size copies: NHWC -> NCHW while still uint8, then the one cast to float32.
+    (first,) = [n for n in model.graph.node if graph_input.name in n.input]
+    (cast,) = [n for n in model.graph.node if first.output[0] in n.input]
+    assert (first.op_type, cast.op_type) == ("Transpose", "Cast")
+    assert [a.i for a in cast.attribute if a.name == "to"] == [onnx.TensorProto.FLOAT]
     assert [o.name for o in model.graph.output] == list(onnx_export.OUTPUT_KEYS)
     meta = json.loads({p.key: p.value for p in model.metadata_props}[onnx_export.METADATA_NAME])
     assert meta["image_size"] == [128, 128] and meta["any_size"] and meta["num_classes"] == 3

@@ -1,0 +1,156 @@
+"""Peak memory on photos as users run them: `predict` over a folder of photos with each model
+(a `.tflite` or `.onnx` file, or a converted directory), and the TF1 frozen graph's session over
+the same photos, each in a fresh process, side by side as ratios.
+
+`bench` measures memory on generated frames of the sizes it is given, all alike. A folder of
+photos of many sizes costs more: a file that resizes photos itself holds the largest one at full
+size, in float32, before its resize. This runs the command users run, on their photos:
+
+    measure(frozen_graph, [model, ...], photos) -> report
+    python -m migrate.benchmark.photo_memory tf1 GRAPH PHOTOS RESULT.json        (a worker)
+    python -m migrate.benchmark.photo_memory predict MODEL PHOTOS RESULT.json    (a worker)
+
+The `tf1` worker decodes each photo with TensorFlow (`migrate.common.images.read_image`) and runs
+the graph's session on it, one photo per call, as a TF1 client does. The `predict` worker is
+`migrate predict MODEL PHOTOS --out FILE --quiet` in that process (`migrate.cli.main`), which
+for a model file imports no TensorFlow; the worker reports whether TensorFlow was imported.
+Peak memory is the process's `VmHWM` (`measure._peak_rss_bytes`), read when it has finished.
+Nothing is pickled: requests are arguments, results JSON files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from migrate.common import measure
+
+TF1_SIDE = "tf1_session"
+
+
+class PhotoMemoryError(RuntimeError):
+    """A worker that failed; the message holds its exit code and the tail of its stderr."""
+
+
+def _run_worker(args: list, env: dict | None, timeout: float | None) -> dict:
+    with tempfile.TemporaryDirectory(prefix="migrate-photo-memory-") as tmp:
+        result_path = os.path.join(tmp, "result.json")
+        worker_env = {**os.environ, **measure.BASE_ENV, **(env or {})}
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        worker_env["PYTHONPATH"] = os.pathsep.join(p for p in (root, worker_env.get("PYTHONPATH")) if p)
+        try:
+            proc = subprocess.run([sys.executable, "-m", "migrate.benchmark.photo_memory", *args, result_path],
+                                  env=worker_env, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise PhotoMemoryError(f"{args[0]} {args[1]}: timed out after {timeout} s") from None
+        if proc.returncode != 0 or not os.path.isfile(result_path):
+            tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+            raise PhotoMemoryError(f"{args[0]} {args[1]} failed (exit {proc.returncode}):\n{tail}")
+        with open(result_path, encoding="utf-8") as f:
+            return json.load(f)
+
+
+def measure_photos(frozen_graph: str, models, photos: str, env: dict | None = None, timeout: float | None = None,
+                   progress=None) -> dict:
+    """Each side's fresh-process peak memory over the photos in `photos` (a folder).
+
+    Args:
+      frozen_graph: the TF1 `frozen_inference_graph.pb` (the reference side).
+      models: what `predict` runs, each a side: `.tflite` / `.onnx` files, converted directories.
+      env: extra environment variables for every worker (both kinds get the same).
+    Returns:
+      {"photos": [{"path", "height", "width"}], "rows": [{"side", "model", "peak_rss_bytes",
+      "rss_bytes", "rss_ratio" (x the TF1 session's peak), "seconds", "tensorflow_imported",
+      "runtime"}], "env": {...}}, the TF1 session's row first.
+    """
+    say = progress or (lambda msg: None)
+    say(f"{TF1_SIDE}: {frozen_graph} over {photos}")
+    tf1 = _run_worker(["tf1", frozen_graph, photos], env, timeout)
+    rows = [{"side": TF1_SIDE, "model": frozen_graph, **tf1["measured"], "runtime": tf1["runtime"]}]
+    for model in models:
+        say(f"predict {model} over {photos}")
+        result = _run_worker(["predict", model, photos], env, timeout)
+        rows.append({"side": _side_name(model), "model": model, **result["measured"], "runtime": result["runtime"]})
+    for row in rows:
+        row["rss_ratio"] = row["peak_rss_bytes"] / rows[0]["peak_rss_bytes"]
+    return {"photos": tf1["photos"], "rows": rows, "env": {**measure.BASE_ENV, **(env or {})}}
+
+
+def _side_name(model: str) -> str:
+    """How a row names a model: the file's name, or "saved_model" for a converted directory."""
+    return os.path.basename(model) if os.path.isfile(model) else "saved_model"
+
+
+def markdown(report: dict) -> str:
+    """The report as a Markdown table, one row per side, with the photos it ran on."""
+    sizes = [f"{p['width']}x{p['height']}" for p in report["photos"]]
+    lines = [f"{len(sizes)} photos ({', '.join(sizes)} pixels, width x height), one process per side:", "",
+             "| side | runtime | peak RSS MiB | x TF1 | steady RSS MiB | seconds | TensorFlow imported |",
+             "|---|---|---|---|---|---|---|"]
+    for row in report["rows"]:
+        lines.append(f"| {row['side']} | {row['runtime']} | {row['peak_rss_bytes'] / 2 ** 20:.1f} | "
+                     f"{row['rss_ratio']:.3f} | {row['rss_bytes'] / 2 ** 20:.1f} | {row['seconds']:.1f} | "
+                     f"{'yes' if row['tensorflow_imported'] else 'no'} |")
+    return "\n".join(lines) + "\n"
+
+
+def _tensorflow_imported() -> bool:
+    return any(name == "tensorflow" or name.startswith("tensorflow.") for name in sys.modules)
+
+
+def _tf1_worker(frozen_graph: str, photos: str) -> dict:
+    import tensorflow as tf
+
+    from migrate.common import images
+    from migrate.tf1 import frozen_graph as frozen_graph_lib
+    from migrate.tf1.sources import read_graph_def
+    start = time.perf_counter()
+    runner = frozen_graph_lib.FrozenGraphRunner(read_graph_def(frozen_graph))
+    fetches = {key: f"{key}:0" for key in frozen_graph_lib.DETECTION_OUTPUTS}
+    seen = []
+    for path in images.list_images(photos):
+        image = images.read_image(path)
+        runner.run(image[None], fetches)
+        seen.append({"path": path, "height": int(image.shape[0]), "width": int(image.shape[1])})
+    return {"photos": seen, "runtime": f"TensorFlow {tf.__version__} (tf.compat.v1.Session)",
+            "measured": _measured(time.perf_counter() - start)}
+
+
+def _predict_worker(model: str, photos: str, out_dir: str) -> dict:
+    from migrate.cli import main
+    start = time.perf_counter()
+    code = main(["predict", model, photos, "--out", os.path.join(out_dir, "detections.jsonl"), "--quiet"])
+    if code != 0:
+        raise SystemExit(f"predict {model} {photos}: exit {code}")
+    if os.path.isfile(model):
+        from migrate.runtimes import describe_file
+        runtime = describe_file(model)[1]
+    else:
+        import tensorflow as tf
+        runtime = f"TensorFlow {tf.__version__}"
+    return {"runtime": runtime, "measured": _measured(time.perf_counter() - start)}
+
+
+def _measured(seconds: float) -> dict:
+    return {"peak_rss_bytes": measure._peak_rss_bytes(), "rss_bytes": measure._rss_bytes(), "seconds": seconds,
+            "tensorflow_imported": _tensorflow_imported()}
+
+
+def main(argv=None) -> int:
+    kind, model, photos, result_path = (sys.argv[1:] if argv is None else argv)
+    if kind == "tf1":
+        result = _tf1_worker(model, photos)
+    else:
+        with tempfile.TemporaryDirectory(prefix="migrate-photo-memory-out-") as out_dir:
+            result = _predict_worker(model, photos, out_dir)
+    with open(result_path, "w", encoding="utf-8") as f:
+        json.dump(result, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

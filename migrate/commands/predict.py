@@ -64,8 +64,8 @@ def add_parser(sub) -> None:
 # predict's options for a runtime, each with its keyword there (`migrate.runtimes.Kind.options`), in
 # the order a refusal names the first one given.
 _RUNTIME_OPTIONS = {"--batch": "batch_size", "--max-memory": "max_memory_mb", "--memory-growth": "memory_growth",
-                   "--memory-limit": "memory_limit_mb", "--jit": "jit_compile", "--weight-cache": "weight_cache",
-                   "--trace": "trace_dir", "--precision": "precision", "--threads": "threads"}
+                    "--memory-limit": "memory_limit_mb", "--jit": "jit_compile", "--weight-cache": "weight_cache",
+                    "--trace": "trace_dir", "--precision": "precision", "--threads": "threads"}
 # Those the engine hands on to its workers' runtimes (--batch sizes the engine's own batches).
 _ENGINE_RUNTIME_OPTIONS = ("--threads", "--precision")
 # predict's options an engine takes no part in: refused with --engine.

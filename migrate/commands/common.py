@@ -41,6 +41,7 @@ def progress(quiet, wrap=False):
 
 
 def warn(msg: str) -> None:
+    """A library's warning line, on stderr."""
     print(msg, file=sys.stderr)
 
 

@@ -26,7 +26,8 @@ import numpy as np
 
 from migrate.common import images
 from migrate.runtimes import open_runtime
-from migrate.runtimes.base import DEFAULT_BATCH, MAX_BATCH, BudgetError, ModelDirError, Result  # noqa: F401
+from migrate.runtimes.base import (DEFAULT_BATCH, MAX_BATCH, BudgetError, ModelDirError, Result,  # noqa: F401
+                                   RuntimeOptionError)
 from ssd_mobilenet import atomic_write
 from ssd_mobilenet import label_map
 
@@ -85,16 +86,13 @@ def _check_not_an_input(out: str | None, png_dir: str | None, inputs) -> None:
 
 
 def run(model: str, inputs, out: str | None = None, png_dir: str | None = None, force: bool = False,
-        batch_size: int | None = None, max_memory_mb: float | None = None, labels: str | None = None,
-        min_score: float = 0.0, png_min_score: float = 0.5, jit_compile: bool = False,
-        precision: str = "float32", trace_dir: str | None = None, threads: int | None = None, stdout=None,
-        progress=None, warn=None) -> dict:
+        labels: str | None = None, min_score: float = 0.0, png_min_score: float = 0.5, stdout=None,
+        progress=None, warn=None, **runtime_options) -> dict:
     """Runs a model over images; writes JSON lines (and PNGs); returns a summary.
 
     Args:
-      model: a directory written by `migrate convert` (TensorFlow), or a `.tflite` file written
-        by `migrate export` (LiteRT, no TensorFlow; `batch_size`, `max_memory_mb`,
-        `jit_compile`, `precision` and `trace_dir` are TensorFlow's and must stay unset).
+      model: a directory written by `migrate convert` (TensorFlow), or a `.tflite` or `.onnx` file
+        written by `migrate export` (LiteRT or ONNX Runtime, no TensorFlow): `open_runtime` opens it.
       inputs: image files and folders (`images.list_images`).
       out: JSON lines file, written to a temporary file and renamed into place at the end;
         None writes the lines to `stdout` as they come.
@@ -102,22 +100,23 @@ def run(model: str, inputs, out: str | None = None, png_dir: str | None = None, 
         name or id and score, a colour per class), named by `png_names`; written to a temporary
         folder and renamed into place.
       force: replace an existing `out` / non-empty `png_dir`.
-      batch_size: images per model call (default 8); `max_memory_mb` instead measures the
-        largest batch whose allocator peak stays under that budget (`runtimes.tensorflow.budget_batch_size`);
-        the input pipeline then prepares one batch ahead, besides the budget.
       labels: label map file (`label_map`) for a `label` per detection.
       min_score: detections below it are left out of the JSON lines.
-      trace_dir: writes a TensorBoard profiler trace of up to 3 batches (after a first,
-        warm-up batch when there is more than one).
-      threads: LiteRT's interpreter threads (default: the CPU count).
       progress: callable(str) for progress; warn: callable(str) for unreadable images
         (default: stderr).
+      runtime_options: the runtime's own (`migrate.runtimes.KINDS[...].options`). TensorFlow's:
+        batch_size, images per model call (default 8), or max_memory_mb, which measures the
+        largest batch whose allocator peak stays under that budget
+        (`runtimes.tensorflow.budget_batch_size`; the input pipeline then prepares one batch
+        ahead, besides the budget); jit_compile; precision; trace_dir, a TensorBoard profiler
+        trace of up to 3 batches (after a first, warm-up batch when there is more than one);
+        memory_growth, memory_limit_mb, weight_cache (`runtime.configure`). LiteRT's and ONNX
+        Runtime's: threads (default: the CPU count).
     Returns:
       dict: images, failed, detections, seconds, images_per_s, batch_size, runtime, out, png_dir.
     Raises:
       images.ImageError, label_map.LabelMapError, ModelDirError, OutputExistsError,
-      BudgetError: bad input, with a one-line message naming the path; nothing is written.
-      runtime.RuntimeConfigError: `max_memory_mb` on a CPU without allocator statistics.
+      BudgetError, RuntimeOptionError: bad input, with a one-line message; nothing is written.
     """
     say = progress or (lambda msg: None)
     warn = warn or (lambda msg: print(msg, file=sys.stderr, flush=True))
@@ -126,11 +125,7 @@ def run(model: str, inputs, out: str | None = None, png_dir: str | None = None, 
     paths = images.list_images(inputs)
     _check_not_an_input(out, png_dir, [model, *paths])
     names = label_map.read(labels) if labels else None
-    if os.path.isfile(model):
-        runtime = open_runtime(model, threads=threads, say=say, warn=warn)
-    else:
-        runtime = open_runtime(model, batch_size=batch_size, max_memory_mb=max_memory_mb, jit_compile=jit_compile,
-                               precision=precision, trace_dir=trace_dir, say=say, warn=warn)
+    runtime = open_runtime(model, say=say, warn=warn, **runtime_options)
 
     with contextlib.ExitStack() as cleanup:
         tmp_out = tmp_png = None

@@ -144,8 +144,8 @@ def test_console_says_what_the_graph_gave_in_lines_that_fit_the_terminal(zoo_con
 
 
 def test_long_notes_are_wrapped_to_the_terminal(capsys):
-    from migrate.cli import _print_wrapped
-    _print_wrapped("[migrate] " + ", ".join(f"field_{i}=value" for i in range(40)))
+    from migrate.commands.common import print_wrapped
+    print_wrapped("[migrate] " + ", ".join(f"field_{i}=value" for i in range(40)))
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) > 4 and max(map(len, lines)) <= 100 and all(line.startswith("    ") for line in lines[1:])
 

@@ -200,6 +200,79 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, capsys, ca
     assert sorted(os.listdir(tmp_path)) == before
 
 
+def test_options_of_another_runtime_are_refused_before_any_runtime_loads(tmp_path):
+    """Every runtime option (`migrate.commands.predict`) given for a model whose runtime does not
+    take it (`migrate.runtimes.KINDS`) is refused in one line, exit 2, before the command imports
+    TensorFlow or a runtime: the lines for each runtime, with and without --engine beam."""
+    from migrate.commands.predict import _RUNTIME_OPTIONS
+    from migrate.runtimes import KINDS, runtime_kind
+    image = tmp_path / "a.png"
+    image.write_bytes(b"")  # present (what is in it is checked later)
+    models = {"tensorflow": tmp_path / "converted", "litert": tmp_path / "m.tflite", "onnx": tmp_path / "m.onnx"}
+    models["tensorflow"].mkdir()
+    models["litert"].write_bytes(b"\0\0\0\0TFL3")
+    models["onnx"].write_bytes(b"\x08\x07")
+    assert {kind: runtime_kind(str(path)) for kind, path in models.items()} == KINDS
+    values = {"--batch": "4", "--max-memory": "100", "--memory-limit": "100", "--trace": str(tmp_path / "trace"),
+              "--precision": "mixed_bfloat16", "--threads": "2"}
+    cases = [[kind, flag] for kind in KINDS for flag, name in _RUNTIME_OPTIONS.items()
+             if name not in KINDS[kind].options]
+    assert {flag for _, flag in cases} == set(_RUNTIME_OPTIONS)  # each option belongs to some runtimes, not all
+    argvs = [["predict", str(models[kind]), str(image), flag, *([values[flag]] if flag in values else [])]
+             for kind, flag in cases]
+    engine = ["--engine", "beam", "--out", str(tmp_path / "r.jsonl")]
+    argvs += [["predict", str(models["tensorflow"]), str(image), "--threads", "2", *engine],
+              ["predict", str(models["onnx"]), str(image), "--precision", "mixed_float16", *engine]]
+    code = f"""
+import contextlib, io, json, sys
+from migrate.cli import main
+results = []
+for args in {argvs!r}:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        exit_code = main(args)
+    results.append([exit_code, err.getvalue()])
+modules = ("tensorflow", "onnxruntime", "migrate.runtimes.litert", "migrate.engines.beam")
+loaded = [m for m in modules if m in sys.modules]
+print(json.dumps([results, loaded]))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env={**os.environ, "PYTHONPATH": REPO})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results, loaded = json.loads(proc.stdout)
+    assert loaded == []
+    for args, (exit_code, err) in zip(argvs, results):
+        assert exit_code == 2 and err.count("\n") == 1 and err.startswith(f"error: {args[3]}"), (args, err)
+    lines = {tuple(args[1:4]): err.strip() for args, (_, err) in zip(argvs[:-2], results[:-2])}  # without --engine
+    converted, tflite, onnx = (str(models[kind]) for kind in ("tensorflow", "litert", "onnx"))
+    assert lines[converted, str(image), "--threads"] == (
+        f"error: --threads: LiteRT's or ONNX Runtime's threads, for a .tflite or .onnx MODEL; {converted} is a "
+        "converted directory (TensorFlow takes its threads from the environment)")
+    assert lines[tflite, str(image), "--jit"] == (
+        f"error: --jit: sets up TensorFlow, which does not run {tflite} (a .tflite file runs on LiteRT, one image "
+        "per call; --threads sets its threads)")
+    assert lines[onnx, str(image), "--precision"] == (
+        f"error: --precision: sets up TensorFlow, which does not run {onnx} (an .onnx file runs on ONNX Runtime, "
+        "one image per call; --threads sets its threads)")
+    assert results[-2][1] == (
+        f"error: --threads: LiteRT's or ONNX Runtime's threads, for a .tflite or .onnx MODEL; {converted} is a "
+        "converted directory (the local runner gives each worker's TensorFlow its share of the cores)\n")
+    assert results[-1][1] == f"error: --precision: sets up TensorFlow, which does not run {onnx} (an .onnx file)\n"
+
+
+def test_each_runtime_kind_names_its_class_and_its_options_are_the_class_keywords():
+    """`migrate.runtimes.KINDS` describes its classes without importing them: the same name, and
+    options that are keywords of the class's constructor."""
+    import importlib
+    import inspect
+    from migrate.runtimes import KINDS
+    for kind in KINDS.values():
+        module, name = kind.runtime.split(":")
+        runtime_class = getattr(importlib.import_module(module), name)
+        assert runtime_class.name == kind.name
+        assert set(kind.options) <= set(inspect.signature(runtime_class).parameters), kind
+
+
 @pytest.mark.parametrize("method", RESIZE_METHODS)
 @pytest.mark.parametrize("size", [(300, 300), (257, 311)])
 def test_resizing_in_the_pipeline_leaves_the_models_resize_an_identity(method, size):

@@ -49,6 +49,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from migrate import predict
 from migrate.common import console, images
+from migrate.runtimes import runtime_kind
 from migrate.runtimes.base import DEFAULT_BATCH, ModelDirError, Result
 
 NAMESPACE = "ssd_mobilenet_migrate"
@@ -362,8 +363,9 @@ def run(model: str, inputs, out: str, workers: int | None = None, pipeline_optio
     cores = max(1, (os.cpu_count() or 1) // local) if local else None
     worker_env = {"TF_NUM_INTRAOP_THREADS": str(cores)} if cores and "TF_NUM_INTRAOP_THREADS" not in os.environ \
         else {}
-    runtime_options = {"threads": threads or cores} if os.path.isfile(model) else {"batch_size": batch_size,
-                                                                                     "precision": precision}
+    # Of these, the options the model's runtime takes (`migrate.runtimes.KINDS`).
+    offered = {"threads": threads or cores, "batch_size": batch_size, "precision": precision}
+    runtime_options = {name: value for name, value in offered.items() if name in runtime_kind(model).options}
     handler = RuntimeHandler(model, runtime_options, batch_size)
     say(f"{runtime_name} on {described}: {len(found)} source{'s' if len(found) > 1 else ''}, batches of up to "
         f"{batch_size} -> {prefix}-*-of-*{suffix}")

@@ -8,17 +8,52 @@
     runtime.results_of_encoded(items)    # (path, bytes) pairs read elsewhere -> one `base.Result` each
                                          # (an engine's workers, `migrate.engines`)
 
-`tensorflow` imports TensorFlow; `litert`, `onnx` and `base` never do, so that `predict` on a
-`.tflite` or `.onnx` file runs where TensorFlow is not installed.
+`KINDS` says what the command line needs to know of each runtime before it opens one
+(`runtime_kind(model)`): its name, the options it takes, the console it needs. A new runtime is
+a module here and an entry in `KINDS` (and `file_runtime`, for its files); the command line
+takes it as it is.
+
+`tensorflow` imports TensorFlow; `litert`, `onnx`, `base` and this package never do, so that
+`predict` on a `.tflite` or `.onnx` file runs where TensorFlow is not installed.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+from dataclasses import dataclass
+from typing import Callable
+
+from migrate.common import console
 
 # What a model file's first bytes say it is: a FlatBuffer with TFLite's identifier at bytes 4..8.
 _TFLITE_IDENTIFIER = b"TFL3"
 ONNX_SUFFIX = ".onnx"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A runtime as the command line sees it before opening one. These are facts, not attributes
+    of the runtime's class, because the class of a converted directory imports TensorFlow: the
+    command has to quiet the console before that import, and `predict --engine beam`'s driver
+    never makes it."""
+
+    name: str          # the runtime, as messages name it ("ONNX Runtime")
+    model: str         # its model, as messages name it ("an .onnx file")
+    runtime: str       # "module:Class", imported by `open_runtime` only
+    options: tuple     # the class's keyword options that `predict`'s command line sets; it refuses the others
+    console: Callable  # `console(verbose)`: the context that keeps the runtime's own lines off the console
+
+
+KINDS = {
+    "tensorflow": Kind("TensorFlow", "a converted directory", "migrate.runtimes.tensorflow:TensorFlowRuntime",
+                       ("batch_size", "max_memory_mb", "memory_growth", "memory_limit_mb", "jit_compile",
+                        "weight_cache", "trace_dir", "precision"), console.tensorflow_output),
+    "litert": Kind("LiteRT", "a .tflite file", "migrate.runtimes.litert:LiteRTRuntime", ("threads",),
+                   console.litert_output),
+    "onnx": Kind("ONNX Runtime", "an .onnx file", "migrate.runtimes.onnx:OnnxRuntime", ("threads",),
+                 console.litert_output),
+}
 
 
 def file_runtime(model: str) -> str:
@@ -36,24 +71,15 @@ def file_runtime(model: str) -> str:
     return "litert" if head[4:8] == _TFLITE_IDENTIFIER or not head.startswith(b"\x08") else "onnx"
 
 
-# How `predict`'s messages name a model file of each runtime, and the runtime.
-FILE_KINDS = {"onnx": ("an .onnx file", "ONNX Runtime"), "litert": ("a .tflite file", "LiteRT")}
-
-
-def describe_file(model: str) -> tuple:
-    """(what the file is, the runtime that runs it) for messages: ("a .tflite file", "LiteRT")."""
-    return FILE_KINDS[file_runtime(model)]
+def runtime_kind(model: str) -> Kind:
+    """The `Kind` of the runtime `open_runtime` gives `model`: a file's by `file_runtime`, a
+    directory's (or a missing path's) TensorFlow. Imports no runtime."""
+    return KINDS[file_runtime(model)] if os.path.isfile(model) else KINDS["tensorflow"]
 
 
 def open_runtime(model: str, **options):
-    """The runtime for `model`: `OnnxRuntime(model, threads=...)` for an ONNX file,
-    `LiteRTRuntime(model, threads=...)` for another file, `TensorFlowRuntime(model, ...)` for a
-    directory; `options` are theirs."""
-    if os.path.isfile(model):
-        if file_runtime(model) == "onnx":
-            from migrate.runtimes.onnx import OnnxRuntime
-            return OnnxRuntime(model, **options)
-        from migrate.runtimes.litert import LiteRTRuntime
-        return LiteRTRuntime(model, **options)
-    from migrate.runtimes.tensorflow import TensorFlowRuntime
-    return TensorFlowRuntime(model, **options)
+    """The runtime for `model` (`runtime_kind`): `TensorFlowRuntime(model, ...)` for a directory,
+    `LiteRTRuntime(model, threads=...)` for a `.tflite` file, `OnnxRuntime(model, threads=...)`
+    for an ONNX file; `options` are theirs."""
+    module, name = runtime_kind(model).runtime.split(":")
+    return getattr(importlib.import_module(module), name)(model, **options)

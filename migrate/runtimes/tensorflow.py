@@ -17,6 +17,7 @@ size; here every batch is [N, h, w, 3] float32, so `--max-memory` can size it on
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 import weakref
@@ -26,8 +27,9 @@ import tensorflow as tf
 
 import ssd_mobilenet
 from migrate.common import images
-from migrate.runtimes.base import DEFAULT_BATCH, MAX_BATCH, BudgetError, ModelDirError, Result, from_outputs
-from ssd_mobilenet import image_io, preprocessing
+from migrate.runtimes.base import (DEFAULT_BATCH, MAX_BATCH, BudgetError, ModelDirError, Result, RuntimeOptionError,
+                                   from_outputs)
+from ssd_mobilenet import image_io, preprocessing, runtime
 
 TRACE_BATCHES = 3
 
@@ -70,7 +72,6 @@ def budget_batch_size(detector, max_memory_mb: float) -> int:
     Raises:
       BudgetError: when not even one image fits.
     """
-    from ssd_mobilenet import runtime
     detect = resized_detect_function(detector)
     size = (detector.config.image_height, detector.config.image_width)
     n = runtime.max_batch_size(lambda batch: detect(tf.cast(batch, tf.float32)), int(max_memory_mb * 2**20),
@@ -138,15 +139,36 @@ def iter_predictions(detector, paths, batch_size: int = DEFAULT_BATCH, on_batch=
         yield _unreadable(paths[skipped])
 
 
+@contextlib.contextmanager
+def _option_errors():
+    # `runtime.RuntimeConfigError` as the runtimes' own error, which the command line catches
+    # without importing TensorFlow for the other runtimes.
+    try:
+        yield
+    except runtime.RuntimeConfigError as e:
+        raise RuntimeOptionError(str(e)) from None
+
+
 class TensorFlowRuntime:
-    """`predict`'s runtime for a converted directory (`migrate.runtimes.Runtime`)."""
+    """`predict`'s runtime for a converted directory (`migrate.runtimes.Runtime`).
+
+    `memory_growth`, `memory_limit_mb` and `weight_cache` set up TensorFlow for the process
+    (`ssd_mobilenet.runtime.configure`), before its devices start; `max_memory_mb` does too, since
+    it measures allocator peaks, which a CPU keeps only with the BFC allocator `configure` switches
+    on. Raises RuntimeOptionError when the devices have started already.
+    """
 
     name = "TensorFlow"
 
     def __init__(self, converted: str, batch_size: int | None = None, max_memory_mb: float | None = None,
                  jit_compile: bool = False, precision: str = "float32", trace_dir: str | None = None,
+                 memory_growth: bool = False, memory_limit_mb: int | None = None, weight_cache: bool = False,
                  say=None, warn=None):
         say = say or (lambda msg: None)
+        if memory_growth or memory_limit_mb is not None or max_memory_mb is not None or weight_cache:
+            with _option_errors():
+                runtime.configure(memory_growth=memory_growth, memory_limit_mb=memory_limit_mb,
+                                  onednn_weight_cache=weight_cache)
         with warnings.catch_warnings(record=True) as caught:  # e.g. XLA on a CPU: one line, not a source excerpt
             warnings.simplefilter("always")
             # Under a memory budget the weights stay variables: as graph constants they are held
@@ -156,7 +178,8 @@ class TensorFlowRuntime:
         for w in caught:
             (warn or say)(f"warning: {w.message}")
         if max_memory_mb is not None:
-            batch_size = budget_batch_size(self.detector, max_memory_mb)
+            with _option_errors():  # a CPU without allocator statistics
+                batch_size = budget_batch_size(self.detector, max_memory_mb)
             say(f"batch size {batch_size}: the largest whose measured peak stays under {max_memory_mb:g} MiB")
         self.batch_size = batch_size or DEFAULT_BATCH
         # Under a memory budget the pipeline holds one batch besides the one the model runs on.
@@ -214,9 +237,9 @@ class _Tracer:
         if self.logdir is None:
             return
         if number == self.first:
-            from ssd_mobilenet import runtime
-            self.context = runtime.trace(self.logdir)
-            self.context.__enter__()
+            with _option_errors():  # a trace already being recorded
+                self.context = runtime.trace(self.logdir)
+                self.context.__enter__()
         elif number == self.first + TRACE_BATCHES:
             self.stop()
 

@@ -1,0 +1,94 @@
+"""What the commands share: exit codes, the --verbose option, progress lines, the path rule of
+`missing_path`, and TensorFlow's console (`tensorflow_command`)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def add_verbose(p) -> None:
+    p.add_argument("--verbose", action="store_true",
+                   help="also show TensorFlow's own log lines and warnings (hidden by default)")
+
+
+def bad_input(problem) -> int:
+    """`error: PROBLEM` on stderr; the exit code of bad input."""
+    print(f"error: {problem}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def print_wrapped(text: str) -> None:
+    """`text` on stderr, wrapped to the terminal's width (100 columns when it has none), later
+    lines indented: notes that name many fields stay readable."""
+    import shutil
+    import textwrap
+    width = shutil.get_terminal_size((100, 24)).columns
+    print(textwrap.fill(text, width=max(width, 40), subsequent_indent="    ", break_on_hyphens=False,
+                        break_long_words=False), file=sys.stderr, flush=True)
+
+
+def progress(quiet, wrap=False):
+    """`say(msg)`: `[migrate] msg` on stderr (wrapped with `wrap`), nothing when `quiet`."""
+    if quiet:
+        return lambda msg: None
+    if wrap:
+        return lambda msg: print_wrapped(f"[migrate] {msg}")
+    return lambda msg: print(f"[migrate] {msg}", file=sys.stderr, flush=True)
+
+
+def warn(msg: str) -> None:
+    """A library's warning line, on stderr."""
+    print(msg, file=sys.stderr)
+
+
+def op_list(text: str) -> list:
+    """--allow-ops' value: `OP,...` -> the op types."""
+    return [op.strip() for op in text.split(",") if op.strip()]
+
+
+def missing(path, prefix=False) -> bool:
+    """Whether `path` was given and does not exist (`prefix`: a checkpoint prefix exists as
+    `PREFIX.index`)."""
+    return path is not None and not os.path.exists(path) and not (prefix and os.path.exists(path + ".index"))
+
+
+def missing_inputs(paths) -> str | None:
+    """The message for the first of `paths` (image or calibration files and folders) that does not exist."""
+    for path in paths or ():
+        if missing(path):
+            return f"{path}: no such file or folder"
+    return None
+
+
+def tensorflow_command(run):
+    """`run(args)` of a command that runs TensorFlow: TensorFlow's console output only under
+    --verbose (`migrate.common.console.tensorflow_output`), the errors of reading a model that any
+    of them may meet (a TF1 source, a config) as bad input, and `warn_precision` after the run."""
+    @functools.wraps(run)
+    def quieted(args) -> int:
+        from migrate.common import console
+        with console.tensorflow_output(verbose=args.verbose):
+            from migrate.tf1 import assign, config_inference, sources
+            from ssd_mobilenet.config import ConfigError
+            try:
+                code = run(args)
+            except (sources.SourceError, ConfigError, config_inference.MismatchError, assign.MappingError) as e:
+                return bad_input(e)
+            if code != EXIT_BAD_INPUT:
+                warn_precision(getattr(args, "precision", None))
+            return code
+    return quieted
+
+
+def warn_precision(precision) -> None:
+    """One line when the command ran a reduced precision this machine has no units for (after
+    the command, so that bad input still gets its single line)."""
+    from ssd_mobilenet import hardware
+    why = hardware.missing_units(precision) if precision else None
+    if why:
+        print(f"warning: --precision {precision}: {why}; TensorFlow converts or emulates it here, slower than "
+              "float32: it pays off on machines that have them", file=sys.stderr)

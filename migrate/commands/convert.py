@@ -1,0 +1,66 @@
+"""`migrate convert`: a TF1 OD API SSD MobileNet v1 -> a native TF2 model (`migrate.convert`)."""
+
+from __future__ import annotations
+
+import sys
+
+from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_verbose, bad_input, missing, op_list, print_wrapped,
+                                     progress, tensorflow_command)
+
+
+def add_parser(sub) -> None:
+    c = sub.add_parser("convert", help="convert a TF1 OD API SSD MobileNet v1 to a native TF2 model")
+    c.add_argument("src", nargs="?", help="TF1 model directory, or a checkpoint / frozen graph / pipeline.config "
+                   "in one (default: the built-in model, built under checkpoints/ on first use)")
+    c.add_argument("--out", help="output directory (default: <SRC>_tf2)")
+    c.add_argument("--force", action="store_true", help="replace an existing non-empty --out")
+    c.add_argument("--trust-weights", action="store_true",
+                   help="when pipeline.config and the weights disagree, take the weights' values")
+    c.add_argument("--image-size", nargs=2, type=int, metavar=("H", "W"),
+                   help="input size when neither a graph nor a pipeline.config says it")
+    c.add_argument("--use-moving-averages", action="store_true",
+                   help="take ExponentialMovingAverage shadows where the checkpoint has them")
+    c.add_argument("--no-check", action="store_true",
+                   help="write without checking the conversion against the source's TF1 graph")
+    c.add_argument("--allow-ops", default="", metavar="OP,...",
+                   help="let the check run these op types although they are not in the SSD inference op set")
+    c.add_argument("--exact", action="store_true",
+                   help="write the SavedModel op for op as the TF1 graph is written (default: the fast one, batch "
+                        "norm folded and weights as constants)")
+    c.add_argument("--precision", choices=("float32", "mixed_bfloat16", "mixed_float16"), default="float32",
+                   help="the SavedModel's compute precision: mixed_bfloat16 for CPUs with bfloat16 units, "
+                        "mixed_float16 for GPUs (outputs stay float32; default float32)")
+    c.add_argument("--quiet", action="store_true")
+    add_verbose(c)
+
+
+def missing_path(args):
+    if missing(args.src, prefix=True):
+        return f"{args.src}: no such file or directory"
+    return None
+
+
+@tensorflow_command
+def run(args) -> int:
+    from migrate import convert
+    from migrate.tf1 import config_inference, self_check
+    try:
+        if args.src is None:
+            from migrate import default_model
+            args.src = default_model.ensure_tf1_model(progress(args.quiet, wrap=True))
+            args.out = args.out or default_model.converted_dir()
+        report = convert.convert(args.src, args.out, force=args.force, trust_weights=args.trust_weights,
+                                 image_size=args.image_size, use_moving_averages=args.use_moving_averages,
+                                 check=not args.no_check, progress=progress(args.quiet, wrap=True),
+                                 saved_model="exact" if args.exact else "fast", precision=args.precision,
+                                 allow_ops=op_list(args.allow_ops))
+    except (convert.OutputExistsError, convert.CheckRefusedError, convert.ExportOptionError) as e:
+        return bad_input(e)
+    except self_check.CheckFailed as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_FAIL
+    for note in report["notes"]:
+        if args.verbose or not note.startswith(config_inference.EVERY_GRAPH_FIELD):
+            print_wrapped(f"[migrate] {note}")
+    print(f"converted {report['num_weights']} weights ({len(report['ignored'])} ignored) -> {report['out']}")
+    return EXIT_OK

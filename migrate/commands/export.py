@@ -1,0 +1,85 @@
+"""`migrate export`: a converted model as a TFLite file (`migrate.export`) or an ONNX file
+(`migrate.export_onnx`)."""
+
+from __future__ import annotations
+
+import sys
+
+from migrate.commands.common import (EXIT_OK, add_verbose, bad_input, missing, missing_inputs, progress,
+                                     tensorflow_command, warn)
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("export", help="write a converted model as a TFLite or an ONNX file")
+    p.add_argument("converted", help="a directory written by `convert`")
+    out = p.add_mutually_exclusive_group(required=True)
+    out.add_argument("--tflite", metavar="OUT", help="the .tflite file to write")
+    out.add_argument("--onnx", metavar="OUT", help="the .onnx file to write (opset 13; ONNX Runtime, OpenVINO, "
+                     "TensorRT), the converted model's detections")
+    p.add_argument("--input", choices=("uint8", "float32"), default="uint8",
+                   help="uint8: a photo of any size, resized and scaled inside the file (default); float32: "
+                        "already scaled to [-1, 1) at the model's size, as export_tflite_ssd_graph.py's graphs take "
+                        "it (with --onnx: for TensorRT, which refuses uint8 inputs)")
+    p.add_argument("--nms", choices=("per-class", "regular", "fast"),
+                   help="per-class: the TF graph's post-processing in builtin ops, the converted model's detections "
+                        "(default); regular / fast: the TFLite_Detection_PostProcess custom op with regular or fast "
+                        "(class-agnostic) NMS, for runtimes that expect its four outputs (--tflite only)")
+    p.add_argument("--max-detections", type=int, metavar="N",
+                   help="detections per image (default: the model's max_total_detections)")
+    p.add_argument("--int8", action="store_true",
+                   help="post-training int8 quantization of the network (float32 outputs; --onnx: QDQ "
+                        "convolutions), with a report of how far its detections drift from the float model's")
+    p.add_argument("--calibration", nargs="+", metavar="IMAGES",
+                   help="JPEG/PNG files and folders to calibrate --int8 on (default: generated images)")
+    p.add_argument("--force", action="store_true", help="replace an existing OUT")
+    p.add_argument("--quiet", action="store_true", help="no progress messages")
+    add_verbose(p)
+
+
+# export's options for the .tflite file only: refused with --onnx.
+_TFLITE_ONLY = {"--nms": "nms"}
+
+
+def missing_path(args):
+    if missing(args.converted):
+        return f"{args.converted}: no such directory (expected the output of `migrate convert`)"
+    return missing_inputs(args.calibration)
+
+
+@tensorflow_command
+def run(args) -> int:
+    from migrate import export
+    if args.onnx:
+        return _run_onnx(args)
+    try:
+        result = export.export(args.converted, args.tflite, nms=args.nms or "per-class", input_type=args.input,
+                               max_detections=args.max_detections, int8=args.int8, calibration=args.calibration,
+                               force=args.force, progress=progress(args.quiet), warn=warn)
+    except export.ExportInputError as e:
+        return bad_input(e)
+    for note in result["notes"]:
+        print(f"[migrate] {note}", file=sys.stderr)
+    print(f"exported {result['nms']} NMS, {result['input']} input, {'int8' if result['int8'] else 'float32'}, "
+          f"{result['max_detections']} detections, "
+          f"{len(result['operators'])} operator types, {result['bytes']} bytes -> {result['out']}")
+    return EXIT_OK
+
+
+def _run_onnx(args) -> int:
+    from migrate import export, export_onnx
+    given = [flag for flag, name in _TFLITE_ONLY.items() if getattr(args, name) not in (None, False)]
+    if given:
+        return bad_input(f"{given[0]}: applies to --tflite files only, not to --onnx")
+    try:
+        result = export_onnx.export_onnx(args.converted, args.onnx, input_type=args.input,
+                                         max_detections=args.max_detections, int8=args.int8,
+                                         calibration=args.calibration, force=args.force, verbose=args.verbose,
+                                         progress=progress(args.quiet), warn=warn)
+    except export.ExportInputError as e:
+        return bad_input(e)
+    for note in result["notes"]:
+        print(f"[migrate] {note}", file=sys.stderr)
+    print(f"exported ONNX opset {result['opset']}, {result['input']} input, "
+          f"{'int8 QDQ' if result['int8'] else 'float32'}, {result['max_detections']} detections, "
+          f"{len(result['operators'])} operator types, {result['bytes']} bytes -> {result['out']}")
+    return EXIT_OK

@@ -1,0 +1,200 @@
+"""`migrate predict`: a model over image files and folders -> JSON lines (`migrate.predict`), on
+the runtime `migrate.runtimes` gives the model, or as a Beam pipeline (`--engine beam`,
+`migrate.engines.beam`).
+
+The command knows no runtime by name: `runtimes.runtime_kind(model)` says which options the
+model's runtime takes (the others are refused here, each with the line that says what it is
+for) and which console context keeps its lines quiet. A model file's runtime imports no
+TensorFlow, and neither does this module.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_verbose, bad_input, missing, progress,
+                                     warn_precision)
+
+
+def add_parser(sub) -> None:
+    # The runtime options' dests are the runtimes' keywords (`_RUNTIME_OPTIONS`).
+    p = sub.add_parser("predict", help="run a converted model or a .tflite file over image files and folders "
+                       "-> JSON lines")
+    p.add_argument("converted", metavar="MODEL", help="a directory written by `convert` (run by TensorFlow), or a "
+                   ".tflite or .onnx file written by `export` (run by LiteRT or ONNX Runtime, without TensorFlow)")
+    p.add_argument("images", nargs="+", help="JPEG/PNG files and folders (searched recursively)")
+    p.add_argument("--out", metavar="FILE", help="JSON lines file, one line per image (default: JSON lines on stdout)")
+    p.add_argument("--png", metavar="DIR", help="also write each image with its boxes drawn, as PNG, into DIR")
+    p.add_argument("--force", action="store_true", help="replace an existing --out / non-empty --png DIR")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--batch", dest="batch_size", type=int, metavar="N", help="images per model call (default 8)")
+    size.add_argument("--max-memory", dest="max_memory_mb", type=float, metavar="MiB",
+                      help="the largest batch whose measured allocator peak stays under MiB")
+    p.add_argument("--labels", metavar="FILE", help="label_map.pbtxt or a names file (line N = class id N)")
+    p.add_argument("--min-score", type=float, default=0.0, help="leave out detections scoring below (default 0)")
+    p.add_argument("--png-min-score", type=float, default=0.5, help="draw boxes scoring at least (default 0.5)")
+    p.add_argument("--memory-growth", action="store_true", help="allocate GPU memory as needed")
+    p.add_argument("--memory-limit", dest="memory_limit_mb", type=int, metavar="MiB",
+                   help="cap each GPU's memory (no GPU: the CPU allocator's) at MiB")
+    p.add_argument("--precision", choices=("float32", "mixed_bfloat16", "mixed_float16"), default="float32",
+                   help="the network's compute precision (outputs stay float32; default float32)")
+    p.add_argument("--jit", dest="jit_compile", action="store_true",
+                   help="compile the network with XLA (pays on GPUs)")
+    p.add_argument("--weight-cache", action="store_true",
+                   help="CPU: oneDNN convolutions cache their reordered filters (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1; "
+                        "for inference-only processes)")
+    p.add_argument("--trace", dest="trace_dir", metavar="DIR",
+                   help="write a TensorBoard profiler trace of a few batches")
+    p.add_argument("--threads", type=int, metavar="N", help="a .tflite or .onnx MODEL: LiteRT's interpreter or "
+                   "ONNX Runtime's threads (default: the CPU count)")
+    engine = p.add_argument_group("distributed engine")
+    engine.add_argument("--engine", choices=("beam",), help="run as an Apache Beam pipeline (RunInference): on Beam's "
+                        "local runner with --workers processes, or on the runner --pipeline-options names; IMAGES "
+                        "may be file patterns of Beam's file systems (gs://bucket/*.jpg); needs --out, which is "
+                        "written in shards (OUT-00000-of-0000N.jsonl)")
+    engine.add_argument("--workers", type=int, metavar="N", help="--engine beam: the local runner's worker "
+                        "processes, each with the model loaded once (default 1)")
+    engine.add_argument("--pipeline-options", metavar="'--opt=v ...'",
+                        help="--engine beam: Beam pipeline options, e.g. '--runner=FlinkRunner "
+                             "--flink_master=host:8081' (the model and images must be at paths every worker reads)")
+    p.add_argument("--quiet", action="store_true", help="no progress messages (warnings still shown)")
+    add_verbose(p)
+
+
+# predict's options for a runtime, each with its keyword there (`migrate.runtimes.Kind.options`), in
+# the order a refusal names the first one given.
+_RUNTIME_OPTIONS = {"--batch": "batch_size", "--max-memory": "max_memory_mb", "--memory-growth": "memory_growth",
+                    "--memory-limit": "memory_limit_mb", "--jit": "jit_compile", "--weight-cache": "weight_cache",
+                    "--trace": "trace_dir", "--precision": "precision", "--threads": "threads"}
+# Those the engine hands on to its workers' runtimes (--batch sizes the engine's own batches).
+_ENGINE_RUNTIME_OPTIONS = ("--threads", "--precision")
+# predict's options an engine takes no part in: refused with --engine.
+_NOT_ENGINE_OPTIONS = {"--png": "png", "--max-memory": "max_memory_mb", "--memory-growth": "memory_growth",
+                       "--memory-limit": "memory_limit_mb", "--jit": "jit_compile", "--weight-cache": "weight_cache",
+                       "--trace": "trace_dir"}
+
+
+def missing_path(args):
+    if missing(args.converted):
+        return (f"{args.converted}: no such directory, .tflite or .onnx file (expected the output of `migrate "
+                "convert` or `migrate export --tflite / --onnx`)")
+    for path in args.images:
+        if args.engine and ("://" in path or any(c in path for c in "*?[")):
+            continue  # a pattern or URL for the engine's file systems (`migrate.engines.beam.sources`)
+        if missing(path):
+            return f"{path}: no such file or folder"
+    return None
+
+
+def run(args) -> int:
+    if args.engine or args.workers is not None or args.pipeline_options:
+        return _run_engine(args)  # the driver imports no TensorFlow; the workers do
+    from migrate import predict
+    from migrate.common import images
+    from migrate.runtimes import runtime_kind
+    from ssd_mobilenet import label_map
+    kind = runtime_kind(args.converted)
+    problem = _refused(args, kind, _RUNTIME_OPTIONS) or _out_of_range(args)
+    if problem:
+        return bad_input(problem)
+    with kind.console(verbose=args.verbose):
+        try:
+            summary = predict.run(args.converted, args.images, out=args.out, png_dir=args.png, force=args.force,
+                                  labels=args.labels, min_score=args.min_score, png_min_score=args.png_min_score,
+                                  progress=progress(args.quiet), **{name: getattr(args, name) for name in kind.options})
+        except (images.ImageError, label_map.LabelMapError, predict.ModelDirError, predict.OutputExistsError,
+                predict.BudgetError, predict.RuntimeOptionError) as e:
+            return bad_input(e)
+        code = _summary(args, summary)
+        warn_precision(args.precision)
+        return code
+
+
+def _given(args, name) -> bool:
+    """Whether the command line set the runtime option `name` (--precision: to other than its default)."""
+    value = getattr(args, name)
+    return value not in (None, False) and not (name == "precision" and value == "float32")
+
+
+def _refused(args, kind, flags, engine=False):
+    """The message for the first of `flags` given that the runtime of `kind` does not take, else
+    None: what the option is for, and how that runtime does without it."""
+    for flag in flags:
+        name = _RUNTIME_OPTIONS[flag]
+        if name in kind.options or not _given(args, name):
+            continue
+        if flag == "--threads":  # the model files' runtimes' option, for a runtime that has no such setting
+            how = (f"the local runner gives each worker's {kind.name} its share of the cores" if engine
+                   else f"{kind.name} takes its threads from the environment")
+            return (f"--threads: LiteRT's or ONNX Runtime's threads, for a .tflite or .onnx MODEL; {args.converted} "
+                    f"is {kind.model} ({how})")
+        how = kind.model if engine else (f"{kind.model} runs on {kind.name}, one image per call; --threads sets "
+                                         "its threads")
+        return f"{flag}: sets up TensorFlow, which does not run {args.converted} ({how})"
+    return None
+
+
+def _out_of_range(args):
+    from migrate.runtimes.base import MAX_BATCH
+    if args.batch_size is not None and not 1 <= args.batch_size <= MAX_BATCH:
+        return f"--batch {args.batch_size}: must be 1..{MAX_BATCH}"
+    if args.threads is not None and args.threads < 1:
+        return f"--threads {args.threads}: must be >= 1"
+    return None
+
+
+def _run_engine(args) -> int:
+    """`predict --engine beam`: the pipeline of `migrate.engines.beam`, its workers' stderr
+    reduced to the project's lines (`console.only_project_lines`) unless --verbose."""
+    from migrate.common import console, images
+    from migrate.runtimes import runtime_kind
+    from ssd_mobilenet import label_map
+    problem = None
+    if not args.engine:
+        problem = f"{'--workers' if args.workers is not None else '--pipeline-options'}: needs --engine beam"
+    elif args.out is None:
+        problem = "--engine beam: needs --out FILE (the pipeline writes its lines in shards named after it)"
+    elif args.workers is not None and args.workers < 1:
+        problem = f"--workers {args.workers}: must be >= 1"
+    else:
+        problem = _out_of_range(args) or _refused(args, runtime_kind(args.converted), _ENGINE_RUNTIME_OPTIONS,
+                                                  engine=True)
+        given = [flag for flag, name in _NOT_ENGINE_OPTIONS.items() if getattr(args, name) not in (None, False)]
+        if not problem and given:
+            problem = f"{given[0]}: not available with --engine beam (run predict without --engine for it)"
+    if problem:
+        return bad_input(problem)
+    try:
+        with console.only_project_lines(args.verbose):  # its import logs on the root logger
+            from migrate.engines import beam
+    except ImportError as e:
+        return bad_input(f"--engine beam needs Apache Beam ({e}): pip install 'ssd-mobilenet-migrate[beam]'")
+    quiet_env = {} if args.verbose else {"TF_CPP_MIN_LOG_LEVEL": "3", console.QUIET_ENV: "1"}
+    restore_logs = beam.quiet_driver_logs(args.verbose)
+    try:
+        # The workers inherit the environment (quiet TensorFlow) and file descriptor 2.
+        with console.environment(quiet_env), console.only_project_lines(args.verbose):
+            summary = beam.run(args.converted, args.images, out=args.out, workers=args.workers,
+                               pipeline_options_text=args.pipeline_options, force=args.force,
+                               batch_size=args.batch_size, labels=args.labels, min_score=args.min_score,
+                               threads=args.threads, precision=args.precision, quiet=args.quiet,
+                               progress=progress(args.quiet))
+    except (images.ImageError, label_map.LabelMapError, beam.ModelDirError, beam.OutputExistsError,
+            beam.EngineOptionError) as e:
+        return bad_input(e)
+    except beam.PipelineError as e:
+        print(f"error: {e}" + ("" if args.verbose else " (--verbose shows the runner's log)"), file=sys.stderr)
+        return EXIT_FAIL
+    finally:
+        restore_logs()
+    args.out = f"{args.out} ({len(summary['shards'])} shard{'s' if len(summary['shards']) != 1 else ''})"
+    return _summary(args, summary)
+
+
+def _summary(args, summary) -> int:
+    ok = summary["images"] - summary["failed"]
+    progress(args.quiet)(f"{summary['images']} images ({summary['failed']} unreadable), {summary['detections']} "
+                         f"detections in {summary['seconds']:.1f} s, {summary['images_per_s']:.1f} images/s, "
+                         f"{summary['runtime']}, batch {summary['batch_size']}"
+                         + (f" -> {args.out}" if args.out else ""))
+    return EXIT_OK if ok else EXIT_FAIL

@@ -1,0 +1,26 @@
+"""`migrate shapes`: the training demo's inputs, generated (`migrate.shapes`)."""
+
+from __future__ import annotations
+
+from migrate.commands.common import EXIT_OK, add_verbose, bad_input, progress, tensorflow_command
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("shapes", help="write the training demo's inputs: generated shape TFRecords, a small TF1 "
+                                      "model and its training config")
+    p.add_argument("out", metavar="DIR", help="the folder to write (train.record, eval.record, label_map.pbtxt, "
+                                              "images/, tf1_model/, train.config)")
+    p.add_argument("--force", action="store_true", help="replace an existing non-empty DIR")
+    p.add_argument("--quiet", action="store_true")
+    add_verbose(p)
+
+
+@tensorflow_command
+def run(args) -> int:
+    from migrate import shapes
+    try:
+        out = shapes.write(args.out, force=args.force, progress=progress(args.quiet))
+    except shapes.OutputExistsError as e:
+        return bad_input(e)
+    print(f"wrote the shapes demo -> {out}")
+    return EXIT_OK

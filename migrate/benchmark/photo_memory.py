@@ -126,12 +126,10 @@ def _predict_worker(model: str, photos: str, out_dir: str) -> dict:
     code = main(["predict", model, photos, "--out", os.path.join(out_dir, "detections.jsonl"), "--quiet"])
     if code != 0:
         raise SystemExit(f"predict {model} {photos}: exit {code}")
-    if os.path.isfile(model):
-        from migrate.runtimes import describe_file
-        runtime = describe_file(model)[1]
-    else:
-        import tensorflow as tf
-        runtime = f"TensorFlow {tf.__version__}"
+    from migrate.runtimes import runtime_kind
+    runtime = runtime_kind(model).name
+    if "tensorflow" in sys.modules:
+        runtime += f" {sys.modules['tensorflow'].__version__}"
     return {"runtime": runtime, "measured": _measured(time.perf_counter() - start)}
 
 

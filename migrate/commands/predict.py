@@ -18,7 +18,7 @@ from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_verbose, bad_input,
 
 def add_parser(sub) -> None:
     # The runtime options' dests are the runtimes' keywords (`_RUNTIME_OPTIONS`).
-    p = sub.add_parser("predict", help="run a converted model or a .tflite file over image files and folders "
+    p = sub.add_parser("predict", help="run a converted model, a .tflite or an .onnx file over image files and folders "
                        "-> JSON lines")
     p.add_argument("converted", metavar="MODEL", help="a directory written by `convert` (run by TensorFlow), or a "
                    ".tflite or .onnx file written by `export` (run by LiteRT or ONNX Runtime, without TensorFlow)")

@@ -47,21 +47,23 @@ def input_mode(any_size: bool, input_type: str) -> str:
             model_file.MODEL_SIZE_FLOAT32 if input_type == FLOAT32 else model_file.MODEL_SIZE_UINT8)
 
 
-def session_options(threads: int | None, spinning: bool = True):
+def session_options(threads: int | None):
     """ONNX Runtime's session options: `threads` intra-op threads (default: the CPU count), one
-    inter-op thread (the graph is a chain), its log at errors only.
+    inter-op thread (the graph is a chain), its log at errors only, and its threads' spinning off.
 
-    `spinning`: ONNX Runtime's worker threads busy-wait for work after each parallel section
-    (its default). That pays for one session in a process (`predict`); with several sessions or
-    other runtimes in one process their spinning threads take the cores from each other (measured
-    with two sessions and a TF1 session interleaved on 2 cores: every side about 1.5-3x slower),
-    so `bench` turns it off."""
+    Spinning (ONNX Runtime's default) keeps the worker threads busy-waiting for work after each
+    parallel section. Measured on 2 cores (docs/benchmarks_onnx.md): on a quiet machine it gained
+    a few percent; left on after a run it slowed a TF1 session run between two of its runs (not
+    with `session.force_spinning_stop`); and with another process busy on one of the cores it
+    ran several times slower than without. A `predict` process decodes each photo between runs
+    and shares its machine, so spinning is off there, and `bench` measures it as `predict` runs
+    it."""
     import onnxruntime as ort
     options = ort.SessionOptions()
     options.intra_op_num_threads = int(threads or os.cpu_count() or 1)
     options.inter_op_num_threads = 1
     options.log_severity_level = 3  # errors: its warnings about unused initializers are not the user's
-    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return options
 
 
@@ -92,7 +94,7 @@ class OnnxFile:
         ONNX file that is not this project's (other outputs, no metadata).
     """
 
-    def __init__(self, path: str, threads: int | None = None, spinning: bool = True):
+    def __init__(self, path: str, threads: int | None = None):
         try:
             import onnxruntime as ort
         except ImportError:
@@ -103,7 +105,7 @@ class OnnxFile:
             raise OnnxFileError(f"{path}: no such file")
         self.threads = int(threads or os.cpu_count() or 1)
         try:
-            self.session = ort.InferenceSession(path, sess_options=session_options(self.threads, spinning),
+            self.session = ort.InferenceSession(path, sess_options=session_options(self.threads),
                                                 providers=["CPUExecutionProvider"])
         except Exception as e:  # onnxruntime's errors have no stable public classes
             raise OnnxFileError(f"{path}: ONNX Runtime cannot load it: {_first_line(e)}") from None

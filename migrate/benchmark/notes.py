@@ -49,8 +49,8 @@ _SIDE_TEXT = {
     "onnx": "the `.onnx` file `migrate export --onnx` writes (float32, opset 13, uint8 input [1, H, W, 3] of any "
             "size resized in the file with the TF1 graph's kernel, one NonMaxSuppression for all classes), "
             "exported by bench first, run by ONNX Runtime's CPU provider with `intra_op_num_threads` N "
-            "(`migrate.runtimes.onnx.runner`, as `predict` runs it, but with its threads' spinning off: in the "
-            "one latency process, busy-waiting threads of two sessions took the cores from every other side). "
+            "(`migrate.runtimes.onnx.runner`, as `predict` runs it: its threads' spinning off, "
+            "`ssd_mobilenet.onnx_file.session_options` says why). "
             "One image per call, batch 1 only, memory and `ready s` from a fresh process without TensorFlow, as "
             "the `tflite` side.",
     "onnx_int8": "the same with the file `migrate export --onnx --int8` writes: QDQ int8 convolutions calibrated on "

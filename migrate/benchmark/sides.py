@@ -67,9 +67,7 @@ def runner(side: str, src: str, converted: str, exported: str = None, threads: i
         if side == "openvino":
             return openvino_runner(exported, threads or os.cpu_count())
         from migrate.runtimes import onnx  # imports no TensorFlow
-        # Without spinning: in the one latency process the ONNX sessions' busy-waiting threads
-        # would take the cores from the sides timed after them (`onnx_file.session_options`).
-        return onnx.runner(exported, threads or os.cpu_count(), spinning=False)
+        return onnx.runner(exported, threads or os.cpu_count())  # as `predict` runs it
     if side in TFLITE_SIDES:
         if not exported:
             raise BenchInputError("a TFLite side needs its exported .tflite file")

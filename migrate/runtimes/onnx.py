@@ -37,12 +37,11 @@ class OnnxRuntime(FileRuntime):
                  "rounded to uint8, so their detections differ slightly from the TF1 graph's")
 
 
-def runner(path: str, threads: int | None = None, spinning: bool = True):
+def runner(path: str, threads: int | None = None):
     """`run(images uint8 [1, H, W, 3]) -> the four outputs` (numpy, [1, D, ...]) of the `.onnx`
     file at `path` on ONNX Runtime with `threads` threads (default: the CPU count): the photo fed
-    as the file takes it, as `predict` runs it; `spinning`: `onnx_file.session_options`'. Imports no
-    TensorFlow.
+    as the file takes it, as `predict` runs it. Imports no TensorFlow.
     Raises:
       onnx_file.OnnxFileError: no such file, or not one of `migrate export --onnx`.
     """
-    return one_image_runner(onnx_file.OnnxFile(path, threads=threads, spinning=spinning), "an ONNX side")
+    return one_image_runner(onnx_file.OnnxFile(path, threads=threads), "an ONNX side")

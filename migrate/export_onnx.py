@@ -48,7 +48,8 @@ def aware_drift(model, onnx_bytes: bytes, names, images, input_type: str) -> dic
 
     def pair(image):
         feed = onnx_integer.file_input(image, model.config, input_type, any_size)
-        pixels = feed if feed.dtype == np.uint8 else np.asarray(image)[None]  # a float32 feed: the model's preprocessing
+        # A float32 feed is the model's preprocessing of the photo: the model gets the photo.
+        pixels = feed if feed.dtype == np.uint8 else np.asarray(image)[None]
         return ({k: v.numpy() for k, v in detect(pixels).items()},
                 dict(zip(OUTPUT_KEYS, session.run(list(OUTPUT_KEYS), {name: feed}))))
     return drift_of(names, (pair(image) for image in images))
@@ -100,6 +101,10 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
     if aware and int8:
         raise ExportInputError(f"{converted}: a quantization-aware model's ONNX file is int8 on the ranges its "
                                "checkpoint holds, without --int8 (no calibration)")
+    if aware and (model.config.weight_bits, model.config.activation_bits) != (8, 8):
+        raise ExportInputError(f"{converted}: a quantization-aware model's ONNX file takes 8-bit ranges, not "
+                               f"{model.config.weight_bits}-bit weights and {model.config.activation_bits}-bit "
+                               "activations")
     max_detections = max_detections or model.config.max_total_detections
     names, images = [], []
     if int8:

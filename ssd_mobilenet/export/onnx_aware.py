@@ -62,7 +62,8 @@ def nudged(lo, hi, num_bits: int = 8, narrow_range: bool = False) -> tuple:
 class Ranges:
     """What `with_checkpoint_ranges` writes, per quantized layer of the folded copy (keyed by
     the layer): `weights[layer]` (int8 kernel [k, k, C_in, C_out] or [k, k, C, 1], scale
-    float32 [C_out]) and `activations[layer]` (scale, zero point) of its `act_quant`."""
+    float32 [C_out]), `activations[layer]` (scale, zero point) of its `act_quant`, `names[layer]`
+    (its variables' scope, which names its constants in the file); `input`: the image's."""
 
     def __init__(self):
         self.weights, self.activations, self.names = {}, {}, {}
@@ -75,7 +76,16 @@ def _channel_shape(layer) -> tuple:
 
 def grid_copy(model):
     """(folded inference copy of the quantization-aware `model` whose kernels hold their int8
-    grid's values (integer x scale, float32) and whose activation ranges are nudged, `Ranges`)."""
+    grid's values (integer x scale, float32) and whose activation ranges are nudged, `Ranges`).
+
+    Raises:
+      ValueError: ranges of other than 8 bits (a uint8 / int8 QDQ would not saturate where their
+        FakeQuant does).
+    """
+    bits = (model.config.weight_bits, model.config.activation_bits)
+    if bits != (8, 8):
+        raise ValueError(f"a quantization-aware model's ONNX file takes 8-bit ranges, not {bits[0]}-bit weights and "
+                         f"{bits[1]}-bit activations")
     folded = fold_batch_norm(model)  # kernels rounded on the TF1 grid once (kernel_quantized)
     ranges = Ranges()
     for layer in folded._flatten_layers(include_self=False):

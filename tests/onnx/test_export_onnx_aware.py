@@ -4,8 +4,8 @@ file does: the ranges read back from the file are TensorFlow's nudging of the ch
 FakeQuant variables, its weights are the integer file's, and `verify --onnx` matches its
 detections with the TF1 quantization-aware graph's on the shared photos.
 
-The model: the zoo's quantization-aware graph with trained-looking ranges (`conftest.quantized_fixture`),
-converted as `convert` assigns it, once per module."""
+The model: the zoo's quantization-aware graph with trained-looking ranges (`conftest.quantized_fixture`,
+skipped without ../shared), converted as `convert` assigns it, once per module."""
 
 from __future__ import annotations
 
@@ -20,14 +20,12 @@ from onnx import numpy_helper
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
-from conftest import SHARED, model_for_fixture, needs_shared, run_cli  # noqa: E402
+from conftest import SHARED, model_for_fixture, run_cli  # noqa: E402
 from migrate import export, verify  # noqa: E402
 from ssd_mobilenet import detector, onnx_file  # noqa: E402
 from ssd_mobilenet.export import onnx as onnx_export  # noqa: E402
+from ssd_mobilenet.export import onnx_aware  # noqa: E402
 from test_onnx_runtimes import PHOTOS, TENSORRT_OPS  # noqa: E402
-
-pytestmark = needs_shared
-
 
 @pytest.fixture(scope="module")
 def aware_file(quantized_fixture, tmp_path_factory):
@@ -53,6 +51,23 @@ def _tf_grid(lo, hi):
     ends = tf.quantization.fake_quant_with_min_max_vars(tf.constant([-1e9, 1e9]), lo, hi, num_bits=8).numpy()
     scale = (ends[1] - ends[0]) / 255
     return scale, int(round(-ends[0] / scale))
+
+
+@pytest.mark.parametrize("lo, hi, narrow", [(0.0, 6.0, False), (0.0, 2.7183, False), (-1.0, 1.0, False),
+                                             (-7.31, 3.13, False), (0.4, 5.0, False), (-5.0, -0.2, False),
+                                             (-0.37, 0.41, True)])
+def test_nudged_ranges_are_tensorflows_fake_quant_grid(lo, hi, narrow):
+    """QuantizeLinear + DequantizeLinear on `nudged`'s (scale, zero point) give TF's FakeQuant
+    output, but at exact ties (ONNX rounds them to even, TF up)."""
+    import tensorflow as tf
+    scale, zero = onnx_aware.nudged(lo, hi, 8, narrow)
+    x = np.linspace(lo - 1, hi + 1, 20001, dtype=np.float32)
+    theirs = tf.quantization.fake_quant_with_min_max_vars(x, lo, hi, num_bits=8, narrow_range=narrow).numpy()
+    steps = x / scale + zero
+    ours = (np.clip(np.round(steps), 1 if narrow else 0, 255) - zero) * scale
+    away_from_ties = np.abs(np.abs(steps - np.floor(steps)) - 0.5) > 1e-3
+    np.testing.assert_allclose(ours[away_from_ties], theirs[away_from_ties], rtol=0, atol=1e-5 * scale)
+    assert away_from_ties.mean() > 0.99
 
 
 @pytest.mark.slow

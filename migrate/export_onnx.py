@@ -1,4 +1,5 @@
-"""`export --onnx`: a converted model directory -> one `.onnx` file (`ssd_mobilenet.export.onnx`).
+"""`export --onnx`: a converted model directory -> one `.onnx` file (`ssd_mobilenet.export.onnx`;
+a quantization-aware model's is int8 QDQ on its checkpoint's ranges).
 
 `export_onnx(converted, out, ...)` is the command as a library function. Bad input (no converted
 model, an unreadable checkpoint, an existing OUT without `force`, an option that does not apply
@@ -29,6 +30,31 @@ def quantization_drift(float_bytes: bytes, int8_bytes: bytes, names, feeds) -> d
                             for feed in feeds))
 
 
+def aware_drift(model, onnx_bytes: bytes, names, images, input_type: str) -> dict:
+    """A quantization-aware model's file against the converted model (its FakeQuant ops in
+    float32) on `images`, the model fed the same pixels (as `export.quantization_drift` does for
+    the integer `.tflite` file), on ONNX Runtime: `drift_of`'s dict."""
+    import numpy as np
+    import onnxruntime as ort
+
+    from ssd_mobilenet import detector
+    from ssd_mobilenet.export import onnx as onnx_lib
+    from ssd_mobilenet.export import onnx_integer
+    from ssd_mobilenet.onnx_file import OUTPUT_KEYS, session_options
+    detect = detector.Detector(model, fold_batch_norm=True)
+    session = ort.InferenceSession(onnx_bytes, sess_options=session_options(None), providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    any_size = onnx_lib.any_size(model.config, input_type)
+
+    def pair(image):
+        feed = onnx_integer.file_input(image, model.config, input_type, any_size)
+        # A float32 feed is the model's preprocessing of the photo: the model gets the photo.
+        pixels = feed if feed.dtype == np.uint8 else np.asarray(image)[None]
+        return ({k: v.numpy() for k, v in detect(pixels).items()},
+                dict(zip(OUTPUT_KEYS, session.run(list(OUTPUT_KEYS), {name: feed}))))
+    return drift_of(names, (pair(image) for image in images))
+
+
 def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detections: int | None = None,
                 int8: bool = False, calibration=None, force: bool = False, verbose: bool = False, progress=None,
                 warn=None) -> dict:
@@ -41,11 +67,13 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
       int8: QDQ int8 convolutions (`ssd_mobilenet.export.onnx_integer`), calibrated on
         `calibration` (image files and folders) or, when None, generated images, then compared with
         the float file on (up to `DRIFT_IMAGES` of) them; `warn` is called for each image whose
-        detections scoring >= `REPORT_MIN_SCORE` the int8 file does not all keep.
+        detections scoring >= `REPORT_MIN_SCORE` the int8 file does not all keep. Refused for a
+        quantization-aware model, whose file is always int8 on its checkpoint's ranges
+        (`ssd_mobilenet.export.onnx_aware`; compared with the converted model on generated images).
       verbose: show tf2onnx's log.
     Returns:
-      dict: out, bytes, input, max_detections, opset, operators (the file's op types), int8, drift
-      (`quantization_drift` or None), notes, seconds.
+      dict: out, bytes, input, max_detections, opset, operators (the file's op types), int8,
+      quantization_aware, drift (`quantization_drift`, `aware_drift` or None), notes, seconds.
     Raises:
       ExportInputError: bad input, one line naming the path or option; nothing is written.
     """
@@ -69,17 +97,33 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
     if input_type not in onnx_lib.INPUT_TYPES:
         raise ExportInputError(f"--input {input_type}: one of {', '.join(onnx_lib.INPUT_TYPES)}")
     model = load_converted(converted)
-    if model.config.weight_bits:
-        raise ExportInputError(f"{converted}: a quantization-aware model has no ONNX export yet (its checkpoint's "
-                               "ranges would go into QDQ nodes); export it with --tflite")
+    aware = bool(model.config.weight_bits)
+    if aware and int8:
+        raise ExportInputError(f"{converted}: a quantization-aware model's ONNX file is int8 on the ranges its "
+                               "checkpoint holds, without --int8 (no calibration)")
+    if aware and (model.config.weight_bits, model.config.activation_bits) != (8, 8):
+        raise ExportInputError(f"{converted}: a quantization-aware model's ONNX file takes 8-bit ranges, not "
+                               f"{model.config.weight_bits}-bit weights and {model.config.activation_bits}-bit "
+                               "activations")
     max_detections = max_detections or model.config.max_total_detections
     names, images = [], []
     if int8:
         names, images = _calibration_images(calibration, model.config)
     say(f"converting to ONNX (opset {onnx_lib.OPSET}, {input_type} input, {max_detections} detections"
-        + (f", int8 calibrated on {len(images)} images)" if int8 else ")"))
+        + (f", int8 calibrated on {len(images)} images)" if int8 else
+           ", int8 QDQ on the checkpoint's quantization ranges)" if aware else ")"))
     proto = onnx_lib.convert(model, input_type, max_detections, verbose=verbose)
     drift, notes = None, []
+    if aware:
+        notes.append("quantization-aware: QDQ int8 convolutions on the checkpoint's FakeQuant ranges (the integer "
+                     ".tflite file's weights, uint8 activations on TF1's grid, which TensorRT refuses: "
+                     "ssd_mobilenet/export/onnx_aware.py); `verify --onnx` matches it with the TF1 graph")
+        names, images = _calibration_images(None, model.config)
+        say("comparing the int8 file with the converted model on generated images")
+        drift = aware_drift(model, proto.SerializeToString(), names[:DRIFT_IMAGES], images[:DRIFT_IMAGES],
+                            input_type)
+        # It differs on every image by design (integer input and weights): the totals say by how much.
+        notes += drift_notes(drift, "generated images", "the float model", None)
     if int8:
         from ssd_mobilenet.export import onnx_integer
         feeds = [onnx_integer.file_input(image, model.config, input_type, onnx_lib.any_size(model.config, input_type))
@@ -93,5 +137,5 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
     data = proto.SerializeToString()
     atomic_write.write_bytes(out, data)
     return {"out": os.path.abspath(out), "bytes": len(data), "input": input_type, "max_detections": max_detections,
-            "opset": onnx_lib.OPSET, "operators": onnx_lib.operator_names(proto), "int8": int8, "drift": drift,
-            "notes": notes, "seconds": time.perf_counter() - start}
+            "opset": onnx_lib.OPSET, "operators": onnx_lib.operator_names(proto), "int8": int8 or aware,
+            "quantization_aware": aware, "drift": drift, "notes": notes, "seconds": time.perf_counter() - start}

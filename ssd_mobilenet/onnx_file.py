@@ -141,8 +141,11 @@ class OnnxFile:
         self.input_mode = input_mode(self.any_size, FLOAT32 if self.input_name == INPUT_NAMES[FLOAT32] else UINT8)
         size = f"any size, resized to {h}x{w} in the file" if self.any_size else f"{h}x{w}"
         # One line, as the TFLite file's `ModelFile.kind`: input, precision, classes, detections.
-        self.kind = (f"{self.metadata.get('input', UINT8)} input of {size}, "
-                     f"{'int8 QDQ' if self.metadata.get('int8') else 'float32'}, "
+        precision = "float32"
+        if self.metadata.get("int8"):
+            aware = self.metadata.get("quantization") == "quantization-aware"
+            precision = "int8 QDQ (quantization-aware)" if aware else "int8 QDQ"
+        self.kind = (f"{self.metadata.get('input', UINT8)} input of {size}, {precision}, "
                      f"{self.metadata.get('num_classes')} classes, {self.metadata.get('max_detections')} detections")
 
     @property

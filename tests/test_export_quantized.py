@@ -114,12 +114,16 @@ def test_options_an_integer_file_does_not_take_are_refused(quantized, tmp_path, 
 
 
 @needs_shared
-def test_bench_takes_the_integer_file_as_its_tflite_side(quantized):
-    """bench's `tflite` side of a quantization-aware conversion is its integer file; there is no
-    post-training `tflite_int8` of it."""
+def test_bench_takes_the_integer_files_as_its_tflite_and_onnx_sides(quantized):
+    """bench's `tflite` and `onnx` sides of a quantization-aware conversion are its integer files
+    (the ONNX one: tests/onnx/test_export_onnx_aware.py); there is no post-training `tflite_int8`
+    or `onnx_int8` of it, and no float32 file for the `openvino` side."""
     from migrate import bench
     from migrate.benchmark import inputs
     _, converted, _ = quantized
-    assert inputs.check_tflite(converted, ["tflite"], [(300, 300)], [1]) == ((300, 300), True, True)
+    assert inputs.check_tflite(converted, ["tflite", "onnx"], [(300, 300)], [1]) == ((300, 300), True, True)
     with pytest.raises(bench.BenchInputError, match="already the integer file"):
         inputs.check_tflite(converted, ["tflite", "tflite_int8"], [(300, 300)], [1])
+    for side in ("onnx_int8", "openvino"):
+        with pytest.raises(bench.BenchInputError, match=f"already the int8 QDQ file .*leave out {side}"):
+            inputs.check_tflite(converted, ["onnx", side], [(300, 300)], [1])

@@ -55,7 +55,8 @@ def check_tflite(converted: str, sides, sizes, batches) -> tuple:
     resizes photos of any size itself (`ssd_mobilenet.export.tflite.any_size`), so any size will
     do, while a file of one size would need the model's size among `sizes` (bench does not resize
     for it). Raises BenchInputError naming what to add otherwise, or for `tflite_int8` on a
-    quantization-aware model (whose `tflite` file is already int8, on the checkpoint's ranges)."""
+    quantization-aware model (whose `tflite` file is already int8, on the checkpoint's ranges), or
+    `onnx_int8` and `openvino` on one (its `onnx` file is the int8 QDQ one)."""
     import json
 
     from ssd_mobilenet.config import SSDConfig
@@ -69,10 +70,12 @@ def check_tflite(converted: str, sides, sizes, batches) -> tuple:
     if config.weight_bits and "tflite_int8" in sides:
         raise BenchInputError(f"--sides {named}: {converted} is quantization-aware; its `tflite` side is already "
                               "the integer file (int8 on the checkpoint's ranges), there is no tflite_int8 of it")
-    onnx_sides = [s for s in sides if s in ("onnx", "onnx_int8", "openvino")]
+    onnx_sides = [s for s in sides if s in ("onnx_int8", "openvino")]
     if config.weight_bits and onnx_sides:
-        raise BenchInputError(f"--sides {named}: {converted} is quantization-aware, which has no ONNX export yet "
-                              f"(leave out {', '.join(onnx_sides)})")
+        # Its `onnx` file is already int8 QDQ on the checkpoint's ranges; OpenVINO's side runs a
+        # float32 file in float32, which such a model has none of.
+        raise BenchInputError(f"--sides {named}: {converted} is quantization-aware; its `onnx` side is already the "
+                              f"int8 QDQ file on the checkpoint's ranges (leave out {', '.join(onnx_sides)})")
     any_size = tflite_lib.any_size(config, tflite_lib.UINT8)
     if 1 not in batches:
         raise BenchInputError(f"--sides {named}: the TFLite and ONNX files take one image per call (batch 1); "

@@ -46,7 +46,8 @@ _SIDE_TEXT = {
                    "(weights and activations, calibrated on the generated images `export` uses without "
                    "--calibration), post-processing float32; detections agree with the float model's by class "
                    "and IoU, not exactly.",
-    "onnx": "the `.onnx` file `migrate export --onnx` writes (float32, opset 13, uint8 input [1, H, W, 3] of any "
+    "onnx": "the `.onnx` file `migrate export --onnx` writes (float32, or int8 QDQ on the checkpoint's ranges for a "
+            "quantization-aware model; opset 13, uint8 input [1, H, W, 3] of any "
             "size resized in the file with the TF1 graph's kernel, one NonMaxSuppression for all classes), "
             "exported by bench first, run by ONNX Runtime's CPU provider with `intra_op_num_threads` N "
             "(`migrate.runtimes.onnx.runner`, as `predict` runs it: its threads' spinning off, "

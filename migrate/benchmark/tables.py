@@ -81,7 +81,9 @@ def tflite_settings(report: dict) -> str | None:
                  f"(intra_op_num_threads={t['threads']}) or OpenVINO's CPU plugin (float32, {t['threads']} threads)")
     if t.get("quantization_aware"):
         line += ("; the model is quantization-aware: `tflite` is its integer file (int8 convolutions on the "
-                 "checkpoint's ranges, `migrate export` without options)")
+                 "checkpoint's ranges, `migrate export` without options)"
+                 + (", `onnx` its QDQ file (int8 on the same ranges, `migrate export --onnx`)"
+                    if "onnx" in report.get("sides", []) else ""))
     if t["not_measured"]:
         line += f"; not at {', '.join(t['not_measured'])} (no TFLite rows there)"
     return line

@@ -21,6 +21,10 @@ Loop, If, Scan or Sequence op:
   dropped as the config's `nms_variant` drops them, one NonMaxSuppression over all classes,
   the global TopK, the OD API's four outputs padded as TF1 pads them.
 
+A quantization-aware model (`config.weight_bits`) gets its integer file instead of a float32
+one: QDQ on the checkpoint's ranges around every convolution, the rest as above
+(`onnx_aware`; metadata `int8` true, `quantization` "quantization-aware").
+
 `onnx.checker.check_model(full_check=True)` passes on every file `convert` returns.
 """
 
@@ -34,7 +38,7 @@ import onnx
 import tensorflow as tf
 
 from ssd_mobilenet import box_coder, postprocessing
-from ssd_mobilenet.export import onnx_postprocessing, tflite
+from ssd_mobilenet.export import onnx_aware, onnx_postprocessing, tflite
 from ssd_mobilenet.onnx_file import (FLOAT32, INPUT_NAMES, INPUT_TYPES, METADATA_NAME,  # noqa: F401
                                      METADATA_VERSION, OUTPUT_KEYS, UINT8)
 
@@ -44,6 +48,9 @@ OPSET = onnx_postprocessing.OPSET
 FORBIDDEN_OPS = ("Loop", "If", "Scan", "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase",
                  "SequenceInsert", "SequenceLength", "SplitToSequence", "ConcatFromSequence")
 _NETWORK_OUTPUTS = ("decoded_boxes", "class_scores")
+# The metadata's `quantization` of a quantization-aware model's file (`onnx_integer` writes
+# "post-training").
+QUANTIZATION_AWARE = "quantization-aware"
 
 
 def any_size(config, input_type: str) -> bool:
@@ -54,8 +61,13 @@ def any_size(config, input_type: str) -> bool:
 
 def _network_function(model, input_type: str):
     """(folded copy, tf.function: the input [1, ...] -> (boxes [1, A, 4] decoded, unclipped,
-    scores [1, A, slots] converted), its input spec), the part tf2onnx converts."""
-    folded, network = tflite._network(model, input_type)
+    scores [1, A, slots] converted), its input spec, the `onnx_aware.Ranges` of a
+    quantization-aware model or None), the part tf2onnx converts."""
+    ranges = None
+    if model.config.weight_bits:
+        folded, network, ranges = onnx_aware.network(model, input_type)
+    else:
+        folded, network = tflite._network(model, input_type)
     config = folded.config
     anchors = np.asarray(folded.anchors, np.float32)
 
@@ -70,7 +82,7 @@ def _network_function(model, input_type: str):
     dtype = tf.uint8 if input_type == UINT8 else tf.float32
     size = [None, None] if any_size(config, input_type) else [config.image_height, config.image_width]
     spec = tf.TensorSpec([1, *size, 3], dtype, name=INPUT_NAMES[input_type])
-    return folded, tf.function(heads), spec
+    return folded, tf.function(heads), spec, ranges
 
 
 def metadata(config, input_type: str, max_detections: int) -> dict:
@@ -79,7 +91,8 @@ def metadata(config, input_type: str, max_detections: int) -> dict:
             "resize_method": config.resize_method, "normalize_before_resize": bool(config.normalize_before_resize),
             "any_size": any_size(config, input_type), "num_classes": int(config.num_classes),
             "nms_variant": config.nms_variant, "input": input_type, "max_detections": int(max_detections),
-            "opset": OPSET, "int8": False}
+            "opset": OPSET, "int8": bool(config.weight_bits),
+            **({"quantization": QUANTIZATION_AWARE} if config.weight_bits else {})}
 
 
 def _quiet_tf2onnx(verbose: bool):
@@ -102,25 +115,24 @@ def convert(model, input_type: str = UINT8, max_detections: int | None = None, v
     norm unfolded, as `detector.load_model` returns it), per the module docstring.
 
     Raises:
-      ValueError: an unknown input type, max_detections < 1, or a quantization-aware model (its
-        fake-quant steps have no exact ONNX form here yet).
+      ValueError: an unknown input type or max_detections < 1.
     """
     if input_type not in INPUT_TYPES:
         raise ValueError(f"input_type must be one of {', '.join(INPUT_TYPES)}, got {input_type!r}")
     max_detections = int(max_detections or model.config.max_total_detections)
     if max_detections < 1:
         raise ValueError(f"max_detections must be >= 1, got {max_detections}")
-    if model.config.weight_bits:
-        raise ValueError("a quantization-aware model has no ONNX export yet (its integer ranges would need QDQ nodes)")
     import tf2onnx
 
-    folded, function, spec = _network_function(model, input_type)
+    folded, function, spec, ranges = _network_function(model, input_type)
     restore = _quiet_tf2onnx(verbose)
     try:
         network, _ = tf2onnx.convert.from_function(function, input_signature=[spec],
                                                    opset=OPSET)
     finally:
         restore()
+    if ranges is not None:
+        network = onnx_aware.with_checkpoint_ranges(network, ranges)
     # tf2onnx names the outputs after the tensors (`decoded_boxes:0`), in the function's order.
     boxes_name, scores_name = [o.name for o in network.graph.output]
     post = onnx_postprocessing.graph(folded.config, int(folded.anchors.shape[0]), max_detections)

@@ -10,6 +10,7 @@ checkpoint, what `ssd_mobilenet.load` reads) once per module; the images are the
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 
@@ -62,6 +63,20 @@ def batched(outputs: list) -> dict:
     return {k: np.concatenate([o[k] for o in outputs]) for k in tflite.OUTPUT_KEYS}
 
 
+def _reads_as_the_schema_does(data: bytes) -> None:
+    """`predict`'s reader of a file's custom ops and metadata (flatbuffers' generic tables, no
+    generated schema) reads what LiteRT's generated schema classes read."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    from ssd_mobilenet.litert import file_format
+    assert file_format.custom_operator_names(data) == [op for op in tflite.operator_names(data) if not op.isupper()]
+    model = schema.Model.GetRootAsModel(data, 0)
+    (entry,) = [model.Metadata(i) for i in range(model.MetadataLength())
+                if model.Metadata(i).Name().decode() == file_format.METADATA_NAME]
+    stored = json.loads(model.Buffers(entry.Buffer()).DataAsNumpy().tobytes().decode())
+    assert file_format.read_metadata(data) == stored and stored["image_size"]
+
+
 @pytest.mark.parametrize("input_type", tflite.INPUT_TYPES)
 def test_per_class_tflite_gives_the_converted_models_detections(converted, images, reference, input_type, tmp_path):
     model = detector.load_model(converted)
@@ -70,6 +85,7 @@ def test_per_class_tflite_gives_the_converted_models_detections(converted, image
     data = open(path, "rb").read()
     ops = tflite.operator_names(data)
     assert not [op for op in ops if op.startswith("Flex") or op == "TFLite_Detection_PostProcess"], ops
+    _reads_as_the_schema_does(data)
     assert "NON_MAX_SUPPRESSION_V4" in ops and "TOPK_V2" in ops
 
     interpreter = Interpreter(model_content=data)
@@ -174,6 +190,7 @@ def test_custom_op_modes_carry_the_tf1_op_and_agree_with_the_per_class_model(con
     model = detector.load_model(converted)
     data = tflite.convert(model, nms=nms)
     assert [op for op in tflite.operator_names(data) if not op.isupper()] == ["TFLite_Detection_PostProcess"]
+    _reads_as_the_schema_does(data)
     [(attributes, anchors)] = tflite.custom_op_options(data)
     assert attributes == {"max_detections": 100, "max_classes_per_detection": 1, "detections_per_class": 100,
                           "use_regular_nms": int(nms == tflite.REGULAR), "num_classes": 3,

@@ -118,17 +118,17 @@ class ModelFile:
             # file given by path can crash the process.
             interpreter = Interpreter(model_content=data, num_threads=threads)
             interpreter.allocate_tensors()  # applies the XNNPACK delegate now, not at the first image
-            operators = ff.operator_names(data)
+            custom = ff.custom_operator_names(data)
         except (ValueError, RuntimeError) as e:
             raise ModelFileError(f"{name}: the LiteRT interpreter cannot load it ({_first_line(e)})") from None
-        self.bytes, self.threads, self.operators = len(data), threads, operators
+        self.bytes, self.threads = len(data), threads
         signature = interpreter.get_signature_list().get(ff.SIGNATURE_KEY)
         names = {v: k for k, v in ff.INPUT_NAMES.items()}
         if (not signature or len(signature["inputs"]) != 1 or signature["inputs"][0] not in names
                 or sorted(signature["outputs"]) != sorted(ff.OUTPUT_KEYS)):
             raise ModelFileError(f"{name}: no {ff.SIGNATURE_KEY} signature taking {' or '.join(names)} and "
                                  f"returning {', '.join(ff.OUTPUT_KEYS)} (not a file of `migrate export`)")
-        flex = [op for op in operators if op.startswith("Flex")]
+        flex = [op for op in custom if op.startswith("Flex")]
         if flex:
             raise ModelFileError(f"{name}: holds Flex ops ({', '.join(flex)}), which LiteRT's builtin runtime "
                                  "cannot run")
@@ -158,11 +158,17 @@ class ModelFile:
         self.input_mode = ANY_SIZE if dynamic else (MODEL_SIZE_UINT8 if self.input_type == ff.UINT8
                                                     else MODEL_SIZE_FLOAT32)
         self.nms = ff.PER_CLASS
-        if ff.CUSTOM_OP in operators:
+        if ff.CUSTOM_OP in custom:
             self.nms = ff.REGULAR if ff.custom_op_options(data)[0][0].get("use_regular_nms") else ff.FAST
         self.int8 = any(t["dtype"] == np.int8 for t in interpreter.get_tensor_details())
         self.max_detections = int(self._runner.get_output_details()["detection_scores"]["shape_signature"][-1])
         self._data = data  # the interpreter reads the model from these bytes
+
+    @property
+    def operators(self) -> list:
+        """Sorted op names of the file (`file_format.operator_names`; read when asked, as it
+        imports LiteRT's generated schema)."""
+        return ff.operator_names(self._data)
 
     @property
     def exact_for_any_size(self) -> bool:

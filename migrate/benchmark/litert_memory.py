@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -54,22 +53,11 @@ def measure_without_tensorflow(factory: str, factory_kwargs: dict, images, warmu
         np.savez(images_npz, **{f"batch_{i:03d}": np.asarray(b) for i, b in enumerate(images)})
         request = {"factory": factory, "factory_kwargs": factory_kwargs, "images_npz": images_npz,
                    "warmup": int(warmup), "repeats": int(repeats)}
-        request_path, result_path = os.path.join(tmp, "request.json"), os.path.join(tmp, "result.json")
+        request_path = os.path.join(tmp, "request.json")
         with open(request_path, "w", encoding="utf-8") as f:
             json.dump(request, f)
-        worker_env = {**os.environ, **measure.BASE_ENV, **(env or {})}
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        worker_env["PYTHONPATH"] = os.pathsep.join(p for p in (root, worker_env.get("PYTHONPATH")) if p)
-        try:
-            proc = subprocess.run([sys.executable, "-m", "migrate.benchmark.litert_memory", request_path,
-                                   result_path], env=worker_env, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise measure.MeasureError(f"measurement of {factory} timed out after {timeout} s") from None
-        if proc.returncode != 0 or not os.path.isfile(result_path):
-            tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-            raise measure.MeasureError(f"measurement of {factory} failed (exit {proc.returncode}):\n{tail}")
-        with open(result_path, encoding="utf-8") as f:
-            result = json.load(f)
+        result = measure.run_worker("migrate.benchmark.litert_memory", [request_path], env, timeout,
+                                    f"measurement of {factory}")
     result["env"] = {**measure.BASE_ENV, **(env or {})}
     return result
 

@@ -15,43 +15,25 @@ the graph's session on it, one photo per call, as a TF1 client does. The `predic
 `migrate predict MODEL PHOTOS --out FILE --quiet` in that process (`migrate.cli.main`), which
 for a model file imports no TensorFlow; the worker reports whether TensorFlow was imported.
 Peak memory is the process's `VmHWM` (`measure._peak_rss_bytes`), read when it has finished.
-Nothing is pickled: requests are arguments, results JSON files.
+Nothing is pickled: requests are arguments, results JSON files (`measure.run_worker`).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
+from migrate.benchmark.litert_memory import tensorflow_imported
 from migrate.common import measure
 
 TF1_SIDE = "tf1_session"
 
 
-class PhotoMemoryError(RuntimeError):
-    """A worker that failed; the message holds its exit code and the tail of its stderr."""
-
-
 def _run_worker(args: list, env: dict | None, timeout: float | None) -> dict:
-    with tempfile.TemporaryDirectory(prefix="migrate-photo-memory-") as tmp:
-        result_path = os.path.join(tmp, "result.json")
-        worker_env = {**os.environ, **measure.BASE_ENV, **(env or {})}
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        worker_env["PYTHONPATH"] = os.pathsep.join(p for p in (root, worker_env.get("PYTHONPATH")) if p)
-        try:
-            proc = subprocess.run([sys.executable, "-m", "migrate.benchmark.photo_memory", *args, result_path],
-                                  env=worker_env, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise PhotoMemoryError(f"{args[0]} {args[1]}: timed out after {timeout} s") from None
-        if proc.returncode != 0 or not os.path.isfile(result_path):
-            tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-            raise PhotoMemoryError(f"{args[0]} {args[1]} failed (exit {proc.returncode}):\n{tail}")
-        with open(result_path, encoding="utf-8") as f:
-            return json.load(f)
+    return measure.run_worker("migrate.benchmark.photo_memory", args, env, timeout, f"{args[0]} {args[1]}")
 
 
 def measure_photos(frozen_graph: str, models, photos: str, env: dict | None = None, timeout: float | None = None,
@@ -62,6 +44,8 @@ def measure_photos(frozen_graph: str, models, photos: str, env: dict | None = No
       frozen_graph: the TF1 `frozen_inference_graph.pb` (the reference side).
       models: what `predict` runs, each a side: `.tflite` / `.onnx` files, converted directories.
       env: extra environment variables for every worker (both kinds get the same).
+    Raises:
+      measure.MeasureError: a worker failed (its exit code and stderr tail) or timed out.
     Returns:
       {"photos": [{"path", "height", "width"}], "rows": [{"side", "model", "peak_rss_bytes",
       "rss_bytes", "rss_ratio" (x the TF1 session's peak), "seconds", "tensorflow_imported",
@@ -98,10 +82,6 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _tensorflow_imported() -> bool:
-    return any(name == "tensorflow" or name.startswith("tensorflow.") for name in sys.modules)
-
-
 def _tf1_worker(frozen_graph: str, photos: str) -> dict:
     import tensorflow as tf
 
@@ -135,7 +115,7 @@ def _predict_worker(model: str, photos: str, out_dir: str) -> dict:
 
 def _measured(seconds: float) -> dict:
     return {"peak_rss_bytes": measure._peak_rss_bytes(), "rss_bytes": measure._rss_bytes(), "seconds": seconds,
-            "tensorflow_imported": _tensorflow_imported()}
+            "tensorflow_imported": tensorflow_imported()}
 
 
 def main(argv=None) -> int:

@@ -55,6 +55,31 @@ class MeasureError(RuntimeError):
     """The measurement worker failed; the message holds its last stderr lines."""
 
 
+def run_worker(module: str, args: list, env: dict | None, timeout: float | None, what: str) -> dict:
+    """The JSON result of `python -m MODULE ARGS... RESULT.json` run in a fresh process, with
+    `BASE_ENV` and `env` over this process's environment and this checkout first on PYTHONPATH
+    (the worker imports this package: the same copy the parent uses).
+
+    Raises:
+      MeasureError: naming `what`, the worker timed out, or failed (its exit code and stderr tail).
+    """
+    with tempfile.TemporaryDirectory(prefix="migrate-worker-") as tmp:
+        result_path = os.path.join(tmp, "result.json")
+        worker_env = {**os.environ, **BASE_ENV, **(env or {})}
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        worker_env["PYTHONPATH"] = os.pathsep.join(p for p in (root, worker_env.get("PYTHONPATH")) if p)
+        try:
+            proc = subprocess.run([sys.executable, "-m", module, *args, result_path], env=worker_env,
+                                  capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise MeasureError(f"{what} timed out after {timeout} s") from None
+        if proc.returncode != 0 or not os.path.isfile(result_path):
+            tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+            raise MeasureError(f"{what} failed (exit {proc.returncode}):\n{tail}")
+        with open(result_path, encoding="utf-8") as f:
+            return json.load(f)
+
+
 def measure_isolated(factory: str, factory_kwargs: dict, images, warmup: int = 1, repeats: int = 5,
                      env: dict = None, outputs_npz: str = None, timeout: float = None) -> dict:
     """Measures `factory`'s runner in a fresh subprocess; returns the result dict (module doc).
@@ -82,23 +107,10 @@ def measure_isolated(factory: str, factory_kwargs: dict, images, warmup: int = 1
             np.savez(images_npz, **{f"batch_{i:03d}": np.asarray(b) for i, b in enumerate(images)})
         request = {"factory": factory, "factory_kwargs": factory_kwargs, "images_npz": images_npz,
                    "warmup": int(warmup), "repeats": int(repeats), "outputs_npz": outputs_npz}
-        request_path, result_path = os.path.join(tmp, "request.json"), os.path.join(tmp, "result.json")
+        request_path = os.path.join(tmp, "request.json")
         with open(request_path, "w", encoding="utf-8") as f:
             json.dump(request, f)
-        worker_env = {**os.environ, **BASE_ENV, **(env or {})}
-        # The worker imports this package; make sure it finds the same copy the parent uses.
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        worker_env["PYTHONPATH"] = os.pathsep.join(p for p in (root, worker_env.get("PYTHONPATH")) if p)
-        try:
-            proc = subprocess.run([sys.executable, "-m", "migrate.common.measure", request_path, result_path],
-                                  env=worker_env, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise MeasureError(f"measurement of {factory} timed out after {timeout} s") from None
-        if proc.returncode != 0 or not os.path.isfile(result_path):
-            tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-            raise MeasureError(f"measurement of {factory} failed (exit {proc.returncode}):\n{tail}")
-        with open(result_path, encoding="utf-8") as f:
-            result = json.load(f)
+        result = run_worker("migrate.common.measure", [request_path], env, timeout, f"measurement of {factory}")
     result["env"] = {**BASE_ENV, **(env or {})}
     return result
 

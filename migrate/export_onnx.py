@@ -101,10 +101,12 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
     if aware and int8:
         raise ExportInputError(f"{converted}: a quantization-aware model's ONNX file is int8 on the ranges its "
                                "checkpoint holds, without --int8 (no calibration)")
-    if aware and (model.config.weight_bits, model.config.activation_bits) != (8, 8):
-        raise ExportInputError(f"{converted}: a quantization-aware model's ONNX file takes 8-bit ranges, not "
-                               f"{model.config.weight_bits}-bit weights and {model.config.activation_bits}-bit "
-                               "activations")
+    if aware:
+        from ssd_mobilenet.export import onnx_aware
+        try:
+            onnx_aware.check_bits(model.config)
+        except ValueError as e:
+            raise ExportInputError(f"{converted}: {e}") from None
     max_detections = max_detections or model.config.max_total_detections
     names, images = [], []
     if int8:

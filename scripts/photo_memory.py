@@ -37,10 +37,11 @@ def main() -> int:
     args = p.parse_args()
     sides = args.sides.split(",")
     unknown = sorted(set(sides) - set(SIDES))
-    if unknown or args.repeats < 1 or not os.path.isdir(args.photos):
-        print(f"error: {'--sides ' + ','.join(unknown) + ': not one of ' + ','.join(SIDES) if unknown else ''}"
-              f"{'--repeats: must be >= 1' if args.repeats < 1 else ''}"
-              f"{'' if os.path.isdir(args.photos) else args.photos + ': no such folder'}", file=sys.stderr)
+    problems = ([f"--sides {','.join(unknown)}: not one of {','.join(SIDES)}"] if unknown else []) + \
+        (["--repeats: must be >= 1"] if args.repeats < 1 else []) + \
+        ([] if os.path.isdir(args.photos) else [f"{args.photos}: no such folder"])
+    if problems:
+        print(f"error: {problems[0]}", file=sys.stderr)
         return 2
     from migrate import bench
     from migrate.benchmark import photo_memory

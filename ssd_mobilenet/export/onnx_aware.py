@@ -74,18 +74,23 @@ def _channel_shape(layer) -> tuple:
     return (1, 1, -1, 1) if layer.depthwise else (1, 1, 1, -1)
 
 
+def check_bits(config) -> None:
+    """ValueError unless the quantization-aware `config` has 8-bit weights and activations (a
+    uint8 / int8 QDQ would not saturate where a narrower FakeQuant does)."""
+    bits = (config.weight_bits, config.activation_bits)
+    if bits != (8, 8):
+        raise ValueError(f"a quantization-aware model's ONNX file takes 8-bit ranges, not {bits[0]}-bit weights and "
+                         f"{bits[1]}-bit activations")
+
+
 def grid_copy(model):
     """(folded inference copy of the quantization-aware `model` whose kernels hold their int8
     grid's values (integer x scale, float32) and whose activation ranges are nudged, `Ranges`).
 
     Raises:
-      ValueError: ranges of other than 8 bits (a uint8 / int8 QDQ would not saturate where their
-        FakeQuant does).
+      ValueError: ranges of other than 8 bits (`check_bits`).
     """
-    bits = (model.config.weight_bits, model.config.activation_bits)
-    if bits != (8, 8):
-        raise ValueError(f"a quantization-aware model's ONNX file takes 8-bit ranges, not {bits[0]}-bit weights and "
-                         f"{bits[1]}-bit activations")
+    check_bits(model.config)
     folded = fold_batch_norm(model)  # kernels rounded on the TF1 grid once (kernel_quantized)
     ranges = Ranges()
     for layer in folded._flatten_layers(include_self=False):

@@ -27,6 +27,16 @@ from ssd_mobilenet.export import onnx as onnx_export  # noqa: E402
 from ssd_mobilenet.export import onnx_aware  # noqa: E402
 from test_onnx_runtimes import PHOTOS, TENSORRT_OPS  # noqa: E402
 
+
+def test_only_8_bit_ranges_are_taken():
+    """A uint8 / int8 QDQ saturates at 8 bits: narrower FakeQuant ranges are refused."""
+    from ssd_mobilenet.config import SSDConfig
+    onnx_aware.check_bits(SSDConfig(weight_bits=8, activation_bits=8))
+    for weights, activations in [(4, 8), (8, 6)]:
+        with pytest.raises(ValueError, match=f"not {weights}-bit weights and {activations}-bit activations"):
+            onnx_aware.check_bits(SSDConfig(weight_bits=weights, activation_bits=activations))
+
+
 @pytest.fixture(scope="module")
 def aware_file(quantized_fixture, tmp_path_factory):
     """(TF1 model dir, converted dir, its ONNX file as `export --onnx` writes it)."""

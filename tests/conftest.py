@@ -63,6 +63,33 @@ def shared_available() -> bool:
 
 needs_shared = pytest.mark.skipif(not shared_available(), reason=f"ground truth not found at {SHARED}")
 
+# The one reason a test may skip: ../shared is absent (a clone without the ground truth). Any other
+# skip (a package the tests need that is not installed, say) fails the run: the README's setup
+# installs everything the suite uses, so a skip there is a setup that no longer does.
+SKIP_ALLOWED = f"ground truth not found at {SHARED}"
+_other_skips = []
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        if SKIP_ALLOWED not in reason:
+            _other_skips.append(f"{report.nodeid}: {reason}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _other_skips and exitstatus == 0:
+        session.exitstatus = 1
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _other_skips:
+        terminalreporter.write_line(f"error: {len(_other_skips)} tests skipped for a reason other than a "
+                                    f"missing ../shared (the README's setup installs what the suite needs):",
+                                    red=True)
+        for line in _other_skips[:20]:
+            terminalreporter.write_line(f"  {line}")
+
 
 def zoo_path(*parts) -> str:
     return os.path.join(ZOO, *parts)

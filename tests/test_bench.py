@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import SKYLAKE_SP, check_detections, needs_shared, random_images, write_small_model_pair
+from tests.conftest import SKYLAKE_SP, check_detections, needs_shared, random_images, write_small_model_pair
 from migrate import bench
 from migrate.cli import main
 from ssd_mobilenet import detector, hardware, runtime

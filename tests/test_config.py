@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from conftest import ZOO, needs_shared, zoo_path
+from tests.conftest import ZOO, needs_shared, zoo_path
 from ssd_mobilenet import ConfigError, SSDConfig
 from ssd_mobilenet import pipeline_text
 

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 import ssd_mobilenet
-from conftest import (CONVERT_STDERR, DEPTHWISE, QUANTIZED, TF13, ZOO_2017, ZOO_2018, check_detections,
+from tests.conftest import (CONVERT_STDERR, DEPTHWISE, QUANTIZED, TF13, ZOO_2017, ZOO_2018, check_detections,
                       needs_shared, random_images, unwrapped, zoo_path)
 from migrate.cli import main
 from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner

@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 import ssd_mobilenet
-from conftest import ZOO_2018, model_for_fixture, needs_shared, random_images
+from tests.conftest import ZOO_2018, model_for_fixture, needs_shared, random_images
 from ssd_mobilenet import SSDConfig, SSDMobileNetV1, detector
 
 

@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ZOO_2018, needs_shared, warnings_in
+from tests.conftest import ZOO_2018, needs_shared, warnings_in
 from migrate import verify
 from migrate.cli import main
 from ssd_mobilenet import export

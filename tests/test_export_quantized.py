@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from ai_edge_litert.interpreter import Interpreter
 
-from conftest import SHARED, model_for_fixture, needs_shared
+from tests.conftest import SHARED, model_for_fixture, needs_shared
 from migrate import verify
 from migrate.cli import main
 from ssd_mobilenet import detector

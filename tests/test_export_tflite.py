@@ -19,7 +19,7 @@ import pytest
 import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 
-from conftest import SHARED, check_detections, save_synthetic_model
+from tests.conftest import SHARED, check_detections, save_synthetic_model
 from ssd_mobilenet import SSDMobileNetV1, detector, preprocessing
 from ssd_mobilenet.config import SSDConfig
 from ssd_mobilenet.export import tflite

@@ -10,7 +10,7 @@ graph's rounding-changing rewrites off) and exact detection counts and classes.
 import numpy as np
 import pytest
 
-from conftest import check_detections, random_images, unwrapped
+from tests.conftest import check_detections, random_images, unwrapped
 from migrate import tf1_builder
 from migrate.tf1 import assign, config_inference, sources
 from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner, endpoint_candidates

@@ -3,7 +3,7 @@
 
 import pytest
 
-from conftest import SKYLAKE_SP
+from tests.conftest import SKYLAKE_SP
 from ssd_mobilenet import hardware
 
 # Excerpts of /proc/cpuinfo (the lines that matter) of real CPUs, besides conftest's Skylake-SP.

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from conftest import needs_shared, zoo_path
+from tests.conftest import needs_shared, zoo_path
 from ssd_mobilenet import SSDConfig, SSDMobileNetV1, count_parameters
 from ssd_mobilenet.anchors import generate_anchors
 

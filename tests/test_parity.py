@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import (check_detections, DEPTHWISE, QUANTIZED, TF13, ZOO_2017, ZOO_2018, model_for_fixture, needs_shared,
+from tests.conftest import (check_detections, DEPTHWISE, QUANTIZED, TF13, ZOO_2017, ZOO_2018, model_for_fixture, needs_shared,
                       random_images)
 from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner, endpoint_candidates
 

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import ssd_mobilenet
-from conftest import REPO, ZOO_2018, model_for_fixture, needs_shared
+from tests.conftest import REPO, ZOO_2018, model_for_fixture, needs_shared
 from migrate import predict
 from migrate.cli import main
 from migrate.common import images

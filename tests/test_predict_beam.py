@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO, save_synthetic_model, smooth_noise, write_image_folder
+from tests.conftest import REPO, save_synthetic_model, smooth_noise, write_image_folder
 from migrate.cli import main
 from migrate.common import console
 from ssd_mobilenet import detector

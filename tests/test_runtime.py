@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO, ZOO_2018, model_for_fixture, needs_shared, random_images
+from tests.conftest import REPO, ZOO_2018, model_for_fixture, needs_shared, random_images
 from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner
 from ssd_mobilenet import SSDConfig, SSDMobileNetV1, detector, runtime
 from ssd_mobilenet.box_predictor import MERGED_CHANNEL_MULTIPLE, BoxPredictor

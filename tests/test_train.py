@@ -25,8 +25,7 @@ from ssd_mobilenet.config import SSDConfig
 from ssd_mobilenet.training import shapes_dataset
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "tests", "training"))
-from training_pipeline import pipeline  # noqa: E402
+from tests.training.training_pipeline import pipeline
 
 SMALL = dict(depth_multiplier=0.25, image_height=128, image_width=128, score_threshold=0.05)
 MEMORISE_STEPS = 200

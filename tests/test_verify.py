@@ -16,7 +16,7 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.framework import tensor_util
 
-from conftest import DEPTHWISE, ZOO_2018, needs_shared, random_images, warnings_in, zoo_path
+from tests.conftest import DEPTHWISE, ZOO_2018, needs_shared, random_images, warnings_in, zoo_path
 from migrate import verify
 from migrate.cli import main
 from migrate.common import draw

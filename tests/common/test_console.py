@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 import pytest
 
-from conftest import REPO
+from tests.conftest import REPO
 from migrate import cli
 from migrate.common import console
 from migrate.common.measure import MeasureError, measure_isolated

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import random_images
+from tests.conftest import random_images
 from migrate.common import images
 
 

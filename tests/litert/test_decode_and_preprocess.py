@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from conftest import SHARED
+from tests.conftest import SHARED
 from ssd_mobilenet.litert import images, preprocess
 
 PHOTOS = sorted(glob.glob(os.path.join(SHARED, "photos", "*.jpg")))

@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import json_lines, same_predict_lines, mixed_image_folder, save_synthetic_model, without_tensorflow
+from tests.conftest import json_lines, same_predict_lines, mixed_image_folder, save_synthetic_model, without_tensorflow
 from migrate import predict
 from ssd_mobilenet.config import SSDConfig
 from ssd_mobilenet.export import tflite

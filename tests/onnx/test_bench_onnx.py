@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
-from conftest import check_detections, random_images, write_small_model_pair  # noqa: E402
+from tests.conftest import check_detections, random_images, write_small_model_pair  # noqa: E402
 from migrate import bench  # noqa: E402
 from migrate.cli import main  # noqa: E402
 from ssd_mobilenet.config import SSDConfig  # noqa: E402

@@ -20,12 +20,12 @@ from onnx import numpy_helper
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
-from conftest import SHARED, model_for_fixture, run_cli  # noqa: E402
+from tests.conftest import SHARED, model_for_fixture, run_cli  # noqa: E402
 from migrate import export, verify  # noqa: E402
 from ssd_mobilenet import detector, onnx_file  # noqa: E402
 from ssd_mobilenet.export import onnx as onnx_export  # noqa: E402
 from ssd_mobilenet.export import onnx_aware  # noqa: E402
-from test_onnx_runtimes import PHOTOS, TENSORRT_OPS  # noqa: E402
+from tests.onnx.test_onnx_runtimes import PHOTOS, TENSORRT_OPS  # noqa: E402
 
 
 def test_only_8_bit_ranges_are_taken():

@@ -16,11 +16,11 @@ from onnx import numpy_helper
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
-from conftest import SHARED, run_cli, save_synthetic_model, shared_available  # noqa: E402
+from tests.conftest import SHARED, run_cli, save_synthetic_model, shared_available  # noqa: E402
 from migrate.cli import main  # noqa: E402
 from ssd_mobilenet import onnx_file  # noqa: E402
 from ssd_mobilenet.config import SSDConfig  # noqa: E402
-from test_onnx_runtimes import PHOTOS, TENSORRT_OPS  # noqa: E402
+from tests.onnx.test_onnx_runtimes import PHOTOS, TENSORRT_OPS  # noqa: E402
 
 CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
 

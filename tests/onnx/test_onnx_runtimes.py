@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
-from conftest import SHARED, check_detections, save_synthetic_model, shared_available  # noqa: E402
+from tests.conftest import SHARED, check_detections, save_synthetic_model, shared_available  # noqa: E402
 from migrate.cli import main  # noqa: E402
 from ssd_mobilenet import onnx_file  # noqa: E402
 from ssd_mobilenet.config import SSDConfig  # noqa: E402

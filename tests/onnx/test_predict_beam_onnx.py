@@ -15,7 +15,7 @@ pytest.importorskip("apache_beam", reason="Apache Beam is not installed (pip ins
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
-from conftest import REPO, random_images, save_synthetic_model  # noqa: E402
+from tests.conftest import REPO, random_images, save_synthetic_model  # noqa: E402
 from ssd_mobilenet.config import SSDConfig  # noqa: E402
 from ssd_mobilenet.export import onnx as onnx_export  # noqa: E402
 

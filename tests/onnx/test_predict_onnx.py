@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
-from conftest import json_lines, same_predict_lines, mixed_image_folder, run_cli, save_synthetic_model, without_tensorflow  # noqa: E402
+from tests.conftest import json_lines, same_predict_lines, mixed_image_folder, run_cli, save_synthetic_model, without_tensorflow  # noqa: E402
 from migrate import predict  # noqa: E402
 from ssd_mobilenet.config import SSDConfig  # noqa: E402
 

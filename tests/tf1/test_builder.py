@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import check_detections, DEPTHWISE, TF13, ZOO_2018, needs_shared, random_images
+from tests.conftest import check_detections, DEPTHWISE, TF13, ZOO_2018, needs_shared, random_images
 from migrate import tf1_builder
 from migrate.cli import main
 from migrate.tf1 import assign, config_inference, sources

@@ -9,7 +9,7 @@ import copy
 import pytest
 import tensorflow as tf
 
-from conftest import DEPTHWISE, QUANTIZED, TF13, ZOO_2017, ZOO_2018, needs_shared, zoo_path
+from tests.conftest import DEPTHWISE, QUANTIZED, TF13, ZOO_2017, ZOO_2018, needs_shared, zoo_path
 from migrate.tf1 import graph_traits, sources
 from ssd_mobilenet.config import BACKGROUND_SLICE_LOGITS, BACKGROUND_SLICE_SCORES
 

@@ -30,9 +30,6 @@ being equal, the two sides select the same anchors here.
 
 from __future__ import annotations
 
-import os
-import sys
-
 import keras
 import numpy as np
 import pytest
@@ -45,8 +42,7 @@ from ssd_mobilenet.model import SSDMobileNetV1
 from ssd_mobilenet.training.train_config import TrainingConfig
 from ssd_mobilenet.training.trainer import Trainer, TOTAL_LOSS
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "training"))
-from training_pipeline import SMALL, pipeline  # noqa: E402
+from tests.training.training_pipeline import SMALL, pipeline
 
 LOSS_RTOL = 1e-6
 SECOND_LOSS_RTOL = 1e-5

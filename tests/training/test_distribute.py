@@ -30,7 +30,7 @@ from ssd_mobilenet.config import SSDConfig
 from ssd_mobilenet.model import SSDMobileNetV1
 from ssd_mobilenet.training import shapes_dataset, trainer
 from ssd_mobilenet.training.train_config import TrainingConfig
-from training_pipeline import RMSPROP, SMALL, pipeline
+from tests.training.training_pipeline import RMSPROP, SMALL, pipeline
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "two_device_run.py")

@@ -25,9 +25,9 @@ import time
 import numpy as np
 import pytest
 
-from training_pipeline import pipeline
+from tests.training.training_pipeline import pipeline
 
-from conftest import REPO
+from tests.conftest import REPO
 from migrate import convert
 from migrate.cli import main
 from migrate.tf1 import builder

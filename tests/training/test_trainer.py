@@ -18,7 +18,7 @@ from ssd_mobilenet.model import SSDMobileNetV1
 from ssd_mobilenet.training import data, shapes_dataset
 from ssd_mobilenet.training.train_config import TrainingConfig
 from ssd_mobilenet.training.trainer import TOTAL_LOSS, Trainer, batch_norm_parameters, groundtruth, train
-from training_pipeline import SMALL, pipeline
+from tests.training.training_pipeline import SMALL, pipeline
 
 BATCH = 4
 

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import needs_shared, zoo_path
+from tests.conftest import needs_shared, zoo_path
 from ssd_mobilenet.config import SSDConfig
 from ssd_mobilenet.model import SSDMobileNetV1
 from ssd_mobilenet.training import builders, optimizers, schedules
 from ssd_mobilenet.training.train_config import TrainingConfig
-from training_pipeline import SMALL, pipeline
+from tests.training.training_pipeline import SMALL, pipeline
 
 F32 = lambda x: float(np.float32(x))  # noqa: E731  (proto floats are float32)
 # Conv2d_0 + 13 x (depthwise, pointwise); the extra layers are 4 x (1x1, 3x3); 6 maps x 2 heads.

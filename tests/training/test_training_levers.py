@@ -25,7 +25,7 @@ from ssd_mobilenet.training import data, precision, shapes_dataset
 from ssd_mobilenet.training.ssd_loss import CLASSIFICATION_LOSS, LOCALIZATION_LOSS
 from ssd_mobilenet.training.train_config import TrainingConfig
 from ssd_mobilenet.training.trainer import TOTAL_LOSS, Trainer, write_model
-from training_pipeline import SMALL, pipeline
+from tests.training.training_pipeline import SMALL, pipeline
 
 BATCH = 2
 # Unit roundoff (half the spacing of numbers in [1, 2)) of the 16-bit compute types.

@@ -49,14 +49,14 @@ def missing_path(args):
 
 @tensorflow_command
 def run(args) -> int:
-    from migrate import export
+    from migrate import export, export_inputs
     if args.onnx:
         return _run_onnx(args)
     try:
         result = export.export(args.converted, args.tflite, nms=args.nms or "per-class", input_type=args.input,
                                max_detections=args.max_detections, int8=args.int8, calibration=args.calibration,
                                force=args.force, progress=progress(args.quiet), warn=warn)
-    except export.ExportInputError as e:
+    except export_inputs.ExportInputError as e:
         return bad_input(e)
     for note in result["notes"]:
         print(f"[migrate] {note}", file=sys.stderr)
@@ -67,7 +67,7 @@ def run(args) -> int:
 
 
 def _run_onnx(args) -> int:
-    from migrate import export, export_onnx
+    from migrate import export_inputs, export_onnx
     given = [flag for flag, name in _TFLITE_ONLY.items() if getattr(args, name) not in (None, False)]
     if given:
         return bad_input(f"{given[0]}: applies to --tflite files only, not to --onnx")
@@ -76,7 +76,7 @@ def _run_onnx(args) -> int:
                                          max_detections=args.max_detections, int8=args.int8,
                                          calibration=args.calibration, force=args.force, verbose=args.verbose,
                                          progress=progress(args.quiet), warn=warn)
-    except export.ExportInputError as e:
+    except export_inputs.ExportInputError as e:
         return bad_input(e)
     for note in result["notes"]:
         print(f"[migrate] {note}", file=sys.stderr)

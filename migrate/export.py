@@ -15,53 +15,12 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from migrate.common import box_matching, console
+from migrate.common import console
+from migrate.export_drift import DRIFT_IMAGES, drift_notes, drift_of
+from migrate.export_inputs import ExportInputError, calibration_images, load_converted
 from ssd_mobilenet import atomic_write
 from ssd_mobilenet import detector as detector_lib
 from ssd_mobilenet.export import tflite as tflite_lib
-from ssd_mobilenet.image_io import error_message
-
-
-# Detections a user would show: the floor of the agreement the command reports.
-REPORT_MIN_SCORE = 0.5
-MATCH_IOU = 0.5
-
-
-class ExportInputError(ValueError):
-    """A converted directory that cannot be read, an output that may not be written, a bad option."""
-
-
-def load_converted(converted: str):
-    """The Keras model of a converted directory, or `ExportInputError` naming the directory."""
-    if not os.path.isdir(converted):
-        raise ExportInputError(f"{converted}: no such directory (expected the output of `migrate convert`)")
-    if not os.path.isfile(os.path.join(converted, detector_lib.CONFIG_FILE)):
-        raise ExportInputError(f"{converted}: not a converted model directory (no {detector_lib.CONFIG_FILE})")
-    try:
-        return detector_lib.load_model(converted)
-    # A truncated tensor data file: the checkpoint reader raises IndexError ("Read less bytes
-    # than requested").
-    except (OSError, ValueError, IndexError, tf.errors.OpError) as e:
-        raise ExportInputError(f"{converted}: cannot load the converted model: {error_message(e)}") from None
-
-
-# How many of the calibration images the int8 file is compared on with the float model.
-DRIFT_IMAGES = 16
-
-
-def _calibration_images(paths, config) -> tuple:
-    """(names, uint8 [H, W, 3] images): the files of `paths`, or generated ones when None."""
-    if paths is None:
-        images = tflite_lib.generated_images(config)
-        return [f"generated:{i}" for i in range(len(images))], list(images)
-    from migrate.common import images as images_lib
-    try:
-        files = images_lib.list_images(paths)
-        if not files:
-            raise ExportInputError(f"{' '.join(paths)}: no JPEG or PNG images for --calibration")
-        return files, [images_lib.read_image(f) for f in files]
-    except images_lib.ImageError as e:
-        raise ExportInputError(str(e)) from None
 
 
 def quantization_drift(model, tflite_bytes: bytes, names, images, input_type: str) -> dict:
@@ -83,34 +42,6 @@ def quantization_drift(model, tflite_bytes: bytes, names, images, input_type: st
         pixels = feed if feed.dtype == np.uint8 else np.asarray(image)[None]
         return {k: v.numpy() for k, v in detect(pixels).items()}, file.run(feed)
     return drift_of(names, (pair(image) for image in images))
-
-
-def drift_of(names, pairs) -> dict:
-    """`agreement` over all images of the (float reference, int8 file) output pairs (numpy, the
-    four outputs [1, D, ...] each), one pair per name, plus per_image [(name, agreement)]."""
-    refs, ours, per_image = [], [], []
-    for name, (ref, out) in zip(names, pairs):
-        per_image.append((name, agreement(ref, out)))
-        refs.append(ref)
-        ours.append(out)
-    joined = [{k: np.concatenate([d[k] for d in side]) for k in tflite_lib.OUTPUT_KEYS} for side in (refs, ours)]
-    return dict(agreement(*joined), per_image=per_image)
-
-
-def drift_notes(drift: dict, compared_on: str, reference: str, warn=None) -> list:
-    """The export's notes on `drift` (`drift_of`'s) measured on `compared_on` ("generated
-    images") against `reference` ("the float model"); `warn` (None: no warnings) is called for
-    each image whose detections scoring >= `REPORT_MIN_SCORE` the int8 file does not all keep."""
-    if not drift["reference"]:
-        return [f"int8: {reference} has no detections scoring >= {REPORT_MIN_SCORE} on the "
-                f"{len(drift['per_image'])} {compared_on} to compare the quantized file's with"]
-    for name, a in drift["per_image"] if warn else []:
-        if a["matched"] < a["reference"]:
-            warn(f"warning: int8 drift on {name}: {a['matched']} of {a['reference']} detections scoring >= "
-                 f"{REPORT_MIN_SCORE} kept (same class, IoU >= {MATCH_IOU})")
-    return [f"int8: {drift['matched']} of {drift['reference']} detections scoring >= {REPORT_MIN_SCORE} "
-            f"on {len(drift['per_image'])} {compared_on} kept (same class, IoU >= {MATCH_IOU}), "
-            f"mean IoU {drift['mean_iou']:.3f}, scores within {drift['max_score_diff']:.3f}"]
 
 
 def _convert(model, nms, input_type, max_detections, images, notes) -> tuple:
@@ -168,7 +99,7 @@ def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_t
     if aware:
         _check_quantization_aware(converted, nms, input_type, int8)
     max_detections = max_detections or model.config.max_total_detections
-    names, images = _calibration_images(calibration, model.config) if int8 else ([], None)
+    names, images = calibration_images(calibration, model.config) if int8 else ([], None)
     say(f"converting to TFLite ({nms} NMS, {input_type} input, {max_detections} detections"
         + (f", int8 calibrated on {len(images)} images)" if int8 else
            ", int8 on the checkpoint's quantization ranges)" if aware else ")"))
@@ -179,7 +110,7 @@ def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_t
     drift = None
     if aware:
         # The file against the converted model (its FakeQuant ops in float32) on generated images.
-        names, images = _calibration_images(None, model.config)
+        names, images = calibration_images(None, model.config)
         notes.append("quantization-aware: int8 convolutions on the checkpoint's FakeQuant ranges (weights "
                      "re-annotated symmetric per channel, the input on a [-1, 1] grid: "
                      "ssd_mobilenet/export/tflite_integer.py); `verify --tflite` matches it with the TF1 graph")
@@ -210,32 +141,3 @@ def _check_quantization_aware(converted: str, nms: str, input_type: str, int8: b
                                "the per-class NMS")
 
 
-def agreement(ref: dict, ours: dict, min_score: float = REPORT_MIN_SCORE, iou: float = MATCH_IOU) -> dict:
-    """How many of `ref`'s detections scoring >= `min_score` `ours` also has: one to one, same
-    class, IoU >= `iou`, pairs of highest IoU first (a counterpart may score anything).
-
-    Args:
-      ref, ours: detection dicts (numpy, [N, D, ...], the signature's four keys), same images.
-    Returns:
-      dict: reference (detections counted), matched, rate (matched / reference, 1.0 when there
-      are none), mean_iou of the matched pairs (1.0 when none), max_score_diff of the pairs.
-    """
-    total = matched = 0
-    ious, score_diffs = [], []
-    for i in range(len(ref["num_detections"])):
-        n1, n2 = int(ref["num_detections"][i]), int(ours["num_detections"][i])
-        keep = np.flatnonzero(ref["detection_scores"][i, :n1] >= min_score)
-        total += len(keep)
-        if not len(keep) or not n2:
-            continue
-        b1, c1, s1 = (ref["detection_boxes"][i, keep], ref["detection_classes"][i, keep],
-                      ref["detection_scores"][i, keep])
-        b2, c2, s2 = (ours["detection_boxes"][i, :n2], ours["detection_classes"][i, :n2],
-                      ours["detection_scores"][i, :n2])
-        pairs = box_matching.pair_by_class(b1, c1, b2, c2, iou)
-        ious.extend(value for _, _, value in pairs)
-        score_diffs.extend(abs(float(s1[a]) - float(s2[b])) for a, b, _ in pairs)
-        matched += len(pairs)
-    return {"reference": total, "matched": matched, "rate": matched / total if total else 1.0,
-            "mean_iou": float(np.mean(ious)) if ious else 1.0,
-            "max_score_diff": float(max(score_diffs, default=0.0))}

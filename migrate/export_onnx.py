@@ -3,7 +3,7 @@ a quantization-aware model's is int8 QDQ on its checkpoint's ranges).
 
 `export_onnx(converted, out, ...)` is the command as a library function. Bad input (no converted
 model, an unreadable checkpoint, an existing OUT without `force`, an option that does not apply
-to ONNX) raises `export.ExportInputError` with one line naming the path or option, before
+to ONNX) raises `export_inputs.ExportInputError` with one line naming the path or option, before
 anything is written; the file is written under a temporary name and renamed into place.
 """
 
@@ -12,13 +12,14 @@ from __future__ import annotations
 import os
 import time
 
-from migrate.export import DRIFT_IMAGES, ExportInputError, _calibration_images, drift_notes, drift_of, load_converted
+from migrate.export_drift import DRIFT_IMAGES, drift_notes, drift_of
+from migrate.export_inputs import ExportInputError, calibration_images, load_converted
 from ssd_mobilenet import atomic_write
 
 
 def quantization_drift(float_bytes: bytes, int8_bytes: bytes, names, feeds) -> dict:
     """The int8 file's detections against the float file's on the same inputs, on ONNX Runtime:
-    `export.agreement` overall, plus per_image [(name, agreement)]. (The float file's detections
+    `export_drift.agreement` overall, plus per_image [(name, agreement)]. (The float file's detections
     are the converted model's: tests/onnx.)"""
     import onnxruntime as ort
 
@@ -38,16 +39,14 @@ def aware_drift(model, onnx_bytes: bytes, names, images, input_type: str) -> dic
     import onnxruntime as ort
 
     from ssd_mobilenet import detector
-    from ssd_mobilenet.export import onnx as onnx_lib
-    from ssd_mobilenet.export import onnx_integer
+    from ssd_mobilenet.export import network
     from ssd_mobilenet.onnx_file import OUTPUT_KEYS, session_options
     detect = detector.Detector(model, fold_batch_norm=True)
     session = ort.InferenceSession(onnx_bytes, sess_options=session_options(None), providers=["CPUExecutionProvider"])
     name = session.get_inputs()[0].name
-    any_size = onnx_lib.any_size(model.config, input_type)
 
     def pair(image):
-        feed = onnx_integer.file_input(image, model.config, input_type, any_size)
+        feed = network.file_input(image, model.config, input_type)
         # A float32 feed is the model's preprocessing of the photo: the model gets the photo.
         pixels = feed if feed.dtype == np.uint8 else np.asarray(image)[None]
         return ({k: v.numpy() for k, v in detect(pixels).items()},
@@ -110,7 +109,7 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
     max_detections = max_detections or model.config.max_total_detections
     names, images = [], []
     if int8:
-        names, images = _calibration_images(calibration, model.config)
+        names, images = calibration_images(calibration, model.config)
     say(f"converting to ONNX (opset {onnx_lib.OPSET}, {input_type} input, {max_detections} detections"
         + (f", int8 calibrated on {len(images)} images)" if int8 else
            ", int8 QDQ on the checkpoint's quantization ranges)" if aware else ")"))
@@ -120,16 +119,15 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
         notes.append("quantization-aware: QDQ int8 convolutions on the checkpoint's FakeQuant ranges (the integer "
                      ".tflite file's weights, uint8 activations on TF1's grid, which TensorRT refuses: "
                      "ssd_mobilenet/export/onnx_aware.py); `verify --onnx` matches it with the TF1 graph")
-        names, images = _calibration_images(None, model.config)
+        names, images = calibration_images(None, model.config)
         say("comparing the int8 file with the converted model on generated images")
         drift = aware_drift(model, proto.SerializeToString(), names[:DRIFT_IMAGES], images[:DRIFT_IMAGES],
                             input_type)
         # It differs on every image by design (integer input and weights): the totals say by how much.
         notes += drift_notes(drift, "generated images", "the float model", None)
     if int8:
-        from ssd_mobilenet.export import onnx_integer
-        feeds = [onnx_integer.file_input(image, model.config, input_type, onnx_lib.any_size(model.config, input_type))
-                 for image in images]
+        from ssd_mobilenet.export import network, onnx_integer
+        feeds = [network.file_input(image, model.config, input_type) for image in images]
         float_bytes = proto.SerializeToString()
         proto = onnx_integer.quantize(proto, feeds)
         compared_on = "calibration images" if calibration is not None else "generated images"

@@ -278,7 +278,7 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
     import tensorflow as tf
 
     import ssd_mobilenet
-    from migrate import export
+    from migrate import export_drift
     from migrate.verification import tflite_file
     from migrate.verification.measuring import NO_MEMORY_SETTINGS, _measure_tflite_sides
     from ssd_mobilenet.export import tflite as tflite_lib
@@ -317,7 +317,7 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
              "post-processing on crafted inputs not checked: that check is of the converted model's, not the file's"]
     if agreement is not None:
         notes.append(f"agreement: {agreement['matched']} of {agreement['reference']} TF1 detections scoring >= "
-                     f"{export.REPORT_MIN_SCORE} found in the file (same class, IoU >= {export.MATCH_IOU}), mean IoU "
+                     f"{export_drift.REPORT_MIN_SCORE} found in the file (same class, IoU >= {export_drift.MATCH_IOU}), mean IoU "
                      f"{agreement['mean_iou']:.3f}, matched scores within {agreement['max_score_diff']:.3f}")
     first = _first_divergence([], detections, None, f"detections of the {kind.file}")
     tf1_result = tflite_result = None

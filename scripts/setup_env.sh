@@ -13,4 +13,29 @@ if ! .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[${SSD_
   exit 1
 fi
 rm -f "$log"
+# The web page's browser runtime (`export --web`): ONNX Runtime Web and libjpeg-turbo from npm, the
+# versions web/package-lock.json pins (no install scripts: the files are copied as npm ships them).
+if ! command -v npm >/dev/null; then
+  echo "setup_env: warning: npm not found (Debian: apt-get install nodejs npm): export --web and its tests need it" >&2
+elif ! npm ci --prefix web --ignore-scripts --no-audit --no-fund --loglevel=error >"$log" 2>&1; then
+  cat "$log" >&2
+  echo "setup_env: npm ci in web/ failed" >&2
+  exit 1
+fi
+rm -f "$log"
+# The browser the web page's tests and bench's browser sides drive: Debian's chromium (Playwright's own
+# browser download is not used). Installed when missing and this runs as root (as CI does).
+if [ ! -x "${CHROMIUM:-/usr/bin/chromium}" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >"$log" 2>&1; then
+      tail -20 "$log" >&2
+      echo "setup_env: apt-get install chromium failed" >&2
+      exit 1
+    fi
+    rm -f "$log"
+  else
+    echo "setup_env: warning: no Chromium at ${CHROMIUM:-/usr/bin/chromium} (Debian: apt-get install chromium, or" \
+         "set CHROMIUM): the web page's tests and bench's browser sides need it" >&2
+  fi
+fi
 .venv/bin/python -c "import tensorflow as tf, ssd_mobilenet; print('tensorflow', tf.__version__, '| ssd_mobilenet', ssd_mobilenet.__version__)" 2>&1 | tail -1

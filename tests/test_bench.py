@@ -266,8 +266,8 @@ def test_tflite_sides_need_batch_1_and_any_size_will_do(small, tmp_path, capsys,
     from migrate.benchmark import inputs
     assert inputs.check_tflite(out, ["tflite"], [(96, 96), (64, 64)], [1]) == ((128, 128), True, False)
     # A file of one size (a resize TFLite has no builtin for) would need the model's size in --size.
-    from ssd_mobilenet.export import tflite as tflite_lib
-    monkeypatch.setattr(tflite_lib, "any_size", lambda config, input_type: False)
+    from ssd_mobilenet.export import network
+    monkeypatch.setattr(network, "any_size", lambda config, input_type: False)
     with pytest.raises(bench.BenchInputError, match="--size 96x96,64x64,128x128"):
         inputs.check_tflite(out, ["tflite"], [(96, 96), (64, 64)], [1])
     assert inputs.check_tflite(out, ["tflite"], [(128, 128)], [1, 2]) == ((128, 128), False, False)

@@ -18,7 +18,7 @@ from tests.conftest import SHARED, model_for_fixture, needs_shared
 from migrate import verify
 from migrate.cli import main
 from ssd_mobilenet import detector
-from ssd_mobilenet.export import tflite, tflite_integer
+from ssd_mobilenet.export import integer_weights, tflite
 from ssd_mobilenet.litert import file_format
 
 PHOTOS = os.path.join(SHARED, "photos")
@@ -73,8 +73,8 @@ def test_weight_ranges_keep_the_tf1_grid_where_it_fits(quantized):
     for layer in folded._flatten_layers(include_self=False):
         if getattr(layer, "weights_quant", None) is None:
             continue
-        ranges = tflite_integer.symmetric_ranges(layer)
-        step = tflite_integer._nudged_step(layer.weights_quant)
+        ranges = integer_weights.symmetric_ranges(layer)
+        step = integer_weights.nudged_step(layer.weights_quant)
         kernel = layer.kernel.numpy()
         axes = (0, 1, 3) if layer.depthwise else (0, 1, 2)
         assert (np.abs(kernel).max(axis=axes) <= ranges * (1 + 1e-6)).all()

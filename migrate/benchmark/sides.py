@@ -140,8 +140,9 @@ def export_sides(converted: str, out_dir: str, sides) -> dict:
     among `sides`, written under `out_dir` from CONVERTED's checkpoint: the SavedModels as
     `convert --exact / --precision` writes them (`ssd_mobilenet.export`), the TFLite and ONNX
     files as `migrate export --tflite / --onnx` does by default (per-class NMS, uint8 input; int8
-    calibrated on `tflite.generated_images`, as `export --int8` without --calibration)."""
+    calibrated on `network.generated_images`, as `export --int8` without --calibration)."""
     from ssd_mobilenet import atomic_write, detector, export
+    from ssd_mobilenet.export import network
     from ssd_mobilenet.export import tflite as tflite_lib
     model = detector.load_model(converted)
     paths, onnx_float = {}, None  # the float ONNX model, converted once for `onnx`, `onnx_int8` and `openvino`
@@ -151,7 +152,7 @@ def export_sides(converted: str, out_dir: str, sides) -> dict:
             paths[side] = exported_path(out_dir, side)
             export.export_saved_model(model, paths[side], variant, precision or mixed_precision())
         elif side in TFLITE_EXPORTS:
-            images = tflite_lib.generated_images(model.config) if TFLITE_EXPORTS[side] else None
+            images = network.generated_images(model.config) if TFLITE_EXPORTS[side] else None
             paths[side] = exported_path(out_dir, side)
             atomic_write.write_bytes(paths[side], tflite_lib.convert(model, representative_images=images))
         elif side in ONNX_EXPORTS:
@@ -159,7 +160,7 @@ def export_sides(converted: str, out_dir: str, sides) -> dict:
             onnx_float = proto = onnx_float or onnx_lib.convert(model)
             if ONNX_EXPORTS[side]:  # as `export --onnx --int8` without --calibration
                 from ssd_mobilenet.export import onnx_integer
-                proto = onnx_integer.quantize(proto, [image[None] for image in tflite_lib.generated_images(model.config)])
+                proto = onnx_integer.quantize(proto, [image[None] for image in network.generated_images(model.config)])
             paths[side] = exported_path(out_dir, side)
             atomic_write.write_bytes(paths[side], proto.SerializeToString())
     return paths

@@ -1,5 +1,5 @@
-"""`migrate export`: a converted model as a TFLite file (`migrate.export`) or an ONNX file
-(`migrate.export_onnx`)."""
+"""`migrate export`: a converted model as a TFLite file (`migrate.export`), an ONNX file
+(`migrate.export_onnx`) or a web page folder (`migrate.export_web`)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,15 @@ from migrate.commands.common import (EXIT_OK, add_verbose, bad_input, missing, m
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("export", help="write a converted model as a TFLite or an ONNX file")
+    p = sub.add_parser("export", help="write a converted model as a TFLite file, an ONNX file or a web page")
     p.add_argument("converted", help="a directory written by `convert`")
     out = p.add_mutually_exclusive_group(required=True)
     out.add_argument("--tflite", metavar="OUT", help="the .tflite file to write")
     out.add_argument("--onnx", metavar="OUT", help="the .onnx file to write (opset 13; ONNX Runtime, OpenVINO, "
                      "TensorRT), the converted model's detections")
+    out.add_argument("--web", metavar="DIR", help="a static web page folder (the page, the .onnx file on ONNX "
+                     "Runtime Web, the label map): any static file server serves it; the TF1 graph's detections "
+                     "in the browser")
     p.add_argument("--input", choices=("uint8", "float32"), default="uint8",
                    help="uint8: a photo of any size, resized and scaled inside the file (default); float32: "
                         "already scaled to [-1, 1) at the model's size, as export_tflite_ssd_graph.py's graphs take "
@@ -32,31 +35,42 @@ def add_parser(sub) -> None:
                         "a quantization-aware model's file is int8 on its checkpoint's ranges without it")
     p.add_argument("--calibration", nargs="+", metavar="IMAGES",
                    help="JPEG/PNG files and folders to calibrate --int8 on (default: generated images)")
-    p.add_argument("--force", action="store_true", help="replace an existing OUT")
+    p.add_argument("--labels", metavar="FILE", help="--web: label_map.pbtxt or a names file (line N = class id N) "
+                   "whose names the page shows (default: `id N`)")
+    p.add_argument("--force", action="store_true", help="replace an existing OUT or DIR")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
     add_verbose(p)
 
 
-# export's options for the .tflite file only: refused with --onnx.
+# export's options for the .tflite file only: refused with --onnx and --web.
 _TFLITE_ONLY = {"--nms": "nms"}
+# Options the web page does not take (its file is the float32 .onnx file of a uint8 photo of any size).
+_NOT_WEB = {"--nms": "nms", "--int8": "int8", "--calibration": "calibration"}
 
 
 def missing_path(args):
     if missing(args.converted):
         return f"{args.converted}: no such directory (expected the output of `migrate convert`)"
+    if missing(args.labels):
+        return f"{args.labels}: no such file (--labels)"
     return missing_inputs(args.calibration)
 
 
 @tensorflow_command
 def run(args) -> int:
-    from migrate import export
+    from migrate import export, export_inputs
+    if args.web:
+        return _run_web(args)
+    if args.labels is not None:
+        kind = "--onnx" if args.onnx else "--tflite"
+        return bad_input(f"--labels: names the classes on the --web page; {kind} files hold no class names")
     if args.onnx:
         return _run_onnx(args)
     try:
         result = export.export(args.converted, args.tflite, nms=args.nms or "per-class", input_type=args.input,
                                max_detections=args.max_detections, int8=args.int8, calibration=args.calibration,
                                force=args.force, progress=progress(args.quiet), warn=warn)
-    except export.ExportInputError as e:
+    except export_inputs.ExportInputError as e:
         return bad_input(e)
     for note in result["notes"]:
         print(f"[migrate] {note}", file=sys.stderr)
@@ -67,7 +81,7 @@ def run(args) -> int:
 
 
 def _run_onnx(args) -> int:
-    from migrate import export, export_onnx
+    from migrate import export_inputs, export_onnx
     given = [flag for flag, name in _TFLITE_ONLY.items() if getattr(args, name) not in (None, False)]
     if given:
         return bad_input(f"{given[0]}: applies to --tflite files only, not to --onnx")
@@ -76,11 +90,29 @@ def _run_onnx(args) -> int:
                                          max_detections=args.max_detections, int8=args.int8,
                                          calibration=args.calibration, force=args.force, verbose=args.verbose,
                                          progress=progress(args.quiet), warn=warn)
-    except export.ExportInputError as e:
+    except export_inputs.ExportInputError as e:
         return bad_input(e)
     for note in result["notes"]:
         print(f"[migrate] {note}", file=sys.stderr)
     print(f"exported ONNX opset {result['opset']}, {result['input']} input, "
           f"{'int8 QDQ' if result['int8'] else 'float32'}, {result['max_detections']} detections, "
           f"{len(result['operators'])} operator types, {result['bytes']} bytes -> {result['out']}")
+    return EXIT_OK
+
+
+def _run_web(args) -> int:
+    from migrate import export_inputs, export_web
+    given = [flag for flag, name in _NOT_WEB.items() if getattr(args, name) not in (None, False)]
+    if args.input != "uint8":
+        given.append(f"--input {args.input}")
+    if given:
+        return bad_input(f"{given[0]}: not for --web (the page runs the float32 .onnx file on the photo itself)")
+    try:
+        result = export_web.export_web(args.converted, args.web, labels=args.labels, max_detections=args.max_detections,
+                                       force=args.force, verbose=args.verbose, progress=progress(args.quiet))
+    except export_inputs.ExportInputError as e:
+        return bad_input(e)
+    runtime = ", ".join(f"{name} {version}" for name, version in sorted(result["runtime"].items()))
+    print(f"exported a web page: {result['max_detections']} detections, {len(result['files'])} files, "
+          f"{result['bytes'] / 2 ** 20:.1f} MiB ({runtime}) -> {result['out']}")
     return EXIT_OK

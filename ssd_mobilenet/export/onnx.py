@@ -13,7 +13,7 @@ Loop, If, Scan or Sequence op:
   float32 [1, h, w, 3] at the model's size, already scaled (`input_type="float32"`: TensorRT
   refuses uint8 inputs);
 - the network: the inference copy of the Keras model (batch norm folded, weights as constants,
-  `tflite._network`), the box decoding (`box_coder.decode`, FasterRcnnBoxCoder with the config's
+  `network.network`), the box decoding (`box_coder.decode`, FasterRcnnBoxCoder with the config's
   scales) and the score conversion (`postprocessing.convert_scores`: sigmoid, or softmax with
   the logit scale, and the background slicing of the graph's release), traced as one
   `tf.function` and converted by tf2onnx: each TF op becomes its ONNX counterpart;
@@ -38,7 +38,9 @@ import onnx
 import tensorflow as tf
 
 from ssd_mobilenet import box_coder, postprocessing
-from ssd_mobilenet.export import onnx_aware, onnx_postprocessing, tflite
+from ssd_mobilenet.export import network as network_lib
+from ssd_mobilenet.export import onnx_aware, onnx_postprocessing
+from ssd_mobilenet.export.network import any_size
 from ssd_mobilenet.onnx_file import (FLOAT32, INPUT_NAMES, INPUT_TYPES, METADATA_NAME,  # noqa: F401
                                      METADATA_VERSION, OUTPUT_KEYS, UINT8)
 
@@ -53,12 +55,6 @@ _NETWORK_OUTPUTS = ("decoded_boxes", "class_scores")
 QUANTIZATION_AWARE = "quantization-aware"
 
 
-def any_size(config, input_type: str) -> bool:
-    """Whether the file takes photos of any size and resizes them itself (`tflite.any_size`:
-    uint8 input, and a BILINEAR or NEAREST_NEIGHBOR resize)."""
-    return tflite.any_size(config, input_type)
-
-
 def _network_function(model, input_type: str):
     """(folded copy, tf.function: the input [1, ...] -> (boxes [1, A, 4] decoded, unclipped,
     scores [1, A, slots] converted), its input spec, the `onnx_aware.Ranges` of a
@@ -67,7 +63,7 @@ def _network_function(model, input_type: str):
     if model.config.weight_bits:
         folded, network, ranges = onnx_aware.network(model, input_type)
     else:
-        folded, network = tflite._network(model, input_type)
+        folded, network = network_lib.network(model, input_type)
     config = folded.config
     anchors = np.asarray(folded.anchors, np.float32)
 

@@ -9,7 +9,7 @@ them into uint8 QDQ pairs, where the TF1 graph rounds). `with_checkpoint_ranges(
 ranges)` then makes the file's QDQ the checkpoint's, exactly:
 
 - Weights: int8, symmetric, per output channel (DequantizeLinear axis 0, zero point 0), scale
-  `tflite_integer.symmetric_ranges / 127`: the integer TFLite file's weights (TF1's grid where a
+  `integer_weights.symmetric_ranges / 127`: the integer TFLite file's weights (TF1's grid where a
   channel fits within 127 steps of zero, re-rounded on `max|w|` otherwise).
 - Biases: int32 on scale input scale x weight scale (as TFLite's and ONNX Runtime's quantizers
   store them; without them ONNX Runtime runs a QDQ convolution in float32).
@@ -34,10 +34,9 @@ import tensorflow as tf
 from onnx import helper, numpy_helper
 
 from ssd_mobilenet import layers as layers_lib
-from ssd_mobilenet import preprocessing
-from ssd_mobilenet.export import tflite, tflite_integer
+from ssd_mobilenet.export import integer_weights
+from ssd_mobilenet.export.network import prepare
 from ssd_mobilenet.model import fold_batch_norm, with_weights_as_constants
-from ssd_mobilenet.onnx_file import UINT8
 
 # The scaled image's range, the first FakeQuant of a quantization-aware graph (8 bits).
 INPUT_RANGE = (-1.0, 1.0)
@@ -96,14 +95,14 @@ def grid_copy(model):
     for layer in folded._flatten_layers(include_self=False):
         if not isinstance(layer, layers_lib.SlimConv) or layer.weights_quant is None:
             continue
-        symmetric = tflite_integer.symmetric_ranges(layer)
-        scale = (symmetric / np.float32(tflite_integer.INT8_STEPS)).astype(np.float32)
+        symmetric = integer_weights.symmetric_ranges(layer)
+        scale = (symmetric / np.float32(integer_weights.INT8_STEPS)).astype(np.float32)
         # The kernel through the integer TFLite file's FakeQuant, then its integers.
-        rounded = tflite_integer._SymmetricFakeQuant(symmetric, layer.depthwise,
+        rounded = integer_weights.SymmetricFakeQuant(symmetric, layer.depthwise,
                                                      layer.weights_quant.num_bits)(layer.kernel).numpy()
         steps = rounded / scale.reshape(_channel_shape(layer))
         integers = np.rint(steps)
-        if np.abs(steps - integers).max() > 1e-3 or np.abs(integers).max() > tflite_integer.INT8_STEPS:
+        if np.abs(steps - integers).max() > 1e-3 or np.abs(integers).max() > integer_weights.INT8_STEPS:
             raise RuntimeError(f"{layer.name}: the kernel is not on its int8 grid")
         integers = integers.astype(np.int8)
         layer.kernel.assign(integers.astype(np.float32) * scale.reshape(_channel_shape(layer)))
@@ -123,16 +122,12 @@ def grid_copy(model):
 
 def network(model, input_type: str):
     """(folded grid copy, fn(input [1, ...]) -> (codes [1, A, 4], logits [1, A, slots]) with the
-    weights traced in as constants, `Ranges`): `tflite._network`'s function with the input's
+    weights traced in as constants, `Ranges`): `network.network`'s function with the input's
     FakeQuant and the grid copy."""
     folded, ranges = grid_copy(model)
-    dynamic = tflite.any_size(model.config, input_type)
 
     def run(images):
-        if dynamic:
-            images = preprocessing.preprocess(tf.cast(images, tf.float32), folded.config)
-        elif input_type == UINT8:
-            images = preprocessing.normalize(tf.cast(images, tf.float32))  # see tflite._network
+        images = prepare(images, folded.config, input_type)
         images = tf.quantization.fake_quant_with_min_max_args(images, *INPUT_RANGE, num_bits=INPUT_BITS)
         out = folded(images, training=False)
         return out["box_encodings"], out["class_predictions_with_background"]

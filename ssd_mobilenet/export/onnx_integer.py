@@ -16,19 +16,11 @@ import json
 import os
 import tempfile
 
-import numpy as np
 import onnx
 
-from ssd_mobilenet.onnx_file import INPUT_NAMES, METADATA_NAME, input_mode
+from ssd_mobilenet.onnx_file import INPUT_NAMES, METADATA_NAME
 
 QUANTIZED_OPS = ("Conv",)
-
-
-def file_input(image: np.ndarray, config, input_type: str, any_size: bool) -> np.ndarray:
-    """One uint8 [H, W, 3] image -> the file's input [1, ...] (as `OnnxFile.feed` feeds it)."""
-    from ssd_mobilenet.litert import model_file
-    return model_file.feed(image, input_mode(any_size, input_type), (config.image_height, config.image_width),
-                           config.resize_method, config.normalize_before_resize)
 
 
 def quantize(model: onnx.ModelProto, feeds) -> onnx.ModelProto:

@@ -4,10 +4,11 @@ The file holds a batch of one image and one signature, `serving_default`:
 
 - input `input_tensor` uint8 [1, H, W, 3] of any size (`input_type="uint8"`, the default): the
   file resizes the photo to the model's size and scales it to [-1, 1] itself, with the graph's
-  kernel and order (`any_size`, `_network`); a graph whose resize TFLite has no builtin for
-  (BICUBIC, AREA) gets a fixed [1, h, w, 3] instead. Or `normalized_input_image_tensor` float32
-  [1, h, w, 3] at the model's size, already scaled by `x * 2/255 - 1` (`input_type="float32"`, the
-  input `export_tflite_ssd_graph.py` gave TF1's TFLite graphs);
+  kernel and order (`network.any_size`, `network.prepare`); a graph whose resize TFLite has no
+  builtin for (BICUBIC, AREA) gets a fixed [1, h, w, 3] instead. Or
+  `normalized_input_image_tensor` float32 [1, h, w, 3] at the model's size, already scaled by
+  `x * 2/255 - 1` (`input_type="float32"`, the input `export_tflite_ssd_graph.py` gave TF1's
+  TFLite graphs);
 - outputs named as the SavedModel's: `detection_boxes` [1, D, 4] ([ymin, xmin, ymax, xmax],
   normalised), `detection_scores` [1, D], `detection_classes` [1, D] (1-based, float32),
   `num_detections` [1], so `Interpreter.get_signature_runner()(input_tensor=...)` returns the
@@ -54,15 +55,14 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from ssd_mobilenet import box_coder, postprocessing, preprocessing
+from ssd_mobilenet import box_coder, postprocessing
+from ssd_mobilenet.export import network as network_lib
 from ssd_mobilenet.export import tflite_integer
-from ssd_mobilenet.litert import model_file
+from ssd_mobilenet.export.network import any_size, file_input
 # The file's contract (names, metadata) is its readers' as well: `ssd_mobilenet.litert.file_format`.
 from ssd_mobilenet.litert.file_format import (CUSTOM_OP, FAST, FLOAT32, INPUT_NAMES, INPUT_TYPES,  # noqa: F401
                                               METADATA_NAME, METADATA_VERSION, NMS_MODES, OUTPUT_KEYS, PER_CLASS,
                                               REGULAR, SIGNATURE_KEY, UINT8, custom_op_options, operator_names)
-from ssd_mobilenet.litert.preprocess import RESIZE_METHODS
-from ssd_mobilenet.model import fold_batch_norm, with_weights_as_constants
 
 # What the custom-op modes differ in from the TF graph, one line each (the module docstring has more).
 DIFFERENCES = {
@@ -72,47 +72,6 @@ DIFFERENCES = {
     FAST: "TFLite_Detection_PostProcess, fast NMS: one class per anchor (its best) and one class-agnostic NMS, "
           "boxes not clipped; detections of overlapping objects of different classes suppress each other",
 }
-
-
-def any_size(config, input_type: str) -> bool:
-    """Whether the file takes photos of any size and resizes them itself: uint8 input, and a
-    resize kernel TFLite has as a builtin with the TF1 kernel's flags (RESIZE_BILINEAR,
-    RESIZE_NEAREST_NEIGHBOR; the graph's BICUBIC and AREA would need Flex ops). The float32
-    input is the scaled image `export_tflite_ssd_graph.py` graphs took, at the model's size."""
-    return input_type == UINT8 and config.resize_method in RESIZE_METHODS
-
-
-def _network(model, input_type: str):
-    """The inference copy (`model.fold_batch_norm`: batch norm folded, each feature map's box
-    and class heads one convolution) as a function of the signature's input -> (codes [1, A, 4],
-    logits [1, A, slots]).
-
-    A file of `any_size` holds the graph's `Preprocessor` (`preprocessing.preprocess`: the legacy
-    resize to the model's size and the scaling, in the graph's order) on the image cast to
-    float32: TFLite's uint8 RESIZE_BILINEAR would round its output to uint8, where TF's returns
-    float32. On real photos LiteRT's resize (XNNPACK) gives TensorFlow's values bit for bit
-    (tests/test_export_tflite.py).
-
-    The weights are traced in as constants: the converter freezes a function's captured
-    variables, but Keras 3 variables read through their resource handles came out as NaN in
-    the converted file (TF 2.21), and constants are what a `.tflite` holds anyway.
-    """
-    folded = fold_batch_norm(model)
-
-    dynamic = any_size(model.config, input_type)
-
-    def run(images):
-        if dynamic:
-            images = preprocessing.preprocess(tf.cast(images, tf.float32), folded.config)
-        elif input_type == UINT8:
-            # A fixed-size file (BICUBIC or AREA graphs): at the model's own size the legacy resize
-            # is the identity (scale 1, every interpolation weight 0, for all four kernels), so
-            # the image is only cast and scaled.
-            images = preprocessing.normalize(tf.cast(images, tf.float32))
-        out = folded(images, training=False)
-        return out["box_encodings"], out["class_predictions_with_background"]
-
-    return folded, with_weights_as_constants(run, folded.weights)
 
 
 def _per_class(folded, heads, max_detections: int) -> dict:
@@ -240,7 +199,7 @@ class _Export(tf.Module):
                                  f"per-class NMS (not nms={nms!r}, input_type={input_type!r})")
             folded, network = tflite_integer.heads_function(model)
         else:
-            folded, network = _network(model, input_type)
+            folded, network = network_lib.network(model, input_type)
 
         def serve(image):
             if config.weight_bits:
@@ -261,28 +220,6 @@ class _Export(tf.Module):
         # garbage collection before `convert` would delete them ("Called a function referencing
         # variables which have been deleted"). The module keeps the copy alive.
         self.folded = folded
-
-
-# Generated calibration images when the user gives none: the shapes set's (gradient backgrounds,
-# noise, solid shapes), enough to see every layer's activation range.
-GENERATED_CALIBRATION_IMAGES = 16
-
-
-def generated_images(config, count: int = GENERATED_CALIBRATION_IMAGES, seed: int = 0) -> np.ndarray:
-    """uint8 [count, h, w, 3] shapes-set images at the model's size (`shapes_dataset.make_image`)."""
-    from ssd_mobilenet.training import shapes_dataset
-    rng = np.random.default_rng(seed)
-    return np.stack([shapes_dataset.make_image(rng, config.image_height, config.image_width)[0]
-                     for _ in range(count)])
-
-
-def file_input(image, config, input_type: str = UINT8) -> np.ndarray:
-    """One uint8 [H, W, 3] image (any size) -> what the file of `config` and `input_type` takes
-    for it ([1, ...]; `model_file.feed`, as LiteRT's `ModelFile.detect` feeds it)."""
-    mode = (model_file.ANY_SIZE if any_size(config, input_type) else
-            model_file.MODEL_SIZE_UINT8 if input_type == UINT8 else model_file.MODEL_SIZE_FLOAT32)
-    return model_file.feed(image, mode, (config.image_height, config.image_width), config.resize_method,
-                           config.normalize_before_resize)
 
 
 def metadata(config, nms: str, input_type: str, max_detections: int, int8: bool) -> dict:

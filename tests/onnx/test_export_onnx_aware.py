@@ -21,7 +21,7 @@ pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip instal
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
 from tests.conftest import SHARED, model_for_fixture, run_cli  # noqa: E402
-from migrate import export, verify  # noqa: E402
+from migrate import export_drift, verify  # noqa: E402
 from ssd_mobilenet import detector, onnx_file  # noqa: E402
 from ssd_mobilenet.export import onnx as onnx_export  # noqa: E402
 from ssd_mobilenet.export import onnx_aware  # noqa: E402
@@ -202,7 +202,7 @@ def test_float32_input_file_agrees_with_the_integer_tflite_file(aware_file, tmp_
     theirs = model_file.ModelFile(str(tflite_path), threads=2)
     pairs = [(theirs.detect(image), ours.detect(image)) for image in map(read_image, PHOTOS)]
     joined = [{k: np.concatenate([p[i][k] for p in pairs]) for k in onnx_file.OUTPUT_KEYS} for i in (0, 1)]
-    a = export.agreement(*joined)
+    a = export_drift.agreement(*joined)
     print(f"float32-input ONNX file vs the integer .tflite file: {a['matched']} of {a['reference']} "
           f"(rate {a['rate']:.3f}, mean IoU {a['mean_iou']:.3f})")
     assert a["reference"] >= 300 and a["rate"] > 0.93 and a["mean_iou"] > 0.95

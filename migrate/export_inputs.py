@@ -1,0 +1,55 @@
+"""What every `export` format reads before it converts: the converted model directory and the
+calibration images of an int8 file; bad input is an `ExportInputError`, one line naming the path.
+
+`migrate.export` (`--tflite`), `migrate.export_onnx` (`--onnx`) and `migrate.export_web`
+(`--web`) take these from here.
+"""
+
+from __future__ import annotations
+
+import os
+
+import tensorflow as tf
+
+from ssd_mobilenet import detector as detector_lib
+from ssd_mobilenet.export.network import generated_images
+from ssd_mobilenet.image_io import error_message
+
+
+class ExportInputError(ValueError):
+    """A converted directory that cannot be read, an output that may not be written, a bad option."""
+
+
+def load_converted(converted: str):
+    """The Keras model of a converted directory, or `ExportInputError` naming the directory."""
+    if not os.path.isdir(converted):
+        raise ExportInputError(f"{converted}: no such directory (expected the output of `migrate convert`)")
+    if not os.path.isfile(os.path.join(converted, detector_lib.CONFIG_FILE)):
+        raise ExportInputError(f"{converted}: not a converted model directory (no {detector_lib.CONFIG_FILE})")
+    try:
+        return detector_lib.load_model(converted)
+    # A truncated tensor data file: the checkpoint reader raises IndexError ("Read less bytes
+    # than requested").
+    except (OSError, ValueError, IndexError, tf.errors.OpError) as e:
+        raise ExportInputError(f"{converted}: cannot load the converted model: {error_message(e)}") from None
+
+
+def calibration_images(paths, config) -> tuple:
+    """(names, uint8 [H, W, 3] images) to calibrate an int8 file on: the JPEG and PNG files of
+    `paths` (files and folders), or when None `network.generated_images(config)`, named
+    `generated:I`.
+
+    Raises:
+      ExportInputError: no image among `paths`, or one that cannot be read (naming it).
+    """
+    if paths is None:
+        images = generated_images(config)
+        return [f"generated:{i}" for i in range(len(images))], list(images)
+    from migrate.common import images as images_lib
+    try:
+        files = images_lib.list_images(paths)
+        if not files:
+            raise ExportInputError(f"{' '.join(paths)}: no JPEG or PNG images for --calibration")
+        return files, [images_lib.read_image(f) for f in files]
+    except images_lib.ImageError as e:
+        raise ExportInputError(str(e)) from None

@@ -1,0 +1,305 @@
+"""`migrate export --web`: the page in a real browser (Debian's headless Chromium, driven by
+Playwright), served from 127.0.0.1 by a static file server: the seven shared photos' detections
+are `predict`'s and the TF1 graph's (counts and classes exact, boxes and scores within 1e-4), with
+and without cross-origin isolation (threads, one thread); bad input on the page is one message on
+the page; bad input to the command is one `error:` line, exit 2, nothing written.
+
+One exported folder (the 2018 zoo graph's conversion, 300x300, 90 classes) and one browser serve
+the whole file."""
+
+from __future__ import annotations
+
+import base64
+import glob
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from tests.conftest import SHARED, json_lines, run_cli, same_predict_lines, save_synthetic_model, shared_available
+from migrate import export_web, predict
+from migrate.benchmark import browser
+from ssd_mobilenet.config import SSDConfig
+
+PHOTOS = sorted(glob.glob(os.path.join(SHARED, "photos", "*.jpg")))
+# `predict`'s rule for a runtime that is not the converted model's own: counts and classes exact,
+# boxes and scores within 1e-4 (ONNX Runtime Web's WebAssembly kernels round otherwise than oneDNN's).
+ATOL = 1e-4
+LABELS = "\n".join(f"class {i}" for i in range(1, 91)) + "\n"
+needs_photos = pytest.mark.skipif(not shared_available() or not PHOTOS, reason=f"ground truth not found at {SHARED}")
+
+
+@pytest.fixture(scope="module")
+def zoo_web(zoo_converted, tmp_path_factory):
+    """(TF1 fixture dir, converted dir, served root): the conversion's page exported once by the
+    command, under `root/web/`, the shared photos under `root/photos/` (the same origin: a
+    cross-origin isolated page may fetch only what allows it) and a PNG copy of one of them."""
+    from PIL import Image
+    src, converted = zoo_converted
+    root = tmp_path_factory.mktemp("web_root")
+    (root / "labels.txt").write_text(LABELS)
+    code, out, err = run_cli(["export", converted, "--web", str(root / "web"), "--labels", str(root / "labels.txt")])
+    assert code == 0, err
+    assert out.startswith("exported a web page: 100 detections, 13 files") and "onnxruntime-web 1.30.0" in out
+    (root / "photos").mkdir()
+    for photo in PHOTOS:
+        os.symlink(photo, root / "photos" / os.path.basename(photo))
+    Image.open(PHOTOS[-1]).save(root / "photos" / "as_png.png")  # TF's and the browser's PNG pixels
+    (root / "photos" / "notes.txt").write_text("not an image")
+    (root / "photos" / "truncated.jpg").write_bytes(open(PHOTOS[0], "rb").read()[:5000])
+    return src, converted, root
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    with browser.chromium() as context:
+        yield context
+
+
+@pytest.fixture(scope="module")
+def references(zoo_web):
+    """{photo name: predict's record} on the converted directory (TensorFlow), and {photo name:
+    the TF1 graph's four outputs} (a session of the frozen graph, Grappler off)."""
+    import tensorflow as tf
+
+    from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner
+    from migrate.tf1.sources import read_graph_def
+    src, converted, root = zoo_web
+    photos = sorted(glob.glob(str(root / "photos" / "*.jpg"))) + [str(root / "photos" / "as_png.png")]
+    photos = [p for p in photos if not p.endswith("truncated.jpg")]
+    out = root / "predict.jsonl"
+    predict.run(converted, photos, out=str(out), labels=str(root / "labels.txt"), batch_size=1)
+    records = {os.path.basename(k): v for k, v in json_lines(out).items()}
+    runner = FrozenGraphRunner(read_graph_def(os.path.join(src, "frozen_inference_graph.pb")), exact_arithmetic=True)
+    tf1 = {}
+    for photo in photos:
+        image = tf.io.decode_image(open(photo, "rb").read(), channels=3).numpy()[None]
+        tf1[os.path.basename(photo)] = runner.run(image, {k: f"{k}:0" for k in DETECTION_OUTPUTS})
+    runner.close()
+    return records, tf1
+
+
+def _page_records(chromium, root, query, names):
+    with browser.serve(str(root), isolated="threads" not in query) as base:
+        page, info = browser.open_page(chromium, f"{base}web/{query}")
+        try:
+            records = {name: page.evaluate("(url) => window.detect(url)", f"../photos/{name}") for name in names}
+            shown = page.locator("figure").count()
+        finally:
+            page.close()
+    return info, records, shown
+
+
+def _same_as_tf1(record, outputs):
+    n = int(outputs["num_detections"][0])
+    assert record["num_detections"] == n
+    assert [d["class_id"] for d in record["detections"]] == outputs["detection_classes"][0, :n].astype(int).tolist()
+    np.testing.assert_allclose([d["score"] for d in record["detections"]], outputs["detection_scores"][0, :n],
+                               rtol=0, atol=ATOL)
+    np.testing.assert_allclose([d["box"] for d in record["detections"]], outputs["detection_boxes"][0, :n],
+                               rtol=0, atol=ATOL)
+    return n
+
+
+@pytest.mark.slow
+@needs_photos
+@pytest.mark.parametrize("query", ["", "?threads=1"], ids=["isolated_threads", "not_isolated_one_thread"])
+def test_page_gives_predicts_and_the_tf1_graphs_detections_on_the_shared_photos(zoo_web, chromium, references,
+                                                                                 query):
+    _, _, root = zoo_web
+    records, tf1 = references
+    info, ours, shown = _page_records(chromium, root, query, sorted(records))
+    # Cross-origin isolated, ONNX Runtime Web runs on threads; served as any static server serves
+    # it (no COOP/COEP headers), on one.
+    assert info["cross_origin_isolated"] == (query == "") and info["runtime"] == "onnxruntime-web 1.30.0"
+    assert info["threads"] == (min(os.cpu_count(), 4) if query == "" else 1)
+    assert shown == len(records)  # every photo drawn on the page
+    for name, record in ours.items():
+        assert set(record) == {"image", "height", "width", "num_detections", "detections"}
+        assert all(set(d) == {"class_id", "label", "score", "box", "box_pixels"} for d in record["detections"])
+    compared = same_predict_lines({k: dict(v, image=k) for k, v in ours.items()}, records, ATOL)
+    assert compared == sum(r["num_detections"] for r in records.values()) > 0
+    counted = sum(_same_as_tf1(ours[name], tf1[name]) for name in sorted(ours))
+    errors = [max(abs(a["score"] - b["score"]) for a, b in zip(ours[k]["detections"], records[k]["detections"]))
+              for k in ours]
+    print(f"web page {query or '(isolated)'}: {counted} detections on {len(ours)} photos, scores within "
+          f"{max(errors):.1e} of predict's")
+
+
+@pytest.mark.slow
+@needs_photos
+def test_bad_input_on_the_page_is_one_message_on_the_page(zoo_web, chromium):
+    _, _, root = zoo_web
+    with browser.serve(str(root)) as base:
+        page, _ = browser.open_page(chromium, f"{base}web/")
+        try:
+            for name, expected in (("notes.txt", "notes.txt: not an image this page reads (JPEG, PNG, GIF, BMP or WebP)"),
+                                   ("truncated.jpg", "truncated.jpg: cannot read image: the JPEG data is corrupt or "
+                                                     "truncated"),
+                                   ("missing.jpg", "missing.jpg is missing from this folder (HTTP 404)")):
+                error = page.evaluate("(url) => window.detect(url).then(() => null, (e) => e.message)",
+                                      f"../photos/{name}")
+                assert error is not None and expected in error, error
+                assert page.locator("#message").is_visible() and expected in page.locator("#message").text_content()
+            # The page goes on: the next photo is detected and the message cleared.
+            record = page.evaluate("(url) => window.detect(url)", f"../photos/{os.path.basename(PHOTOS[3])}")
+            assert record["num_detections"] > 0 and not page.locator("#message").is_visible()
+        finally:
+            page.close()
+
+
+@pytest.mark.slow
+@needs_photos
+@pytest.mark.parametrize("missing", ["model.onnx", "ort-wasm-simd-threaded.wasm", "app.js", "model.json"])
+def test_a_folder_missing_a_file_is_one_message_on_the_page(zoo_web, chromium, tmp_path, missing):
+    _, _, root = zoo_web
+    folder = tmp_path / "web"
+    folder.mkdir()
+    for name in os.listdir(root / "web"):
+        if name != missing:
+            os.link(root / "web" / name, folder / name)  # hard links: no copy of 40 MB
+    with browser.serve(str(tmp_path)) as base:
+        page = chromium.new_page()
+        try:
+            page.goto(f"{base}web/")
+            page.wait_for_selector("#message:not([hidden])", timeout=30000)
+            message = page.locator("#message").text_content()
+            assert message.startswith(missing) and "export it again" in message, message
+            assert page.locator("#status").text_content() == "Not loaded."
+        finally:
+            page.close()
+
+
+def test_the_runtime_is_the_lockfiles(tmp_path):
+    """The runtime copied into the folder is the one web/package-lock.json pins (npm ci installed it)."""
+    pinned = export_web.pinned_versions()
+    assert pinned == {"onnxruntime-web": "1.30.0", "@cwasm/jpeg-turbo": "0.1.3"}
+    assert {name: info["version"] for name, info in export_web.installed_runtime().items()} == pinned
+    with open(os.path.join(export_web.WEB_DIR, "package.json"), encoding="utf-8") as f:
+        assert json.load(f)["dependencies"] == pinned  # exact versions, no ranges
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    root = tmp_path_factory.mktemp("web_small")
+    save_synthetic_model(str(root / "converted"), SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128,
+                                                            image_width=128))
+    return root
+
+
+@pytest.mark.parametrize("case", ["exists", "int8", "nms", "float32", "labels_with_onnx", "bad_labels",
+                                  "no_labels_file", "not_converted", "parent_is_file"])
+def test_export_web_bad_input_is_one_line_exit_2_and_nothing_written(small, tmp_path, case):
+    converted, out = str(small / "converted"), tmp_path / "page"
+    args = ["export", converted, "--web", str(out)]
+    if case == "exists":
+        out.mkdir()
+        (out / "index.html").write_text("mine")
+    extra, expected = {
+        "exists": ([], f"{out}: exists (use --force to replace it)"),
+        "int8": (["--int8"], "--int8: not for --web"),
+        "nms": (["--nms", "fast"], "--nms: not for --web"),
+        "float32": (["--input", "float32"], "--input float32: not for --web"),
+        "labels_with_onnx": (None, "--labels: names the classes on the --web page"),
+        "bad_labels": (["--labels", str(tmp_path / "labels.pbtxt")], f"{tmp_path / 'labels.pbtxt'}:"),
+        "no_labels_file": (["--labels", str(tmp_path / "nothing.pbtxt")], f"{tmp_path / 'nothing.pbtxt'}: no such file"),
+        "not_converted": (None, f"{tmp_path}: not a converted model directory"),
+        "parent_is_file": (None, "is a file, not a folder"),
+    }[case]
+    if case == "labels_with_onnx":
+        args = ["export", converted, "--onnx", str(tmp_path / "m.onnx"), "--labels", str(tmp_path / "x")]
+        (tmp_path / "x").write_text("a\n")
+    elif case == "bad_labels":
+        (tmp_path / "labels.pbtxt").write_text("item { id: 1 name: 'cat' ")  # unterminated
+    elif case == "not_converted":
+        args = ["export", str(tmp_path), "--web", str(out)]
+    elif case == "parent_is_file":
+        (tmp_path / "file").write_text("x")
+        args = ["export", converted, "--web", str(tmp_path / "file" / "page")]
+    before = sorted(os.listdir(tmp_path))
+    code, stdout, err = run_cli(args + (extra or []))
+    assert code == 2 and stdout == "", (code, stdout, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], err
+    assert sorted(os.listdir(tmp_path)) == before  # nothing written, no temporary folder left
+    if case == "exists":
+        assert os.listdir(out) == ["index.html"] and (out / "index.html").read_text() == "mine"
+
+
+@pytest.mark.slow
+def test_export_web_writes_the_folder_whole_and_replaces_it_with_force(small, tmp_path, monkeypatch):
+    converted, out = str(small / "converted"), tmp_path / "page"
+    code, stdout, err = run_cli(["export", converted, "--web", str(out), "--quiet"])
+    assert code == 0 and err == "", err
+    files = sorted(os.listdir(out))
+    assert files == sorted([*export_web.PAGE_FILES, "model.onnx", "labels.json", "model.json", "third_party.txt",
+                            *(name for _, _, name in export_web.RUNTIME_FILES)])
+    manifest = json.loads((out / "model.json").read_text())
+    assert manifest["image_size"] == [128, 128] and manifest["num_classes"] == 3 and not manifest["has_labels"]
+    assert all(os.path.getsize(out / name) == size for name, size in manifest["files"].items())
+    assert json.loads((out / "labels.json").read_text()) == {}
+    # A failure half-way leaves the old folder as it was, and no temporary folder beside it.
+    (out / "mine.txt").write_text("kept")
+
+    def fail(*args, **kwargs):
+        raise OSError("disk full")
+    monkeypatch.setattr(export_web, "_licenses", fail)
+    with pytest.raises(OSError):
+        export_web.export_web(converted, str(out), force=True)
+    assert (out / "mine.txt").read_text() == "kept" and sorted(os.listdir(tmp_path)) == ["page"]
+    monkeypatch.undo()
+    assert run_cli(["export", converted, "--web", str(out), "--force", "--quiet"])[0] == 0
+    assert not (out / "mine.txt").exists() and sorted(os.listdir(out)) == files
+
+
+def test_a_runtime_not_installed_is_one_line(small, tmp_path, monkeypatch):
+    web = tmp_path / "web"
+    web.mkdir()
+    shutil.copy(os.path.join(export_web.WEB_DIR, "package-lock.json"), web)
+    monkeypatch.setattr(export_web, "WEB_DIR", str(web))
+    with pytest.raises(export_web.ExportInputError, match=r"--web: the browser runtime is not installed "
+                                                          r"\(onnxruntime-web missing .*npm ci"):
+        export_web.installed_runtime(str(web))
+
+
+@pytest.mark.slow
+@needs_photos
+def test_jpeg_decoding_of_the_page_is_tensorflows(zoo_web, chromium):
+    """The page's JPEG decoder (libjpeg-turbo in WebAssembly, TensorFlow's settings) gives
+    tf.io.decode_jpeg's pixels exactly; the browser's own decoder (a canvas) does not."""
+    import tensorflow as tf
+    _, _, root = zoo_web
+    with browser.serve(str(root)) as base:
+        page, _ = browser.open_page(chromium, f"{base}web/")
+        try:
+            for photo in PHOTOS:
+                name = os.path.basename(photo)
+                got = page.evaluate("""async (url) => {
+                    const { JpegDecoder } = await import('./jpeg.js');
+                    const decoder = await JpegDecoder.load('jpeg-turbo.wasm');
+                    const bytes = new Uint8Array(await (await fetch(url)).arrayBuffer());
+                    const ours = decoder.decode(bytes);
+                    const bitmap = await createImageBitmap(new Blob([bytes]));
+                    const canvas = new OffscreenCanvas(bitmap.width, bitmap.height);
+                    const context = canvas.getContext('2d');
+                    context.drawImage(bitmap, 0, 0);
+                    const rgba = context.getImageData(0, 0, bitmap.width, bitmap.height).data;
+                    const canvasRgb = new Uint8Array(ours.rgb.length);
+                    for (let i = 0; i < canvasRgb.length; i++) canvasRgb[i] = rgba[4 * Math.floor(i / 3) + i % 3];
+                    const b64 = (u8) => {
+                        let text = '';
+                        for (let i = 0; i < u8.length; i += 32768) text += String.fromCharCode(...u8.subarray(i, i + 32768));
+                        return btoa(text);
+                    };
+                    return { rgb: b64(ours.rgb), canvas: b64(canvasRgb) };
+                }""", f"../photos/{name}")
+                expected = tf.io.decode_jpeg(open(photo, "rb").read(), channels=3).numpy()
+                ours = np.frombuffer(base64.b64decode(got["rgb"]), np.uint8).reshape(expected.shape)
+                canvas = np.frombuffer(base64.b64decode(got["canvas"]), np.uint8).reshape(expected.shape)
+                np.testing.assert_array_equal(ours, expected, err_msg=name)
+                print(f"{name}: the canvas's pixels differ from TensorFlow's by up to "
+                      f"{np.abs(canvas.astype(int) - expected).max()} levels")
+        finally:
+            page.close()

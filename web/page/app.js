@@ -1,0 +1,324 @@
+// The page of `migrate export --web`: the converted model's `.onnx` file on ONNX Runtime Web
+// (WebAssembly, SIMD; threads where the page is cross-origin isolated), photos decoded as
+// TensorFlow decodes them (jpeg.js), detections drawn as `predict --png` draws them (draw.js).
+//
+// For automation: `window.detect(url)` -> Promise of that photo's record in `predict`'s JSON lines
+// format; `window.modelReady` settles once the model is loaded (rejecting with the page's
+// message when it cannot be); `window.pageInfo` says what runs; `window.lastTiming` holds the
+// last photo's times in milliseconds. Query parameters: `threads=N` (ONNX Runtime Web's threads),
+// `min_score=S` (the score from which boxes are drawn, as `predict --png-min-score`; default 0.5).
+//
+// Every failure ends as one message on the page (#message): a file missing from the folder, a
+// file that is not an image, a browser without WebAssembly.
+
+const MANIFEST = "model.json";
+// Files the page needs besides those model.json names (the folder `export --web` writes).
+const PAGE_FILES = ["app.js", "jpeg.js", "draw.js", "style.css"];
+// ONNX Runtime Web's threads past a few gain little on one photo (each convolution is split
+// between them) and take cores from the rest of the browser.
+const MAX_THREADS = 4;
+
+class PageError extends Error {}
+
+const $ = (id) => document.getElementById(id);
+const state = { labels: {}, session: null, decoder: null, draw: null, manifest: null };
+
+function showMessage(text) {
+  const box = $("message");
+  box.textContent = text;
+  box.hidden = false;
+}
+
+function clearMessage() {
+  $("message").hidden = true;
+  $("message").textContent = "";
+}
+
+function describe(error) {
+  if (error instanceof PageError) return error.message;
+  return `unexpected error: ${error && error.message ? error.message : error}`;
+}
+
+// ---- the model folder ----------------------------------------------------------------------
+
+async function fetchFile(name, as) {
+  let response;
+  try {
+    response = await fetch(name, { cache: "no-cache" });
+  } catch (error) {
+    throw new PageError(`${name} could not be fetched (${error.message}): is the folder served over HTTP?`);
+  }
+  if (!response.ok) {
+    throw new PageError(`${name} is missing from this folder (HTTP ${response.status}): it is not a complete ` +
+      "`migrate export --web` folder; export it again.");
+  }
+  return as === "json" ? response.json() : new Uint8Array(await response.arrayBuffer());
+}
+
+async function checkPresent(names) {
+  // HEAD requests: a missing file is named before megabytes of others are downloaded.
+  const missing = [];
+  await Promise.all(names.map(async (name) => {
+    try {
+      const response = await fetch(name, { method: "HEAD", cache: "no-cache" });
+      if (response.status === 404 || response.status === 410) missing.push(name);
+    } catch (error) {
+      // A server that refuses HEAD is read with GET later, with the same message.
+    }
+  }));
+  if (missing.length) {
+    throw new PageError(`${missing.sort().join(", ")} ${missing.length > 1 ? "are" : "is"} missing from this ` +
+      "folder: it is not a complete `migrate export --web` folder; export it again.");
+  }
+}
+
+// The score from which detections are drawn (`predict --png-min-score`; the record holds them all).
+function drawMinScore() {
+  const asked = Number(new URLSearchParams(location.search).get("min_score"));
+  return asked > 0 && asked <= 1 ? asked : state.draw.MIN_SCORE;
+}
+
+function threadCount() {
+  const asked = Number(new URLSearchParams(location.search).get("threads"));
+  if (Number.isInteger(asked) && asked > 0) return asked;
+  // WebAssembly threads need SharedArrayBuffer, which browsers give only to a cross-origin
+  // isolated page: served with Cross-Origin-Opener-Policy: same-origin and
+  // Cross-Origin-Embedder-Policy: require-corp. A page cannot set these itself.
+  return self.crossOriginIsolated ? Math.min(navigator.hardwareConcurrency || 1, MAX_THREADS) : 1;
+}
+
+async function loadModel() {
+  if (typeof WebAssembly !== "object") throw new PageError("this browser has no WebAssembly: the model cannot run");
+  let manifest;
+  try {
+    manifest = await fetchFile(MANIFEST, "json");
+  } catch (error) {
+    if (error instanceof SyntaxError) throw new PageError(`${MANIFEST} is not valid JSON: export the folder again.`);
+    throw error;
+  }
+  state.manifest = manifest;
+  await checkPresent([...PAGE_FILES, ...Object.keys(manifest.files)]);
+  const [jpeg, draw, ort] = await Promise.all([
+    import("./jpeg.js"), import("./draw.js"), import(`./${manifest.runtime.script}`),
+  ]).catch((error) => {
+    throw new PageError(`the page's scripts could not be loaded (${error.message}): export the folder again.`);
+  });
+  state.draw = draw;
+  state.jpeg = jpeg;
+  state.labels = await fetchFile(manifest.labels, "json");
+  state.decoder = await jpeg.JpegDecoder.load(manifest.decoder.wasm);
+
+  const threads = threadCount();
+  ort.env.wasm.numThreads = threads;
+  ort.env.wasm.wasmPaths = { mjs: new URL(manifest.runtime.loader, location.href).href,
+                             wasm: new URL(manifest.runtime.wasm, location.href).href };
+  const modelBytes = await fetchFile(manifest.model);
+  try {
+    state.session = await ort.InferenceSession.create(modelBytes, {
+      executionProviders: ["wasm"], graphOptimizationLevel: "all", executionMode: "sequential",
+    });
+  } catch (error) {
+    throw new PageError(`${manifest.model}: ONNX Runtime Web cannot load it (${error.message || error}).`);
+  }
+  state.ort = ort;
+  const [h, w] = manifest.image_size;
+  const isolated = self.crossOriginIsolated;
+  window.pageInfo = {
+    runtime: `onnxruntime-web ${manifest.runtime.version}`, backend: "wasm", threads,
+    cross_origin_isolated: isolated, model: manifest.model, image_size: manifest.image_size,
+  };
+  $("model-name").textContent = `(${manifest.name})`;
+  $("status").textContent = `${manifest.model}: ${h}x${w} input, ${manifest.num_classes} classes, photos of any ` +
+    `size. ONNX Runtime Web ${manifest.runtime.version}, WebAssembly SIMD, ${threads} thread${threads > 1 ? "s" : ""}` +
+    (isolated || threads > 1 ? "." : " (the page is not cross-origin isolated: serve it with COOP/COEP headers for " +
+      "more, docs/guides/deploy.md).");
+}
+
+// ---- one photo -----------------------------------------------------------------------------
+
+// A photo's bytes -> {width, height, rgb}: JPEG through libjpeg-turbo as TensorFlow decodes it,
+// other formats through the browser's decoder without colour management (the file's values, as
+// TensorFlow's PNG, GIF and BMP decoders give them for 8-bit opaque images).
+async function decodePhoto(bytes, name) {
+  if (state.jpeg.isJpeg(bytes)) {
+    try {
+      return state.decoder.decode(bytes);
+    } catch (error) {
+      throw new PageError(`${name}: cannot read image: ${error.message}`);
+    }
+  }
+  let bitmap;
+  try {
+    bitmap = await createImageBitmap(new Blob([bytes]), { colorSpaceConversion: "none", premultiplyAlpha: "none" });
+  } catch (error) {
+    throw new PageError(`${name}: not an image this page reads (JPEG, PNG, GIF, BMP or WebP)`);
+  }
+  return pixelsOf(bitmap, bitmap.width, bitmap.height);
+}
+
+// Anything drawable (an ImageBitmap, a video frame) -> {width, height, rgb}.
+function pixelsOf(source, width, height) {
+  const canvas = new OffscreenCanvas(width, height);
+  const context = canvas.getContext("2d", { willReadFrequently: true });
+  context.drawImage(source, 0, 0);
+  const rgba = context.getImageData(0, 0, width, height).data;
+  const rgb = new Uint8Array(width * height * 3);
+  for (let i = 0, j = 0; i < rgba.length; i += 4, j += 3) {
+    rgb[j] = rgba[i]; rgb[j + 1] = rgba[i + 1]; rgb[j + 2] = rgba[i + 2];
+  }
+  return { width, height, rgb };
+}
+
+// The shortest decimal that reads back as the same float32 (predict's `_short`).
+function short(value) {
+  for (let digits = 1; digits < 10; digits++) {
+    const text = Number(value.toPrecision(digits));
+    if (Math.fround(text) === value) return text;
+  }
+  return value;
+}
+
+async function run(pixels) {
+  const { ort, session, manifest } = state;
+  const input = new ort.Tensor("uint8", pixels.rgb, [1, pixels.height, pixels.width, 3]);
+  const out = await session.run({ [manifest.input]: input });
+  const count = Math.round(out.num_detections.data[0]);
+  const boxes = out.detection_boxes.data, scores = out.detection_scores.data, classes = out.detection_classes.data;
+  const { height, width } = pixels;
+  const detections = [];
+  for (let k = 0; k < count; k++) {
+    const classId = Math.round(classes[k]);
+    const box = Array.from(boxes.subarray(4 * k, 4 * k + 4), short);
+    const detection = { class_id: classId };
+    if (manifest.has_labels) detection.label = state.labels[classId] ?? null;
+    Object.assign(detection, {
+      score: short(scores[k]), box,
+      box_pixels: box.map((v, i) => Math.round(Math.fround(v) * (i % 2 ? width : height) * 1000) / 1000),
+    });
+    detections.push(detection);
+  }
+  for (const tensor of Object.values(out)) tensor.dispose?.();
+  return { height, width, num_detections: count, detections };
+}
+
+// bytes (or decoded pixels) -> {record, pixels, timing}, the times in milliseconds.
+async function detectPhoto(name, bytes, pixels) {
+  const start = performance.now();
+  pixels = pixels || await decodePhoto(bytes, name);
+  const decoded = performance.now();
+  const record = { image: name, ...(await run(pixels)) };
+  const end = performance.now();
+  const timing = { decode_ms: decoded - start, model_ms: end - decoded, total_ms: end - start };
+  window.lastTiming = timing;
+  return { record, pixels, timing };
+}
+
+// ---- what the page shows -------------------------------------------------------------------
+
+function show({ record, pixels, timing }) {
+  const card = document.createElement("figure");
+  const canvas = document.createElement("canvas");
+  canvas.width = pixels.width;
+  canvas.height = pixels.height;
+  const context = canvas.getContext("2d");
+  const rgba = new ImageData(pixels.width, pixels.height);
+  for (let i = 0, j = 0; j < pixels.rgb.length; i += 4, j += 3) {
+    rgba.data[i] = pixels.rgb[j]; rgba.data[i + 1] = pixels.rgb[j + 1]; rgba.data[i + 2] = pixels.rgb[j + 2];
+    rgba.data[i + 3] = 255;
+  }
+  context.putImageData(rgba, 0, 0);
+  const minScore = drawMinScore();
+  state.draw.drawLabelled(context, record, state.labels, minScore);
+  const shown = record.detections.filter((d) => d.score >= minScore).length;
+  const caption = document.createElement("figcaption");
+  caption.textContent = `${record.image}: ${record.width}x${record.height}, ${shown} detection${shown === 1 ? "" : "s"} ` +
+    `scoring >= ${minScore} (of ${record.num_detections}); ${timing.total_ms.toFixed(1)} ms ` +
+    `(decoding ${timing.decode_ms.toFixed(1)} ms, model ${timing.model_ms.toFixed(1)} ms)`;
+  card.append(canvas, caption);
+  $("results").prepend(card);
+}
+
+async function detectAndShow(name, bytes, pixels) {
+  await window.modelReady;
+  try {
+    const result = await detectPhoto(name, bytes, pixels);
+    clearMessage();
+    show(result);
+    return result.record;
+  } catch (error) {
+    showMessage(describe(error));
+    throw error instanceof PageError ? error : new PageError(describe(error));
+  }
+}
+
+async function detectFiles(files) {
+  for (const file of files) {
+    try {
+      await detectAndShow(file.name, new Uint8Array(await file.arrayBuffer()));
+    } catch (error) {
+      return; // the message names the file; the others wait for the next choice
+    }
+  }
+}
+
+window.detect = async function detect(url) {
+  await window.modelReady;
+  let bytes;
+  try {
+    bytes = await fetchFile(url);
+  } catch (error) {
+    showMessage(describe(error));
+    throw error;
+  }
+  return detectAndShow(url, bytes);
+};
+
+// ---- inputs: file picker, drag and drop, camera --------------------------------------------
+
+function wireInputs() {
+  const pick = $("pick");
+  pick.disabled = false;
+  pick.addEventListener("change", () => detectFiles([...pick.files]).then(() => { pick.value = ""; }));
+  document.addEventListener("dragover", (event) => { event.preventDefault(); document.body.classList.add("dragging"); });
+  document.addEventListener("dragleave", () => document.body.classList.remove("dragging"));
+  document.addEventListener("drop", (event) => {
+    event.preventDefault();
+    document.body.classList.remove("dragging");
+    const files = [...event.dataTransfer.files];
+    if (files.length) detectFiles(files);
+  });
+  // The camera where the browser allows it: a secure context (https, localhost) with getUserMedia.
+  if (!navigator.mediaDevices || !navigator.mediaDevices.getUserMedia) return;
+  const camera = $("camera"), capture = $("capture"), video = $("video");
+  camera.hidden = false;
+  camera.disabled = false;
+  camera.addEventListener("click", async () => {
+    try {
+      video.srcObject = await navigator.mediaDevices.getUserMedia({ video: true, audio: false });
+      await video.play();
+      video.hidden = false;
+      capture.hidden = false;
+      capture.disabled = false;
+      clearMessage();
+    } catch (error) {
+      showMessage(`the camera is not available (${error.name}: ${error.message})`);
+    }
+  });
+  capture.addEventListener("click", () => {
+    const pixels = pixelsOf(video, video.videoWidth, video.videoHeight);
+    const name = `camera ${new Date().toLocaleTimeString()}`;
+    detectAndShow(name, null, pixels).catch(() => {});
+  });
+}
+
+window.addEventListener("error", (event) => showMessage(`unexpected error: ${event.message}`));
+window.addEventListener("unhandledrejection", (event) => {
+  if (!(event.reason instanceof PageError)) showMessage(describe(event.reason));
+});
+
+window.modelReady = loadModel().then(wireInputs, (error) => {
+  showMessage(describe(error));
+  $("status").textContent = "Not loaded.";
+  throw error instanceof PageError ? error : new PageError(describe(error));
+});
+window.modelReady.catch(() => {}); // shown on the page above; detect() callers get the rejection

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ssd_mobilenet import pipeline_text
+from ssd_mobilenet import pipeline_schema, pipeline_text
 from ssd_mobilenet.pipeline_text import Scalar, TextMessage
 
 # How the exporter's post-processing orders thresholding, clipping and NMS. It changed in
@@ -40,7 +40,18 @@ RESIZE_METHODS = ("BILINEAR", "NEAREST_NEIGHBOR", "BICUBIC", "AREA")
 
 
 class ConfigError(ValueError):
-    """A pipeline.config that cannot be read or that asks for something unsupported."""
+    """A pipeline.config that cannot be read or that asks for something unsupported.
+
+    `line` (1-based, or None) is where in the file the problem is; `at(path)` words the error
+    for the file `path` as one line: `PATH:LINE: PROBLEM`, or `PATH: PROBLEM` without a line.
+    """
+
+    def __init__(self, problem: str, line: "int | None" = None):
+        super().__init__(problem if not line else f"line {line}: {problem}")
+        self.problem, self.line = problem, line or None
+
+    def at(self, path: str) -> "ConfigError":
+        return ConfigError(f"{path}:{self.line}: {self.problem}" if self.line else f"{path}: {self.problem}")
 
 
 def _f32(x) -> float:
@@ -320,10 +331,12 @@ class SSDConfig:
 
 
 def parse_pipeline_config(path_or_text: str) -> TextMessage:
-    """The parsed tree of a `pipeline.config` (a file path or its text).
+    """The parsed tree of a `pipeline.config` (a file path or its text), checked against the
+    OD API's messages (`pipeline_schema`) before anything reads a value from it.
 
     Raises:
-      ConfigError: the file cannot be read or is not protobuf text format.
+      ConfigError: the file cannot be read, is not protobuf text format, or holds a field or
+        value its message does not declare (with its `line`).
     """
     text = path_or_text
     if "\n" not in path_or_text and os.path.exists(path_or_text):
@@ -333,9 +346,14 @@ def parse_pipeline_config(path_or_text: str) -> TextMessage:
         except (OSError, UnicodeDecodeError) as e:
             raise ConfigError(f"cannot read: {e}") from None
     try:
-        return pipeline_text.parse(text)
+        root = pipeline_text.parse(text)
     except pipeline_text.TextFormatError as e:
-        raise ConfigError(f"not valid protobuf text format: {e}") from None
+        raise ConfigError(f"not valid protobuf text format: {e}", e.line) from None
+    try:
+        pipeline_schema.check(root)
+    except pipeline_schema.SchemaError as e:
+        raise ConfigError(e.problem, e.line) from None
+    return root
 
 
 class _PipelineReader:

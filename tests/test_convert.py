@@ -225,6 +225,24 @@ def test_corrupt_pipeline_config(zoo_fixture, tmp_path, capsys):
 
 
 @needs_shared
+@pytest.mark.parametrize("written, misspelt, problem", [
+    ("train_config {", "train_confg {", 'the top level has no field "train_confg" (did you mean "train_config"?)'),
+    ("num_classes: 90", "num_clases: 90", 'model.ssd has no field "num_clases" (did you mean "num_classes"?)'),
+    ("iou_threshold: 0.600000023842", "iou_treshold: 0.5",
+     'model.ssd.post_processing.batch_non_max_suppression has no field "iou_treshold" (did you mean "iou_threshold"?)'),
+])
+def test_misspelt_pipeline_config_field(zoo_fixture, tmp_path, capsys, written, misspelt, problem):
+    # Read as "unset" before, so convert wrote the default (iou_threshold 0.6) and exited 0.
+    src = _only(zoo_fixture(ZOO_2018), tmp_path / "m", ["model.ckpt.*", "checkpoint"])
+    with open(zoo_path(ZOO_2018, "pipeline.config")) as f:
+        text = f.read().replace(written, misspelt, 1)
+    with open(os.path.join(src, "pipeline.config"), "w") as f:
+        f.write(text)
+    line = text[:text.index(misspelt)].count("\n") + 1
+    _bad(tmp_path, capsys, [src], f"error: {os.path.join(src, 'pipeline.config')}:{line}: {problem}")
+
+
+@needs_shared
 def test_unsupported_pipeline_config(zoo_fixture, tmp_path, capsys):
     src = _only(zoo_fixture(ZOO_2018), tmp_path / "m", ["model.ckpt.*", "checkpoint"])
     shutil.copy(zoo_path("sample_configs", "ssd_mobilenet_v1_fpn_shared_box_predictor_640x640_coco14_sync.config"),

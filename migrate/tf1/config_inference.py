@@ -314,7 +314,7 @@ def infer_config(source, trust_weights=False, image_size=None):
         try:
             config = SSDConfig.from_pipeline_config(source.pipeline_config)
         except ConfigError as e:
-            raise ConfigError(f"{source.pipeline_config_from}: {e}") from None
+            raise e.at(source.pipeline_config_from) from None
     else:
         config = SSDConfig()
         notes.append("no pipeline.config: starting from the zoo defaults (ssd_mobilenet_v1_coco)"

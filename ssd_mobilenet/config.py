@@ -59,6 +59,19 @@ def _f32(x) -> float:
     return float(np.float32(x))
 
 
+def float_text(x) -> str:
+    """A float as a person writes it: the shortest decimal that reads back as the same value.
+
+    A proto `float` field holds a float32, which SSDConfig keeps as a Python float
+    (0.6000000238418579 for `iou_threshold: 0.6`); such a value is spelled as the shortest
+    decimal whose float32 is it (numpy's float32 repr: `0.6`, `1e-08`, `0.3333`), so written
+    and read back it is the same float32. Any other float gets Python's shortest (`repr`).
+    """
+    x = float(x)
+    single = np.float32(x)
+    return str(single) if float(single) == x else repr(x)
+
+
 @dataclass(frozen=True)
 class SSDConfig:
     """Hyper-parameters of an SSD MobileNet v1 inference graph.
@@ -233,14 +246,15 @@ class SSDConfig:
         """Reads a TF1 OD API `pipeline.config` (a file path or its text).
 
         Raises:
-          ConfigError: naming the field and value the model cannot honour, or the parse error.
+          ConfigError: naming the field and value the model cannot honour, a field or value the OD
+            API's messages do not declare (with its line), or the parse error.
         """
         return _PipelineReader(parse_pipeline_config(path_or_text)).config()
 
     def to_pipeline_config(self) -> str:
-        """The inference-relevant part of a TF1 `pipeline.config` for this config."""
-        def f(x):
-            return repr(float(x))
+        """The inference-relevant part of a TF1 `pipeline.config` for this config; floats in their
+        shortest spelling (`float_text`), which reads back as the same float32."""
+        f = float_text  # 0.6, not 0.6000000238418579: the shortest spelling of the same float32
         fe_extra = "      use_explicit_padding: true\n" if self.use_explicit_padding else ""
         fe_extra += "      use_depthwise: true\n" if self.use_depthwise else ""
         fe_extra += f"      pad_to_multiple: {self.pad_to_multiple}\n" if self.pad_to_multiple != 1 else ""

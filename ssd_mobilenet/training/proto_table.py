@@ -11,10 +11,11 @@ never honoured silently, whichever OD API release added it.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from ssd_mobilenet import pipeline_messages as pm
-from ssd_mobilenet.config import ConfigError, _f32, _PipelineReader
+from ssd_mobilenet.config import ConfigError, _f32, _PipelineReader, float_text
 from ssd_mobilenet.pipeline_text import TextMessage
 
 READ, IGNORED, DEFAULT_ONLY, REFUSED = "read", "ignored", "default_only", "refused"
@@ -73,6 +74,17 @@ def _default(f: pm.Field):
     return f.kind.members[0] if isinstance(f.kind, pm.Enum) else _ZERO[f.kind]
 
 
+def _text(value, kind) -> str:
+    """`value` as a pipeline.config spells it: `true`, `0.6` (not 0.6000000238418579), `"a"`, `[1, 2]`."""
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_text(v, kind) for v in value) + "]"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return float_text(value)
+    return json.dumps(value) if kind == pm.STRING else str(value)
+
+
 def read(msg: "TextMessage | None", path: str, spec: Uses) -> dict:
     """The `READ` scalar fields of `msg` (defaults where unset) as `{name: value}`; `READ`
     sub-messages are their caller's to read.
@@ -105,7 +117,7 @@ def read(msg: "TextMessage | None", path: str, spec: Uses) -> dict:
         else:
             value = None if f.name in spec.unset_is_none else _default(f)
         if how == DEFAULT_ONLY and value != _default(f):
-            fail(where, value, f"only {_default(f)!r} is supported: {why}", line)
+            fail(where, _text(value, f.kind), f"only {_text(_default(f), f.kind)} is supported: {why}", line)
         if how == READ:
             out[f.name] = value
     return out

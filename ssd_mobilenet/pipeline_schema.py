@@ -47,48 +47,54 @@ def check(root: TextMessage, message: str = ROOT) -> None:
     Raises:
       SchemaError: the first problem in the file (by line), naming the field's dotted path.
     """
-    _check_message(root, pm.message(message), "")
+    problems = []
+    _check_message(root, pm.message(message), "", problems)
+    if problems:
+        raise min(problems, key=lambda e: e.line)
 
 
-def _check_message(msg: TextMessage, spec: pm.Message, path: str) -> None:
+def _check_message(msg: TextMessage, spec: pm.Message, path: str, problems: list) -> None:
     if spec.opaque:
         return
     oneof_set = {}  # oneof group -> (member, line) of the member set first
     for name, values in msg.items():
         field = spec.field(name)
         if field is None:
-            raise SchemaError(_unknown(name, spec, path), _line(values[0]))
+            problems.append(SchemaError(_unknown(name, spec, path), _line(values[0])))
+            continue
         where = f"{path}.{name}" if path else name
         if not field.repeated and len(values) > 1:
-            raise SchemaError(f"{where} is given twice (first on line {_line(values[0])}): it holds one value",
-                              _line(values[1]))
+            problems.append(SchemaError(f"{where} is given twice (first on line {_line(values[0])}): it holds one "
+                                        "value", _line(values[1])))
         if field.oneof is not None:
             other = oneof_set.setdefault(field.oneof, (name, _line(values[0])))
             if other[0] != name:
-                raise SchemaError(f"{path or 'the top level'} sets both {other[0]} (line {other[1]}) and {name}: "
-                                  "only one of them can be set", _line(values[0]))
+                problems.append(SchemaError(f"{path or 'the top level'} sets both {other[0]} (line {other[1]}) and "
+                                            f"{name}: only one of them can be set", _line(values[0])))
         for value in values:
-            _check_value(value, field, where)
+            _check_value(value, field, where, problems)
 
 
-def _check_value(value, field: pm.Field, where: str) -> None:
+def _check_value(value, field: pm.Field, where: str, problems: list) -> None:
     kind = field.kind
     if isinstance(kind, str) and kind not in pm.SCALARS:
         kind = pm.message(kind)
     if isinstance(kind, pm.Message):
         if not isinstance(value, TextMessage):
-            raise SchemaError(f"{where} expects a {{ ... }} block, got {_shown(value)}", _line(value))
-        _check_message(value, kind, where)
-        return
-    if isinstance(value, TextMessage):
-        raise SchemaError(f"{where} expects {_expected(kind)}, got a {{ ... }} block", _line(value))
-    problem = _scalar_problem(value, kind)
-    if problem is not None:
-        raise SchemaError(f"{where} expects {_expected(kind)}, got {_shown(value)}{problem}", _line(value))
+            problems.append(SchemaError(f"{where} expects a {{ ... }} block, got {_shown(value)}", _line(value)))
+        else:
+            _check_message(value, kind, where, problems)
+    elif isinstance(value, TextMessage):
+        problems.append(SchemaError(f"{where} expects {_expected(kind)}, got a {{ ... }} block", _line(value)))
+    else:
+        problem = _scalar_problem(value, kind)
+        if problem is not None:
+            problems.append(SchemaError(f"{where} expects {_expected(kind)}, got {_shown(value)}{problem}",
+                                        _line(value)))
 
 
-# protobuf's text format: floats as Python's float() reads them, after an optional f/F suffix;
-# integers in decimal, hex (0x) or octal (leading 0).
+# protobuf's text format (its `ParseFloat`, `ParseInteger`): floats as Python's float() reads
+# them, after an optional f/F suffix, and inf/nan; integers in decimal, hex (0x) or octal (leading 0).
 _INFINITY_OR_NAN = re.compile(r"-?(inf(inity)?|nan)f?", re.IGNORECASE)
 _BOOLS = ("true", "True", "t", "1", "false", "False", "f", "0")
 _INT_RANGE = {pm.INT32: (-2 ** 31, 2 ** 31 - 1), pm.UINT32: (0, 2 ** 32 - 1)}
@@ -112,7 +118,7 @@ def _scalar_problem(value, kind) -> "str | None":
         if _INFINITY_OR_NAN.fullmatch(text):
             return None
         try:
-            float(text[:-1] if text[-1:] in "fF" and not text.lower().startswith(("0x", "-0x")) else text)
+            float(text.rstrip("fF"))
         except ValueError:
             return ""
         return None

@@ -189,3 +189,9 @@ def test_train_names_the_config_file_and_line(tmp_path):
         training_settings(str(tmp_path), config=str(path))
     assert str(e.value) == (f'{path}:{line_of(text, "train_confg")}: the top level has no field "train_confg" '
                             '(did you mean "train_config"?)')
+
+
+def test_the_first_problem_in_the_file_is_named():
+    # Read field by field, the second eval_input_reader's problem (line 3) would come before line 2's.
+    error = refusal('eval_input_reader { shuffle: false }\ntrain_confg { }\neval_input_reader { shufle: true }\n')
+    assert (error.line, error.problem) == (2, 'the top level has no field "train_confg" (did you mean "train_config"?)')

@@ -81,8 +81,8 @@ TRAINING_DATA_TYPE = Enum("TrainingDataType", ("DATA_TYPE_UNKNOWN", "ALL_CLASSES
 LOSS_TYPE = Enum("HardExampleMiner.LossType", ("BOTH", "CLASSIFICATION", "LOCALIZATION"))
 EXPECTED_LOSS_WEIGHTS = Enum("Loss.ExpectedLossWeights",
                              ("NONE", "EXPECTED_SAMPLING", "REWEIGHTING_UNMATCHED_ANCHORS"))
-JITTER_MODE = Enum("RandomJitterBoxes.JitterMode", ("DEFAULT", "EXPAND", "SHRINK", "EXPAND_SYMMETRIC", "SHRINK_SYMMETRIC",
-                                                    "EXPAND_SYMMETRIC_XY", "SHRINK_SYMMETRIC_XY"))
+JITTER_MODE = Enum("RandomJitterBoxes.JitterMode", ("DEFAULT", "EXPAND", "SHRINK", "EXPAND_SYMMETRIC",
+                                                    "SHRINK_SYMMETRIC", "EXPAND_SYMMETRIC_XY", "SHRINK_SYMMETRIC_XY"))
 RESIZE_IMAGE_METHOD = Enum("ResizeImage.Method", ("AREA", "BICUBIC", "BILINEAR", "NEAREST_NEIGHBOR"))
 CHECKPOINT_VERSION = Enum("CheckpointVersion", ("UNKNOWN", "V1", "V2"))
 INSTANCE_MASK_TYPE = Enum("InstanceMaskType", ("DEFAULT", "NUMERICAL_MASKS", "PNG_MASKS"))
@@ -487,9 +487,11 @@ _MESSAGES = (
     # calibration.proto
     Message("CalibrationConfig", "calibration", (
         Field("function_approximation", "FunctionApproximation", oneof="calibrator"),
-        Field("label_function_approximations", "LabelFunctionApproximations", oneof="calibrator"),  # 2019-03 to 2019-05 only
+        # 2019-03 to 2019-05 only:
+        Field("label_function_approximations", "LabelFunctionApproximations", oneof="calibrator"),
         Field("sigmoid_calibration", "SigmoidCalibration", oneof="calibrator"),
-        Field("label_sigmoid_calibrations", "LabelSigmoidCalibrations", oneof="calibrator"),  # 2019-03 to 2019-05 only
+        # 2019-03 to 2019-05 only:
+        Field("label_sigmoid_calibrations", "LabelSigmoidCalibrations", oneof="calibrator"),
         Field("class_id_function_approximations", "ClassIdFunctionApproximations", oneof="calibrator"),
         Field("class_id_sigmoid_calibrations", "ClassIdSigmoidCalibrations", oneof="calibrator"),
         Field("temperature_scaling_calibration", "TemperatureScalingCalibration", oneof="calibrator"),
@@ -517,7 +519,8 @@ _MESSAGES = (
         Field("b", FLOAT, 0.0),
     )),
     Message("LabelSigmoidCalibrations", "calibration", (
-        Field("label_sigmoid_parameters_map", map_entry(STRING, "SigmoidParameters"), repeated=True),  # 2019-03 to 2019-05 only
+        # 2019-03 to 2019-05 only:
+        Field("label_sigmoid_parameters_map", map_entry(STRING, "SigmoidParameters"), repeated=True),
         Field("label_map_path", STRING),  # 2019-03 to 2019-05 only
     )),
     Message("ClassIdFunctionApproximations", "calibration", (
@@ -564,7 +567,8 @@ _MESSAGES = (
         Field("weighted_softmax", "WeightedSoftmaxClassificationLoss", oneof="classification_loss"),
         Field("bootstrapped_sigmoid", "BootstrappedSigmoidClassificationLoss", oneof="classification_loss"),
         Field("weighted_sigmoid_focal", "SigmoidFocalClassificationLoss", oneof="classification_loss"),
-        Field("weighted_logits_softmax", "WeightedSoftmaxClassificationAgainstLogitsLoss", oneof="classification_loss"),
+        Field("weighted_logits_softmax", "WeightedSoftmaxClassificationAgainstLogitsLoss",
+              oneof="classification_loss"),
         Field("penalty_reduced_logistic_focal_loss", "PenaltyReducedLogisticFocalLoss", oneof="classification_loss"),
         Field("weighted_dice_classification_loss", "WeightedDiceClassificationLoss", oneof="classification_loss"),
     )),
@@ -670,7 +674,8 @@ _MESSAGES = (
         Field("ssd_random_crop", "SSDRandomCrop", oneof="preprocessing_step"),
         Field("ssd_random_crop_pad", "SSDRandomCropPad", oneof="preprocessing_step"),
         Field("ssd_random_crop_fixed_aspect_ratio", "SSDRandomCropFixedAspectRatio", oneof="preprocessing_step"),
-        Field("ssd_random_crop_pad_fixed_aspect_ratio", "SSDRandomCropPadFixedAspectRatio", oneof="preprocessing_step"),
+        Field("ssd_random_crop_pad_fixed_aspect_ratio", "SSDRandomCropPadFixedAspectRatio",
+              oneof="preprocessing_step"),
         Field("random_vertical_flip", "RandomVerticalFlip", oneof="preprocessing_step"),
         Field("random_rotation90", "RandomRotation90", oneof="preprocessing_step"),
         Field("rgb_to_gray", "RGBtoGray", oneof="preprocessing_step"),

@@ -1,8 +1,10 @@
 """`SSDConfig`: everything the SSD MobileNet v1 inference graph depends on.
 
-`SSDConfig.from_pipeline_config` reads a TF1 Object Detection API `pipeline.config`. Fields
-that only matter for training (losses, matcher, optimizer, input readers) are ignored;
-settings this model cannot reproduce raise `ConfigError` naming the field and its value.
+`SSDConfig.from_pipeline_config` reads a TF1 Object Detection API `pipeline.config`, once it
+has passed `pipeline_schema` (a field or value the OD API's messages do not declare raises
+`ConfigError` with its line). Fields that only matter for training (losses, matcher, optimizer,
+input readers) are ignored; settings this model cannot reproduce raise `ConfigError` naming the
+field and its value.
 """
 
 from __future__ import annotations

@@ -120,11 +120,11 @@ def training_settings(converted: str, config: str = None):
     candidates = [config] if config is not None else [os.path.join(converted, name)
                                                        for name in (SOURCE_PIPELINE_CONFIG, PIPELINE_CONFIG)]
     for path in candidates:
-        if os.path.isfile(path) and _has_training_fields(path):
-            try:
+        try:
+            if os.path.isfile(path) and _has_training_fields(path):
                 return path, TrainingConfig.from_pipeline_config(path)
-            except ConfigError as e:
-                raise ConfigError(f"{path}: {e}") from None
+        except ConfigError as e:
+            raise e.at(path) from None
     raise TrainInputError(f"{candidates[0] if config else converted}: no training settings (model.ssd.loss and "
                           "train_config); pass --config with a pipeline.config that has them")
 

@@ -1,8 +1,10 @@
 """`SSDConfig`: everything the SSD MobileNet v1 inference graph depends on.
 
-`SSDConfig.from_pipeline_config` reads a TF1 Object Detection API `pipeline.config`. Fields
-that only matter for training (losses, matcher, optimizer, input readers) are ignored;
-settings this model cannot reproduce raise `ConfigError` naming the field and its value.
+`SSDConfig.from_pipeline_config` reads a TF1 Object Detection API `pipeline.config`, once it
+has passed `pipeline_schema` (a field or value the OD API's messages do not declare raises
+`ConfigError` with its line). Fields that only matter for training (losses, matcher, optimizer,
+input readers) are ignored; settings this model cannot reproduce raise `ConfigError` naming the
+field and its value.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ssd_mobilenet import pipeline_text
+from ssd_mobilenet import pipeline_schema, pipeline_text
 from ssd_mobilenet.pipeline_text import Scalar, TextMessage
 
 # How the exporter's post-processing orders thresholding, clipping and NMS. It changed in
@@ -40,12 +42,36 @@ RESIZE_METHODS = ("BILINEAR", "NEAREST_NEIGHBOR", "BICUBIC", "AREA")
 
 
 class ConfigError(ValueError):
-    """A pipeline.config that cannot be read or that asks for something unsupported."""
+    """A pipeline.config that cannot be read or that asks for something unsupported.
+
+    `line` (1-based, or None) is where in the file the problem is; `at(path)` words the error
+    for the file `path` as one line: `PATH:LINE: PROBLEM`, or `PATH: PROBLEM` without a line.
+    """
+
+    def __init__(self, problem: str, line: "int | None" = None):
+        super().__init__(problem if not line else f"line {line}: {problem}")
+        self.problem, self.line = problem, line or None
+
+    def at(self, path: str) -> "ConfigError":
+        return ConfigError(f"{path}:{self.line}: {self.problem}" if self.line else f"{path}: {self.problem}")
 
 
 def _f32(x) -> float:
     """The value a float proto field holds: the float32 nearest to the spelled number."""
     return float(np.float32(x))
+
+
+def float_text(x) -> str:
+    """A float as a person writes it: the shortest decimal that reads back as the same value.
+
+    A proto `float` field holds a float32, which SSDConfig keeps as a Python float
+    (0.6000000238418579 for `iou_threshold: 0.6`); such a value is spelled as the shortest
+    decimal whose float32 is it (numpy's float32 repr: `0.6`, `1e-08`, `0.3333`), so written
+    and read back it is the same float32. Any other float gets Python's shortest (`repr`).
+    """
+    x = float(x)
+    single = np.float32(x)
+    return str(single) if float(single) == x else repr(x)
 
 
 @dataclass(frozen=True)
@@ -222,14 +248,15 @@ class SSDConfig:
         """Reads a TF1 OD API `pipeline.config` (a file path or its text).
 
         Raises:
-          ConfigError: naming the field and value the model cannot honour, or the parse error.
+          ConfigError: naming the field and value the model cannot honour, a field or value the OD
+            API's messages do not declare (with its line), or the parse error.
         """
         return _PipelineReader(parse_pipeline_config(path_or_text)).config()
 
     def to_pipeline_config(self) -> str:
-        """The inference-relevant part of a TF1 `pipeline.config` for this config."""
-        def f(x):
-            return repr(float(x))
+        """The inference-relevant part of a TF1 `pipeline.config` for this config; floats in their
+        shortest spelling (`float_text`), which reads back as the same float32."""
+        f = float_text  # 0.6, not 0.6000000238418579: the shortest spelling of the same float32
         fe_extra = "      use_explicit_padding: true\n" if self.use_explicit_padding else ""
         fe_extra += "      use_depthwise: true\n" if self.use_depthwise else ""
         fe_extra += f"      pad_to_multiple: {self.pad_to_multiple}\n" if self.pad_to_multiple != 1 else ""
@@ -320,10 +347,12 @@ class SSDConfig:
 
 
 def parse_pipeline_config(path_or_text: str) -> TextMessage:
-    """The parsed tree of a `pipeline.config` (a file path or its text).
+    """The parsed tree of a `pipeline.config` (a file path or its text), checked against the
+    OD API's messages (`pipeline_schema`) before anything reads a value from it.
 
     Raises:
-      ConfigError: the file cannot be read or is not protobuf text format.
+      ConfigError: the file cannot be read, is not protobuf text format, or holds a field or
+        value its message does not declare (with its `line`).
     """
     text = path_or_text
     if "\n" not in path_or_text and os.path.exists(path_or_text):
@@ -333,9 +362,14 @@ def parse_pipeline_config(path_or_text: str) -> TextMessage:
         except (OSError, UnicodeDecodeError) as e:
             raise ConfigError(f"cannot read: {e}") from None
     try:
-        return pipeline_text.parse(text)
+        root = pipeline_text.parse(text)
     except pipeline_text.TextFormatError as e:
-        raise ConfigError(f"not valid protobuf text format: {e}") from None
+        raise ConfigError(f"not valid protobuf text format: {e}", e.line) from None
+    try:
+        pipeline_schema.check(root)
+    except pipeline_schema.SchemaError as e:
+        raise ConfigError(e.problem, e.line) from None
+    return root
 
 
 class _PipelineReader:

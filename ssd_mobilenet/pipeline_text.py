@@ -3,20 +3,28 @@
 The Object Detection API's `.proto` files are not a dependency of this project, so a
 `pipeline.config` is read into a generic tree instead of a typed message: every message
 is a `TextMessage` mapping a field name to the list of its values, in file order. Scalars
-keep their spelling (`Scalar`), strings are unquoted (`str`). Lexing is protobuf's own
-`text_format.Tokenizer`, so comments, quoting, escapes and the separators real exports
-contain (`activation: RELU_6,`, `train_config: {`) are handled exactly as protobuf does.
+keep their spelling (`Scalar`), quoted strings are unquoted (`Text`, a `str`). Every value
+knows where it was written (`line`, `column`, 1-based): at its field's name, or for the list
+form `name: [a, b]` at the value itself. `ssd_mobilenet.pipeline_schema` checks the tree
+against the OD API's messages. Lexing is protobuf's own `text_format.Tokenizer`, so comments,
+quoting, escapes and the separators real exports contain (`activation: RELU_6,`,
+`train_config: {`) are handled exactly as protobuf does.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 from google.protobuf import text_format
 
 
 class TextFormatError(ValueError):
-    """The text is not valid protobuf text format."""
+    """The text is not valid protobuf text format; `line` and `column` (1-based) locate it."""
+
+    def __init__(self, message: str, line: int = 0, column: int = 0):
+        super().__init__(message)
+        self.line, self.column = line, column
 
 
 @dataclass(frozen=True)
@@ -24,10 +32,28 @@ class Scalar:
     """An unquoted value: a number, an enum name or a bool, as spelled in the file."""
 
     text: str
+    line: int = field(default=0, compare=False)
+    column: int = field(default=0, compare=False)
+
+
+class Text(str):
+    """A quoted string's value (a `str`) with where it was written."""
+
+    line = column = 0
+
+    def __new__(cls, value: str, line: int = 0, column: int = 0):
+        text = super().__new__(cls, value)
+        text.line, text.column = line, column
+        return text
 
 
 class TextMessage(dict):
-    """`{field_name: [values...]}`; values are `TextMessage`, `Scalar` or `str`."""
+    """`{field_name: [values...]}`; values are `TextMessage`, `Scalar` or `Text`. `line` and
+    `column` say where the message was written (0 for the whole file)."""
+
+    def __init__(self, fields=(), line: int = 0, column: int = 0):
+        super().__init__(fields)
+        self.line, self.column = line, column
 
     def child(self, name: str) -> "TextMessage | None":
         """The last sub-message `name` (proto semantics for a non-repeated field), or None."""
@@ -50,6 +76,10 @@ class TextMessage(dict):
         return None, None
 
 
+# protobuf's ParseError puts "LINE:COLUMN : " before its message; the error keeps them apart.
+_LOCATION = re.compile(r"^\d+(:\d+)? : ")
+
+
 def parse(text: str) -> TextMessage:
     """Parses protobuf text format into a `TextMessage` tree.
 
@@ -58,14 +88,19 @@ def parse(text: str) -> TextMessage:
     """
     tokenizer = text_format.Tokenizer(text.splitlines())
     try:
-        root = _parse_fields(tokenizer, closing=None)
+        root = _parse_fields(tokenizer, closing=None, where=(0, 0))
     except text_format.ParseError as e:
-        raise TextFormatError(str(e)) from None
+        raise TextFormatError(_LOCATION.sub("", str(e)), e.GetLine() or 0, e.GetColumn() or 0) from None
     return root
 
 
-def _parse_fields(tok, closing):
-    message = TextMessage()
+def _where(tok) -> tuple:
+    # The tokenizer's own position of its current token (0-based), as its ParseError reports it.
+    return tok._line + 1, tok._column + 1
+
+
+def _parse_fields(tok, closing, where):
+    message = TextMessage(line=where[0], column=where[1])
     while True:
         if closing is None and tok.AtEnd():
             return message
@@ -73,16 +108,17 @@ def _parse_fields(tok, closing):
             return message
         if tok.AtEnd():
             raise tok.ParseError(f'expected "{closing}" before the end of the text')
+        at = _where(tok)
         name = tok.ConsumeIdentifier()
         if tok.TryConsume(":"):
             if tok.TryConsume("["):  # short repeated form: `name: [v1, v2]`
                 while not tok.TryConsume("]"):
-                    message.setdefault(name, []).append(_parse_value(tok))
+                    message.setdefault(name, []).append(_parse_value(tok, _where(tok)))
                     tok.TryConsume(",")
             else:
-                message.setdefault(name, []).append(_parse_value(tok))
+                message.setdefault(name, []).append(_parse_value(tok, at))
         elif tok.LookingAt("{") or tok.LookingAt("<"):
-            message.setdefault(name, []).append(_parse_value(tok))
+            message.setdefault(name, []).append(_parse_value(tok, at))
         else:
             raise tok.ParseError(f'expected ":" or "{{" after field "{name}"')
         # Protobuf text format accepts an optional "," or ";" after every field.
@@ -90,15 +126,15 @@ def _parse_fields(tok, closing):
             tok.TryConsume(";")
 
 
-def _parse_value(tok):
+def _parse_value(tok, where):
     if tok.TryConsume("{"):
-        return _parse_fields(tok, "}")
+        return _parse_fields(tok, "}", where)
     if tok.TryConsume("<"):
-        return _parse_fields(tok, ">")
+        return _parse_fields(tok, ">", where)
     if tok.token[:1] in ("'", '"'):
-        return tok.ConsumeString()  # adjacent quoted strings are concatenated
+        return Text(tok.ConsumeString(), *where)  # adjacent quoted strings are concatenated
     text = tok.token
     if not text or text in "{}<>[]:,;":
         raise tok.ParseError(f'expected a value, found "{text}"')
     tok.NextToken()
-    return Scalar(text)
+    return Scalar(text, *where)

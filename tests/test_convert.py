@@ -3,6 +3,7 @@
 import glob
 import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -119,6 +120,27 @@ def test_report_accounts_for_every_weight(zoo_converted):
 
 
 @needs_shared
+def test_written_pipeline_config_spells_numbers_as_a_person_would_and_reads_back_the_same(zoo_converted):
+    """The 2018 zoo config spells its float32 values to 12 digits (0.600000023842), SSDConfig
+    holds them as Python floats (0.6000000238418579); the written pipeline.config has the shortest
+    spelling of each float32 (0.6), and reading it back gives the very same float32 values."""
+    from migrate.convert import GRAPH_ONLY_FIELDS
+    _, out = zoo_converted
+    with open(os.path.join(out, "pipeline.config")) as f:
+        written = f.read()
+    for line in ("score_threshold: 0.3", "iou_threshold: 0.6", "aspect_ratios: 0.3333", "min_scale: 0.2",
+                 "max_scale: 0.95", "depth_multiplier: 1.0"):
+        assert re.search(rf"^ *{re.escape(line)}$", written, re.M), line
+    assert not re.findall(r"\d\.\d{8,}", written)  # no float32 noise anywhere
+    with open(os.path.join(out, "model_config.json")) as f:
+        converted = ssd_mobilenet.SSDConfig.from_dict(json.load(f))
+    again = ssd_mobilenet.SSDConfig.from_pipeline_config(written)
+    # What a pipeline.config cannot hold (read off the graph) stays model_config.json's alone.
+    assert again.replace(**{k: getattr(converted, k) for k in GRAPH_ONLY_FIELDS + ("anchor_specs",)}) == converted
+    assert (again.iou_threshold, again.score_threshold) == (float(np.float32(0.6)), float(np.float32(0.3)))
+
+
+@needs_shared
 def test_console_says_what_the_graph_gave_in_lines_that_fit_the_terminal(zoo_converted):
     """The zoo conversion's console (--quiet: its notes only): no line over 100 columns; the
     fields read off the graph as a count and those other than the zoo defaults, the full list
@@ -139,8 +161,7 @@ def test_console_says_what_the_graph_gave_in_lines_that_fit_the_terminal(zoo_con
     traits = {"score_threshold": float(np.float32(1e-8)), "iou_threshold": float(np.float32(0.6)), "image_height": 512}
     short, full = config_inference.graph_field_notes(traits)
     assert short == "from the graph: 3 fields, 1 other than the zoo defaults: image_height=512"
-    assert full == (config_inference.EVERY_GRAPH_FIELD + f"image_height=512, iou_threshold={traits['iou_threshold']}, "
-                    f"score_threshold={traits['score_threshold']}")
+    assert full == config_inference.EVERY_GRAPH_FIELD + "image_height=512, iou_threshold=0.6, score_threshold=1e-08"
 
 
 def test_long_notes_are_wrapped_to_the_terminal(capsys):
@@ -222,6 +243,24 @@ def test_corrupt_pipeline_config(zoo_fixture, tmp_path, capsys):
     with open(os.path.join(src, "pipeline.config"), "w") as f:
         f.write("model { ssd { num_classes: 90 \n")
     _bad(tmp_path, capsys, [src], "pipeline.config")
+
+
+@needs_shared
+@pytest.mark.parametrize("written, misspelt, problem", [
+    ("train_config {", "train_confg {", 'the top level has no field "train_confg" (did you mean "train_config"?)'),
+    ("num_classes: 90", "num_clases: 90", 'model.ssd has no field "num_clases" (did you mean "num_classes"?)'),
+    ("iou_threshold: 0.600000023842", "iou_treshold: 0.5",
+     'model.ssd.post_processing.batch_non_max_suppression has no field "iou_treshold" (did you mean "iou_threshold"?)'),
+])
+def test_misspelt_pipeline_config_field(zoo_fixture, tmp_path, capsys, written, misspelt, problem):
+    # Read as "unset" before, so convert wrote the default (iou_threshold 0.6) and exited 0.
+    src = _only(zoo_fixture(ZOO_2018), tmp_path / "m", ["model.ckpt.*", "checkpoint"])
+    with open(zoo_path(ZOO_2018, "pipeline.config")) as f:
+        text = f.read().replace(written, misspelt, 1)
+    with open(os.path.join(src, "pipeline.config"), "w") as f:
+        f.write(text)
+    line = text[:text.index(misspelt)].count("\n") + 1
+    _bad(tmp_path, capsys, [src], f"error: {os.path.join(src, 'pipeline.config')}:{line}: {problem}")
 
 
 @needs_shared

@@ -18,7 +18,7 @@ from migrate.tf1.graph_traits import (TFLITE_POSTPROCESS_OP, anchor_box_specs, g
 from ssd_mobilenet.anchors import box_specs
 from ssd_mobilenet.backbone import EXTRA_LAYER_DEPTHS, MOBILENET_V1_BLOCKS, feature_map_shapes
 from ssd_mobilenet.box_predictor import BOX_CODE_SIZE
-from ssd_mobilenet.config import ConfigError, SSDConfig
+from ssd_mobilenet.config import ConfigError, SSDConfig, float_text
 
 FE = "FeatureExtractor/MobilenetV1/"
 POSTPROCESSING_FIELDS = frozenset({"score_converter", "logit_scale", "score_threshold", "iou_threshold",
@@ -275,7 +275,7 @@ def _tflite_note(source) -> str:
 def _show(value) -> str:
     """A config value as its proto spells it: 0.35, not 0.3499999940395355 (float32 fields)."""
     if isinstance(value, float):
-        return f"{value:.7g}"
+        return float_text(value)
     if isinstance(value, tuple):
         return "[" + ", ".join(_show(v) for v in value) + "]"
     return str(value)
@@ -299,7 +299,7 @@ def graph_field_notes(traits: dict) -> list:
     summary = (f"from the graph: {len(traits)} fields, "
                + (f"{len(other)} other than the zoo defaults: " + ", ".join(f"{k}={_show(v)}" for k, v in other.items())
                   if other else "all as the zoo defaults"))
-    return [summary, EVERY_GRAPH_FIELD + ", ".join(f"{k}={v}" for k, v in sorted(traits.items()))]
+    return [summary, EVERY_GRAPH_FIELD + ", ".join(f"{k}={_show(v)}" for k, v in sorted(traits.items()))]
 
 
 def infer_config(source, trust_weights=False, image_size=None):
@@ -314,7 +314,7 @@ def infer_config(source, trust_weights=False, image_size=None):
         try:
             config = SSDConfig.from_pipeline_config(source.pipeline_config)
         except ConfigError as e:
-            raise ConfigError(f"{source.pipeline_config_from}: {e}") from None
+            raise e.at(source.pipeline_config_from) from None
     else:
         config = SSDConfig()
         notes.append("no pipeline.config: starting from the zoo defaults (ssd_mobilenet_v1_coco)"
@@ -342,7 +342,7 @@ def infer_config(source, trust_weights=False, image_size=None):
             # The graph's post-processing constants and resize op are what produced the TF1 detections.
             for key in sorted((POSTPROCESSING_FIELDS | {"resize_method", "add_background_class"}) & set(traits)):
                 if traits[key] != getattr(config, key):
-                    notes.append(f"{key}: {traits[key]} in the graph overrides {getattr(config, key)} "
+                    notes.append(f"{key}: {_show(traits[key])} in the graph overrides {_show(getattr(config, key))} "
                                  "from pipeline.config")
         size = (traits.get("image_height", config.image_height), traits.get("image_width", config.image_width))
         if "pad_to_multiple" in traits and (_padded_size(size, config.pad_to_multiple)
@@ -413,9 +413,10 @@ def infer_config(source, trust_weights=False, image_size=None):
         raise MismatchError(f"{source.pipeline_config_from} disagrees with {source.weights_from}: {detail} "
                             "(--trust-weights takes the weights' values)")
     for key, configured, value in mismatches:
-        notes.append(f"{key}: {value} from the weights overrides {configured} from pipeline.config (--trust-weights)")
+        notes.append(f"{key}: {_show(value)} from the weights overrides {_show(configured)} from pipeline.config "
+                     "(--trust-weights)")
     if source.pipeline_config is None:
-        notes.append("from the weights: " + ", ".join(f"{k}={v}" for k, v in sorted(facts.items())))
+        notes.append("from the weights: " + ", ".join(f"{k}={_show(v)}" for k, v in sorted(facts.items())))
     try:
         config = config.replace(**facts)
     except ConfigError as e:

@@ -1,101 +1,134 @@
-"""Declarative reading of one protobuf text message against a table of its proto's fields.
+"""Declarative reading of one protobuf text message: what this toolkit does with each field.
 
-A `Message` lists every field its `.proto` declares (TF1-era Object Detection API), each with its
-kind, proto default and what this toolkit does with it: `READ` (returned), `IGNORED` (accepted,
-with the reason in `why`), `DEFAULT_ONLY` (accepted at the proto default, refused otherwise) or
-`REFUSED` (a sub-message that must not be set). A field the proto does not declare is refused,
-so a config of another release or a typo never passes silently.
+The fields themselves (names, kinds, proto defaults) are `pipeline_messages`' tables, and a
+config has been checked against them (`pipeline_schema`) before anything here reads it. A
+`Uses` table says, for one message, which fields are `READ` (returned, with the proto default
+where unset), `IGNORED` (accepted, with the reason in `why`), `DEFAULT_ONLY` (accepted at the
+proto default, refused otherwise) or `REFUSED` (a sub-message that must not be set). Every
+other field of the message is `DEFAULT_ONLY`: a field this toolkit does not reproduce is
+never honoured silently, whichever OD API release added it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 
-from ssd_mobilenet.config import ConfigError, _f32, _PipelineReader
+from ssd_mobilenet import pipeline_messages as pm
+from ssd_mobilenet.config import ConfigError, _f32, _PipelineReader, float_text
 from ssd_mobilenet.pipeline_text import TextMessage
 
 READ, IGNORED, DEFAULT_ONLY, REFUSED = "read", "ignored", "default_only", "refused"
-MESSAGE = "message"  # kind of a sub-message field; its caller reads it
+_NOT_REPRODUCED = "training here does not reproduce it"
+_ZERO = {pm.FLOAT: 0.0, pm.INT32: 0, pm.UINT32: 0, pm.BOOL: False, pm.STRING: ""}
 
 
 @dataclass(frozen=True)
-class Field:
-    """One proto field. `kind` is float, int, bool, str, MESSAGE or a tuple of enum names."""
+class Uses:
+    """What is done with the fields of the message `message` (a `pipeline_messages` name).
 
-    name: str
-    kind: object
-    default: object = None
-    use: str = READ
-    why: str = ""
-    repeated: bool = False
+    `read` names the fields returned; `ignored`, `default_only` and `refused` map a field's name
+    to the reason. `unset_is_none` names read fields whose absence reads as None rather than
+    the proto default (where the OD API's builder tests `HasField`).
+    """
+
+    message: str
+    read: tuple = ()
+    ignored: dict = field(default_factory=dict)
+    default_only: dict = field(default_factory=dict)
+    refused: dict = field(default_factory=dict)
+    unset_is_none: tuple = ()
+
+    def __post_init__(self):
+        names = {f.name for f in pm.message(self.message).fields}
+        listed = [*self.read, *self.ignored, *self.default_only, *self.refused]
+        unknown = sorted(set(listed) - names)
+        if unknown or len(listed) != len(set(listed)):
+            raise ValueError(f"{self.message}: unknown or twice-listed fields {unknown or listed}")
+
+    def use(self, name: str) -> tuple:
+        """(READ | IGNORED | DEFAULT_ONLY | REFUSED, why) of the field `name`."""
+        if name in self.read:
+            return READ, ""
+        for how, reasons in ((IGNORED, self.ignored), (DEFAULT_ONLY, self.default_only), (REFUSED, self.refused)):
+            if name in reasons:
+                return how, reasons[name]
+        return DEFAULT_ONLY, _NOT_REPRODUCED
 
 
-@dataclass(frozen=True)
-class Message:
-    """The fields of one proto message; `proto` names the file that declares it."""
-
-    proto: str
-    fields: tuple
-
-    def field(self, name: str) -> Field:
-        return next(f for f in self.fields if f.name == name)
+def fail(path: str, value, why: str, line: "int | None" = None):
+    raise ConfigError(f"{path}: {value} — {why}", line)
 
 
-def fail(path: str, value, why: str):
-    raise ConfigError(f"{path}: {value} — {why}")
+def _kind(f: pm.Field):
+    """The field's kind, with a message's name resolved to its `Message`."""
+    return pm.message(f.kind) if isinstance(f.kind, str) and f.kind not in pm.SCALARS else f.kind
 
 
-def read(msg: "TextMessage | None", path: str, spec: Message) -> dict:
-    """The `READ` fields of `msg` (proto defaults where unset) as `{name: value}`.
+def _default(f: pm.Field):
+    """The value an unset field reads as: its proto default, else protobuf's zero value."""
+    if f.repeated:
+        return ()
+    if f.default is not None:
+        return _f32(f.default) if f.kind == pm.FLOAT else f.default
+    return f.kind.members[0] if isinstance(f.kind, pm.Enum) else _ZERO[f.kind]
+
+
+def _text(value, kind) -> str:
+    """`value` as a pipeline.config spells it: `true`, `0.6` (not 0.6000000238418579), `"a"`, `[1, 2]`."""
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_text(v, kind) for v in value) + "]"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return float_text(value)
+    return json.dumps(value) if kind == pm.STRING else str(value)
+
+
+def read(msg: "TextMessage | None", path: str, spec: Uses) -> dict:
+    """The `READ` scalar fields of `msg` (defaults where unset) as `{name: value}`; `READ`
+    sub-messages are their caller's to read.
 
     Floats are the float32 value of their spelling (proto `float` fields are 32-bit).
 
     Raises:
-      ConfigError: naming the dotted field path of an unknown field, a value of the wrong kind, an
-        enum name the proto does not declare, a `DEFAULT_ONLY` field set to another value or a
-        `REFUSED` message that is present.
+      ConfigError: naming the dotted field path and its line: a `DEFAULT_ONLY` field set to
+        another value, or a `REFUSED` (or not `READ`) sub-message that is present.
     """
     msg = msg if msg is not None else TextMessage()
-    known = {f.name for f in spec.fields}
-    for name in msg:
-        if name not in known:
-            fail(f"{path}.{name}", "(set)", f"not a field of this message in the TF1-era {spec.proto}")
     # The inference config reader already parses scalars the way proto text format spells them.
     scalars = _PipelineReader(None)
     out = {}
-    for f in spec.fields:
-        where = f"{path}.{f.name}"
-        if f.kind == MESSAGE:
-            present = msg.child(f.name) is not None
-            if f.use == REFUSED and present:
-                fail(where, "{...}", f"not supported: {f.why}")
+    for f in pm.message(spec.message).fields:
+        how, why = spec.use(f.name)
+        where, values = f"{path}.{f.name}", msg.get(f.name, [])
+        line = getattr(values[-1], "line", None) if values else None
+        kind = _kind(f)
+        if isinstance(kind, pm.Message):
+            if values and how in (DEFAULT_ONLY, REFUSED):
+                fail(where, "{...}", f"not supported: {why}", line)
             continue
-        kind = str if isinstance(f.kind, tuple) else f.kind
+        as_python = {pm.FLOAT: float, pm.INT32: int, pm.UINT32: int, pm.BOOL: bool}.get(kind, str)
         if f.repeated:
-            holder = [TextMessage({f.name: [v]}) for v in msg.scalars(f.name)]
-            value = tuple(scalars.get(h, f.name, path, kind, None) for h in holder)
+            holder = [TextMessage({f.name: [v]}) for v in values]
+            value = tuple(scalars.get(h, f.name, path, as_python, None) for h in holder)
+        elif values:
+            value = scalars.get(msg, f.name, path, as_python, None)
         else:
-            value = scalars.get(msg, f.name, path, kind, f.default)
-        default = f.default
-        if kind is float and not f.repeated:  # proto floats are float32, defaults included
-            value, default = (None if x is None else _f32(x) for x in (value, default))
-        if isinstance(f.kind, tuple):
-            for v in (value if f.repeated else (value,)):
-                if v not in f.kind:
-                    fail(where, v, f"one of {', '.join(f.kind)}")
-        if f.use == DEFAULT_ONLY and value != default:
-            fail(where, value, f"only {default!r} is supported: {f.why}")
-        if f.use == READ:
+            value = None if f.name in spec.unset_is_none else _default(f)
+        if how == DEFAULT_ONLY and value != _default(f):
+            fail(where, _text(value, f.kind), f"only {_text(_default(f), f.kind)} is supported: {why}", line)
+        if how == READ:
             out[f.name] = value
     return out
 
 
-def choose(msg: "TextMessage | None", path: str, spec: Message, required: bool = True):
-    """(name, sub-message) of the oneof member of `spec` set in `msg` (its `MESSAGE` fields), after
-    checking `msg` against `spec`; refuses none set when `required`. (None, None) when not set."""
-    read(msg, path, spec)  # unknown and REFUSED members first, so the error names them
-    members = tuple(f.name for f in spec.fields if f.kind == MESSAGE)
+def choose(msg: "TextMessage | None", path: str, spec: Uses, required: bool = True):
+    """(name, sub-message) of the oneof member of `spec`'s message set in `msg`, after checking
+    `msg` against `spec`; refuses none set when `required`. (None, None) when not set."""
+    read(msg, path, spec)  # REFUSED members first, so the error names them
+    members = tuple(f.name for f in pm.message(spec.message).fields if f.oneof is not None)
     name, sub = msg.oneof(members) if msg is not None else (None, None)
     if name is None and required:
-        fail(path, "(missing)", f"expected one of {', '.join(members)}")
+        fail(path, "(missing)", f"expected one of {', '.join(members)}", getattr(msg, "line", None))
     return name, sub

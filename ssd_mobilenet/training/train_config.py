@@ -3,11 +3,12 @@
 `TrainingConfig.from_pipeline_config(path_or_text)` reads the training fields of `model.ssd`
 (matcher, similarity calculator, losses, hard example miner, normalisation, regularizers, batch
 norm) and `train_config` (batch size, steps, optimizer and learning-rate schedule, moving averages,
-gradient clipping, augmentation, fine-tune checkpoint type). Each message is read through a table
-(`proto_table.Message`) listing every field the TF1-era proto declares with its proto default;
-the defaults are those of tensorflow/models research/object_detection/protos at commit 9bf1fd02
-(2019-02-21, TF 1.13 era). Unknown fields and options this toolkit does not reproduce raise
-`ConfigError` naming the dotted field path.
+gradient clipping, augmentation, fine-tune checkpoint type). The config is first checked against
+the OD API's messages (`pipeline_schema`: unknown fields are refused with their line); then each
+message is read through a table (`proto_table.Uses`) saying what is done with each of its fields,
+whose kinds and proto defaults are `pipeline_messages`' (the defaults of TF 1.13's release,
+2019-02, where they changed). Options this toolkit does not reproduce raise `ConfigError` naming
+the dotted field path.
 """
 
 from __future__ import annotations
@@ -16,228 +17,113 @@ from dataclasses import dataclass
 
 from ssd_mobilenet import pipeline_text
 from ssd_mobilenet.config import SSDConfig, _PipelineReader, parse_pipeline_config
-from ssd_mobilenet.training.proto_table import (DEFAULT_ONLY, IGNORED, MESSAGE, REFUSED, Field, Message,
-                                                choose, fail, read)
+from ssd_mobilenet.training.proto_table import Uses, choose, fail, read
 
 _INPUT = "about the TF1 input pipeline, not the numerics"
 _DIST = "about TF1 distributed training (replicas, queues)"
 
-# ---- tables: one per proto message --------------------------------------------------------
+# ---- tables: one per proto message (pipeline_messages holds the fields) --------------------
 
-# protos/argmax_matcher.proto (ArgMaxMatcher)
-ARGMAX_MATCHER = Message("protos/argmax_matcher.proto", (
-    Field("matched_threshold", float, 0.5),
-    Field("unmatched_threshold", float, 0.5),
-    Field("ignore_thresholds", bool, False),
-    Field("negatives_lower_than_unmatched", bool, True),
-    Field("force_match_for_each_row", bool, False),
+ARGMAX_MATCHER = Uses("ArgMaxMatcher", read=(
+    "matched_threshold", "unmatched_threshold", "ignore_thresholds", "negatives_lower_than_unmatched",
     # A gather by one-hot matmul (for TPUs) selects the same values as tf.gather.
-    Field("use_matmul_gather", bool, False),
-))
-# protos/matcher.proto (Matcher: oneof)
-MATCHER = Message("protos/matcher.proto", (
-    Field("argmax_matcher", MESSAGE),
-    Field("bipartite_matcher", MESSAGE, use=REFUSED, why="only argmax_matcher is supported"),
-))
-# protos/region_similarity_calculator.proto (RegionSimilarityCalculator: oneof)
-SIMILARITY = Message("protos/region_similarity_calculator.proto", (
-    Field("iou_similarity", MESSAGE),
-    Field("neg_sq_dist_similarity", MESSAGE, use=REFUSED, why="only iou_similarity is supported"),
-    Field("ioa_similarity", MESSAGE, use=REFUSED, why="only iou_similarity is supported"),
-    Field("thresholded_iou_similarity", MESSAGE, use=REFUSED, why="only iou_similarity is supported"),
-))
-_ANCHORWISE = Field("anchorwise_output", bool, False, IGNORED,
-                    "deprecated: since 2018 the OD API's losses are always per anchor")
-# protos/losses.proto (LocalizationLoss oneof and its members)
-LOCALIZATION_LOSS = Message("protos/losses.proto", (
-    Field("weighted_l2", MESSAGE),
-    Field("weighted_smooth_l1", MESSAGE),
-    Field("weighted_iou", MESSAGE, use=REFUSED, why="SSD MobileNet v1 trains with smooth L1 or L2"),
-))
-WEIGHTED_L2 = Message("protos/losses.proto", (_ANCHORWISE,))
-WEIGHTED_SMOOTH_L1 = Message("protos/losses.proto", (_ANCHORWISE, Field("delta", float, 1.0)))
-# protos/losses.proto (ClassificationLoss oneof and its members)
-CLASSIFICATION_LOSS = Message("protos/losses.proto", (
-    Field("weighted_sigmoid", MESSAGE),
-    Field("weighted_softmax", MESSAGE),
-    Field("weighted_sigmoid_focal", MESSAGE),
-    Field("weighted_logits_softmax", MESSAGE, use=REFUSED, why="distillation against logits is not supported"),
-    Field("bootstrapped_sigmoid", MESSAGE, use=REFUSED, why="bootstrapped sigmoid is not supported"),
-))
-WEIGHTED_SIGMOID = Message("protos/losses.proto", (_ANCHORWISE,))
-WEIGHTED_SOFTMAX = Message("protos/losses.proto", (_ANCHORWISE, Field("logit_scale", float, 1.0)))
+    "force_match_for_each_row", "use_matmul_gather"))
+MATCHER = Uses("Matcher", read=("argmax_matcher",),
+               refused={"bipartite_matcher": "only argmax_matcher is supported"})
+_ONLY_IOU = "only iou_similarity is supported"
+SIMILARITY = Uses("RegionSimilarityCalculator", read=("iou_similarity",), refused={
+    "neg_sq_dist_similarity": _ONLY_IOU, "ioa_similarity": _ONLY_IOU, "thresholded_iou_similarity": _ONLY_IOU})
+IOU_SIMILARITY = Uses("IouSimilarity")
+_ANCHORWISE = {"anchorwise_output": "deprecated: since 2018 the OD API's losses are always per anchor"}
+_SMOOTH_L1_OR_L2 = "SSD MobileNet v1 trains with smooth L1 or L2"
+LOCALIZATION_LOSS = Uses("LocalizationLoss", read=("weighted_l2", "weighted_smooth_l1"), refused={
+    "weighted_iou": _SMOOTH_L1_OR_L2, "l1_localization_loss": _SMOOTH_L1_OR_L2, "weighted_giou": _SMOOTH_L1_OR_L2})
+WEIGHTED_L2 = Uses("WeightedL2LocalizationLoss", ignored=_ANCHORWISE)
+WEIGHTED_SMOOTH_L1 = Uses("WeightedSmoothL1LocalizationLoss", read=("delta",), ignored=_ANCHORWISE)
+CLASSIFICATION_LOSS = Uses("ClassificationLoss", read=("weighted_sigmoid", "weighted_softmax", "weighted_sigmoid_focal"),
+                           refused={"weighted_logits_softmax": "distillation against logits is not supported",
+                                    "bootstrapped_sigmoid": "bootstrapped sigmoid is not supported"})
+WEIGHTED_SIGMOID = Uses("WeightedSigmoidClassificationLoss", ignored=_ANCHORWISE)
+WEIGHTED_SOFTMAX = Uses("WeightedSoftmaxClassificationLoss", read=("logit_scale",), ignored=_ANCHORWISE)
 # `alpha` has no proto default: unset means no alpha weighting (the builder passes None).
-SIGMOID_FOCAL = Message("protos/losses.proto", (
-    _ANCHORWISE, Field("gamma", float, 2.0), Field("alpha", float, None)))
-# protos/losses.proto (HardExampleMiner)
-HARD_EXAMPLE_MINER = Message("protos/losses.proto", (
-    Field("num_hard_examples", int, 64),
-    Field("iou_threshold", float, 0.7),
-    Field("loss_type", ("BOTH", "CLASSIFICATION", "LOCALIZATION"), "BOTH"),
-    Field("max_negatives_per_positive", int, 0),
-    Field("min_negatives_per_image", int, 0),
-))
-# protos/losses.proto (Loss)
-LOSS = Message("protos/losses.proto", (
-    Field("localization_loss", MESSAGE),
-    Field("classification_loss", MESSAGE),
-    Field("hard_example_miner", MESSAGE),
-    Field("classification_weight", float, 1.0),
-    Field("localization_weight", float, 1.0),
-    Field("random_example_sampler", MESSAGE, use=REFUSED, why="random example sampling is not supported"),
-    Field("equalization_loss", MESSAGE, use=REFUSED, why="equalization loss is not supported"),
-    Field("expected_loss_weights", ("NONE", "EXPECTED_SAMPLING", "REWEIGHTING_UNMATCHED_ANCHORS"), "NONE",
-          DEFAULT_ONLY, "expected-sampling loss weights are not supported"),
-    Field("min_num_negative_samples", float, 0.0, IGNORED, "only used with expected_loss_weights"),
-    Field("desired_negative_sampling_ratio", float, 3.0, IGNORED, "only used with expected_loss_weights"),
-))
-# protos/hyperparams.proto (BatchNorm)
-BATCH_NORM = Message("protos/hyperparams.proto", (
-    Field("decay", float, 0.999),
-    Field("center", bool, True),
-    Field("scale", bool, False),
-    Field("epsilon", float, 0.001),
-    Field("train", bool, True),
-))
-# protos/hyperparams.proto (Regularizer oneof; L2Regularizer)
-REGULARIZER = Message("protos/hyperparams.proto", (
-    Field("l2_regularizer", MESSAGE),
-    Field("l1_regularizer", MESSAGE, use=REFUSED, why="only l2_regularizer is supported"),
-))
-L2_REGULARIZER = Message("protos/hyperparams.proto", (Field("weight", float, 1.0),))
-# protos/hyperparams.proto (Hyperparams)
-HYPERPARAMS = Message("protos/hyperparams.proto", (
-    Field("op", ("CONV", "FC"), "CONV", DEFAULT_ONLY, "SSD layers are convolutions"),
-    Field("regularizer", MESSAGE),
-    # Initial values do not matter when training continues from a converted checkpoint.
-    Field("initializer", MESSAGE, use=IGNORED),
-    # The inference config (SSDConfig) checks the activation.
-    Field("activation", ("NONE", "RELU", "RELU_6"), "RELU", IGNORED, "checked by SSDConfig"),
-    Field("batch_norm", MESSAGE),
-    Field("group_norm", MESSAGE, use=REFUSED, why="group norm is not supported"),
-    Field("regularize_depthwise", bool, False),
-))
-# protos/optimizer.proto (LearningRate oneof and its members)
-LEARNING_RATE = Message("protos/optimizer.proto", (
-    Field("constant_learning_rate", MESSAGE),
-    Field("exponential_decay_learning_rate", MESSAGE),
-    Field("manual_step_learning_rate", MESSAGE),
-    Field("cosine_decay_learning_rate", MESSAGE),
-))
-CONSTANT_LR = Message("protos/optimizer.proto", (Field("learning_rate", float, 0.002),))
-EXPONENTIAL_DECAY_LR = Message("protos/optimizer.proto", (
-    Field("initial_learning_rate", float, 0.002),
-    Field("decay_steps", int, 4000000),
-    Field("decay_factor", float, 0.95),
-    Field("staircase", bool, True),
-    Field("burnin_learning_rate", float, 0.0),
-    Field("burnin_steps", int, 0),
-    Field("min_learning_rate", float, 0.0),
-))
-MANUAL_STEP_LR = Message("protos/optimizer.proto", (
-    Field("initial_learning_rate", float, 0.002),
-    Field("schedule", MESSAGE),
-    Field("warmup", bool, False),
-))
-MANUAL_STEP = Message("protos/optimizer.proto", (Field("step", int, 0), Field("learning_rate", float, 0.002)))
-COSINE_DECAY_LR = Message("protos/optimizer.proto", (
-    Field("learning_rate_base", float, 0.002),
-    Field("total_steps", int, 4000000),
-    Field("warmup_learning_rate", float, 0.0002),
-    Field("warmup_steps", int, 10000),
-    Field("hold_base_rate_steps", int, 0),
-))
-# protos/optimizer.proto (Optimizer oneof, RMSPropOptimizer, MomentumOptimizer, AdamOptimizer)
-OPTIMIZER = Message("protos/optimizer.proto", (
-    Field("rms_prop_optimizer", MESSAGE),
-    Field("momentum_optimizer", MESSAGE),
-    Field("adam_optimizer", MESSAGE),
-    Field("use_moving_average", bool, True),
-    Field("moving_average_decay", float, 0.9999),
-))
-RMS_PROP = Message("protos/optimizer.proto", (
-    Field("learning_rate", MESSAGE),
-    Field("momentum_optimizer_value", float, 0.9),
-    Field("decay", float, 0.9),
-    Field("epsilon", float, 1.0),
-))
-MOMENTUM = Message("protos/optimizer.proto", (
-    Field("learning_rate", MESSAGE), Field("momentum_optimizer_value", float, 0.9)))
-ADAM = Message("protos/optimizer.proto", (Field("learning_rate", MESSAGE),))
-# protos/preprocessor.proto (PreprocessingStep oneof: the two the SSD MobileNet configs use)
+SIGMOID_FOCAL = Uses("SigmoidFocalClassificationLoss", read=("gamma", "alpha"), ignored=_ANCHORWISE,
+                     unset_is_none=("alpha",))
+HARD_EXAMPLE_MINER = Uses("HardExampleMiner", read=(
+    "num_hard_examples", "iou_threshold", "loss_type", "max_negatives_per_positive", "min_negatives_per_image"))
+LOSS = Uses("Loss", read=("localization_loss", "classification_loss", "hard_example_miner",
+                          "classification_weight", "localization_weight"),
+            refused={"random_example_sampler": "random example sampling is not supported",
+                     "equalization_loss": "equalization loss is not supported"},
+            default_only={"expected_loss_weights": "expected-sampling loss weights are not supported"},
+            ignored={"min_num_negative_samples": "only used with expected_loss_weights",
+                     "desired_negative_sampling_ratio": "only used with expected_loss_weights"})
+BATCH_NORM = Uses("BatchNorm", read=("decay", "center", "scale", "epsilon", "train"))
+REGULARIZER = Uses("Regularizer", read=("l2_regularizer",),
+                   refused={"l1_regularizer": "only l2_regularizer is supported"})
+L2_REGULARIZER = Uses("L2Regularizer", read=("weight",))
+HYPERPARAMS = Uses("Hyperparams", read=("regularizer", "batch_norm", "regularize_depthwise"),
+                   default_only={"op": "SSD layers are convolutions"},
+                   # Initial values do not matter when training continues from a converted checkpoint;
+                   # the inference config (SSDConfig) checks the activation.
+                   ignored={"initializer": "", "activation": "checked by SSDConfig"},
+                   refused={"group_norm": "group norm is not supported"})
+LEARNING_RATE = Uses("LearningRate", read=(
+    "constant_learning_rate", "exponential_decay_learning_rate", "manual_step_learning_rate",
+    "cosine_decay_learning_rate"))
+CONSTANT_LR = Uses("ConstantLearningRate", read=("learning_rate",))
+EXPONENTIAL_DECAY_LR = Uses("ExponentialDecayLearningRate", read=(
+    "initial_learning_rate", "decay_steps", "decay_factor", "staircase", "burnin_learning_rate", "burnin_steps",
+    "min_learning_rate"))
+MANUAL_STEP_LR = Uses("ManualStepLearningRate", read=("initial_learning_rate", "schedule", "warmup"))
+MANUAL_STEP = Uses("ManualStepLearningRate.LearningRateSchedule", read=("step", "learning_rate"))
+COSINE_DECAY_LR = Uses("CosineDecayLearningRate", read=(
+    "learning_rate_base", "total_steps", "warmup_learning_rate", "warmup_steps", "hold_base_rate_steps"))
+OPTIMIZER = Uses("Optimizer", read=("rms_prop_optimizer", "momentum_optimizer", "adam_optimizer",
+                                    "use_moving_average", "moving_average_decay"))
+RMS_PROP = Uses("RMSPropOptimizer", read=("learning_rate", "momentum_optimizer_value", "decay", "epsilon"))
+MOMENTUM = Uses("MomentumOptimizer", read=("learning_rate", "momentum_optimizer_value"))
+ADAM = Uses("AdamOptimizer", read=("learning_rate",))
+# PreprocessingStep: the two steps the SSD MobileNet configs use.
 _AUGMENTATIONS = ("random_horizontal_flip", "ssd_random_crop")
-RANDOM_HORIZONTAL_FLIP = Message("protos/preprocessor.proto", (
-    Field("keypoint_flip_permutation", int, use=DEFAULT_ONLY, default=(), repeated=True,
-          why="there are no keypoints"),
-))
-SSD_RANDOM_CROP = Message("protos/preprocessor.proto", (Field("operations", MESSAGE),))
+RANDOM_HORIZONTAL_FLIP = Uses("RandomHorizontalFlip", default_only={"keypoint_flip_permutation": "there are no keypoints"})
+SSD_RANDOM_CROP = Uses("SSDRandomCrop", read=("operations",))
 # No proto defaults here: the OD API reads every field of an operation as written (unset is 0).
-SSD_RANDOM_CROP_OPERATION = Message("protos/preprocessor.proto", (
-    Field("min_object_covered", float, 0.0),
-    Field("min_aspect_ratio", float, 0.0),
-    Field("max_aspect_ratio", float, 0.0),
-    Field("min_area", float, 0.0),
-    Field("max_area", float, 0.0),
-    Field("overlap_thresh", float, 0.0),
-    Field("clip_boxes", bool, True),
-    Field("random_coef", float, 0.0),
-))
-# protos/train.proto (TrainConfig)
-TRAIN = Message("protos/train.proto", (
-    Field("batch_size", int, 32),
-    Field("data_augmentation_options", MESSAGE),
-    Field("sync_replicas", bool, False, IGNORED, _DIST),
-    Field("keep_checkpoint_every_n_hours", float, 10000.0, IGNORED, "checkpoint retention, not numerics"),
-    Field("optimizer", MESSAGE),
-    Field("gradient_clipping_by_norm", float, 0.0),
-    Field("fine_tune_checkpoint", str, ""),
-    Field("fine_tune_checkpoint_type", str, ""),
-    Field("from_detection_checkpoint", bool, False),
-    Field("load_all_detection_checkpoint_vars", bool, False),
-    Field("num_steps", int, 0),
-    Field("startup_delay_steps", float, 15.0, IGNORED, _DIST),
-    Field("bias_grad_multiplier", float, 0.0, DEFAULT_ONLY, "bias gradient multipliers are not supported"),
-    Field("update_trainable_variables", str, (), DEFAULT_ONLY, "variable selection is not supported", True),
-    Field("freeze_variables", str, (), DEFAULT_ONLY, "variable freezing is not supported", True),
-    Field("replicas_to_aggregate", int, 1, IGNORED, _DIST),
-    Field("batch_queue_capacity", int, 150, IGNORED, _INPUT),
-    Field("num_batch_queue_threads", int, 8, IGNORED, _INPUT),
-    Field("prefetch_queue_capacity", int, 5, IGNORED, _INPUT),
-    Field("merge_multiple_label_boxes", bool, False, DEFAULT_ONLY, "multi-label boxes are not supported"),
-    Field("use_multiclass_scores", bool, False, DEFAULT_ONLY, "multiclass score targets are not supported"),
-    Field("add_regularization_loss", bool, True),
-    Field("max_number_of_boxes", int, 100, IGNORED, _INPUT),
-    Field("unpad_groundtruth_tensors", bool, True, IGNORED, _INPUT),
-    Field("retain_original_images", bool, False, IGNORED, _INPUT),
-    Field("use_bfloat16", bool, False, DEFAULT_ONLY, "bfloat16 training is not supported"),
-    Field("summarize_gradients", bool, False, IGNORED, "TensorBoard summaries, not numerics"),
-))
-# protos/ssd.proto (Ssd): the training fields; the inference ones are SSDConfig's.
-SSD = Message("protos/ssd.proto", (
-    Field("num_classes", int, use=IGNORED), Field("image_resizer", MESSAGE), Field("feature_extractor", MESSAGE),
-    Field("box_coder", MESSAGE), Field("matcher", MESSAGE), Field("similarity_calculator", MESSAGE),
-    Field("encode_background_as_zeros", bool, False),
-    Field("negative_class_weight", float, 1.0),
-    Field("box_predictor", MESSAGE), Field("anchor_generator", MESSAGE), Field("post_processing", MESSAGE),
-    Field("normalize_loss_by_num_matches", bool, True),
-    Field("normalize_loc_loss_by_codesize", bool, False),
-    Field("loss", MESSAGE),
-    Field("freeze_batchnorm", bool, False),
-    Field("inplace_batchnorm_update", bool, False),
-    Field("add_background_class", bool, True, IGNORED, "read by SSDConfig"),
-    Field("explicit_background_class", bool, False, DEFAULT_ONLY, "an explicit background class is not supported"),
-    Field("use_confidences_as_targets", bool, False, DEFAULT_ONLY, "confidence targets are not supported"),
-    Field("implicit_example_weight", float, 1.0, IGNORED, "only used with use_confidences_as_targets"),
-    Field("mask_head_config", MESSAGE, use=REFUSED, why="SSD MobileNet v1 has no mask head"),
-))
-# protos/ssd.proto (SsdFeatureExtractor): the inference fields are SSDConfig's.
-FEATURE_EXTRACTOR = Message("protos/ssd.proto", (
-    Field("type", str, use=IGNORED), Field("depth_multiplier", float, use=IGNORED),
-    Field("min_depth", int, use=IGNORED), Field("conv_hyperparams", MESSAGE),
-    Field("override_base_feature_extractor_hyperparams", bool, False),
-    Field("pad_to_multiple", int, use=IGNORED), Field("use_explicit_padding", bool, use=IGNORED),
-    Field("use_depthwise", bool, use=IGNORED), Field("fpn", MESSAGE),
-))
+SSD_RANDOM_CROP_OPERATION = Uses("SSDRandomCropOperation", read=(
+    "min_object_covered", "min_aspect_ratio", "max_aspect_ratio", "min_area", "max_area", "overlap_thresh",
+    "clip_boxes", "random_coef"))
+TRAIN = Uses("TrainConfig", read=(
+    "batch_size", "data_augmentation_options", "optimizer", "gradient_clipping_by_norm", "fine_tune_checkpoint",
+    "fine_tune_checkpoint_type", "from_detection_checkpoint", "load_all_detection_checkpoint_vars", "num_steps",
+    "add_regularization_loss"), ignored={
+    "sync_replicas": _DIST, "keep_checkpoint_every_n_hours": "checkpoint retention, not numerics",
+    "startup_delay_steps": _DIST, "replicas_to_aggregate": _DIST, "batch_queue_capacity": _INPUT,
+    "num_batch_queue_threads": _INPUT, "prefetch_queue_capacity": _INPUT, "max_number_of_boxes": _INPUT,
+    "unpad_groundtruth_tensors": _INPUT, "retain_original_images": _INPUT,
+    "summarize_gradients": "TensorBoard summaries, not numerics"}, default_only={
+    "bias_grad_multiplier": "bias gradient multipliers are not supported",
+    "update_trainable_variables": "variable selection is not supported",
+    "freeze_variables": "variable freezing is not supported",
+    "merge_multiple_label_boxes": "multi-label boxes are not supported",
+    "use_multiclass_scores": "multiclass score targets are not supported",
+    "use_bfloat16": "bfloat16 training is not supported"})
+# Ssd: the training fields; the inference ones are SSDConfig's.
+SSD = Uses("Ssd", read=(
+    "image_resizer", "feature_extractor", "box_coder", "matcher", "similarity_calculator", "box_predictor",
+    "anchor_generator", "post_processing", "loss", "encode_background_as_zeros", "negative_class_weight",
+    "normalize_loss_by_num_matches", "normalize_loc_loss_by_codesize", "freeze_batchnorm",
+    "inplace_batchnorm_update"), ignored={
+    "num_classes": "read by SSDConfig", "add_background_class": "read by SSDConfig",
+    "implicit_example_weight": "only used with use_confidences_as_targets",
+    "return_raw_detections_during_predict": "an export option, not training"}, default_only={
+    "explicit_background_class": "an explicit background class is not supported",
+    "use_confidences_as_targets": "confidence targets are not supported"},
+    refused={"mask_head_config": "SSD MobileNet v1 has no mask head"})
+# SsdFeatureExtractor: the inference fields are SSDConfig's.
+_SSD_CONFIG = "read by SSDConfig"
+FEATURE_EXTRACTOR = Uses("SsdFeatureExtractor", read=(
+    "conv_hyperparams", "override_base_feature_extractor_hyperparams", "fpn"), ignored={
+    name: _SSD_CONFIG for name in ("type", "depth_multiplier", "min_depth", "pad_to_multiple", "use_explicit_padding",
+                                   "use_depthwise")})
 
 
 # ---- the config -----------------------------------------------------------------------------
@@ -428,7 +314,7 @@ def _read_training(root, ssd, inference: SSDConfig) -> TrainingConfig:
 
 def _matcher(ssd, p):
     _, sim = choose(ssd.child("similarity_calculator"), f"{p}.similarity_calculator", SIMILARITY)
-    read(sim, f"{p}.similarity_calculator.iou_similarity", Message(SIMILARITY.proto, ()))
+    read(sim, f"{p}.similarity_calculator.iou_similarity", IOU_SIMILARITY)
     _, m = choose(ssd.child("matcher"), f"{p}.matcher", MATCHER)
     q = f"{p}.matcher.argmax_matcher"
     v = read(m, q, ARGMAX_MATCHER)

@@ -1,5 +1,7 @@
 """TrainingConfig on the real pipeline.configs in ../shared/zoo, and refusals naming the field."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -124,14 +126,16 @@ def test_ssd_loss_from_config():
     ("argmax_matcher {", "bipartite_matcher {", "model.ssd.matcher.bipartite_matcher"),
     ("loss_type: CLASSIFICATION", "loss_type: HARDEST", "model.ssd.loss.hard_example_miner.loss_type"),
     ("unmatched_threshold: 0.5", "unmatched_threshold: 0.6", "model.ssd.matcher.argmax_matcher.unmatched_threshold"),
-    ("rms_prop_optimizer {", "adagrad_optimizer {", "train_config.optimizer.adagrad_optimizer"),
+    ("rms_prop_optimizer {", "adagrad_optimizer {", 'train_config.optimizer has no field "adagrad_optimizer"'),
     ("exponential_decay_learning_rate {", "polynomial_decay_learning_rate {",
-     "train_config.optimizer.rms_prop_optimizer.learning_rate.polynomial_decay_learning_rate"),
+     'train_config.optimizer.rms_prop_optimizer.learning_rate has no field "polynomial_decay_learning_rate"'),
     ("ssd_random_crop {", "random_adjust_brightness {",
      "train_config.data_augmentation_options.random_adjust_brightness"),
     ("batch_size: 24", "batch_size: 24\n  freeze_variables: 'Conv2d_0'", "train_config.freeze_variables"),
     ("batch_size: 24", "batch_size: 24\n  use_bfloat16: true", "train_config.use_bfloat16"),
-    ("batch_size: 24", "batch_sise: 24", "train_config.batch_sise"),
+    # A field of a later OD API release, which training here does not reproduce: refused unless at its default.
+    ("batch_size: 24", "batch_size: 24\n  fine_tune_checkpoint_version: V2", "train_config.fine_tune_checkpoint_version: V2"),
+    ("batch_size: 24", "batch_sise: 24", 'train_config has no field "batch_sise" (did you mean "batch_size"?)'),
     ("decay: 0.899999976158", "decay: fast", "train_config.optimizer.rms_prop_optimizer.decay"),
     ("normalize_loss_by_num_matches: true", "normalize_loss_by_num_matches: true\n    use_confidences_as_targets: true",
      "model.ssd.use_confidences_as_targets"),
@@ -142,7 +146,7 @@ def test_ssd_loss_from_config():
 def test_unsupported_options_name_the_field(old, new, field):
     original = text(ZOO_2018)
     assert old in original
-    with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
+    with pytest.raises(ConfigError, match=re.escape(field)):
         TrainingConfig.from_pipeline_config(original.replace(old, new, 1))
 
 

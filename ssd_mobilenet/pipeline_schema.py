@@ -1,0 +1,174 @@
+"""Checks a parsed `pipeline.config` against the OD API's messages before any value is read.
+
+The Object Detection API reads a config with protobuf's `text_format.Merge`, which refuses a
+field its message does not declare: a misspelt `iou_treshold` stops training there. This
+module does the same for the schema-free tree of `pipeline_text` against the tables of
+`pipeline_messages`, so that a misspelling is not read as "unset, take the default". It
+refuses, naming the field's dotted path and the line it is on (`SchemaError.line`):
+
+- a field its message does not declare, with the nearest declared name when one is close
+  (`has no field "iou_treshold" (did you mean "iou_threshold"?)`);
+- a value of the wrong kind: a `{ ... }` block where a scalar is declared or a scalar where a
+  message is, a number that does not parse, an unquoted string, a bool other than protobuf's
+  spellings (true/false, True/False, t/f, 1/0);
+- an enum value its enum does not declare (`score_converter: SIGMOD`);
+- two members of one oneof (`ssd_anchor_generator` and `multiscale_anchor_generator`), and a
+  non-repeated field given twice. `Merge` would keep the last member, and merge two blocks of
+  one message field, where the readers here take the last block whole; both are mistakes in
+  a hand-edited config, so they are refused rather than read either way.
+
+It checks form, not meaning: which values this toolkit supports is the readers' business
+(`config._PipelineReader`, `training.train_config`). Enum values are accepted by name only
+(protobuf would also take their numbers, which no config in the wild uses).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+from ssd_mobilenet import pipeline_messages as pm
+from ssd_mobilenet.pipeline_text import Scalar, TextMessage
+
+ROOT = "TrainEvalPipelineConfig"
+
+
+class SchemaError(ValueError):
+    """A field or value the OD API's messages do not allow; `line` (1-based) locates it."""
+
+    def __init__(self, problem: str, line: int = 0):
+        super().__init__(problem)
+        self.problem, self.line = problem, line
+
+
+def check(root: TextMessage, message: str = ROOT) -> None:
+    """Checks the tree `root` (from `pipeline_text.parse`) against the message `message`.
+
+    Raises:
+      SchemaError: the first problem in the file (by line), naming the field's dotted path.
+    """
+    problems = []
+    _check_message(root, pm.message(message), "", problems)
+    if problems:
+        raise min(problems, key=lambda e: e.line)
+
+
+def _check_message(msg: TextMessage, spec: pm.Message, path: str, problems: list) -> None:
+    if spec.opaque:
+        return
+    oneof_set = {}  # oneof group -> (member, line) of the member set first
+    for name, values in msg.items():
+        field = spec.field(name)
+        if field is None:
+            problems.append(SchemaError(_unknown(name, spec, path), _line(values[0])))
+            continue
+        where = f"{path}.{name}" if path else name
+        if not field.repeated and len(values) > 1:
+            problems.append(SchemaError(f"{where} is given twice (first on line {_line(values[0])}): it holds one "
+                                        "value", _line(values[1])))
+        if field.oneof is not None:
+            other = oneof_set.setdefault(field.oneof, (name, _line(values[0])))
+            if other[0] != name:
+                problems.append(SchemaError(f"{path or 'the top level'} sets both {other[0]} (line {other[1]}) and "
+                                            f"{name}: only one of them can be set", _line(values[0])))
+        for value in values:
+            _check_value(value, field, where, problems)
+
+
+def _check_value(value, field: pm.Field, where: str, problems: list) -> None:
+    kind = field.kind
+    if isinstance(kind, str) and kind not in pm.SCALARS:
+        kind = pm.message(kind)
+    if isinstance(kind, pm.Message):
+        if not isinstance(value, TextMessage):
+            problems.append(SchemaError(f"{where} expects a {{ ... }} block, got {_shown(value)}", _line(value)))
+        else:
+            _check_message(value, kind, where, problems)
+    elif isinstance(value, TextMessage):
+        problems.append(SchemaError(f"{where} expects {_expected(kind)}, got a {{ ... }} block", _line(value)))
+    else:
+        problem = _scalar_problem(value, kind)
+        if problem is not None:
+            problems.append(SchemaError(f"{where} expects {_expected(kind)}, got {_shown(value)}{problem}",
+                                        _line(value)))
+
+
+# protobuf's text format (its `ParseFloat`, `ParseInteger`): floats as Python's float() reads
+# them, after an optional f/F suffix, and inf/nan; integers in decimal, hex (0x) or octal (leading 0).
+_INFINITY_OR_NAN = re.compile(r"-?(inf(inity)?|nan)f?", re.IGNORECASE)
+_BOOLS = ("true", "True", "t", "1", "false", "False", "f", "0")
+_INT_RANGE = {pm.INT32: (-2 ** 31, 2 ** 31 - 1), pm.UINT32: (0, 2 ** 32 - 1)}
+
+
+def _scalar_problem(value, kind) -> "str | None":
+    """None when `value` is a valid `kind`; else "" or a hint to append to the message."""
+    if kind == pm.STRING:
+        return None if isinstance(value, str) else ""
+    if not isinstance(value, Scalar):
+        return ""  # a quoted string where a number, bool or enum name is declared
+    text = value.text
+    if isinstance(kind, pm.Enum):
+        if text in kind.members:
+            return None
+        close = difflib.get_close_matches(text, kind.members, n=1, cutoff=0.6)
+        return f' (did you mean "{close[0]}"?)' if close else ""
+    if kind == pm.BOOL:
+        return None if text in _BOOLS else ""
+    if kind == pm.FLOAT:
+        if _INFINITY_OR_NAN.fullmatch(text):
+            return None
+        try:
+            float(text.rstrip("fF"))
+        except ValueError:
+            return ""
+        return None
+    try:
+        number = _integer(text)
+    except ValueError:
+        return ""
+    low, high = _INT_RANGE[kind]
+    if low <= number <= high:
+        return None
+    return f" (a 32-bit integer: {low}..{high})" if kind == pm.INT32 else "" if number < 0 else f" (at most {high})"
+
+
+def _integer(text: str) -> int:
+    body = text.lstrip("-")
+    if len(body) > 1 and body[0] == "0" and body[1].isdigit():
+        return int(text, 8)  # protobuf reads a leading 0 as octal
+    return int(text, 0)
+
+
+def _expected(kind) -> str:
+    if isinstance(kind, pm.Enum):
+        return "one of " + ", ".join(kind.members)
+    return {pm.FLOAT: "a number", pm.INT32: "an integer", pm.UINT32: "an integer >= 0", pm.BOOL: "true or false",
+            pm.STRING: 'a quoted string ("...")'}[kind]
+
+
+def _shown(value) -> str:
+    if isinstance(value, TextMessage):
+        return "a { ... } block"
+    if isinstance(value, Scalar):
+        return value.text
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _line(value) -> int:
+    return getattr(value, "line", 0)
+
+
+def _unknown(name: str, spec: pm.Message, path: str) -> str:
+    """`PATH has no field "NAME"`, with the nearest declared name, or the sub-message that
+    declares NAME when it was written one level too high."""
+    where = path or "the top level"
+    names = [f.name for f in spec.fields]
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.7)
+    if close:
+        return f'{where} has no field "{name}" (did you mean "{close[0]}"?)'
+    for field in spec.fields:
+        kind = field.kind
+        if isinstance(kind, str) and kind in pm.MESSAGES and pm.message(kind).field(name) is not None:
+            inner = f"{path}.{field.name}" if path else field.name
+            return f'{where} has no field "{name}" (it is a field of {inner})'
+    return f'{where} has no field "{name}"'

@@ -1,4 +1,5 @@
-"""The documentation site: the command-line reference covers the parser, and the site builds.
+"""The documentation site: the command-line reference covers the parser, the site builds, and the
+install guide names every extra and the install lines the commands print.
 
 `test_cli_reference_covers_the_parser` reads docs/reference/cli.md against `migrate.cli._parser()`
 (no TensorFlow, well under a second). `test_site_builds_strictly` runs `mkdocs build --strict`
@@ -9,8 +10,10 @@ API reference to a name that no longer exists fails the suite.
 from __future__ import annotations
 
 import argparse
+import glob
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 
@@ -69,3 +72,40 @@ def test_site_builds_strictly(tmp_path):
                             env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stdout}\n{result.stderr}"
     assert os.path.exists(tmp_path / "site" / "reference" / "cli.html")
+
+
+def _extras() -> list:
+    """The extras of pyproject.toml, by name (read as text: no toml reader before Python 3.11)."""
+    with open(os.path.join(REPO, "pyproject.toml"), encoding="utf-8") as f:
+        section = f.read().split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
+    return re.findall(r"^([a-z0-9-]+)\s*=", section, re.M)
+
+
+def _docs_text() -> str:
+    pages = [os.path.join(REPO, "README.md"), *glob.glob(os.path.join(REPO, "docs", "**", "*.md"), recursive=True)]
+    return "\n".join(open(p, encoding="utf-8").read() for p in pages)
+
+
+def test_install_guide_names_every_extra():
+    """docs/guides/install.md's table of extras has a row for each extra of pyproject.toml."""
+    with open(os.path.join(REPO, "docs", "guides", "install.md"), encoding="utf-8") as f:
+        page = f.read()
+    rows = set(re.findall(r"^\| `([a-z0-9-]+)` \|", page, re.M))
+    assert _extras() and set(_extras()) <= rows, f"install.md lacks the extras {sorted(set(_extras()) - rows)}"
+
+
+def test_install_hints_of_the_code_are_the_docs():
+    """Each install line a command prints for a missing extra names an extra that exists, and the docs
+    show the same line, so that a user finds the error's words in the docs and the reverse."""
+    hints = set()
+    for path in glob.glob(os.path.join(REPO, "migrate", "**", "*.py"), recursive=True) + \
+            glob.glob(os.path.join(REPO, "ssd_mobilenet", "**", "*.py"), recursive=True):
+        with open(path, encoding="utf-8") as f:
+            hints |= set(re.findall(r"pip install [-\w. ]*'?ssd-mobilenet-migrate\[[^\]]*\]'?", f.read()))
+    docs = _docs_text()
+    assert hints, "no install hint found in the code"
+    for hint in sorted(hints):
+        assert re.fullmatch(r"pip install 'ssd-mobilenet-migrate\[[a-z0-9-]+\]'", hint), \
+            f"{hint}: not the form the docs use (pip install 'ssd-mobilenet-migrate[EXTRA]')"
+        assert hint.split("[")[1].split("]")[0] in _extras(), f"{hint}: pyproject.toml has no such extra"
+        assert hint in docs, f"{hint}: the docs do not show this line"

@@ -7,7 +7,7 @@ worker processes or on any runner Beam's pipeline options name (Flink, Spark, Da
 worker opens the same runtime through `migrate.runtimes.open_runtime` and feeds it the bytes
 the engine's file systems read (`runtime.results_of_encoded`).
 
-Engines are extras (`pip install ssd-mobilenet-migrate[beam]`): nothing here is imported unless
+Engines are extras (`pip install 'ssd-mobilenet-migrate[beam]'`): nothing here is imported unless
 `--engine` names it.
 """
 

@@ -170,14 +170,15 @@ def test_train_step_lines_fit():
 # ---- every command, run (slow) ----------------------------------------------------------------------
 
 # Every command on the training demo (`shapes`: a 3-class model at depth 0.25, 128x128), its files
-# beside it, with relative paths as a user in that folder types them.
+# beside it, with relative paths as a user in that folder types them. Measured once (verify's table);
+# bench's tables at their widest are `test_bench_tables_fit`'s.
 COMMANDS = [
     "shapes demo",
     "convert demo/tf1_model --out demo/converted",
     "verify demo/tf1_model demo/converted --repeats 1 --batch 2 --json verify.json",
     "export demo/converted --tflite m.tflite",
     "export demo/converted --onnx m.onnx",
-    "verify demo/tf1_model demo/converted --tflite m.tflite --repeats 1",
+    "verify demo/tf1_model demo/converted --tflite m.tflite --no-measure",
     "verify demo/tf1_model demo/converted --onnx m.onnx --no-measure --images demo/images broken.jpg",
     "predict demo/converted demo/images broken.jpg --out p.jsonl --labels coco --png drawn",
     "predict m.tflite demo/images --out p.jsonl --force --labels demo/label_map.pbtxt",
@@ -186,7 +187,8 @@ COMMANDS = [
     "evaluate demo/converted --records demo/eval.record --labels demo/label_map.pbtxt",
     "train demo/converted --config demo/train.config --train demo/train.record --eval demo/eval.record "
     "--labels demo/label_map.pbtxt --steps 2 --batch 2",
-    "bench demo/tf1_model demo/converted --batch 1 --size 128x128 --repeats 1 --warmup 0 --sides tf1_session,tflite",
+    "bench demo/tf1_model demo/converted --batch 1 --size 128x128 --repeats 1 --warmup 0 --sides tf1_session,tflite "
+    "--no-memory",
     "verify demo/converted demo/tf1_model",
     "--version",
 ]

@@ -17,7 +17,8 @@ import pytest
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
-from tests.conftest import json_lines, same_predict_lines, mixed_image_folder, run_cli, save_synthetic_model, without_tensorflow  # noqa: E402
+from tests.conftest import (json_lines, same_predict_lines, mixed_image_folder, run_cli,  # noqa: E402
+                            save_synthetic_model, unwrapped, without_tensorflow)
 from migrate import predict  # noqa: E402
 from ssd_mobilenet import onnx_file  # noqa: E402
 from ssd_mobilenet.config import SSDConfig  # noqa: E402
@@ -62,7 +63,7 @@ def test_onnx_predict_without_tensorflow_gives_the_converted_models_lines(model,
     assert "ONNX Runtime, batch 1" in run.stderr and (
         f"[migrate] {path}: ONNX file, ONNX Runtime, 2 threads\n"
         "[migrate] uint8 input of any size, resized to 128x128 inside, float32, 3 classes, 100 detections\n"
-        in run.stderr), run.stderr
+        in unwrapped(run.stderr)), run.stderr  # a long path wraps the line
     ours = json_lines(out)
     # The TensorFlow runtime on the converted directory, in this process.
     predict.run(converted, [folder], out=str(tmp_path / "tf.jsonl"), labels=labels, batch_size=1, min_score=0.05)

@@ -8,18 +8,91 @@ runs the command.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import importlib.util
+import os
+import platform
+import shutil
 import sys
 
 from migrate.commands import bench, convert, evaluate, export, predict, shapes, train, verify
-from migrate.commands.common import EXIT_BAD_INPUT
+from migrate.commands.common import COLUMNS, EXIT_BAD_INPUT
 
 # The subcommands, in the order `--help` lists them.
 COMMANDS = {"convert": convert, "predict": predict, "verify": verify, "bench": bench, "evaluate": evaluate,
             "train": train, "shapes": shapes, "export": export}
 
 
+# The runtimes `--version` names, by the module each installs: (module, name shown).
+RUNTIME_MODULES = (("tensorflow", "TensorFlow"), ("ai_edge_litert", "LiteRT"), ("onnxruntime", "ONNX Runtime"))
+
+
+def installed_version(module: str) -> str | None:
+    """The version of the distribution that installs `module`, read from its metadata without
+    importing it (`import tensorflow` takes seconds); None when the module is not installed.
+    The distribution is found by the module: TensorFlow comes as `tensorflow`, `tensorflow-cpu`,
+    `tensorflow-macos` and others."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.origin:
+        return None
+    # The folder the module was installed into (above a package's own folder).
+    site = os.path.dirname(os.path.dirname(spec.origin) if spec.submodule_search_locations else spec.origin)
+    fallback = None
+    for dist in importlib.metadata.distributions(path=[site]):
+        top_level = dist.read_text("top_level.txt")
+        if top_level is not None:
+            if module in top_level.split():
+                return dist.version
+        elif fallback is None and any(f.parts[:1] == (module,) for f in dist.files or ()):
+            fallback = dist.version  # a wheel without top_level.txt: by its files
+    return fallback or "(version unknown)"
+
+
+def version_line() -> str:
+    """`--version`: this package's version, Python's, and the installed runtimes' (a LiteRT-only
+    or ONNX-only install has no TensorFlow)."""
+    import migrate
+    versions = {name: installed_version(module) for module, name in RUNTIME_MODULES}
+    runtimes = [f"{name} {version}" for name, version in versions.items() if version is not None]
+    parts = [f"Python {platform.python_version()}"] + ([", ".join(runtimes)] if runtimes else [])
+    if versions["TensorFlow"] is None:
+        parts.append("no TensorFlow")
+    return f"ssd-mobilenet-migrate {migrate.__version__} ({'; '.join(parts)})"
+
+
+class _VersionAction(argparse.Action):
+    """`--version`: `version_line()` on stdout, exit 0 (argparse's own would rewrap the line)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_line())
+        parser.exit()
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's help, wrapped to the terminal as argparse does but never wider than the
+    commands' own lines (`common.COLUMNS`)."""
+
+    def __init__(self, prog, **kwargs):
+        width = min(shutil.get_terminal_size().columns - 2, COLUMNS)
+        super().__init__(prog, width=kwargs.pop("width", None) or width, **kwargs)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser with `_HelpFormatter`; `add_subparsers` makes the commands' of this class."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def _parser():
-    p = argparse.ArgumentParser(prog="python -m migrate", description=__doc__.split("\n\n")[0])
+    p = _Parser(prog="python -m migrate", description=__doc__.split("\n\n")[0])
+    p.add_argument("--version", action=_VersionAction,
+                   help="show the package's version, Python's and the installed runtimes' (TensorFlow, LiteRT, "
+                        "ONNX Runtime), and exit")
     sub = p.add_subparsers(dest="command", required=True)
     for command in COMMANDS.values():
         command.add_parser(sub)
@@ -29,8 +102,9 @@ def _parser():
 def _missing_path(args):
     """The message for the first path named on the command line that does not exist, else None.
     Checked before TensorFlow loads (seconds), with the rules and words the commands use later:
-    a checkpoint prefix exists as `PREFIX.index`; paths that are only derived (CONVERTED from
-    SRC, the built-in model) are left to the command."""
+    a checkpoint prefix exists as `PREFIX.index`, a record pattern matches a file, `--labels coco`
+    is the shipped label map; paths that are only derived (CONVERTED from SRC, the built-in model)
+    are left to the command."""
     check = getattr(COMMANDS[args.command], "missing_path", None)  # none for a command that reads no path
     return check(args) if check else None
 

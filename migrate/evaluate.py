@@ -21,6 +21,9 @@ from migrate.tf1.frozen_graph import DETECTION_OUTPUTS
 from ssd_mobilenet import atomic_write
 
 PROGRESS_EVERY = 50
+# What a class id missing from --labels costs (`label_map.coverage_warning`): the label map's items
+# are the categories scored.
+UNNAMED = "their detections not scored"
 
 
 class OutputExistsError(FileExistsError):
@@ -37,7 +40,8 @@ def is_converted(path: str) -> bool:
 
 
 def model_runner(model: str, allow_ops=()):
-    """(run(images uint8 [1, H, W, 3]) -> {key: numpy}, description) for a converted dir or a TF1 model."""
+    """(run(images uint8 [1, H, W, 3]) -> {key: numpy}, description, class count or None) for a
+    converted dir or a TF1 model (its count from its class predictor's weights)."""
     if is_converted(model):
         import ssd_mobilenet
         try:
@@ -47,17 +51,19 @@ def model_runner(model: str, allow_ops=()):
         def run(images):
             out = detector(images)  # once per image, not once per output
             return {k: out[k].numpy() for k in DETECTION_OUTPUTS}
-        return run, "converted (TF2)"
-    from migrate.tf1 import sources
+        return run, "converted (TF2)", detector.config.num_classes
+    from migrate.tf1 import config_inference, sources
     from migrate.tf1.frozen_graph import FrozenGraphRunner
-    from migrate.tf1.inference_graph import VerifyInputError, tf1_inference_graph
+    from migrate.tf1.inference_graph import VerifyInputError, inference_graph_of
     try:
-        frozen, graph_from = tf1_inference_graph(model, stage_nodes=(), allow_ops=allow_ops)
+        source = sources.open_source(model)
+        frozen, graph_from = inference_graph_of(source, stage_nodes=(), allow_ops=allow_ops)
     except (sources.SourceError, VerifyInputError) as e:
         raise ModelError(str(e)) from None
     session = FrozenGraphRunner(frozen)
     fetches = {k: f"{k}:0" for k in DETECTION_OUTPUTS}
-    return (lambda images: session.run(images, fetches)), f"TF1 graph ({graph_from})"
+    return ((lambda images: session.run(images, fetches)), f"TF1 graph ({graph_from})",
+            config_inference.weight_classes(source.weights))
 
 
 def evaluate(model: str, records, labels: str = None, json_path: str = None, force: bool = False, allow_ops=(),
@@ -79,7 +85,11 @@ def evaluate(model: str, records, labels: str = None, json_path: str = None, for
     atomic_write.check_output(json_path, force, is_dir=False, flag="--json", error=OutputExistsError)
     files = data.record_files(records)
     names = label_maps.read(labels) if labels else None
-    run, description = model_runner(model, allow_ops)
+    run, description, num_classes = model_runner(model, allow_ops)
+    if names is not None:
+        missed = label_maps.coverage_warning(labels, names, num_classes, UNNAMED)
+        if missed:
+            warn(missed)
     say(f"evaluating {description} on {len(files)} record file(s)")
     evaluator = coco_metrics.CocoDetectionEvaluator(
         [{"id": i, "name": n} for i, n in sorted(names.items())] if names else None)

@@ -100,9 +100,9 @@ def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_t
         _check_quantization_aware(converted, nms, input_type, int8)
     max_detections = max_detections or model.config.max_total_detections
     names, images = calibration_images(calibration, model.config) if int8 else ([], None)
-    say(f"converting to TFLite ({nms} NMS, {input_type} input, {max_detections} detections"
-        + (f", int8 calibrated on {len(images)} images)" if int8 else
-           ", int8 on the checkpoint's quantization ranges)" if aware else ")"))
+    say(f"converting to TFLite: {nms} NMS, {input_type} input, {max_detections} detections")
+    if int8 or aware:
+        say(f"int8 calibrated on {len(images)} images" if int8 else "int8 on the checkpoint's quantization ranges")
     notes = []
     with console.native_stderr_quieted():
         data, nms = _convert(model, nms, input_type, max_detections, images, notes)

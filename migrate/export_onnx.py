@@ -110,9 +110,10 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
     names, images = [], []
     if int8:
         names, images = calibration_images(calibration, model.config)
-    say(f"converting to ONNX (opset {onnx_lib.OPSET}, {input_type} input, {max_detections} detections"
-        + (f", int8 calibrated on {len(images)} images)" if int8 else
-           ", int8 QDQ on the checkpoint's quantization ranges)" if aware else ")"))
+    say(f"converting to ONNX: opset {onnx_lib.OPSET}, {input_type} input, {max_detections} detections")
+    if int8 or aware:
+        say(f"int8 QDQ calibrated on {len(images)} images" if int8 else
+            "int8 QDQ on the checkpoint's quantization ranges")
     proto = onnx_lib.convert(model, input_type, max_detections, verbose=verbose)
     drift, notes = None, []
     if aware:

@@ -25,13 +25,15 @@ import time
 import numpy as np
 
 from migrate.common import images
-from migrate.runtimes import open_runtime
+from migrate.runtimes import model_classes, open_runtime
 from migrate.runtimes.base import (DEFAULT_BATCH, MAX_BATCH, BudgetError, ModelDirError, Result,  # noqa: F401
                                    RuntimeOptionError)
 from ssd_mobilenet import atomic_write
 from ssd_mobilenet import label_map
 
 PROGRESS_EVERY_S = 2.0
+# What a class id without a name in --labels costs a detection (`label_map.coverage_warning`).
+UNNAMED = '"label": null'
 
 
 class OutputExistsError(FileExistsError):
@@ -63,6 +65,38 @@ def record(result: Result, labels: dict | None = None, min_score: float = 0.0) -
             "num_detections": len(detections), "detections": detections}
 
 
+# A terminal's line per image (`summary_line`) is at most this wide; the JSON lines go to files and pipes.
+TERMINAL_COLUMNS = 100
+# The detections a terminal's line names score at least this (predict's --png-min-score default).
+TERMINAL_MIN_SCORE = 0.5
+
+
+def _named(detection: dict) -> str:
+    name = detection.get("label") or f"id {detection['class_id']}"
+    return f"{name} {detection['score']:.2f}"
+
+
+def summary_line(line: dict, width: int = TERMINAL_COLUMNS) -> str | None:
+    """One image's `record` as a terminal shows it: the path, the size, the detection count, and
+    the best detections scoring >= TERMINAL_MIN_SCORE (label or `id N`, score), as many as fit
+    in `width` columns:
+
+        photos/a.jpg  480x640  12 detections: dog 0.91, person 0.88, id 3 0.52, +2 more
+
+    None for an unreadable image (its warning is on stderr)."""
+    if "error" in line:
+        return None
+    count = line["num_detections"]
+    head = f"{line['image']}  {line['height']}x{line['width']}  {count} detection{'s' if count != 1 else ''}"
+    best = [_named(d) for d in line["detections"] if d["score"] >= TERMINAL_MIN_SCORE]
+    for shown in range(len(best), 0, -1):
+        rest = len(best) - shown
+        text = f"{head}: {', '.join(best[:shown])}" + (f", +{rest} more" if rest else "")
+        if len(text) <= width:
+            return text
+    return head
+
+
 def png_names(paths) -> dict:
     """{image path: PNG path relative to the --png folder}: the path below the images'
     common folder with the extension replaced by `.png` (kept, then `.png` added, when two
@@ -87,7 +121,7 @@ def _check_not_an_input(out: str | None, png_dir: str | None, inputs) -> None:
 
 def run(model: str, inputs, out: str | None = None, png_dir: str | None = None, force: bool = False,
         labels: str | None = None, min_score: float = 0.0, png_min_score: float = 0.5, stdout=None,
-        progress=None, warn=None, **runtime_options) -> dict:
+        terminal: bool = False, progress=None, warn=None, **runtime_options) -> dict:
     """Runs a model over images; writes JSON lines (and PNGs); returns a summary.
 
     Args:
@@ -96,11 +130,15 @@ def run(model: str, inputs, out: str | None = None, png_dir: str | None = None, 
       inputs: image files and folders (`images.list_images`).
       out: JSON lines file, written to a temporary file and renamed into place at the end;
         None writes the lines to `stdout` as they come.
+      terminal: with `out` None, `stdout` is a person's terminal: one `summary_line` per image
+        there instead of its JSON line, as wide as the terminal up to TERMINAL_COLUMNS.
       png_dir: folder for the images with their detections drawn (score >= png_min_score; class
         name or id and score, a colour per class), named by `png_names`; written to a temporary
         folder and renamed into place.
       force: replace an existing `out` / non-empty `png_dir`.
-      labels: label map file (`label_map`) for a `label` per detection.
+      labels: label map file (`label_map`; or a shipped one's name, `coco`) for a `label` per
+        detection; one warning through `warn` when it misses the model's upper class ids or names
+        ids beyond them (`label_map.coverage_warning`).
       min_score: detections below it are left out of the JSON lines.
       progress: callable(str) for progress; warn: callable(str) for unreadable images
         (default: stderr).
@@ -125,7 +163,13 @@ def run(model: str, inputs, out: str | None = None, png_dir: str | None = None, 
     paths = images.list_images(inputs)
     _check_not_an_input(out, png_dir, [model, *paths])
     names = label_map.read(labels) if labels else None
+    if names is not None:
+        missed = label_map.coverage_warning(labels, names, model_classes(model), UNNAMED)
+        if missed:
+            warn(missed)
     runtime = open_runtime(model, say=say, warn=warn, **runtime_options)
+    # A terminal narrower than the lines' 100 columns gets lines as wide as it is.
+    width = min(shutil.get_terminal_size((TERMINAL_COLUMNS, 24)).columns, TERMINAL_COLUMNS)
 
     with contextlib.ExitStack() as cleanup:
         tmp_out = tmp_png = None
@@ -150,10 +194,13 @@ def run(model: str, inputs, out: str | None = None, png_dir: str | None = None, 
         cleanup.callback(results.close)  # the TensorFlow runtime's trace stops with its generator
         for done, result in enumerate(results, 1):
             line = record(result, names, min_score)
-            sink.write(json.dumps(line) + "\n")
+            if not (terminal and out is None):
+                sink.write(json.dumps(line) + "\n")
+            elif "error" not in line:
+                sink.write(summary_line(line, width) + "\n")
             if result.error is not None:
                 summary["failed"] += 1
-                warn(f"warning: {result.path}: {result.error} (skipped)")
+                warn(f"warning: {result.path}: {result.error}")
             else:
                 summary["detections"] += line["num_detections"]
                 if png_dir is not None:

@@ -98,12 +98,29 @@ def with_fresh_class_heads(model, num_classes: int, seed: int = 0):
     return new, fresh
 
 
+def losses_line(losses: dict) -> str:
+    """What the step lines' numbers are (`step_line`): `loss = localization + classification +
+    regularization`, the terms of `losses` ({name: value}, the trainer's) in their order."""
+    from ssd_mobilenet.training.trainer import TOTAL_LOSS
+    terms = [k.split("/")[-1].replace("_loss", "") for k in losses if k != TOTAL_LOSS]
+    return f"loss = {' + '.join(terms)}"
+
+
+def step_line(step: int, steps: int, losses: dict, images_per_second: float) -> str:
+    """One step's progress: `step 300/1500: loss 2.0183 = 0.4127 + 1.4687 + 0.1369, 31.5 images/s`,
+    the total and its terms in `losses_line`'s order."""
+    from ssd_mobilenet.training.trainer import TOTAL_LOSS
+    terms = " + ".join(f"{v:.4f}" for k, v in losses.items() if k != TOTAL_LOSS)
+    return (f"step {step}/{steps}: loss {losses[TOTAL_LOSS]:.4f} = {terms}, {images_per_second:.1f} "
+            "images/s")
+
+
 def _label_map_classes(labels: str) -> int:
+    """The class count a label map trains: its largest id. Ids it leaves unused below that keep
+    their columns, which no box trains, as the OD API's COCO configs (`num_classes: 90`) did with
+    COCO's 80 categories (`--labels coco`)."""
     from ssd_mobilenet import label_map
-    ids = sorted(label_map.read(labels))
-    if ids != list(range(1, len(ids) + 1)):
-        raise TrainInputError(f"{labels}: class ids must be 1..N without gaps to train on, got {ids[:8]}")
-    return len(ids)
+    return max(label_map.read(labels))
 
 
 def training_settings(converted: str, config: str = None):
@@ -338,11 +355,10 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
         done[0] = step
         # A mixed_float16 step skipped for non-finite gradients leaves the step where it was: one line per step.
         if (step % every == 0 or step == steps) and reported[-1:] != [step]:
+            if not reported:
+                say(losses_line(losses))
             reported.append(step)
-            parts = ", ".join(f"{k.split('/')[-1].replace('_loss', '')} {v:.4f}" for k, v in losses.items()
-                              if k != trainer.TOTAL_LOSS)
-            say(f"step {step}/{steps}: loss {losses[trainer.TOTAL_LOSS]:.4f} ({parts}), {images_per_second:.1f} "
-                "images/s")
+            say(step_line(step, steps, losses, images_per_second))
 
     def extra(folder, trained):
         if pipeline_text is not None:
@@ -363,7 +379,8 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
             raise
         raise WorkerLostError(lost) from None
     result = {"out": out, "notes": notes, **result}
-    say(f"trained to step {result['step']} -> {result['model_dir']}")
+    from migrate.common.console import shown
+    say(f"trained to step {result['step']} -> {shown(result['model_dir'])}")
     if eval_records:
         from migrate import evaluate
         result["metrics"] = evaluate.evaluate(result["model_dir"], eval_records, labels=labels,

@@ -45,6 +45,7 @@ import os
 import platform
 
 import migrate
+from migrate.common.console import shown
 from migrate.tf1 import frozen_graph
 from migrate.tf1.inference_graph import VerifyInputError, inference_graph_of, tf1_inference_graph
 from migrate.tf1.parity import (DEFAULT_ATOL, DEFAULT_RTOL, MATCH_IOU, MIXED_TOLERANCES, NMS_FLIP_BAND,
@@ -76,7 +77,7 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
            json_path=None, force=False, measure: bool = True, warmup: int = 1, repeats: int = 10,
            precision: str = None, memory_growth: bool = False, memory_limit_mb: int = None,
            trace_dir: str = None, progress=None, tflite: str = None, threads: int = None,
-           onnx: str = None) -> VerifyReport:
+           onnx: str = None, warn=None) -> VerifyReport:
     """Verifies a converted model against its TF1 source; returns a `VerifyReport`.
 
     Args:
@@ -84,7 +85,9 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
         whose graph is then built by `migrate.tf1_builder`). None: read from `converted`'s
         conversion report, or the built-in default model when both are None.
       converted: the directory `convert` wrote (default: `convert.default_out(src)`).
-      images: JPEG/PNG files or folders; None for the generated set (`generated_images`).
+      images: JPEG/PNG files or folders; None for the generated set (`generated_images`). An
+        image that cannot be decoded is skipped with a warning through `warn` (default stderr)
+        and listed in the report's `skipped`.
       batch: the larger batch size (same-size images are batched up to it; None: `DEFAULT_BATCH`).
       mode: "eager" (Keras model called eagerly), "function" (the `Detector`, the default), "xla", or
         "saved_model" (`CONVERTED/saved_model` through plain `tf.saved_model.load`, detections
@@ -174,7 +177,7 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
     rtol = (mixed["rtol"] if mixed else DEFAULT_RTOL) if rtol is None else rtol
     if atol < 0 or rtol < 0:
         raise VerifyInputError("tolerances must be >= 0")
-    say(f"loading the converted model {converted}")
+    say(f"loading the converted model {shown(converted)}")
     try:
         model = detector_lib.load_model(converted)
     except Exception as e:  # noqa: BLE001 - a corrupt checkpoint or config, reported as bad input
@@ -183,14 +186,16 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
     config = model.config
     if tflite is not None:
         return _verify_tflite(src, converted, config, tflite, threads or os.cpu_count() or 1, images, given_atol,
-                              given_rtol, allow_ops, png_dir, json_path, measure, warmup, repeats, say, file_runtime)
+                              given_rtol, allow_ops, png_dir, json_path, measure, warmup, repeats, say, file_runtime,
+                              warn)
     stages = frozen_graph.endpoint_candidates(model)
     stages[frozen_graph.DECODED_BOXES[0]] = frozen_graph.DECODED_BOXES[1]
     stage_nodes = [c.split(":")[0] for _, candidates in stages.values() for c in candidates]
     say(f"reading the TF1 model {src}")
     graph_def, graph_from = tf1_inference_graph(src, stage_nodes, allow_ops,
                                                 image_size=(config.image_height, config.image_width))
-    batches = file_images(images, batch) if images else generated_images(config, batch)
+    skipped = []
+    batches = file_images(images, batch, warn, skipped) if images else generated_images(config, batch)
 
     runner = _exact_runner(graph_def, graph_from)
     resolved = runner.resolve(stages)
@@ -233,7 +238,7 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
         tolerances=_tolerances(atol, rtol, precision),
         versions={"tensorflow": tf.__version__, "migrate": migrate.__version__,
                   "ssd_mobilenet": ssd_mobilenet.__version__, "python": platform.python_version()},
-        images=names_all, src=os.path.abspath(src), converted=converted, mode=mode, notes=notes,
+        images=names_all, skipped=skipped, src=os.path.abspath(src), converted=converted, mode=mode, notes=notes,
         postprocessing=postprocessing,
         precision=precision, memory=memory, trace_dir=os.path.abspath(trace_dir) if trace_dir else None)
     if png_dir:
@@ -272,7 +277,7 @@ def _check_tflite_options(mode, batch, precision, memory_growth, memory_limit_mb
 
 
 def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, allow_ops, png_dir, json_path,
-                   measure, warmup, repeats, say, file_runtime: str = "litert") -> VerifyReport:
+                   measure, warmup, repeats, say, file_runtime: str = "litert", warn=None) -> VerifyReport:
     """`verify` with a `.tflite` file (`file_runtime` "litert") or an `.onnx` file ("onnx") as the
     TF2 side (`tflite_file`); arguments checked by `verify`."""
     import tensorflow as tf
@@ -300,9 +305,10 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
     graph_def, graph_from = tf1_inference_graph(src, [], allow_ops, image_size=(config.image_height,
                                                                                 config.image_width))
     # The verify image set as in the other modes; each image then goes through on its own.
-    batches = file_images(images, DEFAULT_BATCH) if images else generated_images(config, DEFAULT_BATCH)
+    skipped = []
+    batches = file_images(images, DEFAULT_BATCH, warn, skipped) if images else generated_images(config, DEFAULT_BATCH)
     runner = _exact_runner(graph_def, graph_from)
-    say(f"running {info['file']} ({info['kind']}) on {kind.runtime}, {threads} threads")
+    say(f"running {shown(info['file'])} on {kind.runtime}, {threads} threads")
     detections, drawn, agreement = tflite_file.compare_file(runner, file, info, batches, config, atol, rtol, say)
     runner.close()
     info = dict(info, threads=threads, agreement=agreement)
@@ -333,7 +339,7 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
         tolerances=tflite_file.tolerances(info, atol, rtol),
         versions={"tensorflow": tf.__version__, "migrate": migrate.__version__,
                   "ssd_mobilenet": ssd_mobilenet.__version__, "python": platform.python_version()},
-        images=[d["image"] for d in detections], src=os.path.abspath(src), converted=converted,
+        images=[d["image"] for d in detections], skipped=skipped, src=os.path.abspath(src), converted=converted,
         mode=kind.mode,
         notes=notes, postprocessing=None, precision="int8" if info["int8"] else "float32",
         memory=dict(NO_MEMORY_SETTINGS), trace_dir=None, tflite=info)

@@ -90,6 +90,10 @@ def render() -> str:
     commands = _subparsers(parser)
     for name in commands:
         lines.append(f"| [`{name}`](#{name}) | {_cell(helps.get(name, ''))} |")
+    own = [a for a in parser._actions if a.option_strings and not isinstance(a, argparse._HelpAction)]
+    if own:
+        lines += ["", "Before a command: " + "; ".join(f"{_argument(a)}: {_cell(a.help or '')}" for a in own)
+                  + " (`python -m migrate --version`)."]
     for name, sub in commands.items():
         lines += ["", f"## {name}", "", _cell(helps.get(name, "")), "", "```text", _usage(sub), "```", "",
                   "| argument | default | meaning |", "|---|---|---|"]

@@ -7,13 +7,23 @@ Two formats, told apart by content:
   `create_category_index_from_labelmap(use_display_name=True)` does.
 - a plain text file, one name per line: line N names class id N (1-based, the ids in
   `detection_classes`); an empty line leaves that id unnamed.
+
+The package ships the label map of the COCO models (the model zoo's `ssd_mobilenet_v1_coco_*`,
+the built-in default model): `BUILTIN`, which every function here takes by name in place of a
+path (`--labels coco`).
 """
 
 from __future__ import annotations
 
+import os
 import re
 
 from ssd_mobilenet import pipeline_text
+
+# The label maps the package ships, by the name that selects them in place of a path: `coco`, the
+# 80 COCO categories with their ids 1..90 (10 unused), as the OD API's mscoco_label_map.pbtxt has them.
+BUILTIN = {"coco": "mscoco_label_map.pbtxt"}
+_BUILTIN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "label_maps")
 
 
 class LabelMapError(ValueError):
@@ -65,7 +75,19 @@ def _parse_pbtxt(text: str, path: str) -> dict:
     return {class_id: display_name or name for class_id, name, display_name in _pbtxt_items(text, path)}
 
 
+def builtin_path(name: str) -> str:
+    """The file of the shipped label map `name` (a key of `BUILTIN`)."""
+    return os.path.join(_BUILTIN_DIR, BUILTIN[name])
+
+
+def resolve(path: str) -> str:
+    """`path` itself, or the file of a shipped label map when it is one's name (`BUILTIN`): a
+    file named like one is given as `./coco`."""
+    return builtin_path(path) if path in BUILTIN else path
+
+
 def _read_text(path: str) -> str:
+    path = resolve(path)
     try:
         with open(path, encoding="utf-8") as f:
             return f.read()
@@ -106,3 +128,51 @@ def class_ids(path: str) -> dict:
     if not ids:
         raise LabelMapError(f"{path}: no class names in this file")
     return ids
+
+
+def id_ranges(ids) -> str:
+    """Class ids as compact ranges: [2, 3, 4, 7, 38, ..., 90] -> "2-4, 7, 38-90"."""
+    ids, parts = sorted(set(ids)), []
+    for i in ids:
+        if parts and i == parts[-1][1] + 1:
+            parts[-1][1] = i
+        else:
+            parts.append([i, i])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in parts)
+
+
+def coverage(names: dict, num_classes: int) -> tuple:
+    """(unnamed, beyond): the model's class ids above the label map's largest id, and the label
+    map's ids above the model's `num_classes`, each sorted.
+
+    Ids missing between a label map's ids are not counted as unnamed: gaps are how a label map
+    leaves ids unused (COCO's leaves 10 of 1..90 unused, and the COCO models' heads have columns for
+    them that training never made positive). A map that stops short of the model's classes, say
+    the 37 pets on a 90-class COCO model, leaves the model's upper ids (38-90) without a name.
+    """
+    largest = max(names, default=0)
+    unnamed = list(range(largest + 1, num_classes + 1))
+    beyond = sorted(i for i in names if i > num_classes)
+    return unnamed, beyond
+
+
+def coverage_warning(path: str, names: dict, num_classes: int | None, consequence: str) -> str | None:
+    """One `warning:` line when the label map at `path` ({class id: name}) misses the upper class
+    ids of a model with `num_classes` classes, or names ids beyond them (`coverage`), else None
+    (also when the model's class count is unknown). `consequence`: what a missing id costs the
+    command (`"label": null`). The ids are ranges (`38-90`), so the line stays short:
+
+        warning: pets.pbtxt: no name for the model's class ids 38-90 ("label": null)
+    """
+    if not num_classes:
+        return None
+    unnamed, beyond = coverage(names, num_classes)
+    problems = []
+    if unnamed:
+        problems.append(f"no name for the model's class id{'s' if len(unnamed) > 1 else ''} {id_ranges(unnamed)} "
+                        f"({consequence})")
+    if beyond:
+        span = id_ranges(beyond) if len(beyond) == 1 else f"{beyond[0]}..{beyond[-1]}"
+        problems.append(f"{len(beyond)} id{'s' if len(beyond) > 1 else ''} beyond the model's {num_classes} classes "
+                        f"({span})")
+    return f"warning: {path}: {'; '.join(problems)}" if problems else None

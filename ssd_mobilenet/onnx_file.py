@@ -40,6 +40,58 @@ def _first_line(error: Exception) -> str:
     return (lines[0] if lines else type(error).__name__)[:200]
 
 
+# ModelProto's `metadata_props` (field 14, StringStringEntryProto: key 1, value 2), in protobuf's
+# wire format: wire types 0 varint, 1 eight bytes, 2 length-delimited, 5 four bytes.
+_METADATA_PROPS, _KEY, _VALUE = 14, 1, 2
+
+
+def _varint(data: bytes, i: int) -> tuple:
+    value = shift = 0
+    while True:
+        byte = data[i]
+        value |= (byte & 0x7F) << shift
+        i, shift = i + 1, shift + 7
+        if not byte & 0x80:
+            return value, i
+
+
+def _fields(data: bytes):
+    """(field number, value) of a protobuf message's fields; a length-delimited value as bytes."""
+    i = 0
+    while i < len(data):
+        tag, i = _varint(data, i)
+        field, wire = tag >> 3, tag & 7
+        if wire == 0:
+            value, i = _varint(data, i)
+        elif wire == 2:
+            size, i = _varint(data, i)
+            value, i = data[i:i + size], i + size
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            value, i = data[i:i + size], i + size
+        else:
+            raise ValueError(f"wire type {wire}")
+        yield field, value
+
+
+def read_metadata(path: str) -> dict | None:
+    """The file's `METADATA_NAME` entry as a dict, read from the ModelProto's wire format without
+    ONNX Runtime or the onnx package (the graph is skipped by its length); None when the file
+    has none or is not an ONNX file this way."""
+    try:
+        with open(path, "rb") as f:
+            data = memoryview(f.read())  # slices of it are views: the graph's bytes are not copied
+        for field, value in _fields(data):
+            if field == _METADATA_PROPS:
+                entry = dict(_fields(value))
+                if bytes(entry.get(_KEY, b"")) == METADATA_NAME.encode():
+                    meta = json.loads(bytes(entry.get(_VALUE, b"")).decode("utf-8"))
+                    return meta if isinstance(meta, dict) else None
+    except (OSError, ValueError, IndexError):  # unreadable, truncated, not protobuf, not JSON
+        return None
+    return None
+
+
 def input_mode(any_size: bool, input_type: str) -> str:
     """How a file takes a photo (`model_file.feed`'s modes): at any size (`any_size`, the default
     export), or at the model's size, as uint8 or already scaled float32 (`input_type`)."""
@@ -139,7 +191,7 @@ class OnnxFile:
         self.input_name = inputs[0].name
         self.any_size = bool(self.metadata.get("any_size"))
         self.input_mode = input_mode(self.any_size, FLOAT32 if self.input_name == INPUT_NAMES[FLOAT32] else UINT8)
-        size = f"any size, resized to {h}x{w} in the file" if self.any_size else f"{h}x{w}"
+        size = f"any size, resized to {h}x{w} inside" if self.any_size else f"{h}x{w}"
         # One line, as the TFLite file's `ModelFile.kind`: input, precision, classes, detections.
         precision = "float32"
         if self.metadata.get("int8"):

@@ -7,7 +7,8 @@ import sys
 import numpy as np
 import pytest
 
-from tests.conftest import SKYLAKE_SP, check_detections, needs_shared, random_images, write_small_model_pair
+from tests.conftest import (SKYLAKE_SP, check_detections, needs_shared, random_images, unwrapped,
+                            write_small_model_pair)
 from migrate import bench
 from migrate.cli import main
 from ssd_mobilenet import detector, hardware, runtime
@@ -243,10 +244,12 @@ def test_tflite_sides_run_at_batch_1_and_every_size(small, tmp_path, capsys):
             assert r["ready_s"] == mem["build_s"] + mem["first_call_s"] > 0
     # The file sizes are the exported files': int8 weights take a quarter of float32's bytes.
     assert 0 < rows["tflite_int8"]["file_bytes"] < rows["tflite"]["file_bytes"] / 2
-    table = [line.split() for line in printed.splitlines()]
-    tflite_line = next(cells for cells in table if cells and cells[0] == "tflite")
+    # The console's memory table (after the latency table): the file's size, no allocator cells.
+    memory = printed.split("\n\n")[1]
+    tflite_line = next(line.split() for line in memory.splitlines() if line.startswith("tflite "))
     assert tflite_line.count("n/a") == 2 and f"{rows['tflite']['file_bytes'] / 2**20:.1f}" in tflite_line
     settings = f"LiteRT's Interpreter(num_threads={os.cpu_count()})"
+    printed = unwrapped(printed)  # the settings note, wrapped to 100 columns
     assert settings in printed and "batch 1 at every size" in printed and "measured at 128x128" not in printed
     assert "process without TensorFlow" in printed and "not at 128x128/b2, 96x160/b2" in printed
     md = md_path.read_text()

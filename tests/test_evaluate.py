@@ -72,3 +72,15 @@ def test_cli_prints_the_table_and_refuses_bad_input(models, tmp_path, capsys):
     refused(["evaluate", str(not_a_model), "--records", records], [str(not_a_model)])
     refused(["evaluate", converted, "--records", records, "--labels", str(tmp_path / "nolabels.pbtxt")],
             ["nolabels.pbtxt"])
+
+
+def test_a_label_map_missing_the_models_classes_is_named(models, tmp_path, capsys):
+    """Its classes are the categories scored: a class the label map does not name is not scored,
+    and the one warning line says which."""
+    _, converted, data_dir = models
+    two = tmp_path / "two.pbtxt"
+    two.write_text("item { id: 1 name: 'circle' }\nitem { id: 2 name: 'square' }\n")
+    records = os.path.join(data_dir, "eval.record")
+    assert main(["evaluate", converted, "--records", records, "--labels", str(two), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"warning: {two}: no name for the model's class id 3 (their detections not scored)"]

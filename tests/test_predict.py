@@ -1,5 +1,7 @@
 """`python -m migrate predict` on a real converted model and a folder of mixed images."""
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -11,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 import ssd_mobilenet
-from tests.conftest import REPO, ZOO_2018, model_for_fixture, needs_shared
+from tests.conftest import REPO, SHARED, ZOO_2018, model_for_fixture, needs_shared, warnings_in
 from migrate import predict
 from migrate.cli import main
 from migrate.common import images
@@ -160,6 +162,71 @@ def _umask():
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+@needs_shared
+def test_a_label_map_short_of_the_models_classes_is_named_in_one_warning(converted, folder, tmp_path, capsys):
+    """The issue's case: the 37-class pets label map on the 90-class zoo model. One warning names
+    the ids it leaves without a name; their detections have "label": null, the others a name.
+    The COCO label map the package ships names them all, without a warning."""
+    pets = os.path.join(SHARED, "records", "pet_label_map.pbtxt")
+    names, num_classes = label_map.read(pets), detector.load_model(converted).config.num_classes
+    assert (max(names), num_classes) == (37, 90)
+    image = os.path.join(folder, "c_480x640.jpg")
+    lines, warned = {}, {}
+    for labels in (pets, "coco"):
+        out = tmp_path / f"{os.path.basename(labels)}.jsonl"
+        assert main(["predict", converted, image, "--out", str(out), "--labels", labels, "--quiet"]) == 0
+        lines[labels], warned[labels] = _lines(out)[0]["detections"], warnings_in(capsys.readouterr().err)
+    assert warned == {pets: [f'warning: {pets}: no name for the model\'s class ids 38-90 ("label": null)'], "coco": []}
+    unnamed = [d for d in lines[pets] if d["class_id"] > 37]
+    assert unnamed and all(d["label"] is None for d in unnamed)
+    assert all(d["label"] == names[d["class_id"]] for d in lines[pets] if d["class_id"] <= 37)
+    coco = label_map.read("coco")
+    assert [d["label"] for d in lines["coco"]] == [coco.get(d["class_id"]) for d in lines["coco"]]
+
+
+class _Terminal(io.StringIO):
+    """stdout as a person's terminal (`isatty`)."""
+
+    def isatty(self):
+        return True
+
+
+@needs_shared
+def test_a_terminal_gets_a_line_per_image_and_a_pipe_the_json(converted, folder, tmp_path, monkeypatch):
+    """Without --out, a terminal gets one summary line per image (the best detections that fit
+    in 100 columns), a file or pipe the JSON lines; `--out -` asks for the JSON on a terminal."""
+    monkeypatch.setenv("COLUMNS", "1000")  # a wide terminal: the lines' own 100 columns
+    two = [os.path.join(folder, "b_257x311.jpg"), os.path.join(folder, "a_300x300.png")]
+    shown = {}
+    for out in ([], ["--out", "-"]):
+        terminal, err = _Terminal(), io.StringIO()
+        with contextlib.redirect_stdout(terminal), contextlib.redirect_stderr(err):
+            assert main(["predict", converted, *two, "--labels", "coco", "--quiet", *out]) == 0
+        shown[bool(out)] = terminal.getvalue().splitlines()
+    json_lines = [json.loads(line) for line in shown[True]]
+    assert [line["image"] for line in json_lines] == two
+    assert shown[False] == [predict.summary_line(line) for line in json_lines]
+    for text, line in zip(shown[False], json_lines):
+        assert text.startswith(f"{line['image']}  {line['height']}x{line['width']}  {line['num_detections']} detections")
+        assert len(text) <= predict.TERMINAL_COLUMNS
+
+
+def test_summary_line_names_the_best_detections_that_fit():
+    detections = [{"class_id": 18, "label": "dog", "score": 0.91}, {"class_id": 1, "label": "person", "score": 0.88},
+                  {"class_id": 3, "score": 0.52}] + [{"class_id": 5, "label": "airplane", "score": 0.5}] * 20 + \
+                 [{"class_id": 7, "label": "train", "score": 0.2}]
+    line = {"image": "photos/a.jpg", "height": 480, "width": 640, "num_detections": len(detections),
+            "detections": detections}
+    text = predict.summary_line(line)
+    assert text.startswith("photos/a.jpg  480x640  24 detections: dog 0.91, person 0.88, id 3 0.52, airplane 0.50")
+    shown = text.split(": ", 1)[1].split(", ")
+    more = int(shown[-1].split()[0])  # "+N more": the ones scoring >= 0.5 that did not fit
+    assert shown[-1] == f"+{more} more" and len(shown) - 1 + more == 23 and len(text) <= 100
+    assert predict.summary_line(dict(line, detections=detections[:2], num_detections=2)) == (
+        "photos/a.jpg  480x640  2 detections: dog 0.91, person 0.88")
+    assert predict.summary_line({"image": "x.jpg", "error": "cannot read image"}) is None
 
 
 @needs_shared

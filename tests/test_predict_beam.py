@@ -96,7 +96,7 @@ def test_two_workers_write_predicts_lines(converted, folder, tmp_path):
     assert all(console.PROJECT_LINE.match(line) for line in err), err
     corrupt = os.path.join(folder, "c_corrupt.jpg")
     assert any(line.startswith(f"warning: {corrupt}: cannot read image") for line in err), err
-    assert "9 images (1 unreadable)" in err[-1] and "2 worker processes" in err[-1], err[-1]
+    assert "9 images (1 unreadable)" in err[-2] and "local runner (2 workers)" in err[-1], err[-2:]
     assert not glob.glob(str(tmp_path / "beam" / "beam-temp-*"))
 
     got = _shard_lines(out)

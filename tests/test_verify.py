@@ -16,7 +16,8 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.framework import tensor_util
 
-from tests.conftest import DEPTHWISE, ZOO_2018, needs_shared, random_images, warnings_in, zoo_path
+from tests.conftest import (DEPTHWISE, ZOO_2018, needs_shared, random_images, warnings_in, write_small_model_pair,
+                            zoo_path)
 from migrate import verify
 from migrate.cli import main
 from migrate.common import draw
@@ -342,6 +343,34 @@ def test_bad_input(zoo, tmp_path, capsys, small_images):
     _bad(capsys, [fx, converted, "--trace", str(trace)], "--force")
 
 
+@pytest.mark.slow
+def test_an_unreadable_image_is_skipped_with_a_warning_and_counted(tmp_path, capsys):
+    """As `predict` does: a broken JPEG among `--images` is a warning, the others are compared, and
+    the report says how many were; with no image left, one error line."""
+    from ssd_mobilenet import SSDConfig
+    src, converted = write_small_model_pair(tmp_path, SSDConfig(num_classes=2, image_height=128, image_width=128,
+                                                                depth_multiplier=0.25))
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for i, image in enumerate(random_images(7, 2, 96, 120)):
+        (folder / f"im{i}.jpg").write_bytes(tf.io.encode_jpeg(image).numpy())
+    broken = folder / "broken.jpg"
+    broken.write_bytes((folder / "im0.jpg").read_bytes()[:300])
+    report = tmp_path / "report.json"
+    code = main(["verify", src, converted, "--images", str(folder), "--no-measure", "--quiet", "--json", str(report)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert warnings_in(captured.err) == [line for line in captured.err.splitlines()
+                                         if line.startswith(f"warning: {broken}: cannot read image")] != []
+    assert "images       2 compared, 1 unreadable (skipped)" in captured.out.splitlines()
+    written = json.loads(report.read_text())
+    assert (written["skipped"], len(written["images"]), written["passed"]) == ([str(broken)], 2, True)
+    # Nothing left to compare: one error line, nothing written.
+    code = main(["verify", src, converted, "--images", str(broken), "--no-measure", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith(f"error: {broken}: cannot read image"), err
+
+
 # ---- mixed precision: looser tensors, detections matched by class and IoU ------------------------
 
 def test_mixed_precision_detection_matching():
@@ -489,7 +518,7 @@ def test_tflite_per_class_file_reproduces_the_tf1_detections(zoo, zoo_tflite, tm
                  "--json", str(out), "--png", str(png)])
     printed = capsys.readouterr().out
     assert code == 0, printed
-    assert "per-class NMS, uint8 input of any size, resized to 300x300 in the file, float32" in printed
+    assert "per-class NMS, uint8 input of any size, resized to 300x300 inside, float32" in printed
     assert "1 thread" in printed
     report = json.loads(out.read_text())
     assert report["passed"] and report["mode"] == "tflite" and report["src"] == os.path.abspath(fx)

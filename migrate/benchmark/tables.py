@@ -26,28 +26,58 @@ def format_table(report: dict, markdown: bool = False) -> str:
     `detector*` sides). `ready s`: seconds from loading the model to the end of its first call, in
     the side's fresh memory process (without TensorFlow for the TFLite sides). The allocator columns
     read "n/a" for the TFLite sides (the interpreter's arena is not TensorFlow's allocator) once
-    memory was measured."""
-    head = ["side", "oneDNN", "size", "batch", "median ms", "p90 ms", "img/s", "latency x TF1 (95%)", "file MiB",
-            "ready s", "alloc peak MiB", "alloc x TF1", "peak RSS MiB", "RSS x TF1", "steady RSS MiB", "x TF1"]
-    mib = lambda b: "-" if b is None else f"{b / 2**20:.1f}"
-    ratio = lambda r: "-" if r is None else f"{r:.2f}"
-    lines = []
-    for r in report["rows"]:
-        latency = ratio(r["latency_ratio"])
-        if r["side"] != BASELINE and r.get("latency_ratio_ci95"):
-            latency += " ({:.2f}-{:.2f})".format(*r["latency_ratio_ci95"])
-        alloc = [mib(r.get("alloc_transient_bytes")), ratio(r.get("alloc_ratio"))]
-        if r["side"] in FILE_SIDES and "peak_rss_bytes" in r:
-            alloc = ["n/a", "n/a"]
-        lines.append([r["side"], onednn_label(report, r["onednn"]), f"{r['size'][0]}x{r['size'][1]}", str(r["batch"]),
-                      f"{r['latency_ms']['median']:.1f}", f"{r['latency_ms']['p90']:.1f}", f"{r['images_per_s']:.1f}",
-                      latency, mib(r.get("file_bytes")),
-                      _seconds(r.get("ready_s")), *alloc,
-                      mib(r.get("peak_rss_bytes")), ratio(r.get("rss_ratio")), mib(r.get("rss_bytes")),
-                      ratio(r.get("steady_rss_ratio"))])
+    memory was measured.
+
+    `markdown`: one table of every column (docs/benchmarks.md). On the console: two tables within
+    100 columns, latency (every row) and memory (the rows memory was measured for: sizes in MiB,
+    `alloc` the allocator's transient peak, `steady` the steady RSS), the same cells."""
     if markdown:
+        head = ["side", "oneDNN", "size", "batch", "median ms", "p90 ms", "img/s", "latency x TF1 (95%)", "file MiB",
+                "ready s", "alloc peak MiB", "alloc x TF1", "peak RSS MiB", "RSS x TF1", "steady RSS MiB", "x TF1"]
+        lines = [_latency_cells(report, r) + _memory_cells(r) for r in report["rows"]]
         out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         return "\n".join(out + ["| " + " | ".join(line) + " |" for line in lines])
+    latency = _aligned(["side", "oneDNN", "size", "batch", "median ms", "p90 ms", "img/s", "x TF1 (95% CI)"],
+                       [_latency_cells(report, r) for r in report["rows"]])
+    measured = [r for r in report["rows"] if "peak_rss_bytes" in r]
+    if not measured:
+        return latency
+    memory = _aligned(["memory MiB", "at", "file", "ready s", "alloc", "x TF1", "peak RSS", "x TF1", "steady",
+                       "x TF1"],
+                      [[r["side"], f"{r['size'][0]}x{r['size'][1]} b{r['batch']}", *_memory_cells(r)]
+                       for r in measured])
+    return f"{latency}\n\n{memory}"
+
+
+def _mib(b) -> str:
+    return "-" if b is None else f"{b / 2**20:.1f}"
+
+
+def _ratio(r) -> str:
+    return "-" if r is None else f"{r:.2f}"
+
+
+def _latency_cells(report: dict, r: dict) -> list:
+    """A row's latency cells: side, oneDNN, size, batch, median, p90, images/s, x TF1 (95%)."""
+    latency = _ratio(r["latency_ratio"])
+    if r["side"] != BASELINE and r.get("latency_ratio_ci95"):
+        latency += " ({:.2f}-{:.2f})".format(*r["latency_ratio_ci95"])
+    return [r["side"], onednn_label(report, r["onednn"]), f"{r['size'][0]}x{r['size'][1]}", str(r["batch"]),
+            f"{r['latency_ms']['median']:.1f}", f"{r['latency_ms']['p90']:.1f}", f"{r['images_per_s']:.1f}", latency]
+
+
+def _memory_cells(r: dict) -> list:
+    """A row's memory cells: file MiB, ready s, allocator transient peak and its ratio, peak RSS
+    and its ratio, steady RSS and its ratio ("-" where not measured)."""
+    alloc = [_mib(r.get("alloc_transient_bytes")), _ratio(r.get("alloc_ratio"))]
+    if r["side"] in FILE_SIDES and "peak_rss_bytes" in r:
+        alloc = ["n/a", "n/a"]
+    return [_mib(r.get("file_bytes")), _seconds(r.get("ready_s")), *alloc, _mib(r.get("peak_rss_bytes")),
+            _ratio(r.get("rss_ratio")), _mib(r.get("rss_bytes")), _ratio(r.get("steady_rss_ratio"))]
+
+
+def _aligned(head: list, lines: list) -> str:
+    """Columns two spaces apart: the first left-aligned, the others right-aligned."""
     widths = [max(len(x) for x in col) for col in zip(head, *lines)]
     fmt = lambda cells: "  ".join(c.rjust(w) if i > 0 else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
     return "\n".join([fmt(head)] + [fmt(line) for line in lines])

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import sys
 
-from migrate.commands.common import EXIT_FAIL, EXIT_OK, add_verbose, bad_input, missing, progress, tensorflow_command
+from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_verbose, bad_input, missing, progress, tensorflow_command,
+                                     wrapped)
 
 
 def add_parser(sub) -> None:
@@ -82,7 +83,7 @@ def run(args) -> int:
         return EXIT_FAIL
     print(bench.format_table(report))
     if report.get("tflite"):
-        print(bench.tflite_settings(report))
+        print(wrapped(bench.tflite_settings(report)))
     if args.json:
         bench.write_json(report, args.json, force=True)
     if args.markdown:

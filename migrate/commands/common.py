@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import glob
 import os
 import sys
 
@@ -21,14 +22,25 @@ def bad_input(problem) -> int:
     return EXIT_BAD_INPUT
 
 
-def print_wrapped(text: str) -> None:
-    """`text` on stderr, wrapped to the terminal's width (100 columns when it has none), later
-    lines indented: notes that name many fields stay readable."""
+# The widest line the commands print: their lines are laid out to fit (tests/test_cli.py runs every
+# command and holds them to it), and notes of any length are wrapped to it (`wrapped`).
+COLUMNS = 100
+
+
+def wrapped(text: str) -> str:
+    """`text` wrapped to COLUMNS, or to the terminal's width where it is narrower, later lines
+    indented by four spaces: a note that names many fields stays readable. A word longer than
+    the line (a long path) is not broken."""
     import shutil
     import textwrap
-    width = shutil.get_terminal_size((100, 24)).columns
-    print(textwrap.fill(text, width=max(width, 40), subsequent_indent="    ", break_on_hyphens=False,
-                        break_long_words=False), file=sys.stderr, flush=True)
+    width = min(shutil.get_terminal_size((COLUMNS, 24)).columns, COLUMNS)
+    return textwrap.fill(text, width=max(width, 40), subsequent_indent="    ", break_on_hyphens=False,
+                         break_long_words=False)
+
+
+def print_wrapped(text: str, file=None) -> None:
+    """`wrapped(text)` on `file` (default stderr)."""
+    print(wrapped(text), file=file or sys.stderr, flush=True)
 
 
 def progress(quiet, wrap=False):
@@ -62,6 +74,33 @@ def missing_inputs(paths) -> str | None:
         if missing(path):
             return f"{path}: no such file or folder"
     return None
+
+
+def missing_file(path, flag: str) -> str | None:
+    """The message when the file `path`, given with `flag`, does not exist, else None."""
+    return f"{path}: no such file ({flag})" if missing(path) else None
+
+
+def missing_records(paths, flag: str) -> str | None:
+    """The message for the first of `paths` (TFRecord files or glob patterns, given with `flag`)
+    that names no file, by the rule `ssd_mobilenet.training.data.record_files` applies later: a
+    path that exists, else a pattern that matches something."""
+    for path in paths or ():
+        if os.path.exists(path):
+            continue
+        if glob.has_magic(path):
+            if not glob.glob(path):
+                return f"{path}: no file matches this pattern ({flag})"
+        else:
+            return f"{path}: no such file ({flag})"
+    return None
+
+
+def missing_labels(value) -> str | None:
+    """The message when `--labels` names a file that does not exist (a label map the package
+    ships, `--labels coco`, is not a path), else None."""
+    from ssd_mobilenet import label_map
+    return None if value is None or value in label_map.BUILTIN else missing_file(value, "--labels")
 
 
 def tensorflow_command(run):

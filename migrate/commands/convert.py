@@ -8,6 +8,9 @@ from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_verbose, bad_input,
                                      progress, tensorflow_command)
 
 
+from migrate.common.console import shown
+
+
 def add_parser(sub) -> None:
     c = sub.add_parser("convert", help="convert a TF1 OD API SSD MobileNet v1 to a native TF2 model")
     c.add_argument("src", nargs="?", help="TF1 model directory, or a checkpoint / frozen graph / pipeline.config "
@@ -62,5 +65,5 @@ def run(args) -> int:
     for note in report["notes"]:
         if args.verbose or not note.startswith(config_inference.EVERY_GRAPH_FIELD):
             print_wrapped(f"[migrate] {note}")
-    print(f"converted {report['num_weights']} weights ({len(report['ignored'])} ignored) -> {report['out']}")
+    print(f"converted {report['num_weights']} weights ({len(report['ignored'])} ignored) -> {shown(report['out'])}")
     return EXIT_OK

@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-import sys
-
-from migrate.commands.common import (EXIT_OK, add_verbose, bad_input, missing, missing_inputs, progress,
-                                     tensorflow_command, warn)
+from migrate.commands.common import (EXIT_OK, add_verbose, bad_input, missing, missing_inputs, print_wrapped,
+                                     progress, tensorflow_command, warn)
+from migrate.common.console import shown
 
 
 def add_parser(sub) -> None:
@@ -72,12 +71,16 @@ def run(args) -> int:
                                force=args.force, progress=progress(args.quiet), warn=warn)
     except export_inputs.ExportInputError as e:
         return bad_input(e)
-    for note in result["notes"]:
-        print(f"[migrate] {note}", file=sys.stderr)
-    print(f"exported {result['nms']} NMS, {result['input']} input, {'int8' if result['int8'] else 'float32'}, "
-          f"{result['max_detections']} detections, "
-          f"{len(result['operators'])} operator types, {result['bytes']} bytes -> {result['out']}")
+    _result(result, f"{result['nms']} NMS, {result['input']} input, {'int8' if result['int8'] else 'float32'}")
     return EXIT_OK
+
+
+def _result(result: dict, what: str) -> None:
+    """The notes (wrapped) on stderr; on stdout what was written where, then its size and operators."""
+    for note in result["notes"]:
+        print_wrapped(f"[migrate] {note}")
+    print(f"exported {what}, {result['max_detections']} detections -> {shown(result['out'])}")
+    print(f"    {result['bytes']} bytes, {len(result['operators'])} operator types")
 
 
 def _run_onnx(args) -> int:
@@ -92,11 +95,8 @@ def _run_onnx(args) -> int:
                                          progress=progress(args.quiet), warn=warn)
     except export_inputs.ExportInputError as e:
         return bad_input(e)
-    for note in result["notes"]:
-        print(f"[migrate] {note}", file=sys.stderr)
-    print(f"exported ONNX opset {result['opset']}, {result['input']} input, "
-          f"{'int8 QDQ' if result['int8'] else 'float32'}, {result['max_detections']} detections, "
-          f"{len(result['operators'])} operator types, {result['bytes']} bytes -> {result['out']}")
+    _result(result, f"ONNX opset {result['opset']}, {result['input']} input, "
+                    f"{'int8 QDQ' if result['int8'] else 'float32'}")
     return EXIT_OK
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import sys
 
-from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_verbose, bad_input, missing, progress,
+from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_verbose, bad_input, missing, missing_labels, progress,
                                      warn_precision)
+from migrate.common.console import shown
 
 
 def add_parser(sub) -> None:
@@ -23,14 +24,17 @@ def add_parser(sub) -> None:
     p.add_argument("converted", metavar="MODEL", help="a directory written by `convert` (run by TensorFlow), or a "
                    ".tflite or .onnx file written by `export` (run by LiteRT or ONNX Runtime, without TensorFlow)")
     p.add_argument("images", nargs="+", help="JPEG/PNG files and folders (searched recursively)")
-    p.add_argument("--out", metavar="FILE", help="JSON lines file, one line per image (default: JSON lines on stdout)")
+    p.add_argument("--out", metavar="FILE", help="JSON lines file, one line per image; `-`: JSON lines on stdout "
+                   "(default: JSON lines on stdout when it is a file or a pipe, one summary line per image when it "
+                   "is a terminal)")
     p.add_argument("--png", metavar="DIR", help="also write each image with its boxes drawn, as PNG, into DIR")
     p.add_argument("--force", action="store_true", help="replace an existing --out / non-empty --png DIR")
     size = p.add_mutually_exclusive_group()
     size.add_argument("--batch", dest="batch_size", type=int, metavar="N", help="images per model call (default 8)")
     size.add_argument("--max-memory", dest="max_memory_mb", type=float, metavar="MiB",
                       help="the largest batch whose measured allocator peak stays under MiB")
-    p.add_argument("--labels", metavar="FILE", help="label_map.pbtxt or a names file (line N = class id N)")
+    p.add_argument("--labels", metavar="FILE", help="label_map.pbtxt or a names file (line N = class id N) for a "
+                   "label per detection; `coco`: the COCO label map the package ships, for the zoo's COCO models")
     p.add_argument("--min-score", type=float, default=0.0, help="leave out detections scoring below (default 0)")
     p.add_argument("--png-min-score", type=float, default=0.5, help="draw boxes scoring at least (default 0.5)")
     p.add_argument("--memory-growth", action="store_true", help="allocate GPU memory as needed")
@@ -61,6 +65,8 @@ def add_parser(sub) -> None:
     add_verbose(p)
 
 
+# `--out -`: the JSON lines on stdout, also when it is a terminal.
+STDOUT = "-"
 # predict's options for a runtime, each with its keyword there (`migrate.runtimes.Kind.options`), in
 # the order a refusal names the first one given.
 _RUNTIME_OPTIONS = {"--batch": "batch_size", "--max-memory": "max_memory_mb", "--memory-growth": "memory_growth",
@@ -76,14 +82,13 @@ _NOT_ENGINE_OPTIONS = {"--png": "png", "--max-memory": "max_memory_mb", "--memor
 
 def missing_path(args):
     if missing(args.converted):
-        return (f"{args.converted}: no such directory, .tflite or .onnx file (expected the output of `migrate "
-                "convert` or `migrate export --tflite / --onnx`)")
+        return f"{args.converted}: no such directory, .tflite or .onnx file (convert's or export's output)"
     for path in args.images:
         if args.engine and ("://" in path or any(c in path for c in "*?[")):
             continue  # a pattern or URL for the engine's file systems (`migrate.engines.beam.sources`)
         if missing(path):
             return f"{path}: no such file or folder"
-    return None
+    return missing_labels(args.labels)
 
 
 def run(args) -> int:
@@ -97,15 +102,19 @@ def run(args) -> int:
     problem = _refused(args, kind, _RUNTIME_OPTIONS) or _out_of_range(args)
     if problem:
         return bad_input(problem)
+    # A person at a terminal gets a line per image, not JSON; `--out -` asks for the JSON there.
+    terminal = args.out is None and sys.stdout.isatty()
+    out = None if args.out == STDOUT else args.out
     with kind.console(verbose=args.verbose):
         try:
-            summary = predict.run(args.converted, args.images, out=args.out, png_dir=args.png, force=args.force,
+            summary = predict.run(args.converted, args.images, out=out, png_dir=args.png, force=args.force,
                                   labels=args.labels, min_score=args.min_score, png_min_score=args.png_min_score,
-                                  progress=progress(args.quiet), **{name: getattr(args, name) for name in kind.options})
+                                  terminal=terminal, progress=progress(args.quiet, wrap=True),
+                                  **{name: getattr(args, name) for name in kind.options})
         except (images.ImageError, label_map.LabelMapError, predict.ModelDirError, predict.OutputExistsError,
                 predict.BudgetError, predict.RuntimeOptionError) as e:
             return bad_input(e)
-        code = _summary(args, summary)
+        code = _summary(args, summary, shown(out) if out else None)
         warn_precision(args.precision)
         return code
 
@@ -152,7 +161,7 @@ def _run_engine(args) -> int:
     problem = None
     if not args.engine:
         problem = f"{'--workers' if args.workers is not None else '--pipeline-options'}: needs --engine beam"
-    elif args.out is None:
+    elif args.out in (None, STDOUT):
         problem = "--engine beam: needs --out FILE (the pipeline writes its lines in shards named after it)"
     elif args.workers is not None and args.workers < 1:
         problem = f"--workers {args.workers}: must be >= 1"
@@ -187,14 +196,15 @@ def _run_engine(args) -> int:
         return EXIT_FAIL
     finally:
         restore_logs()
-    args.out = f"{args.out} ({len(summary['shards'])} shard{'s' if len(summary['shards']) != 1 else ''})"
-    return _summary(args, summary)
+    shards = len(summary["shards"])
+    return _summary(args, summary, f"{shown(args.out)} ({shards} shard{'s' if shards != 1 else ''})")
 
 
-def _summary(args, summary) -> int:
-    ok = summary["images"] - summary["failed"]
-    progress(args.quiet)(f"{summary['images']} images ({summary['failed']} unreadable), {summary['detections']} "
-                         f"detections in {summary['seconds']:.1f} s, {summary['images_per_s']:.1f} images/s, "
-                         f"{summary['runtime']}, batch {summary['batch_size']}"
-                         + (f" -> {args.out}" if args.out else ""))
-    return EXIT_OK if ok else EXIT_FAIL
+def _summary(args, summary, out=None) -> int:
+    """The run's two last lines: what it did and how fast; on what, and where the lines went
+    (`out`: the file, or the shards, as shown)."""
+    say = progress(args.quiet)
+    say(f"{summary['images']} images ({summary['failed']} unreadable), {summary['detections']} detections in "
+        f"{summary['seconds']:.1f} s, {summary['images_per_s']:.1f} images/s")
+    say(f"{summary['runtime']}, batch {summary['batch_size']}" + (f" -> {out}" if out else ""))
+    return EXIT_OK if summary["images"] - summary["failed"] else EXIT_FAIL

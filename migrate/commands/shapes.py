@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from migrate.commands.common import EXIT_OK, add_verbose, bad_input, progress, tensorflow_command
+from migrate.common.console import shown
 
 
 def add_parser(sub) -> None:
@@ -22,5 +23,5 @@ def run(args) -> int:
         out = shapes.write(args.out, force=args.force, progress=progress(args.quiet))
     except shapes.OutputExistsError as e:
         return bad_input(e)
-    print(f"wrote the shapes demo -> {out}")
+    print(f"wrote the shapes demo -> {shown(out)}")
     return EXIT_OK

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import sys
 
-from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_verbose, bad_input, missing, progress,
-                                     tensorflow_command)
+from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_verbose, bad_input, missing, missing_file,
+                                     missing_labels, missing_records, progress, tensorflow_command)
+
+
+from migrate.common.console import shown
 
 
 def add_parser(sub) -> None:
@@ -16,7 +19,8 @@ def add_parser(sub) -> None:
                    help="training TFRecords (files or globs) in the OD API's tf.Example format")
     p.add_argument("--eval", nargs="+", metavar="RECORDS", help="evaluate the trained model on these records")
     p.add_argument("--labels", metavar="FILE",
-                   help="label_map.pbtxt; another class count than the model's starts the class heads fresh")
+                   help="label_map.pbtxt (`coco`: the COCO label map the package ships); its largest id is the "
+                        "class count, and another count than the model's starts the class heads fresh")
     p.add_argument("--config", metavar="PIPELINE",
                    help="pipeline.config with the training settings (default: the source's, kept by convert)")
     p.add_argument("--steps", type=int, metavar="N", help="optimiser steps to reach (default: num_steps)")
@@ -50,7 +54,8 @@ def add_parser(sub) -> None:
 def missing_path(args):
     if missing(args.converted):
         return f"{args.converted}: no such directory (expected the output of `migrate convert`)"
-    return None
+    return (missing_records(args.train, "--train") or missing_records(args.eval, "--eval")
+            or missing_labels(args.labels) or missing_file(args.config, "--config"))
 
 
 @tensorflow_command
@@ -84,7 +89,7 @@ def run(args) -> int:
                            config=args.config, steps=args.steps, batch_size=args.batch, accumulate=args.accumulate,
                            freeze_batch_norm=True if args.freeze_batch_norm else None,
                            checkpoint_every=args.checkpoint_every, force=args.force, seed=args.seed,
-                           devices=devices, progress=progress(args.quiet), precision=args.precision,
+                           devices=devices, progress=progress(args.quiet, wrap=True), precision=args.precision,
                            recompute=args.recompute, max_memory_mb=args.max_memory)
     except (train.TrainInputError, train.OutputExistsError, data.DataError, label_map.LabelMapError,
             ConfigError, memory_budget.BudgetError, runtime.RuntimeConfigError) as e:
@@ -94,5 +99,5 @@ def run(args) -> int:
         return EXIT_FAIL
     if "metrics" in result:
         print(evaluate.format_result(result))
-    print(f"trained to step {result['step']} -> {result['model_dir']}")
+    print(f"trained to step {result['step']} -> {shown(result['model_dir'])}")
     return EXIT_OK

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import os
+import re
 
 from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_verbose, bad_input, missing, missing_inputs, op_list,
-                                     progress, tensorflow_command)
+                                     progress, tensorflow_command, warn)
+from migrate.runtimes import CONVERTED_CONFIG
 
 
 def add_parser(sub) -> None:
@@ -50,10 +52,34 @@ def add_parser(sub) -> None:
     add_verbose(p)
 
 
+# What a TF1 model directory holds (`migrate.tf1.sources.open_source` reads these), and the files
+# and checkpoint prefixes it names itself.
+_TF1_FILES = ("frozen_inference_graph.pb", "saved_model.pb", os.path.join("saved_model", "saved_model.pb"),
+              "pipeline.config", "checkpoint", "tflite_graph.pb")
+_TF1_FILE = re.compile(r"\.(pb|meta|index|config|pbtxt|data-\d+-of-\d+)$")
+
+
+def is_converted(path) -> bool:
+    """Whether `path` is a directory `convert` wrote (its `model_config.json`)."""
+    return os.path.isfile(os.path.join(path, CONVERTED_CONFIG))
+
+
+def looks_tf1(path) -> bool:
+    """Whether `path` looks like a TF1 model (a directory of one, a file or checkpoint prefix in
+    one) and not like a converted directory: what `sources.open_source` reads, by names only."""
+    if os.path.isdir(path):
+        return not is_converted(path) and (any(os.path.isfile(os.path.join(path, f)) for f in _TF1_FILES)
+                                          or any(f.endswith(".index") for f in os.listdir(path)))
+    return bool(_TF1_FILE.search(path)) or os.path.isfile(path + ".index")
+
+
 def missing_path(args):
     # CONVERTED derived from SRC, and the built-in model, are left to the run.
     if missing(args.src, prefix=True):
         return f"{args.src}: no such file or directory"
+    if args.src and args.converted and is_converted(args.src) and looks_tf1(args.converted):
+        # The converted directory first and a TF1 model second: the two swapped.
+        return f"SRC comes first, then CONVERTED: `python -m migrate verify {args.converted} {args.src}`"
     if missing(args.converted):
         return (f"{os.path.abspath(args.converted)}: no converted model "
                 f"(run `python -m migrate convert {args.src}` first)")
@@ -76,7 +102,7 @@ def run(args) -> int:
                                measure=not args.no_measure, repeats=args.repeats, precision=args.precision,
                                memory_growth=args.memory_growth, memory_limit_mb=args.memory_limit,
                                trace_dir=args.trace, progress=progress(args.quiet), tflite=args.tflite,
-                               threads=args.threads, onnx=args.onnx)
+                               threads=args.threads, onnx=args.onnx, warn=warn)
     except (verify.VerifyInputError, images.ImageError, frozen_graph.GraphFreezeError) as e:
         return bad_input(e)
     print(verify.format_report(report))

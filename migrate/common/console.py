@@ -47,6 +47,16 @@ QUIET_ENV = "SSD_MIGRATE_QUIET_TENSORFLOW"
 TENSORFLOW_MODULES = r"(tensorflow|keras|tf_keras|tf_slim)(\.|$)"
 
 
+def shown(path: str) -> str:
+    """A path as a command's line shows it: relative to the working folder when it is below it
+    (`checkpoints/model_tf2`), else as it is; lines stay short where the user works."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return path
+    return path if relative == os.pardir or relative.startswith(os.pardir + os.sep) else relative
+
+
 @contextlib.contextmanager
 def tensorflow_output(verbose: bool):
     """For the duration of one command: TensorFlow's console output only when `verbose`.

@@ -216,7 +216,7 @@ class ToLine(beam.DoFn):
         self.images.inc()
         if result.error is not None:
             self.unreadable.inc()
-            print(f"warning: {result.path}: {result.error} (skipped)", file=sys.stderr, flush=True)
+            print(f"warning: {result.path}: {result.error}", file=sys.stderr, flush=True)
         else:
             self.detections.inc(line["num_detections"])
         if not self.quiet:
@@ -285,7 +285,7 @@ def pipeline_options(workers: int | None, extra: str | None) -> tuple:
     if runner is None or str(runner).lower() in _DIRECT_RUNNERS:
         local = workers or 1
         args = [f"--direct_num_workers={local}", "--direct_running_mode=multi_processing", *args]
-        described = f"Beam's local runner, {local} worker process{'es' if local > 1 else ''}"
+        described = f"Beam's local runner ({local} worker{'s' if local > 1 else ''})"
     elif workers is not None:
         raise EngineOptionError(f"--workers: the worker processes of Beam's local runner; {runner} counts its "
                                 "workers with its own option in --pipeline-options (e.g. --num_workers on "
@@ -349,6 +349,12 @@ def run(model: str, inputs, out: str, workers: int | None = None, pipeline_optio
     say = progress or (lambda msg: None)
     runtime_name = _runtime_name(model)
     names = label_map.read(labels) if labels else None
+    if names is not None:
+        from migrate.predict import UNNAMED
+        from migrate.runtimes import model_classes
+        missed = label_map.coverage_warning(labels, names, model_classes(model), UNNAMED)
+        if missed:
+            print(missed, file=sys.stderr, flush=True)
     options, described, local = pipeline_options(workers, pipeline_options_text)
     found = sources(inputs)
     prefix, suffix = shard_names(out)
@@ -367,7 +373,8 @@ def run(model: str, inputs, out: str, workers: int | None = None, pipeline_optio
     offered = {"threads": threads or cores, "batch_size": batch_size, "precision": precision}
     runtime_options = {name: value for name, value in offered.items() if name in runtime_kind(model).options}
     handler = RuntimeHandler(model, runtime_options, batch_size)
-    say(f"{runtime_name} on {described}: {len(found)} source{'s' if len(found) > 1 else ''}, batches of up to "
+    say(f"{runtime_name} on {described}")
+    say(f"{len(found)} source{'s' if len(found) > 1 else ''}, batches of up to "
         f"{batch_size} -> {prefix}-*-of-*{suffix}")
 
     temp_before = set(_beam_temp_dirs(prefix))

@@ -20,6 +20,7 @@ takes it as it is.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 from dataclasses import dataclass
 from typing import Callable
@@ -29,6 +30,8 @@ from migrate.common import console
 # What a model file's first bytes say it is: a FlatBuffer with TFLite's identifier at bytes 4..8.
 _TFLITE_IDENTIFIER = b"TFL3"
 ONNX_SUFFIX = ".onnx"
+# A converted directory's `SSDConfig` (`ssd_mobilenet.detector.CONFIG_FILE`, whose module imports TensorFlow).
+CONVERTED_CONFIG = "model_config.json"
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,28 @@ def runtime_kind(model: str) -> Kind:
     """The `Kind` of the runtime `open_runtime` gives `model`: a file's by `file_runtime`, a
     directory's (or a missing path's) TensorFlow. Imports no runtime."""
     return KINDS[file_runtime(model)] if os.path.isfile(model) else KINDS["tensorflow"]
+
+
+def model_classes(model: str) -> int | None:
+    """The class count `model` says it has, read from what it writes beside its weights, without
+    loading it (no TensorFlow, no runtime): a converted directory's `model_config.json`, a
+    `.tflite` or `.onnx` file's metadata entry; None where it says none (a file of an earlier
+    release) or cannot be read (the runtime then reports the model)."""
+    try:
+        if os.path.isdir(model):
+            with open(os.path.join(model, CONVERTED_CONFIG), encoding="utf-8") as f:
+                meta = json.load(f)
+        elif file_runtime(model) == "onnx":
+            from ssd_mobilenet import onnx_file
+            meta = onnx_file.read_metadata(model)
+        else:
+            from ssd_mobilenet.litert import file_format
+            with open(model, "rb") as f:
+                meta = file_format.read_metadata(f.read())
+        classes = meta.get("num_classes") if isinstance(meta, dict) else None
+        return int(classes) if classes else None
+    except Exception:  # noqa: BLE001 - whatever a malformed file raises: the runtime reports the model
+        return None
 
 
 def open_runtime(model: str, **options):

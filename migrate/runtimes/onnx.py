@@ -29,8 +29,9 @@ class OnnxRuntime(FileRuntime):
         except onnx_file.OnnxFileError as e:
             raise ModelDirError(str(e)) from None
         super().__init__()
-        (say or (lambda msg: None))(f"{path}: ONNX file, {self.file.kind}, ONNX Runtime with {self.file.threads} "
-                                    f"thread{'s' if self.file.threads > 1 else ''}")
+        say = say or (lambda msg: None)
+        say(f"{path}: ONNX file, ONNX Runtime, {self.file.threads} thread{'s' if self.file.threads > 1 else ''}")
+        say(self.file.kind)
         if not self.file.exact_for_any_size and warn:
             h, w = self.file.image_size
             warn(f"warning: {path} takes uint8 images of {h}x{w} only: other sizes are resized outside it and "

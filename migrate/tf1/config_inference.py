@@ -87,6 +87,15 @@ def weight_facts(weights: dict, anchors_layer0: int = 3, min_depth: int = 16, ba
     return facts
 
 
+def weight_classes(weights: dict) -> int | None:
+    """The class count of an SSD MobileNet v1's weights, from its first box predictor: class
+    columns (background included) over the box encodings' 4 per anchor; None for other heads."""
+    anchors = _box_predictor_anchors(weights)
+    if not anchors or "BoxPredictor_0/ClassPredictor/biases" not in weights:
+        return None
+    return weight_facts(weights, anchors_layer0=anchors[0])["num_classes"]
+
+
 def _specs_match(config: SSDConfig, layers) -> bool:
     """Whether `config`'s anchor generator gives the graph's per-layer (scales, ratios) in float32."""
     mine = [(np.float32([sc for sc, _ in spec]), np.float32([r for _, r in spec])) for spec in box_specs(config)]

@@ -389,8 +389,8 @@ def check_conversion(source, model, config, allow_ops=(), progress=None, deploye
             h, w = size or (config.image_height, config.image_width)
             batches.append(([f"generated:{h}x{w}#{i}" for i in range(n)],
                             rng.integers(0, 256, (n, h, w, 3)).astype(np.uint8)))
-        say("checking the conversion against the TF1 graph: every stage on generated images at "
-            + " and ".join(f"{b[1].shape[1]}x{b[1].shape[2]}" for b in batches))
+        say("checking every stage against the TF1 graph on generated images: "
+            + ", ".join(f"{b[1].shape[1]}x{b[1].shape[2]}" for b in batches))
         atol, rtol = DEFAULT_ATOL, DEFAULT_RTOL
         per_stage, detections, _ = compare_batches(runner, resolved, network, detect, batches, config, atol, rtol)
         say("checking post-processing on crafted box encodings and class logits")
@@ -422,8 +422,9 @@ def check_conversion(source, model, config, allow_ops=(), progress=None, deploye
         raise CheckFailed(f"the converted model differs from {graph_from} first at {stage}: {detail}{likely} "
                           "(nothing written; --no-check writes it anyway)")
     worst = max((t["max_abs_err"] for t in tensors if t["max_abs_err"] is not None), default=0.0)
-    say(f"check passed: {len(tensors)} stages (largest error {worst:.3g}), {len(detections)} images, "
-        f"post-processing on {len(postprocessing['detections'])} crafted images "
+    say(f"check passed in {report['seconds']:.1f} s: {len(tensors)} stages on {len(detections)} images (largest "
+        f"error {worst:.3g})")
+    say(f"check passed: post-processing on {len(postprocessing['detections'])} crafted images "
         f"({', '.join(str(n) for n in postprocessing['num_tf1'])} detections)"
-        + (", the SavedModel's detections" if deployed is not None else "") + f", {report['seconds']:.1f} s")
+        + ("; the SavedModel" if deployed is not None else ""))
     return report

@@ -79,13 +79,36 @@ def generated_images(config, batch: int) -> list:
     return batches
 
 
-def file_images(paths, batch: int) -> list:
-    """[(names, uint8 [N, H, W, 3])]: the images of `paths`, same-size images batched up to `batch`."""
+def file_images(paths, batch: int, warn=None, skipped: list | None = None) -> list:
+    """[(names, uint8 [N, H, W, 3])]: the images of `paths`, same-size images batched up to `batch`.
+
+    An image that cannot be decoded is skipped, as `predict` skips it: a `warning:` line through
+    `warn` (default stderr), its path appended to `skipped`.
+    Raises:
+      images.ImageError: a missing path, a folder without images, or no image that decodes (one
+        line, no warnings: the first image's error and how many could not be read).
+    """
+    import sys
+
     from migrate.common import images as images_lib
-    by_size = {}
-    for path in images_lib.list_images(paths):
-        image = images_lib.read_image(path)
+    warn = warn or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    by_size, errors = {}, []
+    listed = images_lib.list_images(paths)
+    for path in listed:
+        try:
+            image = images_lib.read_image(path)
+        except images_lib.ImageError as e:
+            errors.append((path, str(e)))
+            continue
         by_size.setdefault(image.shape, []).append((path, image))
+    if not by_size:
+        first = errors[0][1]
+        raise images_lib.ImageError(first if len(errors) == 1 else
+                                    f"none of the {len(errors)} images can be read ({first})")
+    for path, error in errors:
+        warn(f"warning: {error}")
+        if skipped is not None:
+            skipped.append(path)
     batches = []
     for group in by_size.values():
         for start in range(0, len(group), batch):

@@ -65,7 +65,8 @@ def _measure_sides(graph_def, converted: str, mode: str, precision: str, memory:
     """(tf1 result, tf2 result) of `measure.measure_isolated`, one fresh process per side, each
     applying the same `memory` settings (`runtime.configure`) before its first op."""
     measure_batches = _measurement_batches(batches, batch)
-    what = f"batch {' and '.join(str(len(b)) for b in measure_batches)}, {repeats} runs each"
+    runs = f"{repeats} run{'s' if repeats > 1 else ''}"
+    what = f"batch {' and '.join(str(len(b)) for b in measure_batches)}, {runs} each"
     with _tf1_measured(graph_def, measure_batches, memory, warmup, repeats, say, what) as (tf1, images_npz):
         say(f"measuring TF2 ({mode}, {precision}) in a fresh process: {what}")
         tf2 = _measure_one("migrate.verification.sides:tf2_runner",
@@ -84,10 +85,9 @@ def _measure_tflite_sides(graph_def, tflite_path: str, threads: int, pixels, war
     `.tflite` file (`sides.tflite_runner`) or, with `runtime` "onnx", the `.onnx` file
     (`sides.onnx_runner`), each in a fresh process, on the same uint8 pixels [1, h, w, 3] at the
     model's size: batch 1 only, the file's one shape."""
-    what = f"batch 1, {repeats} runs"
+    what = f"batch 1, {repeats} run{'s' if repeats > 1 else ''}"
     with _tf1_measured(graph_def, [pixels], NO_MEMORY_SETTINGS, warmup, repeats, say, what) as (tf1, npz):
-        say(f"measuring the {RUNTIMES[runtime].side} file ({threads} threads) in a fresh process: batch 1, "
-            f"{repeats} runs")
+        say(f"measuring the {RUNTIMES[runtime].side} file ({threads} threads) in a fresh process: {what}")
         tflite = _measure_tflite_side(tflite_path, threads, npz, warmup, repeats, runtime)
     return tf1, tflite
 

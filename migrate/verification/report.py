@@ -43,7 +43,7 @@ class VerifyReport:
     tf2: dict
     tolerances: dict
     versions: dict
-    images: list             # names (paths, or `generated:HxW#i`)
+    images: list             # names (paths, or `generated:HxW#i`) of the images compared
     src: str
     converted: str
     mode: str
@@ -53,6 +53,7 @@ class VerifyReport:
     memory: dict = None          # memory_growth, memory_limit_mb applied in both measurement processes
     trace_dir: str = None        # where the profiler trace of the TF2 side went
     tflite: dict = None          # mode "tflite" / "onnx": the file, its kind (`tflite_file`), threads, agreement
+    skipped: list = dataclasses.field(default_factory=list)  # image files that could not be decoded
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -123,14 +124,26 @@ def _mib(value):
     return "-" if value is None else f"{value / 2**20:.1f} MiB"
 
 
+def _wrapped(text: str, indent: str) -> list:
+    """`text` as lines of at most 100 columns, each after `indent` (a long path is not broken)."""
+    import textwrap
+    return textwrap.wrap(text, width=100, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False,
+                         break_long_words=False)
+
+
 def format_report(report: VerifyReport) -> str:
-    """The short table the CLI prints."""
+    """The short table the CLI prints, laid out within 100 columns (a long stage name, a model
+    file's description and a divergence's note get lines of their own)."""
+    from migrate.common.console import shown
     precision = "" if report.precision == "float32" else f", {report.precision}"
-    lines = [f"verify {report.src}", f"    -> {report.converted}  (mode {report.mode}{precision})"]
+    lines = [f"verify {shown(report.src)}", f"    -> {shown(report.converted)}  (mode {report.mode}{precision})"]
     kind = MODES.get(report.mode)  # a model file's names, or None for the converted model
     if report.tflite:
-        lines.append(f"    {kind.file} {report.tflite['file']}: {report.tflite['kind']}, "
-                     f"{report.tflite['threads']} thread{'s' if report.tflite['threads'] > 1 else ''}")
+        threads = report.tflite["threads"]
+        lines.append(f"    {kind.file} {shown(report.tflite['file'])}, {threads} thread{'s' if threads > 1 else ''}:")
+        lines += _wrapped(report.tflite["kind"], "    ")
+    if report.skipped:
+        lines.append(f"images       {len(report.images)} compared, {len(report.skipped)} unreadable (skipped)")
     worst = max(report.tensors, key=lambda t: t["max_abs_err"] if t["max_abs_err"] is not None else np.inf,
                 default=None)
     ok_tensors = sum(t["ok"] for t in report.tensors)
@@ -140,22 +153,24 @@ def format_report(report: VerifyReport) -> str:
     else:
         lines.append(f"tensors      {ok_tensors}/{len(report.tensors)} within atol {report.tolerances['atol']:g} "
                      f"rtol {report.tolerances['rtol']:g}"
-                     + (f"; largest error {worst['max_abs_err']:.3g} at {worst['name']}"
-                        if worst and worst["max_abs_err"] is not None else ""))
+                     + (f", largest error {worst['max_abs_err']:.3g} at" if worst and worst["max_abs_err"] is not None
+                        else ""))
+        if worst and worst["max_abs_err"] is not None:
+            lines.append(f"{'':13}{worst['name']}")
     ok_images = sum(d["ok"] for d in report.detections)
     total = sum(d["num_tf1"] for d in report.detections)
     if report.tolerances.get("criterion") == "agreement":
         t, a = report.tolerances, report.tflite["agreement"]
         lines.append(f"detections   {ok_images}/{len(report.detections)} images with agreement >= {t['min_rate']:g}: "
-                     f"{a['matched']}/{a['reference']} TF1 detections scoring >= {t['min_score']:g} found in the "
-                     f"file (same class, IoU >= {t['match_iou']:g}), rate {a['rate']:.3f}, mean IoU "
-                     f"{a['mean_iou']:.3f}")
+                     f"{a['matched']}/{a['reference']} TF1 detections found")
+        lines.append(f"{'':13}(scoring >= {t['min_score']:g}; same class, IoU >= {t['match_iou']:g}), rate "
+                     f"{a['rate']:.3f}, mean IoU {a['mean_iou']:.3f}")
     elif report.tolerances.get("criterion") == "mixed_precision":
         matched = sum(d["matched"] for d in report.detections)
         flips = sum(d["nms_flips"] for d in report.detections)
         lines.append(f"detections   {ok_images}/{len(report.detections)} images agree by class and IoU "
-                     f"(score margin {report.tolerances['score_margin']:g}): {matched}/{total} TF1 detections "
-                     f"matched, {flips} NMS flips")
+                     f"(score margin {report.tolerances['score_margin']:g}):")
+        lines.append(f"{'':13}{matched}/{total} TF1 detections matched, {flips} NMS flips")
     else:
         swaps = sum(d["ties_swapped"] for d in report.detections)
         lines.append(f"detections   {ok_images}/{len(report.detections)} images agree ({total} TF1 detections"
@@ -164,13 +179,15 @@ def format_report(report: VerifyReport) -> str:
     if pp:
         ok_pp = sum(d["ok"] for d in pp["detections"])
         lines.append(f"post-proc.   {ok_pp}/{len(pp['detections'])} crafted images agree "
-                     f"({sum(d['num_tf1'] for d in pp['detections'])} TF1 detections from fed box encodings and "
-                     "class logits)")
+                     f"({sum(d['num_tf1'] for d in pp['detections'])} TF1 detections from crafted encodings and "
+                     "logits)")
     fd = report.first_divergence
     if fd:
-        errs = ("" if fd.get("max_abs_err") is None else
-                f": max abs err {fd['max_abs_err']:.3g}, max rel err {fd['max_rel_err']:.3g}")
-        lines.append(f"FIRST DIVERGENCE  {fd['name']}{errs}" + (f" ({fd['note']})" if fd.get("note") else ""))
+        lines.append(f"FIRST DIVERGENCE  {fd['name']}")
+        if fd.get("max_abs_err") is not None:
+            lines.append(f"{'':18}max abs err {fd['max_abs_err']:.3g}, max rel err {fd['max_rel_err']:.3g}")
+        if fd.get("note"):
+            lines += _wrapped(fd["note"], " " * 18)
     if report.tf1.get("measured"):
         lines.append("")
         side = kind.side if kind else "TF2"

@@ -137,9 +137,9 @@ def compare_file(runner, file, info: dict, batches, config, atol: float, rtol: f
     detections, drawn, refs, ours_all = [], [], [], []
     for names, images in batches:
         if say:
-            how = ("as they are" if file.exact_for_any_size else
-                   f"resized to {config.image_height}x{config.image_width} and rounded to uint8 first")
-            say(f"comparing {len(names)} image(s) of {images.shape[1]}x{images.shape[2]}, {how}, one at a time")
+            how = ("" if file.exact_for_any_size else
+                   f", resized to {config.image_height}x{config.image_width} and rounded to uint8 first")
+            say(f"comparing {len(names)} image(s) of {images.shape[1]}x{images.shape[2]} one at a time{how}")
         for name, image in zip(names, images):
             feed = file.feed(image)
             pixels = image[None] if file.exact_for_any_size else feed

@@ -179,7 +179,7 @@ class ModelFile:
     def kind(self) -> str:
         """One line: post-processing, input, precision, detections."""
         h, w = self.image_size
-        size = f"any size, resized to {h}x{w} in the file" if self.input_mode == ANY_SIZE else f"{h}x{w}"
+        size = f"any size, resized to {h}x{w} inside" if self.input_mode == ANY_SIZE else f"{h}x{w}"
         return (f"{self.nms} NMS, {self.input_type} input of {size}, {'int8' if self.int8 else 'float32'}, "
                 f"{self.max_detections} detections")
 

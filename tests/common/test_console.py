@@ -132,20 +132,45 @@ def test_every_command_has_verbose():
 # ---- a missing path: refused before TensorFlow is imported ------------------------------------
 
 def test_missing_paths_are_refused_before_tensorflow_loads(small, tmp_path):
+    """Every path argument of every command, missing, in one line naming it, exit 2, before
+    `import tensorflow` (seconds); a swapped `verify CONVERTED SOURCE` likewise, with the order."""
     src, _, converted = small
     image = tmp_path / "image.jpg"
     image.write_bytes(b"")  # present (what is in it is checked later)
+    record = tmp_path / "train.record"
+    record.write_bytes(b"")  # present (an empty file is refused later, by the command)
     nope = str(tmp_path / "nope")
+    records = ["--records", str(record)]
     cases = [
         (["convert", nope], f"{nope}: no such file or directory"),
         (["verify", nope], f"{nope}: no such file or directory"),
         (["verify", nope, converted], f"{nope}: no such file or directory"),
         (["verify", src, nope], f"{nope}: no converted model (run `python -m migrate convert {src}` first)"),
         (["verify", src, converted, "--images", str(image), nope], f"{nope}: no such file or folder"),
-        (["predict", nope, str(image)],
-         f"{nope}: no such directory, .tflite or .onnx file (expected the output of `migrate convert` or `migrate "
-         "export --tflite / --onnx`)"),
+        (["verify", converted, src], f"SRC comes first, then CONVERTED: `python -m migrate verify {src} {converted}`"),
+        (["verify", converted, os.path.join(src, "model.ckpt")],
+         f"SRC comes first, then CONVERTED: `python -m migrate verify {os.path.join(src, 'model.ckpt')} {converted}`"),
+        (["verify", src, converted, "--tflite", nope], f"{nope}: no such file (--tflite)"),
+        (["verify", src, converted, "--onnx", nope], f"{nope}: no such file (--onnx)"),
+        (["predict", nope, str(image)], f"{nope}: no such directory, .tflite or .onnx file (convert's or export's output)"),
         (["predict", converted, str(image), nope], f"{nope}: no such file or folder"),
+        (["predict", converted, str(image), "--labels", nope], f"{nope}: no such file (--labels)"),
+        (["evaluate", nope, *records], f"{nope}: no such file or directory"),
+        (["evaluate", converted, "--records", nope], f"{nope}: no such file (--records)"),
+        (["evaluate", converted, "--records", f"{nope}*.record"], f"{nope}*.record: no file matches this pattern "
+                                                                  "(--records)"),
+        (["evaluate", converted, *records, "--labels", nope], f"{nope}: no such file (--labels)"),
+        # Without --config too: the missing file, not the settings the converted model lacks.
+        (["train", converted, "--train", nope], f"{nope}: no such file (--train)"),
+        (["train", converted, "--train", str(record), "--eval", nope], f"{nope}: no such file (--eval)"),
+        (["train", converted, "--train", str(record), "--labels", nope], f"{nope}: no such file (--labels)"),
+        (["train", converted, "--train", str(record), "--config", nope], f"{nope}: no such file (--config)"),
+        (["train", nope, "--train", str(record)],
+         f"{nope}: no such directory (expected the output of `migrate convert`)"),
+        (["export", nope, "--tflite", str(tmp_path / "m.tflite")],
+         f"{nope}: no such directory (expected the output of `migrate convert`)"),
+        (["export", converted, "--tflite", str(tmp_path / "m.tflite"), "--int8", "--calibration", nope],
+         f"{nope}: no such file or folder"),
         (["bench", nope, converted], f"{nope}: no frozen_inference_graph.pb (the TF1 side needs the frozen graph)"),
         (["bench", src, nope], f"{nope}: not a converted model directory (no model_config.json)"),
     ]

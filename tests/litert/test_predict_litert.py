@@ -107,3 +107,12 @@ def test_model_file_from_bytes_is_the_file(model, tmp_path):
         model_file.ModelFile.from_bytes(b"not a model at all", name="the exported file")
     with pytest.raises(model_file.ModelFileError, match="^the exported file: the LiteRT interpreter cannot load"):
         model_file.ModelFile.from_bytes(open(path, "rb").read()[:5000], name="the exported file")
+
+
+def test_the_class_count_is_read_from_the_files_metadata_without_a_runtime(model, tmp_path):
+    """`runtimes.model_classes`: what `--labels` is checked against, before any runtime loads."""
+    from migrate.runtimes import model_classes
+    converted, path, _ = model
+    assert model_classes(path) == model_classes(converted) == CONFIG.num_classes
+    (tmp_path / "cut.tflite").write_bytes(open(path, "rb").read()[:64])
+    assert model_classes(str(tmp_path / "cut.tflite")) is None  # the runtime reports that file

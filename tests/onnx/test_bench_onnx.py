@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
-from tests.conftest import check_detections, random_images, write_small_model_pair  # noqa: E402
+from tests.conftest import check_detections, random_images, unwrapped, write_small_model_pair  # noqa: E402
 from migrate import bench  # noqa: E402
 from migrate.cli import main  # noqa: E402
 from ssd_mobilenet.config import SSDConfig  # noqa: E402
@@ -106,7 +106,7 @@ def test_bench_onnx_sides_against_the_tf1_session(small, tmp_path, capsys):
         assert 0 < r["rss_ratio"] < 1 and r["ready_s"] > 0 and r["file_bytes"] > 0
     assert report["memory"]["openvino"]["runtime"].startswith("OpenVINO ")
     assert rows["onnx_int8"]["file_bytes"] < rows["onnx"]["file_bytes"] / 2
-    assert "ONNX sides (onnx, onnx_int8, openvino)" in printed
+    assert "ONNX sides (onnx, onnx_int8, openvino)" in unwrapped(printed)  # the settings note, wrapped
     md = md_path.read_text()
     assert "- `onnx`: " in md and "- `openvino`: " in md
     assert os.path.getsize(md_path) > 0 and np.isfinite(rows["onnx"]["latency_ms"]["median"])

@@ -20,7 +20,7 @@ from onnx import numpy_helper
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
-from tests.conftest import SHARED, model_for_fixture, run_cli  # noqa: E402
+from tests.conftest import SHARED, model_for_fixture, run_cli, unwrapped  # noqa: E402
 from migrate import export_drift, verify  # noqa: E402
 from ssd_mobilenet import detector, onnx_file  # noqa: E402
 from ssd_mobilenet.export import onnx as onnx_export  # noqa: E402
@@ -89,7 +89,7 @@ def test_export_reports_the_drift_and_refuses_int8(aware_file, tmp_path):
     code, out, err = run_cli(["export", converted, "--onnx", str(path)])
     assert code == 0, err
     assert out.startswith("exported ONNX opset 13, uint8 input, int8 QDQ, 100 detections")
-    notes = [line for line in err.splitlines() if line.startswith("[migrate] int8: ")]
+    notes = [line for line in unwrapped(err).splitlines() if line.startswith("[migrate] int8: ")]
     assert len(notes) == 1 and "on 16 generated images kept" in notes[0], err
     assert not [line for line in err.splitlines() if line.startswith("warning:")], err
     assert os.path.getsize(path) < 0.35 * 27e6  # int8 weights: about a quarter of the float file

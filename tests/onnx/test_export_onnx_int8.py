@@ -16,7 +16,7 @@ from onnx import numpy_helper
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
-from tests.conftest import SHARED, run_cli, save_synthetic_model, shared_available  # noqa: E402
+from tests.conftest import SHARED, run_cli, save_synthetic_model, shared_available, unwrapped  # noqa: E402
 from migrate.cli import main  # noqa: E402
 from ssd_mobilenet import onnx_file  # noqa: E402
 from ssd_mobilenet.config import SSDConfig  # noqa: E402
@@ -76,7 +76,7 @@ def test_int8_file_quantizes_the_convolutions_only_with_symmetric_ranges(int8_fi
 def test_int8_drift_is_reported_and_the_file_runs(int8_file):
     from migrate import export_drift
     _, float_path, int8_path, err = int8_file
-    notes = [line for line in err.splitlines() if line.startswith("[migrate] int8: ")]
+    notes = [line for line in unwrapped(err).splitlines() if line.startswith("[migrate] int8: ")]
     # The synthetic weights score below 0.5 on generated images: the note says there was nothing to compare
     # at 0.5, and the comparison below is at every score.
     assert len(notes) == 1, err

@@ -133,7 +133,7 @@ def test_verify_onnx_passes_the_2018_zoo_conversions_file_on_the_shared_photos(z
                  "--no-measure", "--threads", "2", "--json", str(report_path), "--quiet"])
     printed = capsys.readouterr().out
     assert code == 0, printed
-    assert "uint8 input of any size, resized to 300x300 in the file, float32, 90 classes" in printed
+    assert "uint8 input of any size, resized to 300x300 inside, float32, 90 classes" in printed
     assert "ONNX file" in printed and "PASSED" in printed
     report = json.loads(report_path.read_text())
     assert report["passed"] and report["mode"] == "onnx" and report["tolerances"]["criterion"] == "exact"

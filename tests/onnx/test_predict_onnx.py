@@ -6,6 +6,7 @@ skipped, bad input refused in one line with exit 2 and nothing written."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -16,8 +17,10 @@ import pytest
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
-from tests.conftest import json_lines, same_predict_lines, mixed_image_folder, run_cli, save_synthetic_model, without_tensorflow  # noqa: E402
+from tests.conftest import (json_lines, same_predict_lines, mixed_image_folder, run_cli,  # noqa: E402
+                            save_synthetic_model, unwrapped, without_tensorflow)
 from migrate import predict  # noqa: E402
+from ssd_mobilenet import onnx_file  # noqa: E402
 from ssd_mobilenet.config import SSDConfig  # noqa: E402
 
 CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
@@ -58,8 +61,9 @@ def test_onnx_predict_without_tensorflow_gives_the_converted_models_lines(model,
     assert [ln for ln in run.stderr.splitlines() if ln.startswith("warning:")] == [
         ln for ln in run.stderr.splitlines() if ln.startswith(f"warning: {corrupt}: ")]
     assert "ONNX Runtime, batch 1" in run.stderr and (
-        f"{path}: ONNX file, uint8 input of any size, resized to 128x128 in the file, float32, 3 classes, 100 "
-        "detections, ONNX Runtime with 2 threads") in run.stderr
+        f"[migrate] {path}: ONNX file, ONNX Runtime, 2 threads\n"
+        "[migrate] uint8 input of any size, resized to 128x128 inside, float32, 3 classes, 100 detections\n"
+        in unwrapped(run.stderr)), run.stderr  # a long path wraps the line
     ours = json_lines(out)
     # The TensorFlow runtime on the converted directory, in this process.
     predict.run(converted, [folder], out=str(tmp_path / "tf.jsonl"), labels=labels, batch_size=1, min_score=0.05)
@@ -157,3 +161,17 @@ def test_a_tflite_file_still_runs_on_litert(model, tmp_path):
     tflite_like = tmp_path / "x.tflite"
     tflite_like.write_bytes(b"\x1c\x00\x00\x00TFL3" + bytes(32))
     assert file_runtime(str(tflite_like)) == "litert"
+
+
+def test_the_class_count_is_read_from_the_files_metadata_without_a_runtime(model, tmp_path):
+    """`runtimes.model_classes` reads the `.onnx` file's metadata from its protobuf wire format,
+    with neither ONNX Runtime nor the onnx package: what `--labels` is checked against."""
+    import onnx
+
+    from migrate.runtimes import model_classes
+    converted, path, _ = model
+    meta = json.loads({p.key: p.value for p in onnx.load(path).metadata_props}[onnx_file.METADATA_NAME])
+    assert onnx_file.read_metadata(path) == meta
+    assert model_classes(path) == model_classes(converted) == meta["num_classes"] == CONFIG.num_classes
+    (tmp_path / "cut.onnx").write_bytes(open(path, "rb").read()[:64])
+    assert model_classes(str(tmp_path / "cut.onnx")) is None

@@ -1,0 +1,235 @@
+"""The command line as a whole: `--version`, and every line every command prints within 100
+columns (docs/guides/contributing.md), whatever the terminal's width.
+
+The widths are held twice: the line formatters at their widest (long stage names, many digits,
+every report variant; fast), and every command run in this process on the training demo's small
+model, its output read line by line (slow). The terminal is set 1000 columns wide for both, so
+that no wrapping to the terminal hides a long line: only the notes the commands wrap on purpose
+(`common.wrapped`, at most 100 columns) are wrapped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.conftest import REPO
+from migrate import cli
+from migrate.commands import common
+
+WIDTH = common.COLUMNS
+
+
+@pytest.fixture
+def wide_terminal(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "1000")
+
+
+def _too_long(text: str) -> list:
+    return [line for line in text.splitlines() if len(line) > WIDTH]
+
+
+# ---- --version ------------------------------------------------------------------------------------
+
+def test_version_names_the_package_python_and_the_runtimes_without_importing_tensorflow():
+    import importlib.metadata
+    import platform
+
+    import migrate
+    import ssd_mobilenet
+    code = textwrap.dedent("""
+        import contextlib, io, json, sys
+        from migrate.cli import main
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            try:
+                main(["--version"])
+            except SystemExit as e:
+                code = e.code
+        print(json.dumps([code, out.getvalue(), "tensorflow" in sys.modules]))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": REPO})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    exit_code, printed, tensorflow_imported = json.loads(proc.stdout)
+    assert migrate.__version__ == ssd_mobilenet.__version__
+    # The distributions that hold the modules, as pip sees them (tensorflow-cpu here, say).
+    owners = importlib.metadata.packages_distributions()
+    versions = [f"{name} {importlib.metadata.version(owners[module][0])}"
+                for module, name in cli.RUNTIME_MODULES if module in owners]
+    assert (exit_code, tensorflow_imported) == (0, False)
+    assert printed == (f"ssd-mobilenet-migrate {migrate.__version__} (Python {platform.python_version()}; "
+                       f"{', '.join(versions)})\n")
+    assert len(printed) <= WIDTH and versions[0].startswith("TensorFlow ")
+
+
+def test_version_says_where_tensorflow_is_not_installed(monkeypatch, capsys):
+    # A LiteRT-only or ONNX-only install (`pip install 'ssd-mobilenet-migrate[litert]'`).
+    import importlib.util
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorflow" else
+                        find_spec(name, *a))
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--version"])
+    assert exited.value.code == 0
+    printed = capsys.readouterr().out
+    assert printed.endswith("; no TensorFlow)\n") and "TensorFlow " not in printed and "LiteRT " in printed
+
+
+# ---- the line formatters at their widest (fast) ------------------------------------------------
+
+def test_help_fits_whatever_the_terminal(wide_terminal, capsys):
+    for argv in ([], *([name] for name in cli.COMMANDS)):
+        with pytest.raises(SystemExit):
+            cli.main([*argv, "--help"])
+        out = capsys.readouterr().out
+        assert out and not _too_long(out), argv
+
+
+def test_notes_wrap_at_100_columns_on_a_wide_terminal(wide_terminal):
+    note = "[migrate] from the graph: 22 fields, 9 other than the zoo defaults: " + ", ".join(
+        f"field_number_{i}=value_{i}" for i in range(9))
+    text = common.wrapped(note)
+    assert not _too_long(text) and len(text.splitlines()) > 1
+    assert text.replace("\n    ", " ") == note
+
+
+def test_verify_report_lines_fit(wide_terminal):
+    from migrate.verification.report import VerifyReport, format_report
+    stage = "FeatureExtractor/MobilenetV1/Conv2d_13_pointwise_2_Conv2d_2_3x3_s2_512"  # the longest of depth 1
+    tensors = [{"name": stage, "tf1_tensor": stage + ":0", "max_abs_err": 2.384e-06, "max_rel_err": 1.3e-07,
+                "ok": False}]
+    latency = {f"batch_{b}": {"median": 12345.6, "p90": 23456.7} for b in (1, 64)}
+    side = {"measured": True, "device": "CPU (ONNX Runtime)", "peak_memory_bytes": 123456 * 2**20,
+            "transient_peak_bytes": 12345 * 2**20, "peak_rss_bytes": 123456 * 2**20, "latency_ms": latency}
+    detections = [{"image": f"photos/im{i}.jpg", "num_tf1": 100, "ok": True, "ties_swapped": 3, "matched": 100,
+                   "nms_flips": 2, "note": ""} for i in range(64)]
+    postprocessing = {"detections": [{"ok": True, "num_tf1": 100}] * 12}
+    divergence = {"name": stage, "max_abs_err": 1.234e-2, "max_rel_err": 3.21e-3,
+                  "note": "photos/a_rather_long_image_name_0001.jpg: 98 of 100 detections, classes differ at 3 "
+                          "and 7, boxes by up to 0.0123, scores by up to 0.0456 (first at detection 3)"}
+    kind = ("uint8 input of any size, resized to 1024x1024 inside, int8 QDQ (quantization-aware), 90 classes, "
+            "100 detections")
+    criteria = [{"criterion": "exact"}, {"criterion": "mixed_precision", "score_margin": 0.05},
+                {"criterion": "agreement", "min_rate": 0.9, "min_score": 0.5, "match_iou": 0.5}]
+    for criterion in criteria:
+        report = VerifyReport(
+            passed=False, first_divergence=divergence, tensors=tensors, detections=detections, tf1=side, tf2=side,
+            tolerances={"atol": 5e-4, "rtol": 5e-2, **criterion}, versions={},
+            images=[d["image"] for d in detections], skipped=["photos/broken.jpg"] * 12,
+            src="models/ssd_mobilenet_v1_coco_2018_01_28", converted="models/ssd_mobilenet_v1_coco_2018_01_28_tf2",
+            mode="onnx", precision="mixed_bfloat16", postprocessing=postprocessing,
+            tflite={"file": "models/ssd_mobilenet_v1_coco_2018_01_28.onnx", "kind": kind, "threads": 64,
+                    "agreement": {"matched": 6399, "reference": 6400, "rate": 0.99984, "mean_iou": 0.98765}})
+        text = format_report(report)
+        assert not _too_long(text), criterion
+        assert stage in text.splitlines()[text.splitlines().index(next(
+            line for line in text.splitlines() if line.startswith("tensors"))) + 1]
+
+
+def test_bench_tables_fit(wide_terminal):
+    from migrate.benchmark.tables import format_table
+    rows = []
+    for side in ("tf1_session", "detector_variables", "tf1_wrap_function", "tflite_int8", "onnx_int8"):
+        for size, batch in (((1024, 1024), 64), ((480, 640), 8)):
+            rows.append({"side": side, "onednn": "default", "size": list(size), "batch": batch,
+                         "latency_ms": {"median": 12345.6, "p90": 23456.7}, "images_per_s": 1234.5,
+                         "latency_ratio": 10.0, "latency_ratio_ci95": [9.99, 10.01], "file_bytes": 123.4 * 2**20,
+                         "alloc_transient_bytes": 1234.5 * 2**20, "peak_rss_bytes": 12345.6 * 2**20,
+                         "ready_s": 12.3, "rss_bytes": 12345.6 * 2**20, "alloc_ratio": 10.0, "rss_ratio": 10.0,
+                         "steady_rss_ratio": 10.0})
+    report = {"rows": rows, "onednn_on": {"default": True}}
+    text = format_table(report)
+    assert not _too_long(text)
+    latency, memory = text.split("\n\n")
+    assert len(latency.splitlines()) == len(memory.splitlines()) == len(rows) + 1
+    # The Markdown table (docs/benchmarks.md) keeps every column in one row.
+    assert len(format_table(report, markdown=True).splitlines()[0].split("|")) == 18
+
+
+def test_train_step_lines_fit():
+    from migrate.train import losses_line, step_line
+    from ssd_mobilenet.training.trainer import REGULARIZATION_LOSS, TOTAL_LOSS
+    from ssd_mobilenet.training.ssd_loss import CLASSIFICATION_LOSS, LOCALIZATION_LOSS
+    losses = {LOCALIZATION_LOSS: 1234.5678, CLASSIFICATION_LOSS: 12345.6789, REGULARIZATION_LOSS: 123.4567,
+              TOTAL_LOSS: 13703.7034}
+    lines = [losses_line(losses), step_line(250000, 250000, losses, 12345.6)]
+    assert lines == ["loss = localization + classification + regularization",
+                     "step 250000/250000: loss 13703.7034 = 1234.5678 + 12345.6789 + 123.4567, 12345.6 images/s"]
+    assert all(len(f"[migrate] {line}") <= WIDTH for line in lines)
+
+
+# ---- every command, run (slow) ----------------------------------------------------------------------
+
+# Every command on the training demo (`shapes`: a 3-class model at depth 0.25, 128x128), its files
+# beside it, with relative paths as a user in that folder types them. Measured once (verify's table);
+# bench's tables at their widest are `test_bench_tables_fit`'s.
+COMMANDS = [
+    "shapes demo",
+    "convert demo/tf1_model --out demo/converted",
+    "verify demo/tf1_model demo/converted --repeats 1 --batch 2 --json verify.json",
+    "export demo/converted --tflite m.tflite",
+    "export demo/converted --onnx m.onnx",
+    "verify demo/tf1_model demo/converted --tflite m.tflite --no-measure",
+    "verify demo/tf1_model demo/converted --onnx m.onnx --no-measure --images demo/images broken.jpg",
+    "predict demo/converted demo/images broken.jpg --out p.jsonl --labels coco --png drawn",
+    "predict m.tflite demo/images --out p.jsonl --force --labels demo/label_map.pbtxt",
+    "predict m.onnx demo/images --out p.jsonl --force",
+    "predict m.onnx demo/images --labels demo/label_map.pbtxt --terminal",
+    "evaluate demo/converted --records demo/eval.record --labels demo/label_map.pbtxt",
+    "train demo/converted --config demo/train.config --train demo/train.record --eval demo/eval.record "
+    "--labels demo/label_map.pbtxt --steps 2 --batch 2",
+    "bench demo/tf1_model demo/converted --batch 1 --size 128x128 --repeats 1 --warmup 0 --sides tf1_session,tflite "
+    "--no-memory",
+    "verify demo/converted demo/tf1_model",
+    "--version",
+]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.fixture(scope="module")
+def every_command(tmp_path_factory):
+    """{command line: (exit code, stdout, stderr)} of `COMMANDS`, in-process (`migrate.cli.main`)
+    in a folder of their own, the terminal 1000 columns wide; `--terminal`: stdout is a terminal.
+    The demo's record files are the small ones of the test suite (`shapes.write`'s counts)."""
+    from migrate import shapes
+    folder = tmp_path_factory.mktemp("every_command")
+    (folder / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0" + bytes(100))
+    results = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        patch.setenv("COLUMNS", "1000")
+        patch.setattr(shapes, "write", functools.partial(shapes.write, num_train=8, num_eval=6))
+        for command in COMMANDS:
+            argv = [arg for arg in command.split() if arg != "--terminal"]
+            out, err = _Terminal() if "--terminal" in command else io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    code = cli.main(argv)
+                except SystemExit as e:
+                    code = e.code
+            results[command] = (code, out.getvalue(), err.getvalue())
+    return results
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_line_of_every_command_fits_in_100_columns(every_command, command):
+    code, out, err = every_command[command]
+    expected = 2 if command.startswith("verify demo/converted") else 0  # the swapped arguments: one error line
+    assert code == expected, err[-3000:]
+    assert out or err
+    assert not _too_long(out) and not _too_long(err), [line for line in (out + err).splitlines()
+                                                       if len(line) > WIDTH]

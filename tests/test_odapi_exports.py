@@ -238,3 +238,20 @@ def test_verify_names_the_first_diverging_stage(odapi_converted, tmp_path, name,
     report = verify.verify(export(name), broken, images=[str(folder)], measure=False)
     assert not report.passed and report.first_divergence["name"] == stage, verify.format_report(report)
 
+
+
+@pytest.mark.slow
+def test_a_checkpoint_alone_converts_and_verifies_through_the_tf1_builder(tmp_path):
+    """FPN's checkpoint without its meta graph, with its pipeline.config: converted with the fields
+    no graph shows assumed (named in the report), and verified against the graph the TF1 builder
+    (slim, as the OD API builds it) makes of the same config and weights."""
+    src = _copy(FPN, ["checkpoint", "model.ckpt.index", "model.ckpt.data-00000-of-00001"], tmp_path / "ckpt")
+    out = str(tmp_path / "tf2")
+    code, _, err = run_cli(["convert", src, "--out", out, "--quiet"])
+    assert code == 0, err
+    check = _report(out)["check"]
+    assert not check["ran"] and "fused_batch_norm" in check["assumed"]
+    report = verify.verify(src, out, images=None, measure=False)
+    assert report.passed and "migrate.tf1_builder" in report.notes[0], verify.format_report(report)
+    assert any(t["name"] == "FeatureExtractor/MobilenetV1/fpn/bottom_up_Conv2d_15" and t["max_abs_err"] <= ATOL
+               for t in report.tensors)

@@ -40,9 +40,22 @@ OTHER_FEATURE_EXTRACTORS = (
 )
 
 
+# A weight's leaf under its layer's scope (slim: conv, separable conv, batch norm variables).
+_WEIGHT_LEAF = re.compile(r"/(weights|depthwise_weights|pointwise_weights|biases|gamma|beta|moving_mean|"
+                          r"moving_variance)$")
+
+
+def graph_weight_names(graph_def) -> list:
+    """The names of a graph's variables and frozen weights (`VariableV2` or `Const` nodes named as a
+    slim weight); its ops' names say nothing of the feature extractor (`FeatureExtractor/strided_slice`
+    of a 2017 graph's shape check)."""
+    return [n.name for n in graph_def.node
+            if n.op in ("Const", "VariableV2", "Variable", "VarHandleOp") and _WEIGHT_LEAF.search(n.name)]
+
+
 def other_feature_extractor(names) -> str | None:
-    """'<scope>: <feature extractor>' when `names` (variable or graph node names) hold a feature
-    extractor scope other than MobileNet v1's, else None."""
+    """'<scope> (<feature extractor>)' when `names` (variable names, or `graph_weight_names`) hold a
+    feature extractor scope other than MobileNet v1's, else None."""
     for name in names:
         if not name.startswith("FeatureExtractor/"):
             continue

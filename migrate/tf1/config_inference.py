@@ -247,7 +247,7 @@ def check_feature_extractor(weights: dict, where: str, graph_def=None, graph_fro
 
     Their variable scope names the others (`FeatureExtractor/MobilenetV2/`, `.../InceptionV2/`,
     `.../resnet_v1_50/`: `architecture.OTHER_FEATURE_EXTRACTORS`); a frozen graph of one holds no
-    weight this tool reads, so its node names are looked at too. Among MobileNet v1's, the box
+    weight this tool reads, so its weight nodes' names are looked at too. Among MobileNet v1's, the box
     predictors (`BoxPredictor_<i>`, one per feature map) and the extra layers' kernels show the
     OD API's embedded_ssd_mobilenet_v1 (AIY vision kit models): 5 feature maps and a 2x2 last
     extra layer (`Conv2d_13_pointwise_2_Conv2d_4_2x2_s2_<depth>`, VALID-padded); ssd_mobilenet_v1
@@ -256,8 +256,8 @@ def check_feature_extractor(weights: dict, where: str, graph_def=None, graph_fro
     Raises:
       ConfigError: naming `where` (or `graph_from`) and the feature extractor seen.
     """
-    for names, source in ((weights, where), ([n.name for n in graph_def.node] if graph_def is not None else (),
-                                             graph_from)):
+    for names, source in ((weights, where), (architecture.graph_weight_names(graph_def) if graph_def is not None
+                                             else (), graph_from)):
         other = architecture.other_feature_extractor(names)
         if other is not None:
             raise ConfigError(f"{source}: the feature extractor is {other}, which is not supported: only "

@@ -228,8 +228,8 @@ def open_source(path: str) -> Source:
             src.weights, src.weights_from = consts, src.graph_from
     if src.weights is None and src.graph_def is not None:
         # A frozen graph of another feature extractor holds no weight named as this tool reads them.
-        from migrate.tf1.architecture import SUPPORTED, other_feature_extractor
-        other = other_feature_extractor(n.name for n in src.graph_def.node)
+        from migrate.tf1.architecture import SUPPORTED, graph_weight_names, other_feature_extractor
+        other = other_feature_extractor(graph_weight_names(src.graph_def))
         if other is not None:
             raise SourceError(f"{src.graph_from}: the feature extractor is {other}, which is not supported: only "
                               f"{SUPPORTED} are")

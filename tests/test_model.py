@@ -181,3 +181,19 @@ def test_fpn_and_ppn_fold_their_batch_norm_and_round_trip_a_checkpoint(fields, t
     assert again.config == config
     for key, value in again(x).items():
         np.testing.assert_array_equal(value, exact[key])
+
+
+@pytest.mark.parametrize("min_level, stem_end", [(2, "Conv2d_3_pointwise"), (3, "Conv2d_5_pointwise")])
+def test_fpn_stem_ends_before_the_finest_tapped_layer(min_level, stem_end):
+    """The Detector runs the high-resolution stem on slices (`split`); the rest of the network must
+    depend on the stem only through its last layer, so a level-2 FPN (tapping Conv2d_3) ends it there."""
+    config = SSDConfig(num_classes=2, depth_multiplier=0.25, image_height=96, image_width=96,
+                       feature_extractor_type="ssd_mobilenet_v1_fpn", fpn_min_level=min_level, fpn_max_level=5,
+                       box_predictor_type="weight_shared_convolutional_box_predictor", box_predictor_kernel_size=3,
+                       anchor_generator_type="multiscale_anchor_generator", anchor_min_level=min_level,
+                       anchor_max_level=5, aspect_ratios=(1.0,), scales_per_octave=1)
+    model = SSDMobileNetV1(config)
+    assert model.stem_end == stem_end
+    stem, head = model.split()  # keras refuses a head whose inputs do not reach its outputs
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 96, 96, 3)).astype(np.float32)
+    np.testing.assert_array_equal(head(stem(x))["box_encodings"], model(x)["box_encodings"])

@@ -120,11 +120,12 @@ class SSDConfig:
     box_predictor_type: str = CONVOLUTIONAL
     box_predictor_kernel_size: int = 1
     box_predictor_use_depthwise: bool = False
-    # weight_shared_convolutional_box_predictor: `num_layers_before_predictor` convs of
-    # `depth` channels (3x3 ReLU6, weights shared by every feature map) before each head, one
-    # tower for both heads with share_prediction_tower; batch norm per feature map when its
-    # conv_hyperparams has batch_norm (apply_batch_norm), biases otherwise. The class head's bias
-    # init and dropout matter for training only (dropout is the identity at inference).
+    # weight_shared_convolutional_box_predictor: `num_layers_before_predictor` convs of `depth`
+    # channels and the heads' kernel size, then ReLU6 (weights shared by every feature map),
+    # before each head, one tower for both heads with share_prediction_tower; batch norm per
+    # feature map when its conv_hyperparams has batch_norm (apply_batch_norm), biases otherwise.
+    # The class head's bias init and dropout matter for training only (dropout is the identity at
+    # inference).
     box_predictor_depth: int = 0
     box_predictor_num_layers_before_predictor: int = 0
     box_predictor_batch_norm: bool = True

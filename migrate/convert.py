@@ -63,7 +63,8 @@ CONFIG_OR_GRAPH_FIELDS = ("image_height", "image_width", "resize_method", "add_b
                           "max_total_detections", "box_coder_scales", "use_explicit_padding", "pad_to_multiple",
                           "batch_norm_epsilon", "aspect_ratios", "scales", "min_scale", "max_scale",
                           "interpolated_scale_aspect_ratio", "base_anchor_height", "base_anchor_width",
-                          "anchor_strides", "anchor_offsets", "reduce_boxes_in_lowest_layer")
+                          "anchor_strides", "anchor_offsets", "reduce_boxes_in_lowest_layer", "anchor_generator_type",
+                          "anchor_min_level", "anchor_max_level", "anchor_scale", "scales_per_octave")
 
 
 class ExportOptionError(ValueError):

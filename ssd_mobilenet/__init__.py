@@ -1,8 +1,10 @@
 """Native TF2 Keras SSD MobileNet v1, numerically faithful to the TF1 Object Detection API graph.
 
-Stages, each in its own module: `preprocessing`, `backbone` (MobileNet v1 feature
-extractor), `box_predictor`, `anchors`, `box_coder`, `postprocessing`; `model` holds the
-Keras network and `detector` the `tf.function` inference wrapper and `load`.
+Stages, each in its own module: `preprocessing`, `feature_extractors` (MobileNet v1 with the
+SSD extra layers, FPN or PPN), `box_predictors` (convolutional or weight-shared),
+`anchor_generators` (ssd or multiscale grid), `box_coder`, `postprocessing`; `model` holds the
+Keras network and `detector` the `tf.function` inference wrapper and `load`. (`backbone`,
+`box_predictor` and `anchors` keep their old names for the same code.)
 Boxes are [ymin, xmin, ymax, xmax], normalised to the image, everywhere.
 """
 

@@ -1,98 +1,10 @@
-"""SSD anchors (`ssd_anchor_generator` -> `MultipleGridAnchorGenerator`), bit-exact in float32.
+"""Anchors of an `SSDConfig`, whichever generator it names (`ssd_mobilenet.anchor_generators`).
 
-The TF1 graph computes anchors with float32 TensorFlow ops from Python doubles; every
-step below is the same IEEE operation in the same order, so numpy float32 reproduces it
-exactly (`anchors_300x300.npy` of the 2018 zoo graph is matched bit for bit in the tests).
+`generate_anchors` and `box_specs` (ssd_anchor_generator's per-layer (scale, aspect_ratio)
+pairs) keep the names this module has always had.
 """
 
-from __future__ import annotations
+from ssd_mobilenet.anchor_generators import generate_anchors
+from ssd_mobilenet.anchor_generators.ssd import box_specs
 
-import math
-
-import numpy as np
-
-from ssd_mobilenet.config import SSDConfig
-
-f32 = np.float32
-
-
-def box_specs(config: SSDConfig) -> list:
-    """Per layer, the (scale, aspect_ratio) pairs of its anchors, as Python doubles.
-
-    Scales are `min + (max - min) * i / (num_layers - 1)` (or the configured list), plus a
-    final 1.0 used only for the interpolated anchor of the last layer. Layer 0 with
-    `reduce_boxes_in_lowest_layer` ignores the configured ratios: (0.1, 1), (s0, 2), (s0, 0.5).
-    A config with explicit `anchor_specs` (a graph's own) gives those.
-    """
-    if config.anchor_specs:
-        return [[(float(s), float(r)) for s, r in layer] for layer in config.anchor_specs]
-    n = config.num_layers
-    if config.scales:
-        scales = list(config.scales) + [1.0]
-    else:
-        scales = [config.min_scale + (config.max_scale - config.min_scale) * i / (n - 1) for i in range(n)] + [1.0]
-    specs = []
-    for layer, (scale, scale_next) in enumerate(zip(scales[:-1], scales[1:])):
-        if layer == 0 and config.reduce_boxes_in_lowest_layer:
-            specs.append([(0.1, 1.0), (scale, 2.0), (scale, 0.5)])
-            continue
-        interpolated = (math.sqrt(scale * scale_next), config.interpolated_scale_aspect_ratio)
-        layer_specs = []
-        for r in config.aspect_ratios:
-            layer_specs.append((scale, r))
-            if config.interpolated_anchor_after_unit_ratio and r == 1.0:
-                layer_specs.append((math.sqrt(scale * scale_next), 1.0))
-        if not config.interpolated_anchor_after_unit_ratio and config.interpolated_scale_aspect_ratio > 0.0:
-            layer_specs.append(interpolated)
-        specs.append(layer_specs)
-    return specs
-
-
-def generate_anchors(config: SSDConfig, feature_map_shapes, image_height=None, image_width=None) -> np.ndarray:
-    """All anchors, normalised to the (resized) image, not clipped.
-
-    Args:
-      feature_map_shapes: [(H_i, W_i)] of the 6 feature maps.
-      image_height, image_width: the preprocessed image size (default: the config's).
-        For a non-square image the base anchor is scaled by min(H, W) / H and / W.
-    Returns:
-      float32 [sum(H_i * W_i * A_i), 4] as [ymin, xmin, ymax, xmax], ordered by layer,
-      then y, then x, then anchor spec.
-    """
-    im_h = image_height or config.image_height
-    im_w = image_width or config.image_width
-    min_im = min(im_h, im_w)
-    # Python doubles (static shapes) times float32 constants, as in the TF1 graph.
-    base_h = f32(min_im / im_h) * f32(config.base_anchor_height)
-    base_w = f32(min_im / im_w) * f32(config.base_anchor_width)
-    out = []
-    for layer, ((gh, gw), specs) in enumerate(zip(feature_map_shapes, box_specs(config))):
-        if config.anchor_strides:
-            sh, sw = config.anchor_strides[layer]
-            stride_y, stride_x = f32(sh) / f32(im_h), f32(sw) / f32(im_w)
-        else:
-            stride_y, stride_x = f32(1.0) / f32(gh), f32(1.0) / f32(gw)
-        if config.anchor_offsets:
-            oh, ow = config.anchor_offsets[layer]
-            offset_y, offset_x = f32(oh) / f32(im_h), f32(ow) / f32(im_w)
-        else:
-            offset_y, offset_x = f32(0.5) * stride_y, f32(0.5) * stride_x
-        out.append(_tile_anchors(gh, gw, specs, base_h, base_w, stride_y, stride_x, offset_y, offset_x))
-    return np.concatenate(out, axis=0)
-
-
-def _tile_anchors(gh, gw, specs, base_h, base_w, stride_y, stride_x, offset_y, offset_x):
-    scales = np.array([s for s, _ in specs], dtype=f32)
-    ratios = np.array([r for _, r in specs], dtype=f32)
-    ratio_sqrts = np.sqrt(ratios)
-    heights = scales / ratio_sqrts * base_h
-    widths = scales * ratio_sqrts * base_w
-    y_centers = np.arange(gh, dtype=f32) * stride_y + offset_y
-    x_centers = np.arange(gw, dtype=f32) * stride_x + offset_x
-    # Grid order (y, x, spec), as the graph's meshgrids and reshapes lay it out.
-    yc = np.broadcast_to(y_centers[:, None, None], (gh, gw, len(specs))).reshape(-1)
-    xc = np.broadcast_to(x_centers[None, :, None], (gh, gw, len(specs))).reshape(-1)
-    h = np.broadcast_to(heights[None, None, :], (gh, gw, len(specs))).reshape(-1)
-    w = np.broadcast_to(widths[None, None, :], (gh, gw, len(specs))).reshape(-1)
-    half = f32(0.5)
-    return np.stack([yc - half * h, xc - half * w, yc + half * h, xc + half * w], axis=1).astype(f32)
+__all__ = ["box_specs", "generate_anchors"]

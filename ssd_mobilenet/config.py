@@ -37,6 +37,28 @@ BACKGROUND_SLICES = (BACKGROUND_SLICE_LOGITS, BACKGROUND_SLICE_SCORES)
 # `check_min_image_dim(33, ...)`): below it the last extra layers have no pixels left.
 MIN_IMAGE_SIZE = 33
 
+# The architecture, chosen as the OD API's builders choose it: `model_builder` picks the feature
+# extractor class by `feature_extractor.type`, `box_predictor_builder` the predictor by the
+# box_predictor oneof, `anchor_generator_builder` the generator by its oneof. Each name is a module of
+# `ssd_mobilenet.feature_extractors`, `.box_predictors` and `.anchor_generators`.
+SSD_MOBILENET_V1 = "ssd_mobilenet_v1"
+SSD_MOBILENET_V1_FPN = "ssd_mobilenet_v1_fpn"
+SSD_MOBILENET_V1_PPN = "ssd_mobilenet_v1_ppn"
+FEATURE_EXTRACTORS = (SSD_MOBILENET_V1, SSD_MOBILENET_V1_FPN, SSD_MOBILENET_V1_PPN)
+# `feature_extractor.type` values read as one of those: the OD API's Keras (TF2) builds of the same
+# networks, which a pipeline.config names when written for TF2.
+FEATURE_EXTRACTOR_ALIASES = {"ssd_mobilenet_v1_keras": SSD_MOBILENET_V1,
+                             "ssd_mobilenet_v1_fpn_keras": SSD_MOBILENET_V1_FPN}
+CONVOLUTIONAL = "convolutional_box_predictor"
+WEIGHT_SHARED = "weight_shared_convolutional_box_predictor"
+BOX_PREDICTORS = (CONVOLUTIONAL, WEIGHT_SHARED)
+SSD_ANCHORS = "ssd_anchor_generator"
+MULTISCALE_ANCHORS = "multiscale_anchor_generator"
+ANCHOR_GENERATORS = (SSD_ANCHORS, MULTISCALE_ANCHORS)
+# FPN levels 2..5 are MobileNet layers (`fpn_min_level`'s valid values in the OD API); levels above
+# 5 are bottom-up convs. Level l has stride 2^l.
+FPN_BASE_LEVELS = (2, 3, 4, 5)
+
 SCORE_CONVERTERS = ("SIGMOID", "SOFTMAX", "IDENTITY")
 RESIZE_METHODS = ("BILINEAR", "NEAREST_NEIGHBOR", "BICUBIC", "AREA")
 
@@ -87,7 +109,13 @@ class SSDConfig:
     image_height: int = 300
     image_width: int = 300
     resize_method: str = "BILINEAR"
-    # Feature extractor.
+    # Feature extractor (`feature_extractor.type`, one of FEATURE_EXTRACTORS) and, for
+    # ssd_mobilenet_v1_fpn, its pyramid (`feature_extractor.fpn`): levels fpn_min_level ..
+    # fpn_max_level (stride 2^level), each of depth(fpn_additional_layer_depth) channels.
+    feature_extractor_type: str = SSD_MOBILENET_V1
+    fpn_min_level: int = 3
+    fpn_max_level: int = 7
+    fpn_additional_layer_depth: int = 256
     depth_multiplier: float = 1.0
     min_depth: int = 16
     pad_to_multiple: int = 1
@@ -113,12 +141,29 @@ class SSDConfig:
     # ~2.4e-7 after scaling for BILINEAR), so reproduce the graph's. Not in pipeline.config;
     # `migrate` reads it off the graph (whether the resize map reads `Preprocessor/sub`).
     normalize_before_resize: bool = False
-    # Box predictor (ConvolutionalBoxPredictor).
+    # Box predictor (`box_predictor` oneof, one of BOX_PREDICTORS): its heads' kernel size
+    # (convolutional_box_predictor's default 1, weight_shared's 3) and depthwise convs.
+    box_predictor_type: str = CONVOLUTIONAL
     box_predictor_kernel_size: int = 1
     box_predictor_use_depthwise: bool = False
+    # weight_shared_convolutional_box_predictor: `num_layers_before_predictor` convs of `depth`
+    # channels and the heads' kernel size, then ReLU6 (weights shared by every feature map),
+    # before each head, one tower for both heads with share_prediction_tower; batch norm per
+    # feature map when its conv_hyperparams has batch_norm (apply_batch_norm), biases otherwise.
+    # The class head's bias init and dropout matter for training only (dropout is the identity at
+    # inference).
+    box_predictor_depth: int = 0
+    box_predictor_num_layers_before_predictor: int = 0
+    box_predictor_batch_norm: bool = True
+    share_prediction_tower: bool = False
+    class_prediction_bias_init: float = 0.0
+    box_predictor_use_dropout: bool = False
+    dropout_keep_probability: float = _f32(0.8)
     add_background_class: bool = True
     background_slice: str = BACKGROUND_SLICE_SCORES
-    # Anchors (ssd_anchor_generator).
+    # Anchors (`anchor_generator` oneof, one of ANCHOR_GENERATORS). aspect_ratios is both
+    # generators'; the rest of this block is ssd_anchor_generator's.
+    anchor_generator_type: str = SSD_ANCHORS
     num_layers: int = 6
     min_scale: float = _f32(0.2)
     max_scale: float = _f32(0.95)
@@ -139,6 +184,13 @@ class SSDConfig:
     # aspect ratio instead of last; the box predictor's channel order follows it.
     # Not in pipeline.config; `migrate` reads it off the graph's anchors.
     interpolated_anchor_after_unit_ratio: bool = False
+    # multiscale_anchor_generator: levels anchor_min_level .. anchor_max_level, one per feature
+    # map; at level l anchors every 2^l pixels, of size anchor_scale * 2^l * 2^(k / scales_per_octave)
+    # (k < scales_per_octave) for each aspect ratio, in pixels normalised by the image size.
+    anchor_min_level: int = 3
+    anchor_max_level: int = 7
+    anchor_scale: float = 4.0
+    scales_per_octave: int = 2
     # Box coder (faster_rcnn_box_coder): [ty, tx, th, tw] divided by these.
     box_coder_scales: tuple = (10.0, 10.0, 5.0, 5.0)
     # Post-processing.
@@ -165,9 +217,7 @@ class SSDConfig:
             problems.append(f"pad_to_multiple must be >= 1, got {self.pad_to_multiple}")
         if self.depth_multiplier <= 0:
             problems.append(f"depth_multiplier must be > 0, got {self.depth_multiplier}")
-        if self.num_layers != 6:
-            problems.append(f"anchor_generator.ssd_anchor_generator.num_layers: {self.num_layers} "
-                            "(SSD MobileNet v1 has 6 feature maps)")
+        problems += self._architecture_problems()
         if self.score_converter not in SCORE_CONVERTERS:
             problems.append(f"score_converter: {self.score_converter} (supported: {', '.join(SCORE_CONVERTERS)})")
         if self.resize_method not in RESIZE_METHODS:
@@ -196,6 +246,9 @@ class SSDConfig:
                 bits_ok(self.weight_bits) and bits_ok(self.activation_bits)):
             problems.append(f"graph_rewriter.quantization: weight_bits {self.weight_bits}, activation_bits "
                             f"{self.activation_bits} (both 2..16, or neither)")
+        if self.weight_bits and self.feature_extractor_type != SSD_MOBILENET_V1:
+            problems.append(f"graph_rewriter.quantization with {self.feature_extractor_type} is not supported "
+                            "(no quantization-aware graph of it to prove the conversion against)")
         if self.weight_bits and (self.use_depthwise or self.box_predictor_use_depthwise):
             # contrib.quantize's rewrite of these layers has no reference graph here to prove it against.
             problems.append("graph_rewriter.quantization with use_depthwise (feature extractor or box predictor) "
@@ -203,7 +256,86 @@ class SSDConfig:
         if problems:
             raise ConfigError("; ".join(problems))
 
+    def _architecture_problems(self) -> list:
+        """What the feature extractor, box predictor and anchor generator settings cannot build
+        together, as the OD API's builders would refuse it (or fail building the graph)."""
+        problems = []
+        fe, fe_path = self.feature_extractor_type, "feature_extractor"
+        if fe not in FEATURE_EXTRACTORS:
+            return [f"{fe_path}.type: {fe} (supported: {', '.join(FEATURE_EXTRACTORS)})"]
+        if fe == SSD_MOBILENET_V1_FPN:
+            if self.fpn_min_level not in FPN_BASE_LEVELS or self.fpn_max_level < self.fpn_min_level:
+                problems.append(f"{fe_path}.fpn: min_level {self.fpn_min_level}, max_level {self.fpn_max_level} "
+                                f"(min_level one of {', '.join(map(str, FPN_BASE_LEVELS))}, max_level >= min_level)")
+            elif not self.use_explicit_padding:
+                problems += self._fpn_size_problems()
+            if self.fpn_additional_layer_depth < 1:
+                problems.append(f"{fe_path}.fpn.additional_layer_depth: {self.fpn_additional_layer_depth}")
+        maps = self.num_feature_maps
+        bp = self.box_predictor_type
+        if bp not in BOX_PREDICTORS:
+            problems.append(f"box_predictor: {bp} (supported: {', '.join(BOX_PREDICTORS)})")
+        elif bp == WEIGHT_SHARED:
+            path = f"box_predictor.{WEIGHT_SHARED}"
+            if fe == SSD_MOBILENET_V1:
+                # Its maps differ in depth: the OD API inserts projection layers, not reproduced here.
+                problems.append(f"{path} on {fe}'s feature maps of different depths is not supported "
+                                f"(it is with {SSD_MOBILENET_V1_FPN} and {SSD_MOBILENET_V1_PPN})")
+            if self.box_predictor_num_layers_before_predictor < 0 or (
+                    self.box_predictor_num_layers_before_predictor and self.box_predictor_depth < 1):
+                problems.append(f"{path}: num_layers_before_predictor {self.box_predictor_num_layers_before_predictor} "
+                                f"of depth {self.box_predictor_depth}")
+            if self.box_predictor_use_depthwise and self.box_predictor_kernel_size == 1:
+                problems.append(f"{path}.use_depthwise with kernel_size 1 (the OD API refuses it)")
+        if self.box_predictor_kernel_size < 1:
+            problems.append(f"box_predictor kernel_size: {self.box_predictor_kernel_size}")
+        ag = self.anchor_generator_type
+        if ag not in ANCHOR_GENERATORS:
+            problems.append(f"anchor_generator: {ag} (supported: {', '.join(ANCHOR_GENERATORS)})")
+        elif ag == SSD_ANCHORS and self.num_layers != maps:
+            problems.append(f"anchor_generator.{SSD_ANCHORS}.num_layers: {self.num_layers} ({fe} has {maps} "
+                            "feature maps)")
+        elif ag == MULTISCALE_ANCHORS:
+            path = f"anchor_generator.{MULTISCALE_ANCHORS}"
+            levels = self.anchor_max_level - self.anchor_min_level + 1
+            if self.anchor_min_level < 0 or levels != maps:
+                problems.append(f"{path}: levels {self.anchor_min_level}..{self.anchor_max_level} for {fe}'s "
+                                f"{maps} feature maps")
+            if not self.aspect_ratios or self.scales_per_octave < 1 or self.anchor_scale <= 0:
+                problems.append(f"{path}: aspect_ratios {list(self.aspect_ratios)}, scales_per_octave "
+                                f"{self.scales_per_octave}, anchor_scale {self.anchor_scale} (anchors need at "
+                                "least one aspect ratio and scale)")
+            if self.anchor_specs:
+                problems.append(f"anchor_specs are {SSD_ANCHORS}'s, not {MULTISCALE_ANCHORS}'s")
+        if bp == WEIGHT_SHARED and not problems and len(set(self.anchors_per_location())) > 1:
+            problems.append(f"box_predictor.{WEIGHT_SHARED} needs the same number of anchors at every feature map, "
+                            f"the anchor generator gives {self.anchors_per_location()}")
+        return problems
+
+    def _fpn_size_problems(self) -> list:
+        """FPN adds each level's projection to the level above upsampled x2: without explicit
+        padding (which slices the upsampled map) the sizes must halve exactly up to level 5, or the
+        OD API cannot build the graph."""
+        h = -(-self.image_height // self.pad_to_multiple) * self.pad_to_multiple
+        w = -(-self.image_width // self.pad_to_multiple) * self.pad_to_multiple
+        top = min(self.fpn_max_level, FPN_BASE_LEVELS[-1])
+        sizes = {level: (-(-h // 2 ** level), -(-w // 2 ** level)) for level in range(self.fpn_min_level, top + 1)}
+        for level in range(self.fpn_min_level, top):
+            if sizes[level] != (2 * sizes[level + 1][0], 2 * sizes[level + 1][1]):
+                return [f"image size {self.image_height}x{self.image_width}: {SSD_MOBILENET_V1_FPN} without "
+                        f"use_explicit_padding needs a size whose level {level} ({sizes[level][0]}x{sizes[level][1]}) "
+                        f"is twice level {level + 1} ({sizes[level + 1][0]}x{sizes[level + 1][1]}); multiples of "
+                        f"{2 ** top} are"]
+        return []
+
     # ---- derived quantities -------------------------------------------------------------
+
+    @property
+    def num_feature_maps(self) -> int:
+        """Feature maps the feature extractor gives: 6, or FPN's levels."""
+        if self.feature_extractor_type == SSD_MOBILENET_V1_FPN:
+            return self.fpn_max_level - self.fpn_min_level + 1
+        return 6
 
     @property
     def num_class_slots(self) -> int:
@@ -215,15 +347,9 @@ class SSDConfig:
         return max(int(d * self.depth_multiplier), self.min_depth)
 
     def anchors_per_location(self) -> list:
-        """Anchors per feature map cell, per layer: [3, 6, 6, 6, 6, 6] for the zoo config."""
-        if self.anchor_specs:
-            return [len(layer) for layer in self.anchor_specs]
-        if self.interpolated_anchor_after_unit_ratio:
-            extra = sum(1 for r in self.aspect_ratios if r == 1.0)
-        else:
-            extra = 1 if self.interpolated_scale_aspect_ratio > 0.0 else 0
-        return [3 if (i == 0 and self.reduce_boxes_in_lowest_layer) else len(self.aspect_ratios) + extra
-                for i in range(self.num_layers)]
+        """Anchors per feature map cell, per feature map: [3, 6, 6, 6, 6, 6] for the zoo config."""
+        from ssd_mobilenet import anchor_generators
+        return anchor_generators.anchors_per_location(self)
 
     def replace(self, **changes) -> "SSDConfig":
         return dataclasses.replace(self, **changes)
@@ -265,18 +391,9 @@ class SSDConfig:
                 raise ConfigError(f"base_batch_norm_epsilon {self.base_batch_norm_epsilon} is neither 0.001 nor "
                                   "batch_norm_epsilon: no pipeline.config expresses it")
             fe_extra += "      override_base_feature_extractor_hyperparams: true\n"
-        anchors = "".join(f"        aspect_ratios: {f(r)}\n" for r in self.aspect_ratios)
-        anchors += "".join(f"        scales: {f(s)}\n" for s in self.scales)
-        for (hs, ws), (ho, wo) in zip(self.anchor_strides, self.anchor_offsets or [(None, None)] * 6):
-            anchors += f"        height_stride: {hs}\n        width_stride: {ws}\n"
-            if ho is not None:
-                anchors += f"        height_offset: {ho}\n        width_offset: {wo}\n"
-        if not self.reduce_boxes_in_lowest_layer:
-            anchors += "        reduce_boxes_in_lowest_layer: false\n"
-        if self.anchor_specs:
-            anchors = ("        # The graph's anchors are explicit per-layer specs that no ssd_anchor_generator gives bit\n"
-                       "        # for bit (model_config.json: anchor_specs); these are the nearest generator settings.\n"
-                       + anchors)
+        if self.feature_extractor_type == SSD_MOBILENET_V1_FPN:
+            fe_extra += (f"      fpn {{ min_level: {self.fpn_min_level} max_level: {self.fpn_max_level} "
+                         f"additional_layer_depth: {self.fpn_additional_layer_depth} }}\n")
         ys, xs, hs, ws = self.box_coder_scales
         rewriter = ""
         if self.weight_bits:
@@ -294,7 +411,7 @@ class SSDConfig:
       }}
     }}
     feature_extractor {{
-      type: "ssd_mobilenet_v1"
+      type: "{self.feature_extractor_type}"
       depth_multiplier: {f(self.depth_multiplier)}
       min_depth: {self.min_depth}
 {fe_extra}      conv_hyperparams {{
@@ -308,29 +425,9 @@ class SSDConfig:
       faster_rcnn_box_coder {{ y_scale: {f(ys)} x_scale: {f(xs)} height_scale: {f(hs)} width_scale: {f(ws)} }}
     }}
     box_predictor {{
-      convolutional_box_predictor {{
-        conv_hyperparams {{
-          activation: RELU_6
-          regularizer {{ l2_regularizer {{ weight: 4e-05 }} }}
-          initializer {{ truncated_normal_initializer {{ stddev: 0.03 }} }}
-          batch_norm {{ decay: 0.9997 center: true scale: true epsilon: {f(self.box_predictor_batch_norm_epsilon)} }}
-        }}
-        num_layers_before_predictor: 0
-        kernel_size: {self.box_predictor_kernel_size}
-        box_code_size: 4
-        use_depthwise: {str(self.box_predictor_use_depthwise).lower()}
-      }}
-    }}
+{self._box_predictor_text(f)}    }}
     anchor_generator {{
-      ssd_anchor_generator {{
-        num_layers: {self.num_layers}
-        min_scale: {f(self.min_scale)}
-        max_scale: {f(self.max_scale)}
-{anchors}        interpolated_scale_aspect_ratio: {f(self.interpolated_scale_aspect_ratio)}
-        base_anchor_height: {f(self.base_anchor_height)}
-        base_anchor_width: {f(self.base_anchor_width)}
-      }}
-    }}
+{self._anchor_generator_text(f)}    }}
     post_processing {{
       batch_non_max_suppression {{
         score_threshold: {f(self.score_threshold)}
@@ -344,6 +441,73 @@ class SSDConfig:
   }}
 }}
 {rewriter}"""
+
+    def _box_predictor_text(self, f) -> str:
+        """The `box_predictor` oneof of `to_pipeline_config` (`f` spells a float)."""
+        batch_norm = (f"          batch_norm {{ decay: 0.9997 center: true scale: true "
+                      f"epsilon: {f(self.box_predictor_batch_norm_epsilon)} }}\n")
+        if self.box_predictor_type == CONVOLUTIONAL:
+            return f"""      convolutional_box_predictor {{
+        conv_hyperparams {{
+          activation: RELU_6
+          regularizer {{ l2_regularizer {{ weight: 4e-05 }} }}
+          initializer {{ truncated_normal_initializer {{ stddev: 0.03 }} }}
+{batch_norm}        }}
+        num_layers_before_predictor: 0
+        kernel_size: {self.box_predictor_kernel_size}
+        box_code_size: 4
+        use_depthwise: {str(self.box_predictor_use_depthwise).lower()}
+      }}
+"""
+        return f"""      weight_shared_convolutional_box_predictor {{
+        conv_hyperparams {{
+          activation: RELU_6
+          regularizer {{ l2_regularizer {{ weight: 4e-05 }} }}
+          initializer {{ random_normal_initializer {{ mean: 0.0 stddev: 0.01 }} }}
+{batch_norm if self.box_predictor_batch_norm else ""}        }}
+        depth: {self.box_predictor_depth}
+        num_layers_before_predictor: {self.box_predictor_num_layers_before_predictor}
+        kernel_size: {self.box_predictor_kernel_size}
+        box_code_size: 4
+        class_prediction_bias_init: {f(self.class_prediction_bias_init)}
+        use_dropout: {str(self.box_predictor_use_dropout).lower()}
+        dropout_keep_probability: {f(self.dropout_keep_probability)}
+        share_prediction_tower: {str(self.share_prediction_tower).lower()}
+        use_depthwise: {str(self.box_predictor_use_depthwise).lower()}
+      }}
+"""
+
+    def _anchor_generator_text(self, f) -> str:
+        """The `anchor_generator` oneof of `to_pipeline_config` (`f` spells a float)."""
+        ratios = "".join(f"        aspect_ratios: {f(r)}\n" for r in self.aspect_ratios)
+        if self.anchor_generator_type == MULTISCALE_ANCHORS:
+            return f"""      multiscale_anchor_generator {{
+        min_level: {self.anchor_min_level}
+        max_level: {self.anchor_max_level}
+        anchor_scale: {f(self.anchor_scale)}
+{ratios}        scales_per_octave: {self.scales_per_octave}
+      }}
+"""
+        anchors = ratios + "".join(f"        scales: {f(s)}\n" for s in self.scales)
+        for (hs, ws), (ho, wo) in zip(self.anchor_strides, self.anchor_offsets or [(None, None)] * self.num_layers):
+            anchors += f"        height_stride: {hs}\n        width_stride: {ws}\n"
+            if ho is not None:
+                anchors += f"        height_offset: {ho}\n        width_offset: {wo}\n"
+        if not self.reduce_boxes_in_lowest_layer:
+            anchors += "        reduce_boxes_in_lowest_layer: false\n"
+        if self.anchor_specs:
+            anchors = ("        # The graph's anchors are explicit per-layer specs that no ssd_anchor_generator gives bit\n"
+                       "        # for bit (model_config.json: anchor_specs); these are the nearest generator settings.\n"
+                       + anchors)
+        return f"""      ssd_anchor_generator {{
+        num_layers: {self.num_layers}
+        min_scale: {f(self.min_scale)}
+        max_scale: {f(self.max_scale)}
+{anchors}        interpolated_scale_aspect_ratio: {f(self.interpolated_scale_aspect_ratio)}
+        base_anchor_height: {f(self.base_anchor_height)}
+        base_anchor_width: {f(self.base_anchor_width)}
+      }}
+"""
 
 
 def parse_pipeline_config(path_or_text: str) -> TextMessage:
@@ -468,15 +632,25 @@ class _PipelineReader:
         if fe is None:
             raise ConfigError(f"{p} is missing")
         kind = self.get(fe, "type", p, str, "")
-        if kind not in ("ssd_mobilenet_v1", "ssd_mobilenet_v1_keras"):
-            self.fail(f"{p}.type", kind, "only ssd_mobilenet_v1 is supported (FPN, PPN and other backbones are not)")
+        kind = FEATURE_EXTRACTOR_ALIASES.get(kind, kind)
+        if kind not in FEATURE_EXTRACTORS:
+            self.fail(f"{p}.type", kind or "(missing)", f"supported: {', '.join(FEATURE_EXTRACTORS)}")
+        c["feature_extractor_type"] = kind
         c["depth_multiplier"] = self.get(fe, "depth_multiplier", p, float, 1.0)
         c["min_depth"] = self.get(fe, "min_depth", p, int, 16)
         c["pad_to_multiple"] = self.get(fe, "pad_to_multiple", p, int, 1)
         c["use_explicit_padding"] = self.get(fe, "use_explicit_padding", p, bool, False)
         c["use_depthwise"] = self.get(fe, "use_depthwise", p, bool, False)
-        if fe.child("fpn") is not None:
-            self.fail(f"{p}.fpn", "{...}", "FPN feature extractors are not supported")
+        if fe.child("bifpn") is not None:
+            self.fail(f"{p}.bifpn", "{...}", "BiFPN is not supported")
+        fpn = fe.child("fpn")
+        if fpn is not None and kind != SSD_MOBILENET_V1_FPN:
+            # model_builder passes the fpn settings to the feature extractor, whose class then refuses them.
+            self.fail(f"{p}.fpn", "{...}", f"only {SSD_MOBILENET_V1_FPN} takes fpn settings, not {kind}")
+        # FeaturePyramidNetworks' proto defaults, which are also the FPN extractor's without an fpn block.
+        c["fpn_min_level"] = self.get(fpn, "min_level", f"{p}.fpn", int, 3)
+        c["fpn_max_level"] = self.get(fpn, "max_level", f"{p}.fpn", int, 7)
+        c["fpn_additional_layer_depth"] = self.get(fpn, "additional_layer_depth", f"{p}.fpn", int, 256)
         hp = fe.child("conv_hyperparams")
         self._check_hyperparams(hp, f"{p}.conv_hyperparams")
         bn = hp.child("batch_norm") if hp is not None else None
@@ -486,10 +660,13 @@ class _PipelineReader:
 
     def _box_predictor(self, ssd, c):
         bp = ssd.child("box_predictor")
-        kind, cbp = bp.oneof(("convolutional_box_predictor", "weight_shared_convolutional_box_predictor",
-                              "mask_rcnn_box_predictor", "rfcn_box_predictor")) if bp else (None, None)
-        if kind != "convolutional_box_predictor":
-            self.fail("model.ssd.box_predictor", kind or "(missing)", "only convolutional_box_predictor is supported")
+        kind, cbp = bp.oneof(BOX_PREDICTORS + ("mask_rcnn_box_predictor", "rfcn_box_predictor")) if bp else (None, None)
+        if kind not in BOX_PREDICTORS:
+            self.fail("model.ssd.box_predictor", kind or "(missing)", f"supported: {', '.join(BOX_PREDICTORS)}")
+        c["box_predictor_type"] = kind
+        if kind == WEIGHT_SHARED:
+            self._weight_shared_box_predictor(cbp, c)
+            return
         p = "model.ssd.box_predictor.convolutional_box_predictor"
         layers = self.get(cbp, "num_layers_before_predictor", p, int, 0)
         if layers != 0:
@@ -507,12 +684,51 @@ class _PipelineReader:
             c["box_predictor_batch_norm_epsilon"] = self.get(bn, "epsilon", f"{p}.conv_hyperparams.batch_norm",
                                                              float, _f32(0.001))
 
+    def _weight_shared_box_predictor(self, wsp, c):
+        p = f"model.ssd.box_predictor.{WEIGHT_SHARED}"
+        c["box_predictor_depth"] = self.get(wsp, "depth", p, int, 0)
+        c["box_predictor_num_layers_before_predictor"] = self.get(wsp, "num_layers_before_predictor", p, int, 0)
+        c["box_predictor_kernel_size"] = self.get(wsp, "kernel_size", p, int, 3)
+        c["box_predictor_use_depthwise"] = self.get(wsp, "use_depthwise", p, bool, False)
+        c["share_prediction_tower"] = self.get(wsp, "share_prediction_tower", p, bool, False)
+        c["class_prediction_bias_init"] = self.get(wsp, "class_prediction_bias_init", p, float, 0.0)
+        c["box_predictor_use_dropout"] = self.get(wsp, "use_dropout", p, bool, False)
+        c["dropout_keep_probability"] = self.get(wsp, "dropout_keep_probability", p, float, _f32(0.8))
+        code_size = self.get(wsp, "box_code_size", p, int, 4)
+        if code_size != 4:
+            self.fail(f"{p}.box_code_size", code_size, "faster_rcnn_box_coder codes have 4 values")
+        # IDENTITY (the default) leaves the logits to post-processing's score converter; SIGMOID
+        # converts them in the predictor too (the OD API's TPU inference form).
+        converter = self.get(wsp, "score_converter", p, str, "IDENTITY")
+        if converter != "IDENTITY":
+            self.fail(f"{p}.score_converter", converter, "only IDENTITY is supported")
+        if wsp is not None and wsp.child("box_encodings_clip_range") is not None:
+            self.fail(f"{p}.box_encodings_clip_range", "{...}", "clipping the box encodings is not supported")
+        hp = wsp.child("conv_hyperparams") if wsp is not None else None
+        if hp is not None and hp.child("group_norm") is not None:
+            self.fail(f"{p}.conv_hyperparams.group_norm", "{...}", "group norm is not supported")
+        # apply_batch_norm: the towers' batch norm comes with conv_hyperparams.batch_norm; their
+        # activation is ReLU6 whatever conv_hyperparams says (the predictor applies it itself).
+        bn = hp.child("batch_norm") if hp is not None else None
+        c["box_predictor_batch_norm"] = bn is not None
+        if bn is not None:
+            for flag in ("center", "scale"):
+                if not self.get(bn, flag, f"{p}.conv_hyperparams.batch_norm", bool, flag == "center"):
+                    self.fail(f"{p}.conv_hyperparams.batch_norm.{flag}", "false",
+                              "batch norm without beta/gamma is not supported")
+            c["box_predictor_batch_norm_epsilon"] = self.get(bn, "epsilon", f"{p}.conv_hyperparams.batch_norm",
+                                                             float, _f32(0.001))
+
     def _anchors(self, ssd, c):
         ag = ssd.child("anchor_generator")
-        kind, a = ag.oneof(("ssd_anchor_generator", "multiscale_anchor_generator",
-                            "grid_anchor_generator", "flexible_grid_anchor_generator")) if ag else (None, None)
-        if kind != "ssd_anchor_generator":
-            self.fail("model.ssd.anchor_generator", kind or "(missing)", "only ssd_anchor_generator is supported")
+        kind, a = ag.oneof(ANCHOR_GENERATORS + ("grid_anchor_generator", "flexible_grid_anchor_generator")) \
+            if ag else (None, None)
+        if kind not in ANCHOR_GENERATORS:
+            self.fail("model.ssd.anchor_generator", kind or "(missing)", f"supported: {', '.join(ANCHOR_GENERATORS)}")
+        c["anchor_generator_type"] = kind
+        if kind == MULTISCALE_ANCHORS:
+            self._multiscale_anchors(a, c)
+            return
         p = "model.ssd.anchor_generator.ssd_anchor_generator"
         fl = lambda name: tuple(self._float(v, f"{p}.{name}") for v in a.scalars(name))
         c["num_layers"] = self.get(a, "num_layers", p, int, 6)
@@ -529,6 +745,19 @@ class _PipelineReader:
         ints = lambda vs, name: tuple(int(self._float(v, f"{p}.{name}")) for v in vs)
         c["anchor_strides"] = tuple(zip(ints(hs, "height_stride"), ints(ws, "width_stride")))
         c["anchor_offsets"] = tuple(zip(ints(ho, "height_offset"), ints(wo, "width_offset")))
+
+    def _multiscale_anchors(self, a, c):
+        p = f"model.ssd.anchor_generator.{MULTISCALE_ANCHORS}"
+        c["anchor_min_level"] = self.get(a, "min_level", p, int, 3)
+        c["anchor_max_level"] = self.get(a, "max_level", p, int, 7)
+        c["anchor_scale"] = self.get(a, "anchor_scale", p, float, 4.0)
+        c["scales_per_octave"] = self.get(a, "scales_per_octave", p, int, 2)
+        c["aspect_ratios"] = tuple(self._float(v, f"{p}.aspect_ratios") for v in a.scalars("aspect_ratios"))
+        if not c["aspect_ratios"]:
+            self.fail(f"{p}.aspect_ratios", "(none)", "anchors need at least one aspect ratio")
+        if not self.get(a, "normalize_coordinates", p, bool, True):
+            # Anchors in pixels make boxes in pixels, which the post-processing clips to [0, 1].
+            self.fail(f"{p}.normalize_coordinates", "false", "only normalized anchors are supported")
 
     def _float(self, value, path):
         try:

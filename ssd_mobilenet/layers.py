@@ -128,15 +128,23 @@ class FakeQuant(keras.layers.Layer):
 
 
 class SlimConv(keras.layers.Layer):
-    """`slim.conv2d` / `slim.separable_conv2d(num_outputs=None)` with optional BN and ReLU6.
+    """`slim.conv2d` / `slim.separable_conv2d` with optional BN and ReLU6.
 
     Args:
-      filters: output channels of a regular conv; ignored for `depthwise=True`
+      filters: output channels of a regular or separable conv; ignored for `depthwise=True`
         (channel multiplier 1, as every depthwise layer of this model has).
       kernel_size, stride: square kernel and stride.
       depthwise: a depthwise conv with variable `depthwise_weights` [k, k, C, 1]
-        instead of a conv with `weights` [k, k, C_in, filters].
+        instead of a conv with `weights` [k, k, C_in, filters]
+        (`slim.separable_conv2d(num_outputs=None)`).
+      separable: a depthwise conv then a 1x1 conv in one layer, variables `depthwise_weights`
+        [k, k, C, 1] and `pointwise_weights` [1, 1, C, filters] (`slim.separable_conv2d` with
+        `num_outputs`, as FPN and the weight-shared box predictor build it with `use_depthwise`):
+        `tf.nn.separable_conv2d`, the op slim runs.
       batch_norm: add a `BatchNorm` sublayer (slim: `normalizer_fn`); otherwise a `biases` variable.
+      bias: with `batch_norm=False`, whether the layer has `biases` (default). False is slim's
+        `normalizer_fn=tf.identity`: no bias, no normalisation (the weight-shared box predictor's
+        tower convs, whose batch norm is a separate layer per feature map).
       relu6: apply ReLU6 at the end (slim: `activation_fn=tf.nn.relu6`).
       explicit_padding: pad symmetrically by (k-1)/2 and convolve VALID
         (`use_explicit_padding` in the OD API) instead of SAME.
@@ -147,12 +155,19 @@ class SlimConv(keras.layers.Layer):
 
     def __init__(self, filters=None, kernel_size=1, stride=1, depthwise=False, batch_norm=True, relu6=True,
                  explicit_padding=False, bn_epsilon=0.001, fused_batch_norm=False, weight_bits=0, activation_bits=0,
-                 **kwargs):
+                 separable=False, bias=True, **kwargs):
         super().__init__(**kwargs)
+        if depthwise and separable:
+            raise ValueError("depthwise (no pointwise conv) and separable exclude each other")
+        if (weight_bits or activation_bits) and separable:
+            raise ValueError("quantization-aware separable convs are not supported")
         self.filters = filters
         self.kernel_size = kernel_size
         self.stride = stride
         self.depthwise = depthwise
+        self.separable = separable
+        self.bias_without_norm = bool(bias)
+        self.use_bias = self.bias_without_norm and not batch_norm
         self.batch_norm = batch_norm
         self.relu6 = relu6
         self.explicit_padding = explicit_padding
@@ -171,16 +186,20 @@ class SlimConv(keras.layers.Layer):
     def build(self, input_shape):
         c_in = int(input_shape[-1])
         k = self.kernel_size
-        if self.depthwise:
+        self.pointwise_kernel = None
+        if self.depthwise or self.separable:
             self.kernel = self.add_weight(name="depthwise_weights", shape=(k, k, c_in, 1))
             c_out = c_in
         else:
             self.kernel = self.add_weight(name="weights", shape=(k, k, c_in, self.filters))
             c_out = self.filters
+        if self.separable:
+            self.pointwise_kernel = self.add_weight(name="pointwise_weights", shape=(1, 1, c_in, self.filters))
+            c_out = self.filters
+        self.bias = None
         if self.norm is not None:
             self.norm.build(tuple(input_shape[:-1]) + (c_out,))
-            self.bias = None
-        else:
+        elif self.use_bias:
             self.bias = self.add_weight(name="biases", shape=(c_out,), initializer="zeros")
         for quant in (self.weights_quant, self.act_quant):
             if quant is not None:
@@ -201,13 +220,15 @@ class SlimConv(keras.layers.Layer):
                 # them (`mul_fold`, `BatchNorm_Fold/bias`), in the order `fold_batch_norm` uses.
                 kernel, bias = fold_batch_norm(self)
             kernel = tf.cast(self.weights_quant(kernel), x.dtype)
-        if self.depthwise:
+        if self.separable:
+            y = tf.nn.separable_conv2d(x, kernel, self.pointwise_kernel, strides, padding)
+        elif self.depthwise:
             y = tf.nn.depthwise_conv2d(x, kernel, strides, padding)
         else:
             y = tf.nn.conv2d(x, kernel, strides, padding)
         if self.norm is not None and self.weights_quant is None:
             y = self.norm(y, training=training)
-        else:
+        elif bias is not None:
             y = tf.nn.bias_add(y, bias)
         if self.relu6:
             y = tf.nn.relu6(y)
@@ -230,7 +251,8 @@ class SlimConv(keras.layers.Layer):
                 "stride": self.stride, "depthwise": self.depthwise, "batch_norm": self.batch_norm,
                 "relu6": self.relu6, "explicit_padding": self.explicit_padding,
                 "bn_epsilon": self.bn_epsilon, "fused_batch_norm": self.fused_batch_norm,
-                "weight_bits": self.weight_bits, "activation_bits": self.activation_bits}
+                "weight_bits": self.weight_bits, "activation_bits": self.activation_bits,
+                "separable": self.separable, "bias": self.bias_without_norm}
 
 
 def fold_batch_norm(layer: SlimConv):
@@ -242,11 +264,12 @@ def fold_batch_norm(layer: SlimConv):
     `kernel = weights * inv`, `bias = beta - mean * inv`), so the folded model rounds like
     the TF1 session with its default optimisations, not like the graph as written
     (~1e-6 relative apart). A depthwise kernel [k, k, C, 1] scales along C, a regular
-    kernel [k, k, C_in, C_out] along C_out.
+    kernel [k, k, C_in, C_out] along C_out; of a separable layer the pointwise kernel
+    [1, 1, C, C_out] is the one returned, scaled along C_out (its depthwise kernel stays).
     """
     norm = layer.norm
     inv = tf.math.rsqrt(tf.convert_to_tensor(norm.moving_variance) + norm.epsilon) * tf.convert_to_tensor(norm.gamma)
-    kernel = tf.convert_to_tensor(layer.kernel)
+    kernel = tf.convert_to_tensor(layer.pointwise_kernel if layer.separable else layer.kernel)
     kernel = kernel * (inv[:, None] if layer.depthwise else inv)
     return kernel, tf.convert_to_tensor(norm.beta) - tf.convert_to_tensor(norm.moving_mean) * inv
 

@@ -1,4 +1,4 @@
-"""`SSDMobileNetV1`: the Keras 3 network of the TF1 SSD MobileNet v1 graph."""
+"""`SSDMobileNetV1`: the Keras 3 network of the TF1 SSD MobileNet v1 graph (plain, FPN or PPN)."""
 
 from __future__ import annotations
 
@@ -6,17 +6,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ssd_mobilenet import anchors as anchors_lib
-from ssd_mobilenet import box_coder, postprocessing, preprocessing
+from ssd_mobilenet import anchor_generators, box_coder, box_predictors, feature_extractors, postprocessing, preprocessing
 from ssd_mobilenet import layers as layers_lib
-from ssd_mobilenet.backbone import build_feature_extractor, feature_map_shapes
-from ssd_mobilenet.box_predictor import BoxPredictor, build_box_predictors
+from ssd_mobilenet.box_predictors.convolutional import BoxPredictor
 from ssd_mobilenet.config import SSDConfig
-
-# Where `predict_raw(slice_size=...)` stops slicing: the end of the 150x150 and 75x75 layers
-# (at 300x300; per image Conv2d_1_pointwise alone is 150*150*64 floats = 5.8 MB) and the
-# first 38x38 block; Conv2d_5_pointwise's output is 38*38*256 floats = 1.5 MB per image.
-STEM_END = "Conv2d_5_pointwise"
+from ssd_mobilenet.feature_extractors.mobilenet_v1 import STEM_END  # noqa: F401 (its old home)
 
 
 def run_in_slices(fn, images, size: int, element_shape, dtype=tf.float32, concurrent: int = 1):
@@ -69,7 +63,10 @@ class SSDMobileNetV1(keras.Model):
     """SSD MobileNet v1 with layers named after the TF1 scopes.
 
     The network maps a preprocessed image to raw predictions; `detect` adds the stages
-    around it (preprocessing, anchors, box decoding, post-processing).
+    around it (preprocessing, anchors, box decoding, post-processing). Its parts are the
+    config's, chosen as the OD API's builders choose them: the feature extractor
+    (`ssd_mobilenet.feature_extractors`: ssd_mobilenet_v1, _fpn, _ppn), the box predictor
+    (`ssd_mobilenet.box_predictors`) and the anchor generator (`ssd_mobilenet.anchor_generators`).
 
     Args:
       config: an `SSDConfig`.
@@ -81,7 +78,7 @@ class SSDMobileNetV1(keras.Model):
       extractor pads them to `pad_to_multiple`) -> dict with
         `box_encodings` [N, A, 4] ([ty, tx, th, tw], TF1 node `concat`),
         `class_predictions_with_background` [N, A, num_class_slots] (logits, `concat_1`).
-      A = 1917 for the zoo config at 300x300.
+      A = 1917 for the zoo config at 300x300, 51150 for the FPN zoo config at 640x640.
     Example:
       >>> model = SSDMobileNetV1(SSDConfig(num_classes=2))
       >>> out = model.detect(np.zeros([1, 480, 640, 3], np.uint8))
@@ -93,9 +90,11 @@ class SSDMobileNetV1(keras.Model):
             config = SSDConfig.from_dict(config)
         # === Layers and functional graph ===
         image = keras.Input((config.image_height, config.image_width, 3), dtype="float32", name="preprocessed_image")
-        feature_maps, endpoints = build_feature_extractor(image, config, fold_batch_norm)
+        extractor = feature_extractors.for_config(config)
+        feature_maps, endpoints = extractor.build(image, config, fold_batch_norm)
         # The inference copy (batch norm folded) also runs each map's two heads as one conv.
-        box_encodings, class_logits = build_box_predictors(feature_maps, config, merge_heads=fold_batch_norm)
+        box_encodings, class_logits = box_predictors.build_box_predictors(feature_maps, config,
+                                                                          merge_heads=fold_batch_norm)
         super().__init__(inputs=image,
                          outputs={"box_encodings": box_encodings,
                                   "class_predictions_with_background": class_logits},
@@ -105,17 +104,23 @@ class SSDMobileNetV1(keras.Model):
         self.batch_norm_folded = fold_batch_norm
         self.feature_map_names = [t._keras_history.operation.name for t in feature_maps]
         self.feature_map_shapes = [(int(t.shape[1]), int(t.shape[2])) for t in feature_maps]
-        if self.feature_map_shapes != feature_map_shapes(config):
+        if self.feature_map_shapes != extractor.feature_map_shapes(config):
             # The converter reads anchors off TF1 graphs with the shapes computed without a model.
             raise RuntimeError(f"feature maps {self.feature_map_shapes} built, "
-                               f"{feature_map_shapes(config)} computed")
-        self.anchors = anchors_lib.generate_anchors(config, self.feature_map_shapes)
-        self._endpoint_names = list(endpoints)
+                               f"{extractor.feature_map_shapes(config)} computed")
+        self.anchors = anchor_generators.generate_anchors(config, self.feature_map_shapes)
+        # {layer name: its TF1 op scope under FeatureExtractor/MobilenetV1/}, in graph order.
+        self.endpoint_scopes = {t._keras_history.operation.name: scope for scope, t in endpoints.items()}
+        self._endpoint_names = list(self.endpoint_scopes)
+        self.stem_end = extractor.stem_end(config)
+        # TF1 weights the OD API builds that this network does not use: ((name pattern, reason), ...).
+        self.unused_tf1_weights = extractor.unused_tf1_weights(config)
         object.__setattr__(self, "_split", None)
 
     @property
     def endpoint_names(self) -> list:
-        """Every feature extractor layer's scope in graph order (`Conv2d_0` ... extra layers)."""
+        """Every feature extractor layer's name in graph order (`Conv2d_0` ... extra layers; FPN's
+        `projection_3`, `smoothing_2`, ...); `endpoint_scopes` has their TF1 op scopes."""
         return list(self._endpoint_names)
 
     def endpoint_model(self, names=None) -> keras.Model:
@@ -138,9 +143,10 @@ class SSDMobileNetV1(keras.Model):
         """[N, A, 4] codes -> [N, A, 4] boxes [ymin, xmin, ymax, xmax] (unclipped)."""
         return box_coder.decode(box_encodings, self.anchors, self.config.box_coder_scales)
 
-    def split(self, layer_name: str = STEM_END):
+    def split(self, layer_name: str | None = None):
         """(stem, head): two Keras models sharing this model's layers, preprocessed image ->
-        `layer_name`'s output -> the outputs dict."""
+        `layer_name`'s output (default `stem_end`) -> the outputs dict."""
+        layer_name = layer_name or self.stem_end
         if self._split is None or self._split[0] != layer_name:
             features = self.get_layer(layer_name).output
             split = (layer_name, keras.Model(self.inputs, features), keras.Model(features, self.outputs_dict()))
@@ -153,7 +159,7 @@ class SSDMobileNetV1(keras.Model):
         """uint8 images -> (decoded boxes [N, A, 4], class logits [N, A, slots]).
 
         `slice_size`: run preprocessing and the stem (the high-resolution layers up to
-        `STEM_END`) on slices of this many images, one slice after the other, then the rest
+        `stem_end`) on slices of this many images, one slice after the other, then the rest
         of the network on the whole batch. The allocator then holds one slice's large early
         activations instead of the batch's, while the late layers, whose cost is mostly
         their weights, still run batched. None runs everything on the whole batch.
@@ -209,8 +215,9 @@ def fold_batch_norm(model: SSDMobileNetV1, precision: str = "float32") -> SSDMob
     lets Grappler fuse conv + bias + ReLU6 into one kernel. It rounds like a TF1 session
     with default optimisations (which folds the same way), ~1e-6 relative from the graph
     as written; `model` stays the exact reference. Heads with their own batch norm
-    (`box_predictor_use_depthwise`) keep it unfolded; plain conv heads are merged, one conv
-    per feature map for box codes and class logits (`BoxPredictor(merge_heads=True)`).
+    (`box_predictor_use_depthwise`, the weight-shared predictor's per-map batch norm after shared
+    convs) keep it unfolded; plain conv heads are merged, one conv per feature map for box codes
+    and class logits (`BoxPredictor(merge_heads=True)`).
 
     Args:
       model: an `SSDMobileNetV1` with unfolded batch norm and its weights.
@@ -235,7 +242,11 @@ def fold_batch_norm(model: SSDMobileNetV1, precision: str = "float32") -> SSDMob
             target.merge_from(source)
         elif isinstance(source, layers_lib.SlimConv) and source.norm is not None and target.norm is None:
             kernel, bias = layers_lib.fold_batch_norm(source)
-            target.kernel.assign(kernel)
+            if source.separable:  # the depthwise kernel as it is, batch norm into the pointwise one
+                target.kernel.assign(source.kernel)
+                target.pointwise_kernel.assign(kernel)
+            else:
+                target.kernel.assign(kernel)
             target.bias.assign(bias)
             for quant in ("weights_quant", "act_quant"):
                 if getattr(source, quant) is not None:

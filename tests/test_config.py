@@ -1,6 +1,8 @@
 import glob
+import re
 import os
 
+import numpy as np
 import pytest
 
 from tests.conftest import ZOO, needs_shared, zoo_path
@@ -46,13 +48,29 @@ def test_depth_multiplier_sample_config():
 
 
 @needs_shared
-@pytest.mark.parametrize("name, field", [
-    ("ssd_mobilenet_v1_fpn_shared_box_predictor_640x640_coco14_sync.config", "model.ssd."),
-    ("ssd_mobilenet_v1_ppn_shared_box_predictor_300x300_coco14_sync.config", "model.ssd."),
-])
-def test_unsupported_variants_name_the_field(name, field):
-    with pytest.raises(ConfigError, match=field):
-        SSDConfig.from_pipeline_config(zoo_path("sample_configs", name))
+def test_fpn_and_ppn_sample_configs():
+    """The zoo's FPN 640 and PPN 300 configs, as the OD API's builders read them."""
+    fpn = SSDConfig.from_pipeline_config(
+        zoo_path("sample_configs", "ssd_mobilenet_v1_fpn_shared_box_predictor_640x640_coco14_sync.config"))
+    assert (fpn.feature_extractor_type, fpn.box_predictor_type, fpn.anchor_generator_type) == (
+        "ssd_mobilenet_v1_fpn", "weight_shared_convolutional_box_predictor", "multiscale_anchor_generator")
+    assert (fpn.fpn_min_level, fpn.fpn_max_level, fpn.fpn_additional_layer_depth) == (3, 7, 256)
+    assert (fpn.box_predictor_depth, fpn.box_predictor_num_layers_before_predictor, fpn.box_predictor_kernel_size,
+            fpn.share_prediction_tower, fpn.box_predictor_batch_norm) == (256, 4, 3, False, True)
+    assert fpn.class_prediction_bias_init == np.float32(-4.6)
+    assert (fpn.anchor_min_level, fpn.anchor_max_level, fpn.anchor_scale, fpn.scales_per_octave,
+            fpn.aspect_ratios) == (3, 7, 4.0, 2, (1.0, 2.0, 0.5))
+    assert fpn.num_feature_maps == 5 and fpn.anchors_per_location() == [6] * 5
+    ppn = SSDConfig.from_pipeline_config(
+        zoo_path("sample_configs", "ssd_mobilenet_v1_ppn_shared_box_predictor_300x300_coco14_sync.config"))
+    assert (ppn.feature_extractor_type, ppn.box_predictor_type, ppn.anchor_generator_type) == (
+        "ssd_mobilenet_v1_ppn", "weight_shared_convolutional_box_predictor", "ssd_anchor_generator")
+    assert (ppn.box_predictor_depth, ppn.box_predictor_num_layers_before_predictor, ppn.box_predictor_kernel_size,
+            ppn.share_prediction_tower, ppn.reduce_boxes_in_lowest_layer) == (512, 1, 1, True, False)
+    assert ppn.anchors_per_location() == [6] * 6
+    for config in (fpn, ppn):
+        assert SSDConfig.from_pipeline_config(config.to_pipeline_config()) == config
+        assert SSDConfig.from_dict(config.to_dict()) == config
 
 
 @needs_shared
@@ -109,6 +127,94 @@ def test_minimal_config_defaults_follow_the_proto():
 def test_unsupported_values_raise_naming_field(change, field):
     with pytest.raises(ConfigError, match=field):
         SSDConfig.from_pipeline_config(_minimal(**change))
+
+
+def _family(**repl):
+    """A small FPN config (`kind="ppn"`: PPN) in the zoo's form, with textual replacements."""
+    text = """model { ssd { num_classes: 3
+      image_resizer { fixed_shape_resizer { height: 256 width: 256 } }
+      feature_extractor { type: "ssd_mobilenet_v1_fpn" depth_multiplier: 0.25 min_depth: 16
+        conv_hyperparams { activation: RELU_6 batch_norm { epsilon: 0.001 scale: true } }
+        override_base_feature_extractor_hyperparams: true
+        fpn { min_level: 3 max_level: 7 } }
+      box_coder { faster_rcnn_box_coder { } }
+      box_predictor { weight_shared_convolutional_box_predictor {
+        conv_hyperparams { activation: RELU_6 batch_norm { epsilon: 0.001 scale: true } }
+        depth: 64 num_layers_before_predictor: 4 kernel_size: 3 class_prediction_bias_init: -4.6 } }
+      anchor_generator { multiscale_anchor_generator { min_level: 3 max_level: 7 anchor_scale: 4.0
+        aspect_ratios: 1.0 aspect_ratios: 2.0 aspect_ratios: 0.5 scales_per_octave: 2 } }
+      post_processing { batch_non_max_suppression { score_threshold: 1e-8 } score_converter: SIGMOID }
+    } }"""
+    for a, b in repl.items():
+        text = text.replace(a, b)
+    return text
+
+
+def test_family_defaults_follow_the_protos():
+    """Fields a config leaves out take the proto defaults of the releases users' exports come from:
+    the FPN block's levels 3..7 and depth 256, the weight-shared predictor's kernel 3, depth 0, no
+    shared tower, the multiscale generator's levels 3..7, anchor scale 4, 2 scales per octave."""
+    c = SSDConfig.from_pipeline_config(_family(**{"fpn { min_level: 3 max_level: 7 }": "",
+                                                  "kernel_size: 3": "", "min_level: 3 max_level: 7 anchor_scale: 4.0": "",
+                                                  "scales_per_octave: 2": ""}))
+    assert (c.fpn_min_level, c.fpn_max_level, c.fpn_additional_layer_depth) == (3, 7, 256)
+    assert (c.box_predictor_kernel_size, c.share_prediction_tower, c.box_predictor_use_depthwise) == (3, False, False)
+    assert (c.anchor_min_level, c.anchor_max_level, c.anchor_scale, c.scales_per_octave) == (3, 7, 4.0, 2)
+    # No batch_norm in the predictor's conv_hyperparams: its tower convs have biases instead.
+    no_bn = SSDConfig.from_pipeline_config(_family(**{
+        "conv_hyperparams { activation: RELU_6 batch_norm { epsilon: 0.001 scale: true } }\n        depth":
+        "conv_hyperparams { activation: RELU_6 }\n        depth"}))
+    assert no_bn.box_predictor_batch_norm is False
+    assert SSDConfig.from_pipeline_config(no_bn.to_pipeline_config()) == no_bn
+
+
+@pytest.mark.parametrize("change, field", [
+    ({'"ssd_mobilenet_v1_fpn"': '"ssd_mobilenet_v2_fpn"'}, "feature_extractor.type: ssd_mobilenet_v2_fpn"),
+    ({'"ssd_mobilenet_v1_fpn"': '"ssd_resnet50_v1_fpn"'}, "feature_extractor.type: ssd_resnet50_v1_fpn"),
+    ({"fpn { min_level: 3 max_level: 7 }": "bifpn { min_level: 3 max_level: 7 }"}, "feature_extractor.bifpn"),
+    ({'"ssd_mobilenet_v1_fpn"': '"ssd_mobilenet_v1_ppn"'}, "feature_extractor.fpn"),
+    ({"min_level: 3 max_level: 7 }": "min_level: 1 max_level: 7 }"}, "feature_extractor.fpn"),
+    ({"height: 256 width: 256": "height: 300 width: 300"}, "image size 300x300"),
+    ({"class_prediction_bias_init: -4.6": "score_converter: SIGMOID"},
+     "weight_shared_convolutional_box_predictor.score_converter"),
+    ({"class_prediction_bias_init: -4.6": "box_encodings_clip_range { min: -10 max: 10 }"},
+     "box_encodings_clip_range"),
+    ({"class_prediction_bias_init: -4.6": "box_code_size: 5"}, "box_code_size"),
+    ({"kernel_size: 3": "kernel_size: 1 use_depthwise: true"}, "use_depthwise with kernel_size 1"),
+    ({"scales_per_octave: 2": "scales_per_octave: 2 normalize_coordinates: false"}, "normalize_coordinates"),
+    ({"aspect_ratios: 1.0 aspect_ratios: 2.0 aspect_ratios: 0.5": ""}, "aspect_ratios"),
+    ({"min_level: 3 max_level: 7 anchor_scale": "min_level: 3 max_level: 6 anchor_scale"},
+     "multiscale_anchor_generator: levels 3..6"),
+    ({'"ssd_mobilenet_v1_fpn"': '"ssd_mobilenet_v1"', "fpn { min_level: 3 max_level: 7 }": ""},
+     "weight_shared_convolutional_box_predictor on ssd_mobilenet_v1"),
+    ({"multiscale_anchor_generator { min_level: 3 max_level: 7 anchor_scale: 4.0\n        aspect_ratios: 1.0 "
+      "aspect_ratios: 2.0 aspect_ratios: 0.5 scales_per_octave: 2 }": "ssd_anchor_generator { num_layers: 6 }"},
+     "ssd_anchor_generator.num_layers: 6 (ssd_mobilenet_v1_fpn has 5 feature maps)"),
+])
+def test_family_values_not_reproduced_are_refused_naming_the_field(change, field):
+    text = _family(**change)
+    assert text != _family()
+    with pytest.raises(ConfigError, match=re.escape(field)):
+        SSDConfig.from_pipeline_config(text)
+
+
+def test_quantization_of_fpn_is_refused():
+    rewriter = "\ngraph_rewriter { quantization { weight_bits: 8 activation_bits: 8 } }"
+    with pytest.raises(ConfigError, match="quantization with ssd_mobilenet_v1_fpn"):
+        SSDConfig.from_pipeline_config(_family() + rewriter)
+
+
+def test_fpn_sizes_without_explicit_padding_must_halve_exactly():
+    """Each level adds the level above upsampled x2: 300 gives 38, 19, 10 at levels 3..5 and the
+    OD API cannot build the graph; explicit padding crops the upsampled map, and any size builds."""
+    with pytest.raises(ConfigError, match="level 4 .19x19. is twice level 5 .10x10."):
+        SSDConfig.from_pipeline_config(_family(**{"height: 256 width: 256": "height: 300 width: 300"}))
+    padded = SSDConfig.from_pipeline_config(_family(**{"height: 256 width: 256": "height: 300 width: 300",
+                                                       "min_depth: 16": "min_depth: 16 use_explicit_padding: true"}))
+    assert padded.image_height == 300
+    # pad_to_multiple pads the image (inside the feature extractor) to a size that halves.
+    assert SSDConfig.from_pipeline_config(_family(**{"height: 256 width: 256": "height: 200 width: 200",
+                                                     "min_depth: 16": "min_depth: 16 pad_to_multiple: 32"}))
 
 
 def test_broken_text_is_a_config_error():

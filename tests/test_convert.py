@@ -266,9 +266,24 @@ def test_misspelt_pipeline_config_field(zoo_fixture, tmp_path, capsys, written, 
 @needs_shared
 def test_unsupported_pipeline_config(zoo_fixture, tmp_path, capsys):
     src = _only(zoo_fixture(ZOO_2018), tmp_path / "m", ["model.ckpt.*", "checkpoint"])
+    with open(zoo_path("sample_configs", "ssd_mobilenet_v1_fpn_shared_box_predictor_640x640_coco14_sync.config")) as f:
+        text = f.read()
+    with open(os.path.join(src, "pipeline.config"), "w") as f:
+        f.write(text.replace("ssd_mobilenet_v1_fpn", "ssd_mobilenet_v2_fpn"))
+    _bad(tmp_path, capsys, [src], "feature_extractor.type: ssd_mobilenet_v2_fpn")
+
+
+@needs_shared
+def test_config_of_another_network_than_the_weights(zoo_fixture, tmp_path, capsys):
+    """The zoo's FPN config beside the plain zoo checkpoint: refused naming both networks (the
+    weights in another network are no model, --trust-weights or not)."""
+    src = _only(zoo_fixture(ZOO_2018), tmp_path / "m", ["model.ckpt.*", "checkpoint"])
     shutil.copy(zoo_path("sample_configs", "ssd_mobilenet_v1_fpn_shared_box_predictor_640x640_coco14_sync.config"),
                 os.path.join(src, "pipeline.config"))
-    _bad(tmp_path, capsys, [src], "feature_extractor.type")
+    _bad(tmp_path, capsys, [src, "--trust-weights"],
+         "feature_extractor_type ssd_mobilenet_v1_fpn in the config but ssd_mobilenet_v1 in the weights; "
+         "box_predictor_type weight_shared_convolutional_box_predictor in the config but "
+         "convolutional_box_predictor in the weights")
 
 
 def test_checkpoint_of_another_model(tmp_path, capsys):

@@ -35,6 +35,17 @@ def _rounded_interpolated_scales(config) -> tuple:
                        for j, (s, r) in enumerate(layer))
                  for i, layer in enumerate(anchors.box_specs(config)))
 
+def _fpn(**fields) -> SSDConfig:
+    """An ssd_mobilenet_v1_fpn config in the zoo's form (weight-shared heads, multiscale anchors) and
+    the exports' TF 1.15+ graph traits, with `fields`."""
+    return SSDConfig(**{**dict(feature_extractor_type="ssd_mobilenet_v1_fpn",
+                               box_predictor_type="weight_shared_convolutional_box_predictor",
+                               anchor_generator_type="multiscale_anchor_generator", aspect_ratios=(1.0, 2.0, 0.5),
+                               class_prediction_bias_init=_f32(-4.6), score_threshold=_f32(1e-8),
+                               normalize_before_resize=True, fused_batch_norm=True, nms_variant=NMS_CLIP_AFTER),
+                        **fields})
+
+
 FAMILY = {
     # Three aspect ratios and no interpolated anchor: 3 anchors per location everywhere. No
     # background column: the class head has num_classes columns, class ids count from 1 still.
@@ -91,6 +102,29 @@ FAMILY = {
     "2017_11_zoo_sigmoid_logit_scale_small": SSDConfig(num_classes=6, depth_multiplier=0.25, image_height=128,
                                                        image_width=160, background_slice="logits",
                                                        logit_scale=_f32(2.5)),
+    # FPN and PPN (the builder's slim graphs are the OD API exporter's: tests/tf1/test_builder.py),
+    # in the exports' TF 1.15+ form. FPN levels 2..5 (Conv2d_3 tapped, no bottom-up layers) of
+    # depth 128, every 3x3 conv depthwise separable, explicit padding at a size whose levels do not
+    # halve exactly (the upsampled maps cropped), the predictor's convs separable too, 1 class.
+    "fpn_levels2to5_depthwise_explicit_padding_136x104": _fpn(
+        num_classes=1, depth_multiplier=0.25, image_height=136, image_width=104, fpn_min_level=2, fpn_max_level=5,
+        fpn_additional_layer_depth=128, use_depthwise=True, use_explicit_padding=True, box_predictor_depth=32,
+        box_predictor_num_layers_before_predictor=2, box_predictor_kernel_size=3, box_predictor_use_depthwise=True,
+        anchor_min_level=2, anchor_max_level=5),
+    # Levels 4..6 on multiplier 0.35 with min_depth 24 clamping early layers; one shared tower
+    # without batch norm (its convs have biases); anchors of one scale in 3 per octave, scale 3.
+    "fpn_levels4to6_shared_tower_without_batch_norm": _fpn(
+        num_classes=7, depth_multiplier=_f32(0.35), min_depth=24, image_height=160, image_width=128,
+        fpn_min_level=4, fpn_max_level=6, box_predictor_depth=24, box_predictor_num_layers_before_predictor=2,
+        box_predictor_kernel_size=3, share_prediction_tower=True, box_predictor_batch_norm=False,
+        anchor_min_level=4, anchor_max_level=6, anchor_scale=3.0, scales_per_octave=3, aspect_ratios=(1.0, 2.0)),
+    # PPN with separate towers of two 3x3 layers (the zoo's: one shared 1x1), 5 classes, non-square.
+    "ppn_separate_towers_kernel3_128x160": SSDConfig(
+        feature_extractor_type="ssd_mobilenet_v1_ppn", box_predictor_type="weight_shared_convolutional_box_predictor",
+        num_classes=5, depth_multiplier=0.25, image_height=128, image_width=160, box_predictor_depth=32,
+        box_predictor_num_layers_before_predictor=2, box_predictor_kernel_size=3,
+        class_prediction_bias_init=_f32(-4.6), min_scale=_f32(0.15), reduce_boxes_in_lowest_layer=False,
+        normalize_before_resize=True, fused_batch_norm=True, nms_variant=NMS_CLIP_AFTER),
 }
 
 
@@ -386,7 +420,72 @@ def test_embedded_ssd_mobilenet_v1_is_refused_as_such(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == (f"error: {path}: the feature extractor is embedded_ssd_mobilenet_v1 (5 feature maps, 2x2 kernel "
                        "extra layer Conv2d_13_pointwise_2_Conv2d_4_2x2_s2_64), which is not supported: only "
-                       "ssd_mobilenet_v1 (6 feature maps) is")
+                       "ssd_mobilenet_v1, ssd_mobilenet_v1_fpn, ssd_mobilenet_v1_ppn are")
+    assert not (tmp_path / "out").exists()
+
+
+ONLY = "which is not supported: only ssd_mobilenet_v1, ssd_mobilenet_v1_fpn, ssd_mobilenet_v1_ppn are"
+
+
+def _variables(scope_names) -> dict:
+    """{name: small float32 value} of variables named as another OD API feature extractor's."""
+    rng = np.random.default_rng(0)
+    return {name: rng.normal(size=(3, 3, 8, 8)).astype(np.float32) for name in scope_names}
+
+
+def _frozen_graph(path, weights):
+    import tensorflow as tf
+    graph_def = tf.compat.v1.GraphDef()
+    for name, value in weights.items():
+        node = graph_def.node.add(name=name, op="Const")
+        node.attr["dtype"].type = tf.float32.as_datatype_enum
+        node.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value))
+    path.write_bytes(graph_def.SerializeToString())
+
+
+def _checkpoint(folder, weights):
+    import tensorflow as tf
+    names = sorted(weights)
+    tf.raw_ops.SaveV2(prefix=str(folder / "model.ckpt"), tensor_names=names, shape_and_slices=[""] * len(names),
+                      tensors=[tf.constant(weights[n]) for n in names])
+    (folder / "checkpoint").write_text('model_checkpoint_path: "model.ckpt"\n')
+
+
+@pytest.mark.parametrize("form, names, named", [
+    ("frozen graph", ["FeatureExtractor/MobilenetV2/Conv/weights", "FeatureExtractor/MobilenetV2/layer_19_2_Conv2d_2_3x3_s2_512/weights",
+                      "BoxPredictor_0/BoxEncodingPredictor/weights"],
+     "FeatureExtractor/MobilenetV2/ (ssd_mobilenet_v2)"),
+    ("checkpoint", ["FeatureExtractor/resnet_v1_50/conv1/weights", "FeatureExtractor/resnet_v1_50/fpn/projection_1/weights",
+                    "WeightSharedConvolutionalBoxPredictor/BoxPredictor/weights"],
+     "FeatureExtractor/resnet_v1_50/ (ssd_resnet50_v1_fpn)"),
+    ("checkpoint", ["FeatureExtractor/InceptionV2/Conv2d_1a_7x7/weights", "BoxPredictor_0/ClassPredictor/weights"],
+     "FeatureExtractor/InceptionV2/ (ssd_inception_v2)"),
+])
+def test_another_feature_extractor_is_refused_naming_it(tmp_path, capsys, form, names, named):
+    """Its variable scope (or a frozen graph's node names, which hold no weight this tool reads) names
+    the OD API feature extractor, in one line, exit 2, nothing written; so it does beside a
+    pipeline.config, whichever feature extractor that names (a config alone naming another is
+    refused by its `feature_extractor.type`: tests/test_config.py)."""
+    from migrate.cli import main
+    src = tmp_path / "src"
+    src.mkdir()
+    if form == "frozen graph":
+        where = src / "frozen_inference_graph.pb"
+        _frozen_graph(where, _variables(names))
+    else:
+        _checkpoint(src, _variables(names))
+        where = src / "model.ckpt.index"
+    assert main(["convert", str(src), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"error: {where}: the feature extractor is {named}, {ONLY}"
+    if form == "frozen graph":
+        return
+    text = SSDConfig(num_classes=3).to_pipeline_config()
+    for kind in ("ssd_inception_v2", "ssd_mobilenet_v1_fpn"):
+        (src / "pipeline.config").write_text(text.replace('type: "ssd_mobilenet_v1"', f'type: "{kind}"'))
+        assert main(["convert", str(src), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"error: {where}: the feature extractor is {named}, {ONLY}"]
     assert not (tmp_path / "out").exists()
 
 

@@ -108,3 +108,92 @@ def test_legacy_anchor_order_moves_the_interpolated_anchor():
     np.testing.assert_array_equal(old[3], new[3])
     np.testing.assert_array_equal(old[4], new[8])
     np.testing.assert_array_equal(old[5:9], new[4:8])
+
+
+FPN_640 = "ssd_mobilenet_v1_fpn_shared_box_predictor_640x640_coco14_sync.config"
+PPN_300 = "ssd_mobilenet_v1_ppn_shared_box_predictor_300x300_coco14_sync.config"
+
+
+@needs_shared
+@pytest.mark.slow
+@pytest.mark.parametrize("name, maps, anchors, weights, scopes", [
+    # Levels 3..7: Conv2d_5, 11 and 13 (strides 8, 16, 32) through the pyramid, two bottom-up convs.
+    (FPN_640, [(80, 80, 256), (40, 40, 256), (20, 20, 256), (10, 10, 256), (5, 5, 256)], 51150, 333,
+     ["fpn/top_down/projection_3", "fpn/top_down/projection_2", "fpn/top_down/smoothing_2",
+      "fpn/top_down/projection_1", "fpn/top_down/smoothing_1", "fpn/bottom_up_Conv2d_14", "fpn/bottom_up_Conv2d_15"]),
+    # Conv2d_11_pointwise and its five max-pools; MobileNet's Conv2d_12 and 13 not built.
+    (PPN_300, [(19, 19, 512), (10, 10, 512), (5, 5, 512), (3, 3, 512), (2, 2, 512), (1, 1, 512)], 3000, 144,
+     [f"MaxPool2d_{i}_2x2" for i in range(5)]),
+])
+def test_zoo_fpn_and_ppn_build(name, maps, anchors, weights, scopes):
+    """The zoo's FPN 640 and PPN 300: feature maps, anchors (the issue's 51150 for FPN), weight count
+    (that of the OD API export of the same config in ../shared, variables.txt), and the layers after
+    MobileNet named by their TF1 op scopes."""
+    model = SSDMobileNetV1(SSDConfig.from_pipeline_config(zoo_path("sample_configs", name)))
+    assert [tuple(model.get_layer(n).output.shape[1:]) for n in model.feature_map_names] == maps
+    assert model.anchors.shape == (anchors, 4) and len(model.weights) == weights
+    assert [s for s in model.endpoint_scopes.values() if not s.startswith("Conv2d_")] == scopes
+    assert "Conv2d_12_depthwise" not in model.endpoint_scopes if name == PPN_300 else True
+
+
+def _nontrivial(model, seed):
+    """Batch norm statistics and biases away from their initial values, so folding has work to do."""
+    rng = np.random.default_rng(seed)
+    for v in model.weights:
+        if v.path.endswith(("moving_variance", "gamma")):
+            v.assign(rng.uniform(0.5, 2.0, v.shape).astype(np.float32))
+        elif v.path.endswith(("moving_mean", "beta", "biases")):
+            v.assign(rng.normal(0, 0.5, v.shape).astype(np.float32))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fields", [
+    dict(feature_extractor_type="ssd_mobilenet_v1_fpn", fpn_min_level=3, fpn_max_level=6, use_depthwise=True,
+         use_explicit_padding=True, box_predictor_depth=16, box_predictor_num_layers_before_predictor=2,
+         box_predictor_use_depthwise=True, box_predictor_kernel_size=3,
+         anchor_generator_type="multiscale_anchor_generator", anchor_max_level=6,
+         aspect_ratios=(1.0, 2.0, 0.5), image_height=104, image_width=136),
+    dict(feature_extractor_type="ssd_mobilenet_v1_ppn", box_predictor_depth=16,
+         box_predictor_num_layers_before_predictor=1, box_predictor_kernel_size=1, share_prediction_tower=True,
+         reduce_boxes_in_lowest_layer=False, image_height=96, image_width=96),
+])
+def test_fpn_and_ppn_fold_their_batch_norm_and_round_trip_a_checkpoint(fields, tmp_path):
+    """The inference copy folds every feature extractor batch norm (FPN's separable convs into their
+    pointwise kernels) and keeps the weight-shared heads' per-map batch norm, within float32
+    rounding of the model; `detector.save` and the strict `load_model` give the model back."""
+    from ssd_mobilenet import detector
+    from ssd_mobilenet.box_predictors.weight_shared import WeightSharedConvolutionalBoxPredictor
+    from ssd_mobilenet.model import fold_batch_norm
+    config = SSDConfig(num_classes=4, depth_multiplier=0.25,
+                       box_predictor_type="weight_shared_convolutional_box_predictor", **fields)
+    model = SSDMobileNetV1(config)
+    _nontrivial(model, 2)
+    folded = fold_batch_norm(model)
+    assert not any(v.path.endswith("moving_mean") and not v.path.startswith("WeightShared") for v in folded.weights)
+    assert isinstance(folded.get_layer("WeightSharedConvolutionalBoxPredictor"), WeightSharedConvolutionalBoxPredictor)
+    x = np.random.default_rng(3).uniform(-1, 1, (2, config.image_height, config.image_width, 3)).astype(np.float32)
+    exact, fast = model(x), folded(x)
+    for key in exact:
+        scale = float(np.max(np.abs(exact[key])))
+        np.testing.assert_allclose(fast[key], exact[key], rtol=0, atol=1e-5 * max(scale, 1.0), err_msg=key)
+    detector.save(model, str(tmp_path))
+    again = detector.load_model(str(tmp_path))
+    assert again.config == config
+    for key, value in again(x).items():
+        np.testing.assert_array_equal(value, exact[key])
+
+
+@pytest.mark.parametrize("min_level, stem_end", [(2, "Conv2d_3_pointwise"), (3, "Conv2d_5_pointwise")])
+def test_fpn_stem_ends_before_the_finest_tapped_layer(min_level, stem_end):
+    """The Detector runs the high-resolution stem on slices (`split`); the rest of the network must
+    depend on the stem only through its last layer, so a level-2 FPN (tapping Conv2d_3) ends it there."""
+    config = SSDConfig(num_classes=2, depth_multiplier=0.25, image_height=96, image_width=96,
+                       feature_extractor_type="ssd_mobilenet_v1_fpn", fpn_min_level=min_level, fpn_max_level=5,
+                       box_predictor_type="weight_shared_convolutional_box_predictor", box_predictor_kernel_size=3,
+                       anchor_generator_type="multiscale_anchor_generator", anchor_min_level=min_level,
+                       anchor_max_level=5, aspect_ratios=(1.0,), scales_per_octave=1)
+    model = SSDMobileNetV1(config)
+    assert model.stem_end == stem_end
+    stem, head = model.split()  # keras refuses a head whose inputs do not reach its outputs
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 96, 96, 3)).astype(np.float32)
+    np.testing.assert_array_equal(head(stem(x))["box_encodings"], model(x)["box_encodings"])

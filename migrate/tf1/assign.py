@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from migrate.tf1 import name_map
@@ -16,7 +18,9 @@ def plan(weights: dict, model, use_moving_averages: bool = False):
 
     Args:
       weights: {tf1_name: ndarray}.
-      model: an `SSDMobileNetV1`.
+      model: an `SSDMobileNetV1`; its `unused_tf1_weights` ((pattern, reason), ...) are TF1
+        weights the OD API builds and its feature extractor does not use (PPN's Conv2d_12 and 13):
+        ignored with that reason.
       use_moving_averages: take `<name>/ExponentialMovingAverage` where the checkpoint has it.
     Returns:
       (assignments, ignored): [(keras_path, tf1_name, ndarray)] in model variable order and
@@ -26,8 +30,10 @@ def plan(weights: dict, model, use_moving_averages: bool = False):
     """
     targets = {v.path: v for v in model.weights}
     by_target, ignored, unknown = {}, {}, []
+    unused = getattr(model, "unused_tf1_weights", ())
     for name in sorted(weights):
-        reason = name_map.ignore_reason(name)
+        reason = name_map.ignore_reason(name) or next((why for pattern, why in unused if re.match(pattern, name)),
+                                                      None)
         if reason is not None:
             ignored[name] = reason
             continue

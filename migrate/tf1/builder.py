@@ -1,4 +1,5 @@
-"""The TF1 Object Detection API's SSD MobileNet v1 inference graph, rebuilt from an `SSDConfig`.
+"""The TF1 Object Detection API's SSD MobileNet v1 inference graph (plain, FPN or PPN), rebuilt from an
+`SSDConfig`.
 
 A second, independent implementation of what `ssd_mobilenet` computes in Keras: a
 `tf.compat.v1` graph built the way the OD API exporter built it (tf-slim convolutions,
@@ -15,6 +16,15 @@ after the sort), `fused_batch_norm`, `pad_extra_layers_to_even` (2017 zero-paddi
 concatenation), `interpolated_anchor_after_unit_ratio` (2017 anchor order), `background_slice`
 (2017: the background column sliced off the logits before the score conversion) and
 `normalize_before_resize` (later OD API code: the image scaled to [-1, 1] before the resize loop).
+
+The feature extractor, box predictor and anchor generator follow the config's types as the OD
+API's builders choose them: `ssd_mobilenet_v1` (`_feature_maps`), `_fpn` (`_fpn_feature_maps`,
+`feature_map_generators.fpn_top_down_feature_maps`), `_ppn` (`_ppn_feature_maps`,
+`pooling_pyramid_feature_maps`); `convolutional_box_predictor` (`_box_predictor`) or
+`weight_shared_convolutional_box_predictor` (`_weight_shared_box_predictor`);
+`ssd_anchor_generator` (`_anchors`) or `multiscale_anchor_generator` (`_multiscale_anchors`).
+FPN's x2 upsampling is `ops.nearest_neighbor_upsampling` in its 2019+ form (`w_stack`, `h_stack`)
+or, with `fpn_upsampling="ones"`, its 2018 one (a reshape times ones).
 """
 
 from __future__ import annotations
@@ -34,7 +44,8 @@ import tf_slim as slim
 from tensorflow.python.training import moving_averages
 
 from migrate.tf1.frozen_graph import DETECTION_OUTPUTS
-from ssd_mobilenet.config import BACKGROUND_SLICE_LOGITS, NMS_CLIP_BEFORE, SSDConfig
+from ssd_mobilenet.config import (BACKGROUND_SLICE_LOGITS, MULTISCALE_ANCHORS, NMS_CLIP_BEFORE, SSD_MOBILENET_V1_FPN,
+                                  SSD_MOBILENET_V1_PPN, WEIGHT_SHARED, SSDConfig)
 
 tf1 = tf.compat.v1
 
@@ -43,6 +54,11 @@ _CONV_DEFS = ((0, "conv", 2, 32), (1, "sep", 1, 64), (2, "sep", 2, 128), (3, "se
               (4, "sep", 2, 256), (5, "sep", 1, 256), (6, "sep", 2, 512), (7, "sep", 1, 512),
               (8, "sep", 1, 512), (9, "sep", 1, 512), (10, "sep", 1, 512), (11, "sep", 1, 512),
               (12, "sep", 2, 1024), (13, "sep", 1, 1024))
+# ssd_mobilenet_v1_fpn's `_create_modified_mobilenet_config`, with use_depthwise.
+_FPN_DEPTHWISE_CONV_DEFS = _CONV_DEFS[:12] + ((12, "sep", 2, 512), (13, "sep", 1, 256))
+# ssd_mobilenet_v1_fpn's feature_blocks: the MobileNet layer of each FPN level 2..5.
+_FPN_BLOCKS = {2: "Conv2d_3_pointwise", 3: "Conv2d_5_pointwise", 4: "Conv2d_11_pointwise", 5: "Conv2d_13_pointwise"}
+FPN_UPSAMPLINGS = ("stack", "ones")
 # ssd_mobilenet_v1_feature_extractor's feature_map_layout.
 _FROM_LAYER = ("Conv2d_11_pointwise", "Conv2d_13_pointwise", "", "", "", "")
 _LAYER_DEPTH = (-1, -1, 512, 256, 256, 128)
@@ -189,7 +205,7 @@ def _depth_fn(config: SSDConfig):
     return lambda d: max(int(d * config.depth_multiplier), config.min_depth)
 
 
-def _mobilenet_v1_base(inputs, config: SSDConfig, scope):
+def _mobilenet_v1_base(inputs, config: SSDConfig, scope, conv_defs=_CONV_DEFS):
     """slim's `mobilenet_v1_base` up to `Conv2d_13_pointwise`; returns its end points.
 
     Re-entering `scope` (a VariableScope) opens a second `MobilenetV1` name scope, as in the
@@ -201,7 +217,7 @@ def _mobilenet_v1_base(inputs, config: SSDConfig, scope):
     with tf1.variable_scope(scope, "MobilenetV1", [inputs]):
         with slim.arg_scope([slim.conv2d, slim.separable_conv2d], padding=padding):
             net = inputs
-            for i, kind, stride, d in _CONV_DEFS:
+            for i, kind, stride, d in conv_defs:
                 if config.use_explicit_padding:
                     net = _fixed_padding(net, 3)
                 if kind == "conv":
@@ -216,14 +232,21 @@ def _mobilenet_v1_base(inputs, config: SSDConfig, scope):
     return end_points
 
 
-def _feature_maps(preprocessed, config: SSDConfig, training: "dict | None" = None) -> list:
-    """`ssd_mobilenet_v1` feature extractor (scope `FeatureExtractor/MobilenetV1`): 6 maps.
+def _feature_maps(preprocessed, config: SSDConfig, training: "dict | None" = None,
+                  fpn_upsampling: str = "stack") -> list:
+    """The config's feature extractor (scope `FeatureExtractor/MobilenetV1`): its feature maps.
 
-    Base maps are Conv2d_11_pointwise and Conv2d_13_pointwise; each extra map is a 1x1 conv
-    to half depth and a 3x3 stride-2 conv (`multi_resolution_feature_maps`, insert_1x1_conv).
+    `ssd_mobilenet_v1`: 6 maps. Base maps are Conv2d_11_pointwise and Conv2d_13_pointwise; each
+    extra map is a 1x1 conv to half depth and a 3x3 stride-2 conv
+    (`multi_resolution_feature_maps`, insert_1x1_conv). FPN and PPN: `_fpn_feature_maps`,
+    `_ppn_feature_maps`.
     `training`: None (inference) or {BASE: LayerTraining, EXTRA: LayerTraining} for the 14
-    MobileNet layers and the extra layers.
+    MobileNet layers and the layers after them.
     """
+    if config.feature_extractor_type == SSD_MOBILENET_V1_FPN:
+        return _fpn_feature_maps(preprocessed, config, training, fpn_upsampling)
+    if config.feature_extractor_type == SSD_MOBILENET_V1_PPN:
+        return _ppn_feature_maps(preprocessed, config, training)
     training = training or {}
     depth = _depth_fn(config)
     net = preprocessed
@@ -259,6 +282,98 @@ def _feature_maps(preprocessed, config: SSDConfig, training: "dict | None" = Non
     return maps
 
 
+def _nearest_neighbor_upsampling(x, form: str):
+    """`ops.nearest_neighbor_upsampling(x, 2)`: [N, H, W, C] -> [N, 2H, 2W, C], in the 2019+ form
+    (`w_stack` and `h_stack`, each then reshaped) or the 2018 one (reshape to [N, H, 1, W, 1, C]
+    times ones [1, 1, 2, 1, 2, 1], reshape)."""
+    with tf1.name_scope("nearest_neighbor_upsampling"):
+        n, h, w, c = _static_or_dynamic_shape(x)
+        if form == "ones":
+            y = tf.reshape(x, [n, h, 1, w, 1, c]) * tf.ones([1, 1, 2, 1, 2, 1], dtype=x.dtype)
+            return tf.reshape(y, [n, h * 2, w * 2, c])
+        y = tf.reshape(tf.stack([x] * 2, axis=3, name="w_stack"), [n, h, w * 2, c])
+        return tf.reshape(tf.stack([y] * 2, axis=2, name="h_stack"), [n, h * 2, w * 2, c])
+
+
+def _fpn_feature_maps(preprocessed, config: SSDConfig, training: "dict | None" = None,
+                      upsampling: str = "stack") -> list:
+    """`ssd_mobilenet_v1_fpn` (scope `FeatureExtractor/MobilenetV1`, the pyramid's variables under
+    `fpn/`, its top-down ops under `fpn/top_down/`): one map per level fpn_min_level..max_level.
+
+    MobileNet v1 (to Conv2d_13_pointwise whatever the levels; with use_depthwise its last two blocks
+    shallower), then `fpn_top_down_feature_maps` over the tapped layers: `projection_<n>` of the
+    coarsest (1x1, bias, linear), each finer level its projection plus the coarser map upsampled
+    x2 (cropped to the projection's size with explicit padding), smoothed by `smoothing_<k>`
+    (3x3 conv -> BN -> ReLU6); levels above 5 are `bottom_up_Conv2d_<14..>` (3x3 stride 2) from
+    the coarsest map. With use_depthwise the 3x3 convs are separable.
+    """
+    if upsampling not in FPN_UPSAMPLINGS:
+        raise ValueError(f"fpn_upsampling must be one of {', '.join(FPN_UPSAMPLINGS)}, got {upsampling!r}")
+    training = training or {}
+    depth_fn = _depth_fn(config)
+    depth = depth_fn(config.fpn_additional_layer_depth)
+    conv_defs = _FPN_DEPTHWISE_CONV_DEFS if config.use_depthwise else _CONV_DEFS
+    top = min(config.fpn_max_level, 5)
+    padding = "VALID" if config.use_explicit_padding else "SAME"
+    if config.use_depthwise:
+        conv3x3 = lambda *args, **kwargs: slim.separable_conv2d(*args, depth_multiplier=1, **kwargs)  # noqa: E731
+    else:
+        conv3x3 = slim.conv2d
+    net = preprocessed
+    with tf1.variable_scope("FeatureExtractor", values=[net]):
+        with tf1.variable_scope("MobilenetV1") as scope:
+            if config.pad_to_multiple > 1:
+                net = _pad_to_multiple(net, config.pad_to_multiple)
+            with _conv_arg_scope(config.base_batch_norm_epsilon, config.fused_batch_norm, training.get(BASE)):
+                end_points = _mobilenet_v1_base(net, config, scope, conv_defs)
+            features = [end_points[_FPN_BLOCKS[level]] for level in range(config.fpn_min_level, top + 1)]
+            with _conv_arg_scope(config.batch_norm_epsilon, config.fused_batch_norm, training.get(EXTRA)), \
+                    tf1.variable_scope("fpn"):
+                n = len(features)
+                with tf1.name_scope("top_down"), slim.arg_scope([slim.conv2d, slim.separable_conv2d],
+                                                                padding=padding, stride=1):
+                    top_down = slim.conv2d(features[-1], depth, [1, 1], activation_fn=None, normalizer_fn=None,
+                                           scope=f"projection_{n}")
+                    maps = [top_down]
+                    for level in reversed(range(n - 1)):
+                        top_down = _nearest_neighbor_upsampling(top_down, upsampling)
+                        residual = slim.conv2d(features[level], depth, [1, 1], activation_fn=None,
+                                               normalizer_fn=None, scope=f"projection_{level + 1}")
+                        if config.use_explicit_padding:
+                            shape = tf.shape(residual)
+                            top_down = top_down[:, :shape[1], :shape[2], :]
+                        top_down += residual
+                        pre = _fixed_padding(top_down, 3) if config.use_explicit_padding else top_down
+                        maps.insert(0, conv3x3(pre, depth, [3, 3], scope=f"smoothing_{level + 1}"))
+                last = maps[-1]
+                for i in range(top + 1, config.fpn_max_level + 1):
+                    if config.use_explicit_padding:
+                        last = _fixed_padding(last, 3)
+                    last = conv3x3(last, depth, [3, 3], stride=2, padding=padding,
+                                   scope=f"bottom_up_Conv2d_{i - top + 13}")
+                    maps.append(last)
+    return maps
+
+
+def _ppn_feature_maps(preprocessed, config: SSDConfig, training: "dict | None" = None) -> list:
+    """`ssd_mobilenet_v1_ppn` (scope `FeatureExtractor/MobilenetV1`): MobileNet v1 to
+    Conv2d_13_pointwise (its last two blocks unused, as the OD API builds them), then
+    `pooling_pyramid_feature_maps(base_feature_map_depth=0, num_layers=6)`: Conv2d_11_pointwise and
+    five 2x2 stride-2 SAME max-pools of it, `MaxPool2d_<i>_2x2`."""
+    training = training or {}
+    net = preprocessed
+    with tf1.variable_scope("FeatureExtractor", values=[net]):
+        with tf1.variable_scope("MobilenetV1") as scope:
+            if config.pad_to_multiple > 1:
+                net = _pad_to_multiple(net, config.pad_to_multiple)
+            with _conv_arg_scope(config.base_batch_norm_epsilon, config.fused_batch_norm, training.get(BASE)):
+                end_points = _mobilenet_v1_base(net, config, scope)
+            maps = [end_points["Conv2d_11_pointwise"]]
+            for i in range(5):
+                maps.append(slim.max_pool2d(maps[-1], [2, 2], stride=2, padding="SAME", scope=f"MaxPool2d_{i}_2x2"))
+    return maps
+
+
 def _static_or_dynamic_shape(tensor) -> list:
     """Each dimension as a Python int where the static shape knows it, else a scalar tensor."""
     dynamic = tf.shape(tensor)
@@ -266,12 +381,15 @@ def _static_or_dynamic_shape(tensor) -> list:
 
 
 def _box_predictor(feature_maps, anchors_per_location, config: SSDConfig, training: "LayerTraining | None" = None):
-    """ConvolutionalBoxPredictor (0 layers before the predictor), scopes `BoxPredictor_i`;
-    `training`: None (inference) or the box predictor's `LayerTraining`.
+    """ConvolutionalBoxPredictor (0 layers before the predictor), scopes `BoxPredictor_i`, or the
+    config's weight-shared one (`_weight_shared_box_predictor`); `training`: None (inference) or
+    the box predictor's `LayerTraining`.
 
     Returns per map box encodings [N, H*W*A, 1, 4] and class logits [N, H*W*A, slots],
     rows ordered (y, x, anchor) as the reshape of the NHWC conv output orders them.
     """
+    if config.box_predictor_type == WEIGHT_SHARED:
+        return _weight_shared_box_predictor(feature_maps, anchors_per_location, config, training)
     k = config.box_predictor_kernel_size
     slots = config.num_class_slots
     boxes, classes = [], []
@@ -294,6 +412,53 @@ def _box_predictor(feature_maps, anchors_per_location, config: SSDConfig, traini
             n, h, w, _ = _static_or_dynamic_shape(fmap)
             boxes.append(tf.reshape(heads[0], tf.stack([n, h * w * anchors, 1, _BOX_CODE_SIZE])))
             classes.append(tf.reshape(heads[1], tf.stack([n, h * w * anchors, slots])))
+    return boxes, classes
+
+
+def _weight_shared_box_predictor(feature_maps, anchors_per_location, config: SSDConfig,
+                                 training: "LayerTraining | None" = None):
+    """WeightSharedConvolutionalBoxPredictor (scope `WeightSharedConvolutionalBoxPredictor`, reused
+    by every map): per map j, each head's tower of num_layers_before_predictor convs (no bias,
+    `normalizer_fn=tf.identity`) -> `.../conv2d_<i>/BatchNorm/feature_<j>` -> ReLU6 (without
+    batch norm: convs with bias, ReLU6), `PredictionTower` for both heads with
+    share_prediction_tower, then the `BoxPredictor` and `ClassPredictor` convs (bias, linear).
+    Same contract as `_box_predictor`."""
+    k = config.box_predictor_kernel_size
+    slots = config.num_class_slots
+    batch_norm = config.box_predictor_batch_norm
+    if config.box_predictor_use_depthwise:
+        conv = lambda *args, **kwargs: slim.separable_conv2d(*args, depth_multiplier=1, **kwargs)  # noqa: E731
+    else:
+        conv = slim.conv2d
+    norm = (_training_batch_norm_fn(config.box_predictor_batch_norm_epsilon, config.fused_batch_norm,
+                                    training.batch_norm_decay) if training is not None
+            else _batch_norm_fn(config.box_predictor_batch_norm_epsilon, config.fused_batch_norm))
+
+    def tower(scope, net, j):
+        for i in range(config.box_predictor_num_layers_before_predictor):
+            net = conv(net, config.box_predictor_depth, [k, k], stride=1, padding="SAME", activation_fn=None,
+                       normalizer_fn=tf.identity if batch_norm else None, scope=f"{scope}/conv2d_{i}")
+            if batch_norm:
+                net = norm(net, scope=f"{scope}/conv2d_{i}/BatchNorm/feature_{j}")
+            net = tf.nn.relu6(net)
+        return net
+
+    boxes, classes = [], []
+    for j, (fmap, anchors) in enumerate(zip(feature_maps, anchors_per_location)):
+        with tf1.variable_scope("WeightSharedConvolutionalBoxPredictor", reuse=tf1.AUTO_REUSE):
+            with _conv_arg_scope(config.box_predictor_batch_norm_epsilon, config.fused_batch_norm, training):
+                box_net = tower("PredictionTower" if config.share_prediction_tower else "BoxPredictionTower", fmap, j)
+                box = conv(box_net, anchors * _BOX_CODE_SIZE, [k, k], activation_fn=None, stride=1, padding="SAME",
+                           normalizer_fn=None, scope="BoxPredictor")
+                class_net = box_net if config.share_prediction_tower else tower("ClassPredictionTower", fmap, j)
+                logits = conv(class_net, anchors * slots, [k, k], activation_fn=None, stride=1, padding="SAME",
+                              normalizer_fn=None, biases_initializer=tf1.constant_initializer(
+                                  config.class_prediction_bias_init), scope="ClassPredictor")
+                n, h, w, _ = _static_or_dynamic_shape(fmap)
+                boxes.append(tf.reshape(box, [n, -1, 1, _BOX_CODE_SIZE]))
+                # [N, H, W, A, slots], the IDENTITY score converter, then one row per anchor.
+                logits = tf.identity(tf.reshape(logits, [n, h, w, anchors, slots]))
+                classes.append(tf.reshape(logits, [n, -1, slots]))
     return boxes, classes
 
 
@@ -334,7 +499,8 @@ def _tile_anchors(grid_height, grid_width, scales, aspect_ratios, base_anchor_si
     widths = scales * ratio_sqrts * base_anchor_size[1]
     y_centers = tf.cast(tf.range(grid_height), tf.float32) * stride[0] + offset[0]
     x_centers = tf.cast(tf.range(grid_width), tf.float32) * stride[1] + offset[1]
-    grid = [grid_height, grid_width, len(aspect_ratios)]
+    count = len(aspect_ratios) if isinstance(aspect_ratios, (list, tuple)) else int(aspect_ratios.shape[0])
+    grid = [grid_height, grid_width, count]
     y_grid = tf.broadcast_to(tf.reshape(y_centers, [-1, 1, 1]), grid)
     x_grid = tf.broadcast_to(tf.reshape(x_centers, [1, -1, 1]), grid)
     h_grid = tf.broadcast_to(tf.reshape(heights, [1, 1, -1]), grid)
@@ -344,12 +510,49 @@ def _tile_anchors(grid_height, grid_width, scales, aspect_ratios, base_anchor_si
     return tf.concat([centers - 0.5 * sizes, centers + 0.5 * sizes], 1)
 
 
+def _multiscale_anchors(config: SSDConfig, feature_map_shapes, im_height: int, im_width: int):
+    """`MultiscaleGridAnchorGenerator`: all anchors [A, 4], [ymin, xmin, ymax, xmax], unclipped.
+
+    Per level l (a `GridAnchorGenerator` scope): base anchor size anchor_scale * 2^l, stride 2^l,
+    offset half a stride where the (static) image size divides by 2^l, else 0 (constants `Const`,
+    `Const_1`, `Const_2`, as the generator creates them); scales 2^(k/n) meshed with the aspect
+    ratios (aspect ratio major); tiled in pixels, then times 1 / image size.
+    """
+    grids = []
+    with tf1.name_scope("MultiscaleGridAnchorGenerator"):
+        for level, (gh, gw) in zip(range(config.anchor_min_level, config.anchor_max_level + 1), feature_map_shapes):
+            stride = 2 ** level
+            offset = [stride / 2.0 if size % 2.0 ** level == 0 else 0 for size in (im_height, im_width)]
+            scales = [2 ** (float(k) / config.scales_per_octave) for k in range(config.scales_per_octave)]
+            with tf1.name_scope("GridAnchorGenerator"):
+                base = tf.cast(tf.convert_to_tensor([stride * config.anchor_scale] * 2), tf.float32)
+                strides = tf.cast(tf.convert_to_tensor([stride] * 2), tf.float32)
+                offsets = tf.cast(tf.convert_to_tensor(offset), tf.float32)
+                with tf1.name_scope("Meshgrid"):  # ops.meshgrid(scales, aspect_ratios)
+                    x, y = tf.convert_to_tensor(scales), tf.convert_to_tensor(list(config.aspect_ratios))
+                    nx, ny = len(scales), len(config.aspect_ratios)
+                    scale_grid = tf.tile(tf.reshape(x, [1, nx]), [ny, 1])
+                    ratio_grid = tf.tile(tf.reshape(y, [ny, 1]), [1, nx])
+                corners = _tile_anchors(gh, gw, tf.reshape(scale_grid, [-1]), tf.reshape(ratio_grid, [-1]),
+                                        base, strides, offsets)
+            with tf1.name_scope("ToNormalizedCoordinates"):
+                height, width = tf.cast(im_height, tf.float32), tf.cast(im_width, tf.float32)
+                y_min, x_min, y_max, x_max = tf.split(corners, 4, axis=1)
+                y_scale, x_scale = 1 / height, 1 / width
+                grids.append(tf.concat([y_scale * y_min, x_scale * x_min, y_scale * y_max, x_scale * x_max], 1))
+    with tf1.name_scope("Concatenate"):  # box_list_ops.concatenate, as the exports name it
+        return tf.concat(grids, 0)
+
+
 def _anchors(config: SSDConfig, feature_map_shapes, im_height, im_width):
     """`MultipleGridAnchorGenerator`: all anchors [A, 4], [ymin, xmin, ymax, xmax], unclipped.
 
     Strides and offsets default to 1/grid and half of that; the base anchor is scaled by
-    min(H, W)/H and min(H, W)/W for non-square inputs.
+    min(H, W)/H and min(H, W)/W for non-square inputs. A multiscale_anchor_generator's:
+    `_multiscale_anchors` (the image size static, as fixed_shape_resizer makes it).
     """
+    if config.anchor_generator_type == MULTISCALE_ANCHORS:
+        return _multiscale_anchors(config, feature_map_shapes, int(im_height), int(im_width))
     base_anchor_size = tf.constant([config.base_anchor_height, config.base_anchor_width], tf.float32)
     with tf1.name_scope("MultipleGridAnchorGenerator"):
         im_height = tf.cast(im_height, tf.float32)
@@ -567,8 +770,9 @@ def _postprocess(box_encodings, class_logits, anchors, config: SSDConfig) -> dic
                 "detection_classes": nmsed_classes, "num_detections": tf.cast(num, tf.float32, name="ToFloat")}
 
 
-def build_inference_graph(config: SSDConfig):
-    """The TF1 inference graph of `config` in a new `tf.Graph`.
+def build_inference_graph(config: SSDConfig, fpn_upsampling: str = "stack"):
+    """The TF1 inference graph of `config` in a new `tf.Graph` (`fpn_upsampling`: FPN's x2
+    upsampling in the OD API's 2019+ "stack" form or its 2018 "ones" form).
 
     Returns:
       (graph, image_tensor, outputs): `image_tensor` is the uint8 placeholder `image_tensor:0`
@@ -587,7 +791,7 @@ def build_inference_graph(config: SSDConfig):
         tf1.train.get_or_create_global_step()
         image_tensor = tf1.placeholder(tf.uint8, [None, None, None, 3], name="image_tensor")
         preprocessed = _preprocess(tf.cast(image_tensor, tf.float32, name="ToFloat"), config)
-        feature_maps = _feature_maps(preprocessed, config)
+        feature_maps = _feature_maps(preprocessed, config, fpn_upsampling=fpn_upsampling)
         shapes = [tuple(_static_or_dynamic_shape(f)[1:3]) for f in feature_maps]
         image_shape = _static_or_dynamic_shape(preprocessed)
         anchors = _anchors(config, shapes, image_shape[1], image_shape[2])
@@ -639,7 +843,7 @@ def _freeze(session, graph):
     return tf1.graph_util.convert_variables_to_constants(session, graph.as_graph_def(), list(DETECTION_OUTPUTS))
 
 
-def frozen_graph_def(config: SSDConfig, weights: dict):
+def frozen_graph_def(config: SSDConfig, weights: dict, fpn_upsampling: str = "stack"):
     """The inference graph of `config` with `weights` frozen in as constants.
 
     Args:
@@ -651,7 +855,7 @@ def frozen_graph_def(config: SSDConfig, weights: dict):
       ValueError: counting the model variables that are missing or mis-shaped and naming
         (up to 8 of) them.
     """
-    graph, _, _ = build_inference_graph(config)
+    graph, _, _ = build_inference_graph(config, fpn_upsampling)
     with _session_with(graph, weights) as session:
         return _freeze(session, graph)
 
@@ -758,7 +962,8 @@ def _write_saved_model(frozen, path: str) -> None:
     os.makedirs(os.path.join(path, "variables"), exist_ok=True)
 
 
-def write_model_dir(config: SSDConfig, out_dir: str, weights: dict = None, seed: int = 0) -> str:
+def write_model_dir(config: SSDConfig, out_dir: str, weights: dict = None, seed: int = 0,
+                    fpn_upsampling: str = "stack") -> str:
     """Writes a TF1 model directory in the model zoo's layout.
 
     Files: `model.ckpt.{index,data-00000-of-00001,meta}`, `checkpoint`,
@@ -767,6 +972,7 @@ def write_model_dir(config: SSDConfig, out_dir: str, weights: dict = None, seed:
 
     Args:
       weights: {TF1 variable name: ndarray}; default `synthetic_weights(config, seed)`.
+      fpn_upsampling: `build_inference_graph`'s.
     Raises:
       FileExistsError: `out_dir` exists and is not an empty directory.
       ValueError: `weights` misses or mis-shapes a model variable.
@@ -774,7 +980,7 @@ def write_model_dir(config: SSDConfig, out_dir: str, weights: dict = None, seed:
     out_dir = os.path.abspath(out_dir)
     if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
         raise FileExistsError(f"{out_dir}: exists and is not empty")
-    graph, _, _ = build_inference_graph(config)
+    graph, _, _ = build_inference_graph(config, fpn_upsampling)
     if weights is None:
         weights = _synthetic(graph, seed)
     parent = os.path.dirname(out_dir)

@@ -11,14 +11,18 @@ import re
 
 import numpy as np
 
-from migrate.tf1 import name_map
+from migrate.tf1 import architecture, name_map
 from migrate.tf1.graph_anchors import ANCHOR_ATOL, fit_anchor_grid, graph_anchors, max_difference
-from migrate.tf1.graph_traits import (TFLITE_POSTPROCESS_OP, anchor_box_specs, graph_traits, is_tflite_export,
-                                  tflite_postprocess_node)
+from migrate.tf1.graph_traits import (TFLITE_POSTPROCESS_OP, anchor_box_specs, anchor_generator_type, fpn_levels,
+                                      graph_traits, is_tflite_export, multiscale_anchor_fields,
+                                      tflite_postprocess_node)
 from ssd_mobilenet.anchors import box_specs
-from ssd_mobilenet.backbone import EXTRA_LAYER_DEPTHS, MOBILENET_V1_BLOCKS, feature_map_shapes
-from ssd_mobilenet.box_predictor import BOX_CODE_SIZE
-from ssd_mobilenet.config import ConfigError, SSDConfig, float_text
+from ssd_mobilenet.config import (MULTISCALE_ANCHORS, SSD_ANCHORS, SSD_MOBILENET_V1,
+                                  SSD_MOBILENET_V1_FPN, SSD_MOBILENET_V1_PPN, WEIGHT_SHARED, ConfigError, SSDConfig,
+                                  float_text)
+from ssd_mobilenet.feature_extractors import feature_map_shapes, fpn
+from ssd_mobilenet.feature_extractors.mobilenet_v1 import MOBILENET_V1_BLOCKS
+from ssd_mobilenet.feature_extractors.ssd_mobilenet_v1 import EXTRA_LAYER_DEPTHS
 
 FE = "FeatureExtractor/MobilenetV1/"
 POSTPROCESSING_FIELDS = frozenset({"score_converter", "logit_scale", "score_threshold", "iou_threshold",
@@ -29,9 +33,10 @@ class MismatchError(ValueError):
     """pipeline.config and the weights disagree."""
 
 
-# Every layer depth the multiplier scales: the MobileNet blocks, the extra layers and their 1x1 halves.
-_DEPTH_BASES = sorted({base for *_, base in MOBILENET_V1_BLOCKS} | set(EXTRA_LAYER_DEPTHS)
-                      | {d // 2 for d in EXTRA_LAYER_DEPTHS})
+# Every layer depth the multiplier scales: the MobileNet blocks (FPN's depthwise variant's too), the
+# extra layers and their 1x1 halves, FPN's zoo depth.
+_DEPTH_BASES = sorted({base for *_, base in MOBILENET_V1_BLOCKS + fpn.DEPTHWISE_BLOCKS} | set(EXTRA_LAYER_DEPTHS)
+                      | {d // 2 for d in EXTRA_LAYER_DEPTHS} | {256})
 
 
 def _layer_depths(depth_multiplier: float) -> list:
@@ -40,34 +45,60 @@ def _layer_depths(depth_multiplier: float) -> list:
     return [int(base * depth_multiplier) for base in _DEPTH_BASES]
 
 
-def _depth_multiplier(pointwise13_channels: int) -> float:
-    """The multiplier Conv2d_13_pointwise's channels show: channels / 1024 builds the same layers as
-    the model's own (every base divides 1024), but a 1.4 model has 1433 channels, 1.3994140625; the
-    shortest decimal that builds the same layers is the multiplier written in its config."""
-    exact = pointwise13_channels / 1024.0
+def _depth_multiplier(channels: int, base: int = 1024) -> float:
+    """The multiplier a layer of depth `base` at multiplier 1 shows with `channels`: channels / base
+    builds the same layers as the model's own for Conv2d_13_pointwise (every base divides 1024), but
+    a 1.4 model has 1433 channels, 1.3994140625; the shortest decimal that builds the same layers is
+    the multiplier written in its config."""
+    exact = channels / float(base)
     for digits in (1, 2, 3, 4):
         if _layer_depths(round(exact, digits)) == _layer_depths(exact):
             return round(exact, digits)
     return exact
 
 
-def weight_facts(weights: dict, anchors_layer0: int = 3, min_depth: int = 16, background: bool = True) -> dict:
+def _blocks(feature_extractor_type: str, use_depthwise: bool):
+    return fpn.DEPTHWISE_BLOCKS if feature_extractor_type == SSD_MOBILENET_V1_FPN and use_depthwise \
+        else MOBILENET_V1_BLOCKS
+
+
+def weight_facts(weights: dict, anchors_layer0: int = 3, min_depth: int = 16, background: bool = True,
+                 config: SSDConfig = None) -> dict:
     """SSDConfig fields the TF1 weights determine (only those they hold evidence for).
 
-    `min_depth` shows where it clamped a layer (that layer's depth); where it clamped none, any
-    value up to the shallowest layer builds the same network, so it is only a fact when the
-    given (configured) `min_depth` would clamp a layer the weights show shallower.
+    The feature extractor and box predictor their scopes show (`architecture`), and what their
+    shapes fix: class count, depth multiplier, depthwise layers, kernel sizes, FPN levels and
+    depth, the weight-shared predictor's towers. `min_depth` shows where it clamped a layer (that
+    layer's depth); where it clamped none, any value up to the shallowest layer builds the same
+    network, so it is only a fact when the given (configured) `min_depth` would clamp a layer the
+    weights show shallower. `config` (default: the defaults with `min_depth`) gives the values
+    the weights leave open (FPN levels where layer depths coincide, its depth's spelling).
     """
+    config = config or SSDConfig(min_depth=min_depth, add_background_class=background)
     facts = {}
-    cls_bias = weights.get("BoxPredictor_0/ClassPredictor/biases")
+    fe = architecture.feature_extractor_type(weights)
+    bp = architecture.box_predictor_type(weights)
+    if fe is not None:
+        facts["feature_extractor_type"] = fe
+    if bp is not None:
+        facts["box_predictor_type"] = bp
+    fe = fe or config.feature_extractor_type
+    cls_bias = architecture.class_bias(weights)
     if cls_bias is not None:
         facts["num_classes"] = int(cls_bias.shape[0]) // anchors_layer0 - (1 if background else 0)
-    pw13 = weights.get(FE + "Conv2d_13_pointwise/weights")
-    if pw13 is not None:
-        facts["depth_multiplier"] = _depth_multiplier(int(pw13.shape[-1]))
+    fpn_depthwise = (architecture.fpn_facts(weights, config).get("use_depthwise", config.use_depthwise)
+                     if fe == SSD_MOBILENET_V1_FPN else False)
+    blocks = _blocks(fe, fpn_depthwise)
+    # The deepest pointwise layer there is (a PPN frozen graph has none after Conv2d_11).
+    deepest = next(((i, base) for i, kind, _, base in reversed(blocks)
+                    if weights.get(f"{FE}Conv2d_{i}_pointwise/weights") is not None), None)
+    if deepest is not None:
+        i, base = deepest
+        facts["depth_multiplier"] = _depth_multiplier(int(weights[f"{FE}Conv2d_{i}_pointwise/weights"].shape[-1]),
+                                                      base)
         # min_depth shows only where it clamped a layer: max(int(d * multiplier), min_depth).
         clamped, depths = set(), []
-        for i, kind, _, base in MOBILENET_V1_BLOCKS:
+        for i, kind, _, base in blocks:
             w = weights.get(FE + (f"Conv2d_{i}/weights" if kind == "conv" else f"Conv2d_{i}_pointwise/weights"))
             if w is not None:
                 depths.append(int(w.shape[-1]))
@@ -75,15 +106,25 @@ def weight_facts(weights: dict, anchors_layer0: int = 3, min_depth: int = 16, ba
                     clamped.add(depths[-1])
         if len(clamped) == 1:
             facts["min_depth"] = clamped.pop()
-        elif not clamped and depths and min(depths) < min_depth:
+        elif not clamped and depths and min(depths) < config.min_depth:
             facts["min_depth"] = min(depths)
-    facts["use_depthwise"] = any(re.match(FE + r"Conv2d_13_pointwise_2_Conv2d_\d+_3x3_s2_\d+_depthwise/", n)
-                                 for n in weights)
-    dw = weights.get("BoxPredictor_0/BoxEncodingPredictor_depthwise/depthwise_weights")
-    facts["box_predictor_use_depthwise"] = dw is not None
-    kernel = dw if dw is not None else weights.get("BoxPredictor_0/BoxEncodingPredictor/weights")
-    if kernel is not None:
-        facts["box_predictor_kernel_size"] = int(kernel.shape[0])
+    if fe == SSD_MOBILENET_V1:
+        facts["use_depthwise"] = any(re.match(FE + r"Conv2d_13_pointwise_2_Conv2d_\d+_3x3_s2_\d+_depthwise/", n)
+                                     for n in weights)
+    elif fe == SSD_MOBILENET_V1_FPN:
+        shaped = config.replace(**{k: v for k, v in facts.items() if k in ("depth_multiplier", "min_depth")}) \
+            if "depth_multiplier" in facts else config
+        facts.update(architecture.fpn_facts(weights, shaped))
+    if bp == WEIGHT_SHARED:
+        ws = architecture.weight_shared_facts(weights)
+        ws.pop("num_feature_maps", None)
+        facts.update(ws)
+    else:
+        dw = weights.get("BoxPredictor_0/BoxEncodingPredictor_depthwise/depthwise_weights")
+        facts["box_predictor_use_depthwise"] = dw is not None
+        kernel = dw if dw is not None else weights.get("BoxPredictor_0/BoxEncodingPredictor/weights")
+        if kernel is not None:
+            facts["box_predictor_kernel_size"] = int(kernel.shape[0])
     return facts
 
 
@@ -187,11 +228,17 @@ def _anchor_grid_from_graph(source, config: SSDConfig, notes: list) -> SSDConfig
     difference = max_difference(config, shapes, anchors, form)
     if difference <= ANCHOR_ATOL:
         return config
+    count = sum(gh * gw * n for (gh, gw), n in zip(shapes, config.anchors_per_location()))
+    what = (f"{len(anchors)} anchors where this config's feature maps {shapes} have {count}"
+            if difference == float("inf") else f"anchors {difference:.3g} away from this config's at most")
+    if config.anchor_generator_type == MULTISCALE_ANCHORS:
+        # Its anchors follow from the fields read off the graph's constants; nothing is left to fit.
+        raise ConfigError(f"{source.graph_from}: its anchor generator gives {what} (multiscale_anchor_generator "
+                          f"levels {config.anchor_min_level}..{config.anchor_max_level}, anchor_scale "
+                          f"{_show(config.anchor_scale)}, aspect_ratios {_show(config.aspect_ratios)}, "
+                          f"scales_per_octave {config.scales_per_octave})")
     fields = fit_anchor_grid(config, shapes, anchors, form)
     if fields is None:
-        count = sum(gh * gw * n for (gh, gw), n in zip(shapes, config.anchors_per_location()))
-        what = (f"{len(anchors)} anchors where this config's feature maps {shapes} have {count}"
-                if difference == float("inf") else f"anchors {difference:.3g} away from this config's at most")
         raise ConfigError(f"{source.graph_from}: its anchor generator gives {what}, and no base anchor size, "
                           "strides and offsets of an ssd_anchor_generator give its anchors")
     changed = {k: v for k, v in fields.items() if getattr(config, k) != v}
@@ -200,38 +247,38 @@ def _anchor_grid_from_graph(source, config: SSDConfig, notes: list) -> SSDConfig
     return config.replace(**fields)
 
 
-def _box_predictor_anchors(weights: dict) -> list | None:
-    """Anchors per location of each feature map, from the box encoding heads' output channels."""
-    counts = []
-    for i in range(6):
-        bias = weights.get(f"BoxPredictor_{i}/BoxEncodingPredictor/biases")
-        if bias is None:
-            return None
-        counts.append(int(bias.shape[0]) // BOX_CODE_SIZE)
-    return counts
-
-
 _PREDICTOR = re.compile(r"^BoxPredictor_(\d+)/")
 _EXTRA_LAYER = re.compile(FE + r"(Conv2d_13_pointwise_2_Conv2d_\d+_(\d+)x(\d+)_s2_\d+)/")
+SUPPORTED = architecture.SUPPORTED
 
 
-def check_feature_extractor(weights: dict, where: str) -> None:
-    """Refuses weights of another SSD feature extractor than ssd_mobilenet_v1 in one line.
+def check_feature_extractor(weights: dict, where: str, graph_def=None, graph_from: str = None) -> None:
+    """Refuses weights (or a graph) of another SSD feature extractor than MobileNet v1's in one line.
 
-    The box predictors (`BoxPredictor_<i>`, one per feature map) and the extra layers' kernels
-    show it before anything else is read: the OD API's embedded_ssd_mobilenet_v1 (AIY vision
-    kit models) has 5 feature maps and a 2x2 last extra layer
-    (`Conv2d_13_pointwise_2_Conv2d_4_2x2_s2_<depth>`, VALID-padded); ssd_mobilenet_v1 has 6 and
-    3x3 ones. Its anchors (5 layers) would be refused too, but as anchors, which misleads.
+    Their variable scope names the others (`FeatureExtractor/MobilenetV2/`, `.../InceptionV2/`,
+    `.../resnet_v1_50/`: `architecture.OTHER_FEATURE_EXTRACTORS`); a frozen graph of one holds no
+    weight this tool reads, so its weight nodes' names are looked at too. Among MobileNet v1's, the box
+    predictors (`BoxPredictor_<i>`, one per feature map) and the extra layers' kernels show the
+    OD API's embedded_ssd_mobilenet_v1 (AIY vision kit models): 5 feature maps and a 2x2 last
+    extra layer (`Conv2d_13_pointwise_2_Conv2d_4_2x2_s2_<depth>`, VALID-padded); ssd_mobilenet_v1
+    has 6 and 3x3 ones. Their anchors would be refused too, but as anchors, which misleads.
 
     Raises:
-      ConfigError: naming `where`, the feature maps and the extra layer seen.
+      ConfigError: naming `where` (or `graph_from`) and the feature extractor seen.
     """
+    for names, source in ((weights, where), (architecture.graph_weight_names(graph_def) if graph_def is not None
+                                             else (), graph_from)):
+        other = architecture.other_feature_extractor(names)
+        if other is not None:
+            raise ConfigError(f"{source}: the feature extractor is {other}, which is not supported: only "
+                              f"{SUPPORTED} are")
     predictors = {int(m.group(1)) for m in map(_PREDICTOR.match, weights) if m}
     odd = sorted({m.group(1) for m in map(_EXTRA_LAYER.match, weights) if m and m.group(2) != "3"})
     if odd and len(predictors) == 5:
         raise ConfigError(f"{where}: the feature extractor is embedded_ssd_mobilenet_v1 (5 feature maps, 2x2 kernel "
-                          f"extra layer {odd[0]}), which is not supported: only ssd_mobilenet_v1 (6 feature maps) is")
+                          f"extra layer {odd[0]}), which is not supported: only {SUPPORTED} are")
+    if architecture.feature_extractor_type(weights) != SSD_MOBILENET_V1:
+        return
     if predictors and len(predictors) != 6:
         raise ConfigError(f"{where}: {len(predictors)} box predictors (feature maps), which is not an "
                           "ssd_mobilenet_v1 feature extractor (6 feature maps); other feature extractors are not "
@@ -311,6 +358,81 @@ def graph_field_notes(traits: dict) -> list:
     return [summary, EVERY_GRAPH_FIELD + ", ".join(f"{k}={_show(v)}" for k, v in sorted(traits.items()))]
 
 
+# Where a source without pipeline.config starts, per feature extractor its weights show: the zoo
+# model's config (../shared/zoo/sample_configs) for what neither the graph nor the weights say.
+ZOO_DEFAULTS = {
+    SSD_MOBILENET_V1: ("ssd_mobilenet_v1_coco", {}),
+    SSD_MOBILENET_V1_FPN: ("ssd_mobilenet_v1_fpn_shared_box_predictor_640x640_coco14_sync", dict(
+        feature_extractor_type=SSD_MOBILENET_V1_FPN, image_height=640, image_width=640,
+        box_predictor_type=WEIGHT_SHARED, box_predictor_depth=256, box_predictor_num_layers_before_predictor=4,
+        box_predictor_kernel_size=3, class_prediction_bias_init=float(np.float32(-4.6)),
+        anchor_generator_type=MULTISCALE_ANCHORS, anchor_min_level=3, anchor_max_level=7, anchor_scale=4.0,
+        scales_per_octave=2, aspect_ratios=(1.0, 2.0, 0.5))),
+    SSD_MOBILENET_V1_PPN: ("ssd_mobilenet_v1_ppn_shared_box_predictor_300x300_coco14_sync", dict(
+        feature_extractor_type=SSD_MOBILENET_V1_PPN, box_predictor_type=WEIGHT_SHARED, box_predictor_depth=512,
+        box_predictor_num_layers_before_predictor=1, box_predictor_kernel_size=1, share_prediction_tower=True,
+        class_prediction_bias_init=float(np.float32(-4.6)), min_scale=float(np.float32(0.15)),
+        reduce_boxes_in_lowest_layer=False)),
+}
+
+
+def _zoo_config(source) -> tuple:
+    """(SSDConfig, zoo model name) for a source without pipeline.config: the zoo defaults of the
+    feature extractor its weights show, with the architecture they and the graph show (box
+    predictor, FPN levels; the anchors' levels follow FPN's unless the graph says them)."""
+    weights = source.weights
+    fe = architecture.feature_extractor_type(weights) or SSD_MOBILENET_V1
+    zoo, fields = ZOO_DEFAULTS[fe]
+    fields = dict(fields)
+    bp = architecture.box_predictor_type(weights)
+    if bp is not None and bp != fields.get("box_predictor_type", SSDConfig.box_predictor_type):
+        fields.update(box_predictor_type=bp, box_predictor_kernel_size=3 if bp == WEIGHT_SHARED else 1)
+    if fe == SSD_MOBILENET_V1_FPN:
+        levels = fpn_levels(source.graph_def) if source.graph_def is not None else {}
+        levels = levels or {k: v for k, v in architecture.fpn_facts(weights, SSDConfig(**fields)).items()
+                            if k in ("fpn_min_level", "fpn_max_level")}
+        fields.update(levels)
+        if fields.get("anchor_generator_type") == MULTISCALE_ANCHORS:
+            fields.update(anchor_min_level=fields.get("fpn_min_level", 3), anchor_max_level=fields.get("fpn_max_level", 7))
+    try:
+        return SSDConfig(**fields), zoo
+    except ConfigError as e:
+        raise ConfigError(f"{source.weights_from}: {e}") from None
+
+
+def _check_architecture(source, config: SSDConfig) -> None:
+    """The feature extractor and box predictor the weights show must be the pipeline.config's:
+    the same weights in another network are no model (not overridable with --trust-weights)."""
+    shown = {"feature_extractor_type": architecture.feature_extractor_type(source.weights),
+             "box_predictor_type": architecture.box_predictor_type(source.weights)}
+    differ = [f"{k} {getattr(config, k)} in the config but {v} in the weights" for k, v in shown.items()
+              if v is not None and v != getattr(config, k)]
+    if differ:
+        raise MismatchError(f"{source.pipeline_config_from} does not describe {source.weights_from}: "
+                            + "; ".join(differ))
+
+
+def _multiscale_anchors_from_graph(source, config: SSDConfig, notes: list) -> SSDConfig:
+    """`config` with the multiscale_anchor_generator fields the graph's constants spell, where its
+    anchors come from that generator (checked against the evaluated anchors afterwards)."""
+    if source.graph_def is None or anchor_generator_type(source.graph_def) != MULTISCALE_ANCHORS:
+        return config
+    fields = multiscale_anchor_fields(source.graph_def)
+    if fields is None:
+        notes.append(f"the multiscale anchor generator's settings not read off {source.graph_from}: "
+                     f"{_config_origin(source)} are taken and checked against its anchors")
+        return config.replace(anchor_generator_type=MULTISCALE_ANCHORS) if config.anchor_generator_type != \
+            MULTISCALE_ANCHORS else config
+    changed = {k: v for k, v in fields.items() if getattr(config, k) != v}
+    if changed:
+        notes.append("anchors from the graph's anchor generator, not " + _config_origin(source) + ": "
+                     + ", ".join(f"{k}={_show(v)}" for k, v in sorted(changed.items())))
+    try:
+        return config.replace(**fields)
+    except ConfigError as e:
+        raise ConfigError(f"{source.graph_from}: {e}") from None
+
+
 def infer_config(source, trust_weights=False, image_size=None):
     """(SSDConfig, notes): the config to convert with and what was inferred or overridden.
 
@@ -319,18 +441,19 @@ def infer_config(source, trust_weights=False, image_size=None):
       MismatchError: pipeline.config and weights disagree (without `trust_weights`).
     """
     notes = []
+    # Before the graph's traits and anchors: another feature extractor fails those in misleading ways.
+    check_feature_extractor(source.weights, source.weights_from, source.graph_def, source.graph_from)
     if source.pipeline_config is not None:
         try:
             config = SSDConfig.from_pipeline_config(source.pipeline_config)
         except ConfigError as e:
             raise e.at(source.pipeline_config_from) from None
+        _check_architecture(source, config)
     else:
-        config = SSDConfig()
-        notes.append("no pipeline.config: starting from the zoo defaults (ssd_mobilenet_v1_coco)"
+        config, zoo = _zoo_config(source)
+        notes.append(f"no pipeline.config: starting from the zoo defaults ({zoo})"
                      + ("" if source.graph_def is not None else "; without a graph the anchor generator's fields "
                         "stay the defaults (`migrate verify` shows it at Postprocessor/Decode if the model's differ)"))
-    # Before the graph's traits and anchors: another feature extractor fails those in misleading ways.
-    check_feature_extractor(source.weights, source.weights_from)
     if source.graph_def is not None:
         try:
             traits = graph_traits(source.graph_def)
@@ -370,7 +493,14 @@ def infer_config(source, trust_weights=False, image_size=None):
                      f"defaults ({config.nms_variant}, resize before scaling, the ssd_anchor_generator formula for "
                      "the interpolated scales); "
                      "convert with the .meta or frozen graph beside the checkpoint to be sure")
+    config = _multiscale_anchors_from_graph(source, config, notes)
     layers = anchor_box_specs(source.graph_def) if source.graph_def is not None else None
+    if layers is not None and config.anchor_generator_type != SSD_ANCHORS:
+        # The graph computes ssd_anchor_generator's anchors where the config names another generator.
+        nearest = nearest_anchor_fields(layers, config.replace(anchor_generator_type=SSD_ANCHORS)) or {}
+        notes.append(f"anchor generator: {SSD_ANCHORS} in the graph overrides {config.anchor_generator_type} from "
+                     f"{_config_origin(source)[:-2]}")
+        config = config.replace(anchor_generator_type=SSD_ANCHORS, **nearest)
     if layers is not None and not _specs_match(config, layers):
         # The anchors the graph computes are what the box predictor was trained against.
         fields = anchor_fields(layers, config)
@@ -400,7 +530,7 @@ def infer_config(source, trust_weights=False, image_size=None):
     elif source.graph_def is None and source.pipeline_config is None:
         notes.append("image size 300x300 assumed (no graph, no pipeline.config): override with --image-size H W")
     config = _check_quantization(source, config, notes)
-    held = _box_predictor_anchors(source.weights)
+    held = architecture.predictor_anchors(source.weights, config.num_feature_maps)
     if held is not None and held != config.anchors_per_location():
         where = (f"{source.pipeline_config_from}'s anchor_generator" if source.pipeline_config is not None
                  else "the zoo defaults' anchor generator (no pipeline.config, no graph to read it from)")
@@ -409,7 +539,9 @@ def infer_config(source, trust_weights=False, image_size=None):
         raise MismatchError(f"{source.weights_from}: the box predictors hold {held} anchors per location, {where} "
                             f"gives {config.anchors_per_location()}{fix}")
     facts = weight_facts(source.weights, config.anchors_per_location()[0], config.min_depth,
-                         config.add_background_class)
+                         config.add_background_class, config)
+    for key in ("feature_extractor_type", "box_predictor_type"):  # checked first (`_check_architecture`)
+        facts.pop(key, None)
     if "depth_multiplier" in facts and _layer_depths(facts["depth_multiplier"]) == _layer_depths(config.depth_multiplier):
         # The weights show layer depths, not the float that made them: a configured multiplier
         # that builds the same layers agrees with them (1.4 -> 1433 channels, read back 1.3994).

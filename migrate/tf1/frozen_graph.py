@@ -72,23 +72,36 @@ FE_OP_SCOPE = "FeatureExtractor/MobilenetV1/MobilenetV1"  # slim's mobilenet_v1_
 PREPROCESSED_IMAGE = "Preprocessor/sub:0"
 
 
+def _output_ops(layer) -> tuple:
+    """The op ending a Keras layer's TF1 scope: ReLU6 (in a quantization-aware graph the activation's
+    FakeQuant after it), the bias add of a linear conv (FPN's projections), a max-pool (PPN's)."""
+    import keras
+
+    from ssd_mobilenet.layers import SlimConv
+    if isinstance(layer, keras.layers.MaxPooling2D):
+        return ("MaxPool",)
+    if isinstance(layer, SlimConv) and not layer.relu6:
+        return ("act_quant/FakeQuantWithMinMaxVars", "BiasAdd")
+    return ("act_quant/FakeQuantWithMinMaxVars", "Relu6")
+
+
 def endpoint_candidates(model) -> dict:
     """{stage: (keras output key, [candidate TF1 tensor names])} in graph order.
 
     Stages are named by TF1 scope: `Preprocessor`, every feature extractor layer
-    (`FeatureExtractor/MobilenetV1/Conv2d_7_pointwise`), `concat` (box encodings) and
+    (`FeatureExtractor/MobilenetV1/Conv2d_7_pointwise`, `.../fpn/top_down/smoothing_1`,
+    `.../MaxPool2d_0_2x2`: `model.endpoint_scopes`), `concat` (box encodings) and
     `concat_1` (class logits). slim's `mobilenet_v1_base` opens a second `MobilenetV1`
     name scope, so base layer ops live under `.../MobilenetV1/MobilenetV1/` while their
-    variables do not; the extra layers have one level. `Preprocessor/sub:0` stands for the
+    variables do not; the other layers have one level. `Preprocessor/sub:0` stands for the
     preprocessed image, which `FrozenGraphRunner.resolve` finds wherever the graph has it (in
     graphs that scale before resizing, `Preprocessor/sub` is the full-size image).
     """
     stages = {"Preprocessor": ("Preprocessor", [PREPROCESSED_IMAGE])}
-    for layer in model.endpoint_names:
-        scope = f"FeatureExtractor/MobilenetV1/{layer}"
-        # A quantization-aware graph's layer ends in its activation's FakeQuant, after the ReLU6.
-        stages[scope] = (layer, [f"{prefix}/{layer}/{op}:0" for op in ("act_quant/FakeQuantWithMinMaxVars", "Relu6")
-                                 for prefix in (FE_OP_SCOPE, "FeatureExtractor/MobilenetV1")])
+    for layer, scope in model.endpoint_scopes.items():
+        ops = _output_ops(model.get_layer(layer))
+        stages[f"FeatureExtractor/MobilenetV1/{scope}"] = (
+            layer, [f"{prefix}/{scope}/{op}:0" for op in ops for prefix in (FE_OP_SCOPE, "FeatureExtractor/MobilenetV1")])
     stages["concat"] = ("box_encodings", ["concat:0"])
     stages["concat_1"] = ("class_predictions_with_background", ["concat_1:0"])
     return stages

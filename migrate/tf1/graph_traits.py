@@ -87,8 +87,8 @@ def graph_traits(graph_def) -> dict:
             break
     if size is not None and size.size == 2:
         traits["image_height"], traits["image_width"] = int(size[0]), int(size[1])
-    for key, scope in _BN_SCOPES:
-        epsilon = _batch_norm_epsilon(graph_def, nodes, scope)
+    for key, scope, norm in _BN_SCOPES:
+        epsilon = _batch_norm_epsilon(graph_def, nodes, scope, norm)
         if epsilon is not None:
             traits[key] = epsilon
     traits.update(postprocessing_traits(graph_def, nodes))
@@ -237,20 +237,25 @@ def anchor_box_specs(graph_def, nodes=None):
 
 
 # Where each batch-norm epsilon of SSDConfig is seen: the first MobileNet layer, the first extra
-# layer and a depthwise box predictor (their arg scopes differ between OD API releases).
+# layer (or FPN layer with batch norm) and the box predictor's first batch norm (depthwise head,
+# weight-shared tower); their arg scopes differ between OD API releases.
+# (field, layer scope, its batch norm's scope under it: the weight-shared predictor's is per map)
 _BN_SCOPES = (
-    ("base_batch_norm_epsilon", r"FeatureExtractor/MobilenetV1/(MobilenetV1/)?Conv2d_0"),
-    ("batch_norm_epsilon", r"FeatureExtractor/MobilenetV1/Conv2d_13_pointwise_1_Conv2d_2_1x1_\d+"),
-    ("box_predictor_batch_norm_epsilon", r"BoxPredictor_0/BoxEncodingPredictor_depthwise"),
+    ("base_batch_norm_epsilon", r"FeatureExtractor/MobilenetV1/(MobilenetV1/)?Conv2d_0", "BatchNorm"),
+    ("batch_norm_epsilon", r"FeatureExtractor/MobilenetV1/(Conv2d_13_pointwise_1_Conv2d_2_1x1_\d+|"
+                           r"fpn/top_down/smoothing_\d+|fpn/bottom_up_Conv2d_\d+)", "BatchNorm"),
+    ("box_predictor_batch_norm_epsilon", r"BoxPredictor_0/BoxEncodingPredictor_depthwise", "BatchNorm"),
+    ("box_predictor_batch_norm_epsilon", r"WeightSharedConvolutionalBoxPredictor/(Box)?PredictionTower/conv2d_0",
+     "BatchNorm/feature_0"),
 )
 
 
-def _batch_norm_epsilon(graph_def, nodes, scope):
-    """The epsilon of the batch norm under `scope`: the FusedBatchNorm attribute, or the constant
-    slim's unfused sequence (`BatchNorm/batchnorm/add`) or a quantization-aware graph's folding
-    (`BatchNorm_Fold/add`; its FusedBatchNorm is dead and pruned from frozen graphs) adds to the
-    variance."""
-    pattern = re.compile(f"^{scope}/(BatchNorm/(batchnorm/add|FusedBatchNorm(V\\d)?)|BatchNorm_Fold/add)$")
+def _batch_norm_epsilon(graph_def, nodes, scope, norm="BatchNorm"):
+    """The epsilon of the batch norm `norm` under `scope`: the FusedBatchNorm attribute, or the
+    constant slim's unfused sequence (`BatchNorm/batchnorm/add`) or a quantization-aware graph's
+    folding (`BatchNorm_Fold/add`; its FusedBatchNorm is dead and pruned from frozen graphs) adds
+    to the variance."""
+    pattern = re.compile(f"^{scope}/({norm}/(batchnorm/add|FusedBatchNorm(V\\d)?)|BatchNorm_Fold/add)$")
     for n in graph_def.node:
         if pattern.match(n.name):
             if n.op.startswith("FusedBatchNorm"):
@@ -411,7 +416,8 @@ def head_concats(graph_def, nodes=None) -> dict:
     predictors' outputs. Usually `concat` and `concat_1`, but which is which followed Python's
     dict order in exports made after 2018-09 (classes in `concat` seen in a TF 1.14 export),
     so each is told by the predictor its inputs come from (`BoxPredictor_0/Reshape` of
-    `BoxEncodingPredictor`, `Reshape_1` of `ClassPredictor`)."""
+    `BoxEncodingPredictor`, `Reshape_1` of `ClassPredictor`; the weight-shared predictor's
+    heads are `BoxPredictor` and `ClassPredictor`)."""
     nodes = nodes or _nodes(graph_def)
     found = {}
     for name in ("concat", "concat_1"):
@@ -421,7 +427,7 @@ def head_concats(graph_def, nodes=None) -> dict:
             src = nodes.get(src.input[0].split(":")[0])
         if src is not None and "/ClassPredictor" in src.name:
             found["class_logits"] = name
-        elif src is not None and "/BoxEncodingPredictor" in src.name:
+        elif src is not None and ("/BoxEncodingPredictor" in src.name or "/BoxPredictor/" in src.name):
             found["box_encodings"] = name
     if len(found) != 2:
         return {"box_encodings": "concat", "class_logits": "concat_1"}
@@ -582,3 +588,87 @@ def _const_input(nodes, name, index=0):
     if src is None or src.op != "Const":
         return None
     return np.asarray(tensor_util.MakeNdarray(src.attr["value"].tensor))
+
+
+# ---- the architecture's settings the graph shows -----------------------------------------------
+
+_FPN = "FeatureExtractor/MobilenetV1/fpn/"
+# FPN level of each MobileNet layer a projection can read (`ssd_mobilenet_v1_fpn`'s feature_blocks).
+_FPN_LEVEL_OF = {"Conv2d_3_pointwise": 2, "Conv2d_5_pointwise": 3, "Conv2d_11_pointwise": 4,
+                 "Conv2d_13_pointwise": 5}
+
+
+def fpn_levels(graph_def) -> dict:
+    """`fpn_min_level` and `fpn_max_level` of an FPN graph, or {}: the MobileNet layers the
+    projections read (`fpn/top_down/projection_<k>/Conv2D`'s input) are levels 2..5, and each
+    `fpn/bottom_up_Conv2d_<j>` adds one level above. Its weights show the same unless layer
+    depths coincide (a small multiplier clamped by min_depth)."""
+    nodes = _nodes(graph_def)
+    levels = []
+    for n in graph_def.node:
+        m = re.fullmatch(re.escape(_FPN) + r"top_down/projection_\d+/(Conv2D|convolution)", n.name)
+        if m and n.input:
+            src = _through_identity(nodes, _data_inputs(n)[0])
+            layer = src.name.split("/")[-2] if src is not None and "/" in src.name else ""
+            if layer in _FPN_LEVEL_OF:
+                levels.append(_FPN_LEVEL_OF[layer])
+    bottom_up = {m.group(1) for m in (re.match(re.escape(_FPN) + r"bottom_up_Conv2d_(\d+)/", n.name)
+                                      for n in graph_def.node) if m}
+    if not levels:
+        return {}
+    return {"fpn_min_level": min(levels), "fpn_max_level": max(levels) + len(bottom_up)}
+
+
+MULTISCALE_SCOPE = "MultiscaleGridAnchorGenerator/"
+
+
+def anchor_generator_type(graph_def) -> str | None:
+    """The anchor generator whose scope the graph holds (`multiscale_anchor_generator`'s
+    `MultiscaleGridAnchorGenerator`, `ssd_anchor_generator`'s `MultipleGridAnchorGenerator`)."""
+    if any(n.name.startswith(MULTISCALE_SCOPE) for n in graph_def.node):
+        return "multiscale_anchor_generator"
+    if any(n.name.startswith("MultipleGridAnchorGenerator/") for n in graph_def.node):
+        return "ssd_anchor_generator"
+    return None
+
+
+def multiscale_anchor_fields(graph_def, nodes=None) -> dict | None:
+    """The multiscale_anchor_generator fields the graph's constants spell, or None.
+
+    Each level's `GridAnchorGenerator` scope (`.../GridAnchorGenerator`, `_1`, ...) creates its
+    base anchor size, stride and offset constants in that order (`Const`, `Const_1`, `Const_2`;
+    [y, x] pixels: anchor_scale * 2^l, 2^l and half a stride or 0) and meshes its scales
+    (2^(k / scales_per_octave)) with its aspect ratios (`Meshgrid/Reshape`, `Meshgrid/Reshape_1`).
+    The caller checks the fields by generating the anchors and comparing them with the graph's.
+    """
+    nodes = nodes or _nodes(graph_def)
+    scopes = sorted({m.group(0) for m in (re.match(re.escape(MULTISCALE_SCOPE) + r"GridAnchorGenerator(_\d+)?/",
+                                                     n.name) for n in graph_def.node) if m},
+                    key=lambda s: int(s.rstrip("/").rpartition("_")[2]) if s.rstrip("/")[-1].isdigit() else 0)
+    levels, base = [], []
+    scales = ratios = None
+    for scope in scopes:
+        size = _const_value(nodes, scope + "Const")
+        stride = _const_value(nodes, scope + "Const_1")
+        level_scales = _const_input(nodes, scope + "Meshgrid/Reshape")
+        level_ratios = _const_input(nodes, scope + "Meshgrid/Reshape_1")
+        if any(v is None for v in (size, stride, level_scales, level_ratios)) or size.size != 2 or stride.size != 2:
+            return None
+        level = float(np.log2(float(stride[0])))
+        if not level.is_integer() or float(stride[1]) != float(stride[0]):
+            return None
+        levels.append(int(level))
+        base.append(float(size[0]) / float(stride[0]))
+        scales, ratios = level_scales.astype(np.float32), level_ratios.astype(np.float32)
+    if not levels or levels != list(range(levels[0], levels[0] + len(levels))) or len(set(base)) != 1:
+        return None
+    return {"anchor_generator_type": "multiscale_anchor_generator", "anchor_min_level": levels[0],
+            "anchor_max_level": levels[-1], "anchor_scale": base[0], "scales_per_octave": int(scales.size),
+            "aspect_ratios": tuple(float(r) for r in ratios)}
+
+
+def _const_value(nodes, name):
+    node = nodes.get(name)
+    if node is None or node.op != "Const":
+        return None
+    return np.asarray(tensor_util.MakeNdarray(node.attr["value"].tensor))

@@ -1,8 +1,9 @@
 """The declarative TF1 -> TF2 weight name map.
 
 The Keras model names its layers after the TF1 scopes and its variables after slim's leaf
-names (see `ssd_mobilenet.layers`), so the map is two renames. Everything in a TF1
-checkpoint that is not a model weight must match an ignore rule, with its reason.
+names (see `ssd_mobilenet.layers`), so the map is a few renames. Everything in a TF1
+checkpoint that is not a model weight must match an ignore rule, with its reason, or be a
+weight the model's feature extractor declares unused (`SSDMobileNetV1.unused_tf1_weights`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ RULES = (
      r"\g<rest>"),
     (r"^FeatureExtractor/MobilenetV1/(?P<rest>.+)$", r"\g<rest>"),
     (r"^(?P<rest>BoxPredictor_\d+/.+)$", r"\g<rest>"),
+    (r"^(?P<rest>WeightSharedConvolutionalBoxPredictor/.+)$", r"\g<rest>"),
 )
 
 # (TF1 name pattern, reason it carries no inference weight).

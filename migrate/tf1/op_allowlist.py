@@ -9,7 +9,8 @@ Where the set comes from:
 - `OBSERVED`: the op types of the inference subgraphs (the four detection outputs, variables
   frozen to constants) of the real exports in ../shared/zoo: the 2018_01_28 zoo graph (TF 1.5),
   the quantization-aware zoo graph (TF 1.9; its FakeQuant ops are plain arithmetic, so they are
-  allowed), a TF 1.12 `use_depthwise` export and a TF 1.3 export.
+  allowed), a TF 1.12 `use_depthwise` export and a TF 1.3 export; and the OD API exporter's FPN
+  and PPN exports in ../shared/zoo/odapi_exports (PPN's pooling pyramid adds `MaxPool`).
 - `VARIANTS`: ops the same builders emit under other TF 1.x releases or config options, read
   off the Object Detection API and TF sources.
 """
@@ -20,7 +21,7 @@ OBSERVED = frozenset({
     "Add", "All", "Assert", "BiasAdd", "Cast", "ConcatV2", "Const", "Conv2D", "DepthwiseConv2dNative",
     "Enter", "Equal", "Exit", "Exp", "ExpandDims", "FakeQuantWithMinMaxVars", "Fill", "FusedBatchNorm",
     "Gather", "GatherV2", "Greater", "GreaterEqual", "Identity", "Less", "LogicalAnd", "LoopCond", "Maximum",
-    "Merge", "Minimum", "Mul", "NextIteration", "NonMaxSuppression", "NonMaxSuppressionV2",
+    "MaxPool", "Merge", "Minimum", "Mul", "NextIteration", "NonMaxSuppression", "NonMaxSuppressionV2",
     "NonMaxSuppressionV3", "Pack", "Pad", "Placeholder", "Range", "Rank", "RealDiv", "Relu6", "Reshape",
     "ResizeBilinear", "Rsqrt", "Select", "Shape", "Sigmoid", "Size", "Slice", "Split", "Sqrt", "Squeeze",
     "StridedSlice", "Sub", "Sum", "Switch", "TensorArrayGatherV3", "TensorArrayReadV3",

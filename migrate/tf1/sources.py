@@ -38,8 +38,10 @@ class Source:
     graph_def_version: int = None
 
 
-# slim leaf names of the variables a model weight can have.
-_WEIGHT_LEAF = re.compile(r"/(weights|depthwise_weights|biases|BatchNorm/(gamma|beta|moving_mean|moving_variance))$")
+# slim leaf names of the variables a model weight can have (the weight-shared box predictor's batch
+# norm is one per feature map, `BatchNorm/feature_<j>/gamma`).
+_WEIGHT_LEAF = re.compile(r"/(weights|depthwise_weights|pointwise_weights|biases|"
+                          r"BatchNorm(/feature_\d+)?/(gamma|beta|moving_mean|moving_variance))$")
 
 
 def _checkpoint_prefix(directory: str):
@@ -141,7 +143,8 @@ def open_source(path: str) -> Source:
 
     Weights come from, in order of preference: a checkpoint, a SavedModel's variables, a
     frozen graph's constants, a SavedModel's constants. The graph from: a frozen graph, a
-    SavedModel, a checkpoint's `.meta`.
+    SavedModel, a checkpoint's `.meta`. A pipeline.config (or any `.config` / `.pbtxt` file) named
+    stands for its directory read with that config.
     """
     if not os.path.exists(path) and not os.path.exists(path + ".index"):
         raise SourceError(f"{path}: no such file or directory")
@@ -150,6 +153,9 @@ def open_source(path: str) -> Source:
     else:
         directory, named = os.path.dirname(path) or ".", path
     src = Source(path=path, weights=None, weights_from=None)
+    config_named = named is not None and named.endswith((".config", ".pbtxt"))
+    if config_named:
+        named = None
 
     def take_config(p):
         try:
@@ -168,13 +174,13 @@ def open_source(path: str) -> Source:
             src.files.append(named)
         elif base == "saved_model.pb":
             directory = os.path.dirname(named) or "."
-        elif base.endswith(".config") or base.endswith(".pbtxt"):
-            take_config(named)
         elif re.search(r"\.(index|meta|data-\d+-of-\d+)$", base) or os.path.isfile(named + ".index"):
             prefix = re.sub(r"\.(index|meta|data-\d+-of-\d+)$", "", named)
         else:
             raise SourceError(f"{named}: not a TF1 model file (checkpoint, .pb graph or pipeline.config)")
     else:
+        if config_named:
+            take_config(path)
         entries = os.listdir(directory)
         if not entries:
             raise SourceError(f"{directory}: empty directory")
@@ -187,7 +193,7 @@ def open_source(path: str) -> Source:
             src.graph_def, src.graph_from = read_graph_def(frozen), frozen
             src.files.append(frozen)
         config = os.path.join(directory, "pipeline.config")
-        if os.path.isfile(config):
+        if os.path.isfile(config) and not config_named:
             take_config(config)
         sm_dir = os.path.join(directory, "saved_model")
         if os.path.isfile(os.path.join(directory, "saved_model.pb")):
@@ -220,6 +226,13 @@ def open_source(path: str) -> Source:
         consts = graph_constants(src.graph_def)
         if consts:
             src.weights, src.weights_from = consts, src.graph_from
+    if src.weights is None and src.graph_def is not None:
+        # A frozen graph of another feature extractor holds no weight named as this tool reads them.
+        from migrate.tf1.architecture import SUPPORTED, graph_weight_names, other_feature_extractor
+        other = other_feature_extractor(graph_weight_names(src.graph_def))
+        if other is not None:
+            raise SourceError(f"{src.graph_from}: the feature extractor is {other}, which is not supported: only "
+                              f"{SUPPORTED} are")
     if src.weights is None:
         data = sorted(f for f in os.listdir(directory) if re.search(r"\.data-\d+-of-\d+$", f))
         if data:

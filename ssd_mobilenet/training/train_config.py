@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ssd_mobilenet import pipeline_text
-from ssd_mobilenet.config import SSDConfig, _PipelineReader, parse_pipeline_config
+from ssd_mobilenet.config import SSD_MOBILENET_V1, ConfigError, SSDConfig, _PipelineReader, parse_pipeline_config
 from ssd_mobilenet.training.proto_table import Uses, choose, fail, read
 
 _INPUT = "about the TF1 input pipeline, not the numerics"
@@ -288,6 +288,11 @@ class TrainingConfig:
         """
         root = parse_pipeline_config(path_or_text)
         inference = _PipelineReader(root).config()  # the SSDConfig: refuses what the model cannot build
+        if inference.feature_extractor_type != SSD_MOBILENET_V1:
+            # FPN and PPN convert; their training fields (focal loss without a miner, the
+            # weight-shared predictor's hyperparams) are not read yet.
+            raise ConfigError(f"model.ssd.feature_extractor.type: {inference.feature_extractor_type} — training "
+                              f"supports {SSD_MOBILENET_V1} only")
         return _read_training(root, root.child("model").child("ssd"), inference)
 
 

@@ -254,3 +254,41 @@ def test_tf1_saved_model_alone_converts_with_the_same_detections(written, tmp_pa
         ref = runner.run(images, {k: f"{k}:0" for k in DETECTION_OUTPUTS})
         assert ref["num_detections"].max() < SMALL.max_total_detections
         check_detections({k: v.numpy() for k, v in serve(input_tensor=tf.constant(images)).items()}, ref)
+
+
+ODAPI_EXPORTS = ["fpn_small", "ppn_small"]
+
+
+@needs_shared
+@pytest.mark.slow
+@pytest.mark.parametrize("name, upsampling", [("fpn_small", "stack"), ("fpn_small", "ones"), ("ppn_small", "stack")])
+def test_fpn_and_ppn_graphs_are_the_odapi_exporters(name, upsampling):
+    """Against the OD API exporter's own FPN and PPN exports (../shared/zoo/odapi_exports), their
+    checkpoint frozen into both: the same variables, every stage 0.0 apart (both x2 upsampling forms
+    of FPN: the OD API's 2018 reshape times ones, its 2019+ stacks), the same detections, the same
+    anchors bit for bit, and the graph's traits and FPN levels read back alike."""
+    from migrate.tf1.graph_anchors import graph_anchors
+    from migrate.tf1.graph_traits import anchor_generator_type, fpn_levels, multiscale_anchor_fields
+    from tests.conftest import zoo_path
+    path = zoo_path("odapi_exports", name)
+    source = sources.open_source(path)
+    config, _ = config_inference.infer_config(source)
+    ours = tf1_builder.frozen_graph_def(config, source.weights, fpn_upsampling=upsampling)
+    real = sources.read_graph_def(os.path.join(path, "frozen_inference_graph.pb"))
+    model = SSDMobileNetV1(config)
+    runners = [FrozenGraphRunner(g, exact_arithmetic=True) for g in (real, ours)]
+    stages = [r.resolve(endpoint_candidates(model)) for r in runners]
+    assert list(stages[0]) == list(stages[1]) and len(stages[0]) == len(model.endpoint_names) + 3
+    images = random_images(3, 2, 257, 311)
+    outs = [r.run(images, {**{s: t for s, (_, t) in st.items()}, **{k: f"{k}:0" for k in DETECTION_OUTPUTS}})
+            for r, st in zip(runners, stages)]
+    for stage in stages[0]:
+        np.testing.assert_array_equal(outs[1][stage], outs[0][stage].reshape(outs[1][stage].shape), err_msg=stage)
+    check_detections(outs[1], outs[0], atol=0)
+    size = (config.image_height, config.image_width)
+    np.testing.assert_array_equal(graph_anchors(ours, size)[0], graph_anchors(real, size)[0])
+    assert graph_traits(ours) == graph_traits(real)
+    for read in (fpn_levels, anchor_generator_type, multiscale_anchor_fields):
+        assert read(ours) == read(real)
+    for r in runners:
+        r.close()

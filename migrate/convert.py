@@ -116,7 +116,7 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
     run ops outside the SSD inference set. The report's `check` records what was checked and
     the errors, or why nothing was (and, without a graph, every field assumed).
 
-    `saved_model`: "fast" (batch norm folded, weights as constants: what serving should run)
+    `saved_model`: "fast" (batch norm folded, heads merged: what serving should run)
     or "exact" (the network op for op as the TF1 graph is written); `precision` ("float32",
     "mixed_bfloat16", "mixed_float16"; fast only) its compute precision. The report's
     `saved_model` records both (`ssd_mobilenet.export`).
@@ -169,7 +169,7 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
             with open(os.path.join(tmp, SOURCE_PIPELINE_CONFIG), "w", encoding="utf-8") as f:
                 f.write(source.pipeline_config)
         say(f"writing the SavedModel ({saved_model}, {precision})")
-        export_lib.export_saved_model(model, os.path.join(tmp, "saved_model"), saved_model, precision)
+        export_lib.export_saved_model(model, os.path.join(tmp, "saved_model"), saved_model, precision, source=tmp)
         timings["write_s"] = time.perf_counter() - t
         t = time.perf_counter()
         # On the checkpoint and the SavedModel as written, reloaded.
@@ -193,7 +193,7 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
             "num_weights": len(names),
             "check": check_report,
             "saved_model": {"variant": saved_model, "precision": precision,
-                            "description": export_lib.describe(saved_model, config)},
+                            "description": export_lib.describe(saved_model, config, precision)},
             "timings": {k: round(v, 3) for k, v in timings.items()},
         }
         with open(os.path.join(tmp, REPORT), "w", encoding="utf-8") as f:

@@ -2,7 +2,8 @@
 
 Stages, each in its own module: `preprocessing`, `backbone` (MobileNet v1 feature
 extractor), `box_predictor`, `anchors`, `box_coder`, `postprocessing`; `model` holds the
-Keras network and `detector` the `tf.function` inference wrapper and `load`.
+Keras network and `detector` the `tf.function` inference wrapper; `load` (`loading`) runs a converted
+directory's SavedModel (`saved_model_detector`) or builds the Keras model.
 Boxes are [ymin, xmin, ymax, xmax], normalised to the image, everywhere.
 """
 
@@ -20,7 +21,11 @@ def __getattr__(name):
     if name in ("SSDMobileNetV1", "count_parameters"):
         from ssd_mobilenet import model
         return getattr(model, name)
-    if name in ("load", "Detector"):
+    if name == "load":
+        # The default path runs the converted directory's SavedModel: no Keras model is built.
+        from ssd_mobilenet import loading
+        return loading.load
+    if name == "Detector":
         from ssd_mobilenet import detector
-        return getattr(detector, name)
+        return detector.Detector
     raise AttributeError(name)

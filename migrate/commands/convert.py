@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
                    help="let the check run these op types although they are not in the SSD inference op set")
     c.add_argument("--exact", action="store_true",
                    help="write the SavedModel op for op as the TF1 graph is written (default: the fast one, batch "
-                        "norm folded and weights as constants)")
+                        "norm folded, heads merged)")
     c.add_argument("--precision", choices=("float32", "mixed_bfloat16", "mixed_float16"), default="float32",
                    help="the SavedModel's compute precision: mixed_bfloat16 for CPUs with bfloat16 units, "
                         "mixed_float16 for GPUs (outputs stay float32; default float32)")

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import os
 import warnings
-import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -36,7 +35,10 @@ TRACE_BATCHES = 3
 
 def load_detector(directory: str, jit_compile: bool = False, precision: str = "float32",
                   freeze_weights: bool | None = None):
-    """`ssd_mobilenet.load` with a one-line `ModelDirError` naming the directory."""
+    """`ssd_mobilenet.load` with a one-line `ModelDirError` naming the directory. With the defaults it
+    runs the directory's SavedModel as `convert` wrote it, without building the Keras model
+    (`ssd_mobilenet.loading`); the levers that the SavedModel does not hold (`jit_compile`, another
+    precision) build it."""
     if not os.path.isdir(directory):
         raise ModelDirError(f"{directory}: no such directory (expected the output of `migrate convert`)")
     try:
@@ -47,20 +49,11 @@ def load_detector(directory: str, jit_compile: bool = False, precision: str = "f
 
 
 def resized_detect_function(detector):
-    """The detector's own serving computation on images already resized to its input size.
-
-    Returns a `tf.function`: float32 [N, h, w, 3] (h, w: `detector.config` size, values
-    0..255 as produced by `preprocessing.resize`) -> the detector's output dict.
-    """
-    if detector not in _RESIZED_FUNCTIONS:  # traced once per detector, not per call
-        config = detector.config
-        serve = detector.function.python_function  # the same computation, past the uint8 signature
-        spec = tf.TensorSpec([None, config.image_height, config.image_width, 3], tf.float32, name="resized_images")
-        _RESIZED_FUNCTIONS[detector] = tf.function(serve, input_signature=[spec])
-    return _RESIZED_FUNCTIONS[detector]
-
-
-_RESIZED_FUNCTIONS = weakref.WeakKeyDictionary()
+    """The detector's own serving computation on images already resized to its input size
+    (`detector.resized_function`: the SavedModel's `detect_resized`, or the Keras model's traced
+    on first use): float32 [N, h, w, 3] (h, w: `detector.config` size, values 0..255 as produced
+    by `preprocessing.resize`) -> the detector's output dict."""
+    return detector.resized_function
 
 
 def budget_batch_size(detector, max_memory_mb: float) -> int:
@@ -171,8 +164,9 @@ class TensorFlowRuntime:
                                   onednn_weight_cache=weight_cache)
         with warnings.catch_warnings(record=True) as caught:  # e.g. XLA on a CPU: one line, not a source excerpt
             warnings.simplefilter("always")
-            # Under a memory budget the weights stay variables: as graph constants they are held
-            # several times over in the allocator the budget counts (ssd_mobilenet.load).
+            # Under a memory budget the weights stay variables (as the float32 SavedModel holds
+            # them): as graph constants they are held several times over in the allocator the
+            # budget counts (ssd_mobilenet.load).
             self.detector = load_detector(converted, jit_compile=jit_compile, precision=precision,
                                           freeze_weights=False if max_memory_mb is not None else None)
         for w in caught:

@@ -75,10 +75,18 @@ def budget_batch_size(detector, max_memory_mb: float) -> int:
     return n
 
 
-def dataset(paths, config, batch_size: int, prefetch: int = tf.data.AUTOTUNE) -> tf.data.Dataset:
+PREFETCH = 1
+
+
+def dataset(paths, config, batch_size: int, prefetch: int = PREFETCH) -> tf.data.Dataset:
     """Paths -> batches of (index int32 [B], original [height, width] int32 [B, 2],
-    resized float32 [B, h, w, 3]), `prefetch` batches ahead. Images that fail to decode
-    are left out; their index is missing from the batches."""
+    resized float32 [B, h, w, 3]), `prefetch` batches ahead (the model runs on one while the
+    next is decoded), photos decoded on as many threads as cores. Images that fail to decode
+    are left out; their index is missing from the batches.
+
+    tf.data's autotuning is off: a folder's run ended with its optimisation thread taking up to
+    ~1.6 s to stop (docs/cold_start.md), and decoding is a small part of a batch's time next to
+    the model, so fixed settings lose nothing."""
 
     def load(index, path):
         image = image_io.decode(tf.io.read_file(path))
@@ -88,8 +96,10 @@ def dataset(paths, config, batch_size: int, prefetch: int = tf.data.AUTOTUNE) ->
     # File names as bytes: names that are not valid UTF-8 still reach the file system unchanged.
     names = tf.constant([os.fsencode(p) for p in paths], tf.string)
     ds = tf.data.Dataset.from_tensor_slices((tf.range(len(paths), dtype=tf.int32), names))
-    ds = ds.map(load, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    return ds.ignore_errors().batch(batch_size).prefetch(prefetch)
+    ds = ds.map(load, num_parallel_calls=os.cpu_count() or 1, deterministic=True)
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return ds.ignore_errors().batch(batch_size).prefetch(prefetch).with_options(options)
 
 
 def _unreadable(path: str) -> Result:
@@ -103,7 +113,7 @@ def _unreadable(path: str) -> Result:
 
 
 def iter_predictions(detector, paths, batch_size: int = DEFAULT_BATCH, on_batch=None,
-                     prefetch: int = tf.data.AUTOTUNE):
+                     prefetch: int = PREFETCH):
     """Runs `detector` over image files; yields one `Result` per path, in order.
 
     Args:
@@ -176,8 +186,9 @@ class TensorFlowRuntime:
                 batch_size = budget_batch_size(self.detector, max_memory_mb)
             say(f"batch size {batch_size}: the largest whose measured peak stays under {max_memory_mb:g} MiB")
         self.batch_size = batch_size or DEFAULT_BATCH
-        # Under a memory budget the pipeline holds one batch besides the one the model runs on.
-        self.prefetch = 1 if max_memory_mb is not None else tf.data.AUTOTUNE
+        # The pipeline holds one batch besides the one the model runs on (`dataset`), which a
+        # memory budget leaves room for.
+        self.prefetch = PREFETCH
         self.trace_dir = trace_dir
 
     def results(self, paths):

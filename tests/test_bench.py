@@ -316,15 +316,15 @@ def test_tflite_runner_gives_the_tf1_detections(small, tflite_path):
 
 
 def test_kernels_counts_every_convolution_of_a_call_and_the_filters_reordered_each_call(small):
-    """`scripts/kernels.py`'s profile of the small model with its weights as variables: per call, as
-    many 1x1, depthwise and kxk convolution primitives as the folded model has layers of each, and
-    filter reorders on every call (a variable's filter is reordered per call; constants are cached).
+    """`scripts/kernels.py`'s profile of the small model with its weights as variables (`load`'s default
+    in float32): per call, as many 1x1, depthwise and kxk convolution primitives as the folded model
+    has layers of each, and filter reorders on every call (a variable's filter is reordered per call; constants are cached).
     Where TensorFlow runs Eigen's kernels (CPUs without AVX-512, TF_ENABLE_ONEDNN_OPTS=0), the
     profile says so in one line instead of counting the primitives Eigen's products call."""
     from migrate.benchmark import kernels
     from ssd_mobilenet import layers
     src, out = small
-    summary = kernels.profile("detector_variables", src, out, size=(96, 160), batch=1, calls=3, warmup=1)
+    summary = kernels.profile("detector", src, out, size=(96, 160), batch=1, calls=3, warmup=1)
     assert summary["onednn"] == runtime.onednn_on() and summary["wall_ms_per_call"] > 0
     if not summary["onednn"]:
         assert summary["rows"] == [] and summary["reorders"] == []

@@ -28,7 +28,7 @@ FILE_SIDES = TFLITE_SIDES + ONNX_SIDES
 # Every side `bench` knows; the file sides only when asked for (`DEFAULT_SIDES`): they add an
 # export of their files and rows at batch 1 only.
 SIDES = ("tf1_session", "tf1_wrap_function", "saved_model", "saved_model_exact", "saved_model_mixed", "detector",
-         "detector_variables", "detector_exact", "detector_xla", "detector_mixed") + FILE_SIDES
+         "detector_constants", "detector_exact", "detector_xla", "detector_mixed") + FILE_SIDES
 DEFAULT_SIDES = tuple(s for s in SIDES if s not in FILE_SIDES)
 
 # Sides whose SavedModel bench exports first: (variant, precision; None: `mixed_precision()`).
@@ -95,7 +95,7 @@ def runner(side: str, src: str, converted: str, exported: str = None, threads: i
     import warnings
 
     import ssd_mobilenet
-    options = {"detector": {}, "detector_variables": {"freeze_weights": False},
+    options = {"detector": {}, "detector_constants": {"freeze_weights": True},
                "detector_exact": {"fold_batch_norm": False, "slice_size": None},
                "detector_xla": {"jit_compile": True}, "detector_mixed": {"precision": mixed_precision()}}
     if side not in options:

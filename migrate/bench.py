@@ -5,6 +5,8 @@ Sides (`SIDES`), each a runner `run(images uint8 [N, H, W, 3]) -> dict of output
   tf1_wrap_function  the same graph through `tf.compat.v1.wrap_function` (TF2 without this toolkit)
   saved_model        CONVERTED/saved_model as `convert` wrote it (default: the fast variant),
                      `tf.saved_model.load(...).signatures["serving_default"]`, plain TF
+  saved_model_constants the same call on the default SavedModel exported with its weights as graph
+                     constants (faster warm calls on oneDNN, slower start, more memory)
   saved_model_exact  the same call on the `--exact` SavedModel (op for op the graph)
   saved_model_mixed  the same call on the `--precision mixed_bfloat16` SavedModel (CPUs;
                      `mixed_float16` on GPUs)
@@ -43,8 +45,8 @@ with the TF1 session's, in the one latency process (which has TensorFlow loaded 
 sides). Ready time: seconds from loading the model to the end of its first call, in that fresh
 process. Cold start (with `photos`): every side's fresh process over a folder of photos, as a user's
 process runs it, from its start to its first detections and to its exit, and its peak RSS
-(`benchmark.cold_start`), in the environment a user's process has. Model size: the bytes on disk of what a side loads (frozen graph,
-SavedModel directory, .tflite file). Every worker gets
+(`benchmark.cold_start`), in the environment a user's process has. Model size: the bytes on disk of
+what a side loads (frozen graph, SavedModel directory, .tflite file). Every other worker gets
 the same environment (`TF_CPU_ALLOCATOR_USE_BFC=true`, threads, oneDNN setting, weight
 cache), so a ratio is the migration's effect, not an environment flag's. `onednn` runs the latency
 worker once per oneDNN setting to show that lever for both sides.
@@ -74,11 +76,11 @@ from migrate.benchmark.workers import _measure, _run_export_process
 from migrate.common import measure
 
 # The public names of `migrate.bench`, wherever they live now.
-__all__ = ["BASELINE", "COLD_TARGETS", "DEFAULT_SIDES", "DETECTION_OUTPUTS", "EXPORTED_SIDES", "MAX_ROUNDS_FACTOR", "PLOT_EXTRA",
+__all__ = ["BASELINE", "COLD_TARGETS", "DEFAULT_SIDES", "DETECTION_OUTPUTS", "EXPORTED_SIDES", "MAX_ROUNDS_FACTOR",
+           "PLOT_EXTRA",
            "RATIO_INTERVAL", "SIDES", "TARGETS", "TFLITE_SIDES", "ONNX_SIDES", "FILE_SIDES", "BenchInputError", "bench",
-           "check_plot",
-           "cold_table", "export_sides", "format_table", "interleaved_latency", "mixed_precision", "parse_batches", "parse_sizes",
-           "plot_available", "ratio_interval", "rounds", "runner", "scaling", "targets", "tflite_settings",
+           "check_plot", "cold_table", "export_sides", "format_table", "interleaved_latency", "mixed_precision",
+           "parse_batches", "parse_sizes", "plot_available", "ratio_interval", "rounds", "runner", "scaling", "targets", "tflite_settings",
            "write_json", "write_markdown", "write_plot"]
 
 
@@ -121,12 +123,12 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=D
         raise BenchInputError(f"{converted}: not a converted model directory (no model_config.json)")
     if photos is not None:
         from migrate.common import images
+        if cold_runs < 1:
+            raise BenchInputError(f"--cold-runs {cold_runs}: need >= 1")
         try:
             images.list_images(photos)
         except images.ImageError as e:
-            raise BenchInputError(str(e)) from None
-        if cold_runs < 1:
-            raise BenchInputError(f"--cold-runs {cold_runs}: need >= 1")
+            raise BenchInputError(f"--photos {e}") from None
     if repeats < 1 or warmup < 0:
         raise BenchInputError(f"--repeats {repeats} / --warmup {warmup}: need >= 1 timed run and warm-up >= 0")
     if memory_limit_mb is not None and memory_limit_mb <= 0:

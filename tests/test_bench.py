@@ -7,11 +7,15 @@ import sys
 import numpy as np
 import pytest
 
-from tests.conftest import SKYLAKE_SP, check_detections, needs_shared, random_images, write_small_model_pair
+from tests.conftest import (SHARED, SKYLAKE_SP, check_detections, needs_shared, random_images,
+                            write_small_model_pair)
 from migrate import bench
 from migrate.cli import main
 from ssd_mobilenet import detector, hardware, runtime
 from ssd_mobilenet.config import SSDConfig
+
+PHOTOS = sorted(os.path.join(SHARED, "photos", f) for f in os.listdir(os.path.join(SHARED, "photos"))
+                if f.endswith(".jpg")) if os.path.isdir(os.path.join(SHARED, "photos")) else []
 
 
 def test_sizes_and_batches_parse_or_fail_with_the_flag_named():
@@ -112,7 +116,8 @@ def test_existing_outputs_are_not_replaced_without_force(converted, tmp_path, ca
     assert "two batch sizes" in capsys.readouterr().err
     assert main(["bench", src, out, "--memory-growth", "--memory-limit", "100", "--quiet"]) == 2
     assert "exclude" in capsys.readouterr().err
-    for bad in (["--repeats", "0"], ["--warmup", "-1"], ["--memory-limit", "-5"]):
+    for bad in (["--repeats", "0"], ["--warmup", "-1"], ["--memory-limit", "-5"],
+                ["--cold-runs", "0", "--photos", str(tmp_path)], ["--photos", str(tmp_path / "none")]):
         assert main(["bench", src, out, *bad, "--quiet"]) == 2, bad
         err = capsys.readouterr().err.strip()
         assert err.startswith("error: ") and len(err.splitlines()) == 1 and bad[0] in err, err
@@ -126,9 +131,13 @@ def test_bench_measures_every_side_against_the_tf1_session(converted, tmp_path, 
     # The other runners' outputs: test_runners_give_the_tf1_detections. The exact SavedModel is
     # exported by bench itself.
     sides = "tf1_session,detector,saved_model_exact"
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for photo in PHOTOS[1:3]:  # 1352x900 and 800x450
+        os.symlink(photo, photos / os.path.basename(photo))
     assert main(["bench", src, out, "--batch", "1,2", "--size", "300x300", "--sides", sides, "--repeats", "2",
                  "--warmup", "1", "--json", str(json_path), "--markdown", str(md_path), "--plot", str(png_path),
-                 "--quiet"]) == 0
+                 "--photos", str(photos), "--cold-runs", "1", "--quiet"]) == 0
     table = capsys.readouterr().out
     report = json.loads(json_path.read_text())
     rows = report["rows"]
@@ -159,6 +168,20 @@ def test_bench_measures_every_side_against_the_tf1_session(converted, tmp_path, 
     state = f"default ({'on' if runtime.onednn_on() else 'off'})"
     assert report["onednn_on"] == {"default": runtime.onednn_on()}
     assert f"oneDNN: {state} (off: Eigen's kernels)" in md and f"| tf1_session | {state} |" in md
+    # Cold start: every side's fresh process over the photos, in the users' environment (no BFC
+    # allocator), timed from its start; the TF1 session is every ratio's baseline.
+    cold = report["cold"]
+    assert [p["width"] for p in cold["photos"]] == [1352, 800] and cold["runs"] == 1
+    assert "TF_CPU_ALLOCATOR_USE_BFC" not in cold["env"]
+    assert [r["side"] for r in cold["rows"]] == sides.split(",")
+    for r in cold["rows"]:
+        assert 0 < r["first_detections_s"] < r["wall_s"] and r["peak_rss_bytes"] > 300 * 2**20
+        assert r["tensorflow_imported"]
+        if r["side"] == "tf1_session":
+            assert r["wall_s_ratio"] == r["first_detections_s_ratio"] == r["peak_rss_bytes_ratio"] == 1.0
+    assert "## Cold start on photos" in md and "| detector | " in md.split("## Cold start on photos")[1]
+    assert "`detector` cold on photos, peak RSS: <= 0.85x TF1" in md
+    assert "| first detections s |" in table
     # The plot (matplotlib is in the dev extra): a PNG of a real figure, not an empty canvas.
     data = png_path.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 20_000
@@ -318,8 +341,8 @@ def test_tflite_runner_gives_the_tf1_detections(small, tflite_path):
 def test_kernels_counts_every_convolution_of_a_call_and_the_filters_reordered_each_call(small):
     """`scripts/kernels.py`'s profile of the small model with its weights as variables (`load`'s default
     in float32): per call, as many 1x1, depthwise and kxk convolution primitives as the folded model
-    has layers of each, and filter reorders on every call (a variable's filter is reordered per call; constants are cached).
-    Where TensorFlow runs Eigen's kernels (CPUs without AVX-512, TF_ENABLE_ONEDNN_OPTS=0), the
+    has layers of each, and filter reorders on every call (a variable's filter is reordered per call;
+    constants are cached). Where TensorFlow runs Eigen's kernels (CPUs without AVX-512, TF_ENABLE_ONEDNN_OPTS=0), the
     profile says so in one line instead of counting the primitives Eigen's products call."""
     from migrate.benchmark import kernels
     from ssd_mobilenet import layers

@@ -12,6 +12,10 @@ _SIDE_TEXT = {
     "saved_model": "`tf.saved_model.load(CONVERTED/saved_model).signatures['serving_default']`, plain TensorFlow: "
                    "the SavedModel `convert` writes by default (batch norm folded, heads merged, early layers in "
                    "slices, the weights as variables).",
+    "saved_model_constants": "the same call on the default SavedModel exported with every weight a graph constant "
+                             "(`ssd_mobilenet.export.export_saved_model(..., weights='constants')`, the default "
+                             "before issue 43): oneDNN reorders each filter once instead of on every call, for a "
+                             "process that holds the weights many times over and starts slower.",
     "saved_model_exact": "the same call on the SavedModel `convert --exact` writes: op for op the TF1 graph, weights "
                          "as variables.",
     "saved_model_mixed": "the same call on the SavedModel `convert --precision mixed_bfloat16` writes (CPUs; "

@@ -78,9 +78,12 @@ class DetectionModule(tf.Module):
       variant: "fast" or "exact" (module docstring).
       precision: "float32", "mixed_bfloat16" or "mixed_float16" ("fast" only): the network
         computes in 16 bits, every output stays float32.
+      weights: "constants" or "variables" ("fast" only), against the variant's default
+        (`weights_as_constants`; None): constants make warm calls faster on oneDNN, for a
+        process that starts slower and holds the weights many times over (docs/cold_start.md).
     """
 
-    def __init__(self, model, variant: str = FAST, precision: str = "float32"):
+    def __init__(self, model, variant: str = FAST, precision: str = "float32", weights: str | None = None):
         super().__init__(name="ssd_mobilenet_v1")
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
@@ -88,9 +91,12 @@ class DetectionModule(tf.Module):
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
         if variant == EXACT and precision != "float32":
             raise ValueError("the exact variant computes in float32 (reduced precision runs on the folded model)")
+        if weights not in (None, "constants", "variables") or (weights is not None and variant == EXACT):
+            raise ValueError(f"weights must be None, 'constants' or 'variables' (fast variant only), got {weights!r}")
         # The detector stays in a closure, not an attribute: tf.Module would track its Keras
         # model and save its variables too.
-        constants = weights_as_constants(variant, model.config, precision)
+        constants = weights_as_constants(variant, model.config, precision) if weights is None \
+            else weights == "constants"
         detector = detector_lib.Detector(model, fold_batch_norm=variant == FAST, freeze_weights=constants,
                                          precision=precision)
         if constants:
@@ -136,15 +142,16 @@ class DetectionModule(tf.Module):
 
 
 def export_saved_model(model, path: str, variant: str = FAST, precision: str = "float32",
-                       source: str | None = None) -> None:
-    """Writes `model` as a SavedModel at `path` (module docstring), with its metadata file.
+                       source: str | None = None, weights: str | None = None) -> None:
+    """Writes `model` as a SavedModel at `path` (module docstring), with its metadata file;
+    `weights`: `DetectionModule`'s.
 
     `source`: the converted directory whose `model_config.json` and checkpoint `model` was saved
     to (`detector.save`); their fingerprint goes into the metadata, so that `ssd_mobilenet.load`
     runs this SavedModel for that directory only while both are unchanged. None: no source (the
     SavedModel then never stands in for a checkpoint).
     """
-    module = DetectionModule(model, variant, precision)
+    module = DetectionModule(model, variant, precision, weights)
     tf.saved_model.save(module, path, signatures={SIGNATURE_KEY: module.__call__})
     config = model.config
     converted_dir.write_metadata(path, {

@@ -201,7 +201,11 @@ def test_runners_give_the_tf1_detections(converted, tmp_path):
     from migrate import verify
     with open(os.path.join(out, "model_config.json")) as f:
         config = json.load(f)
-    paths = bench.export_sides(out, str(tmp_path), ["saved_model_exact", "saved_model_mixed"])
+    paths = bench.export_sides(out, str(tmp_path), ["saved_model_constants", "saved_model_exact", "saved_model_mixed"])
+    # The default SavedModel with its weights as constants (the warm-latency lever).
+    check_detections(bench.runner("saved_model_constants", src, out, paths["saved_model_constants"])(images), ref)
+    with open(os.path.join(paths["saved_model_constants"], "assets.extra", "ssd_mobilenet.json")) as f:
+        assert json.load(f)["weights"] == "constants"
     exact = bench.runner("saved_model_exact", src, out, paths["saved_model_exact"])(images)
     mixed = bench.runner("saved_model_mixed", src, out, paths["saved_model_mixed"])(images)
     for i in range(len(images)):
@@ -366,3 +370,24 @@ def test_kernels_counts_every_convolution_of_a_call_and_the_filters_reordered_ea
     assert summary["isa"]
     assert counted.get("reorder", 0) >= 1 and summary["reorders"]
     assert "convolution 1x1" in kernels.format_summary(summary)
+
+
+@pytest.mark.slow
+def test_cold_memory_notes_every_stage_of_a_fresh_process(small, tmp_path):
+    from PIL import Image
+
+    from migrate.benchmark import cold_memory
+    src, out = small
+    rng = np.random.default_rng(0)
+    for name, (h, w) in {"a.jpg": (90, 160), "b.png": (200, 120)}.items():
+        Image.fromarray(rng.integers(0, 256, (h, w, 3)).astype(np.uint8)).save(tmp_path / name)
+    names = ["Python and the project's modules", "import tensorflow", "model loaded", "first photo", "all photos",
+             "after malloc_trim(0)"]
+    for setting in ("default", "grappler_off"):
+        stages = cold_memory.measure_stages("tf1_session", src, out, str(tmp_path), setting=setting)
+        assert [s["stage"] for s in stages] == names[:len(stages)] and len(stages) >= 5
+        peaks = [s["peak"] for s in stages]
+        assert peaks == sorted(peaks) and all(s["rss"] <= s["peak"] for s in stages)
+        # TensorFlow's libraries are mapped files; its import alone holds hundreds of MiB.
+        assert stages[1]["file"] > 100 * 2**20 and stages[1]["rss"] > 3 * stages[0]["rss"]
+        assert stages[2]["threads"] > 1

@@ -167,12 +167,12 @@ def test_saved_models_hold_their_weights_as_their_variant_says(exported):
         assert metadata["source"]["checkpoint_data_bytes"] > 27e6
 
 
-def test_exact_saved_model_is_float32_only(tmp_path, capsys):
-    code = main(["convert", str(tmp_path), "--out", str(tmp_path / "out"), "--exact", "--precision",
-                 "mixed_bfloat16", "--quiet"])
+@pytest.mark.parametrize("other", [["--precision", "mixed_bfloat16"], ["--constant-weights"]])
+def test_exact_saved_model_is_float32_with_variables_only(tmp_path, capsys, other):
+    code = main(["convert", str(tmp_path), "--out", str(tmp_path / "out"), "--exact", *other, "--quiet"])
     assert code == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and "--exact" in err and len(err.splitlines()) == 1
+    assert err.startswith("error: ") and "--exact" in err and other[0] in err and len(err.splitlines()) == 1
     assert not (tmp_path / "out").exists()
 
 

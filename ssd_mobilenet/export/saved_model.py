@@ -52,11 +52,19 @@ VARIANTS = (FAST, EXACT)
 SIGNATURE_KEY = "serving_default"
 
 
-def describe(variant: str, config, precision: str = "float32") -> str:
+def weights_kind(variant: str, config, precision: str = "float32", weights: str | None = None) -> str:
+    """"constants" or "variables": how the SavedModel of `variant` holds its weights (`weights`:
+    `DetectionModule`'s choice, None: the variant's)."""
+    if weights is not None:
+        return weights
+    return "constants" if weights_as_constants(variant, config, precision) else "variables"
+
+
+def describe(variant: str, config, precision: str = "float32", weights: str | None = None) -> str:
     """What the SavedModel of `variant` holds, for the conversion report."""
     if variant == EXACT:
         return "op for op the TF1 graph as written, weights as variables"
-    if weights_as_constants(variant, config, precision):
+    if weights_kind(variant, config, precision, weights) == "constants":
         return "batch norm folded, heads merged, weights as graph constants"
     if config.weight_bits:
         return "batch norm folded, heads merged, weights as variables (quantization-aware)"
@@ -95,8 +103,7 @@ class DetectionModule(tf.Module):
             raise ValueError(f"weights must be None, 'constants' or 'variables' (fast variant only), got {weights!r}")
         # The detector stays in a closure, not an attribute: tf.Module would track its Keras
         # model and save its variables too.
-        constants = weights_as_constants(variant, model.config, precision) if weights is None \
-            else weights == "constants"
+        constants = weights_kind(variant, model.config, precision, weights) == "constants"
         detector = detector_lib.Detector(model, fold_batch_norm=variant == FAST, freeze_weights=constants,
                                          precision=precision)
         if constants:

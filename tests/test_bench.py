@@ -386,8 +386,11 @@ def test_cold_memory_notes_every_stage_of_a_fresh_process(small, tmp_path):
     for setting in ("default", "grappler_off"):
         stages = cold_memory.measure_stages("tf1_session", src, out, str(tmp_path), setting=setting)
         assert [s["stage"] for s in stages] == names[:len(stages)] and len(stages) >= 5
-        peaks = [s["peak"] for s in stages]
-        assert peaks == sorted(peaks) and all(s["rss"] <= s["peak"] for s in stages)
+        # Linux counts resident pages per thread and adds them up from time to time: VmRSS and
+        # VmHWM read a few hundred KiB off (`SPLIT_RSS_COUNTING`).
+        slack = 2**20
+        assert all(b["peak"] >= a["peak"] - slack for a, b in zip(stages, stages[1:]))
+        assert all(s["rss"] <= s["peak"] + slack for s in stages)
         # TensorFlow's libraries are mapped files; its import alone holds hundreds of MiB.
         assert stages[1]["file"] > 100 * 2**20 and stages[1]["rss"] > 3 * stages[0]["rss"]
         assert stages[2]["threads"] > 1

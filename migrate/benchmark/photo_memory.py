@@ -167,6 +167,9 @@ def main(argv=None) -> int:
             result = _predict_worker(model, photos, out_dir)
     with open(result_path, "w", encoding="utf-8") as f:
         json.dump(result, f)
+    if kind != "tf1":
+        from migrate.cli import before_exit
+        before_exit()  # as `python -m migrate` exits
     return 0
 
 

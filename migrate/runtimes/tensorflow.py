@@ -84,22 +84,34 @@ def dataset(paths, config, batch_size: int, prefetch: int = PREFETCH) -> tf.data
     next is decoded), photos decoded on as many threads as cores. Images that fail to decode
     are left out; their index is missing from the batches.
 
+    The first batch holds the first image alone, the others `batch_size` images: the first
+    detections come as soon as one model call can give them, not after a whole batch (the first
+    call also optimises the function and creates its kernels).
+
     tf.data's autotuning is off: a folder's run ended with its optimisation thread taking up to
     ~1.6 s to stop (docs/cold_start.md), and decoding is a small part of a batch's time next to
     the model, so fixed settings lose nothing."""
 
+    # No Python control flow on tensors here: autograph's conversion of this function and the ones
+    # it calls only cost the start of every run (~0.2 s).
+    @tf.autograph.experimental.do_not_convert
     def load(index, path):
         image = image_io.decode(tf.io.read_file(path))
         resized = preprocessing.resize(image[None], config)[0]
         return index, tf.shape(image)[:2], resized
 
-    # File names as bytes: names that are not valid UTF-8 still reach the file system unchanged.
-    names = tf.constant([os.fsencode(p) for p in paths], tf.string)
-    ds = tf.data.Dataset.from_tensor_slices((tf.range(len(paths), dtype=tf.int32), names))
-    ds = ds.map(load, num_parallel_calls=os.cpu_count() or 1, deterministic=True)
+    def batches(start, stop, size):
+        # File names as bytes: names that are not valid UTF-8 still reach the file system unchanged.
+        names = tf.constant([os.fsencode(p) for p in paths[start:stop]], tf.string, shape=[stop - start])
+        ds = tf.data.Dataset.from_tensor_slices((tf.range(start, stop, dtype=tf.int32), names))
+        ds = ds.map(load, num_parallel_calls=os.cpu_count() or 1, deterministic=True)
+        return ds.ignore_errors().batch(size)
+
+    first = min(1, len(paths))
     options = tf.data.Options()
     options.autotune.enabled = False
-    return ds.ignore_errors().batch(batch_size).prefetch(prefetch).with_options(options)
+    ds = batches(0, first, 1).concatenate(batches(first, len(paths), batch_size))
+    return ds.prefetch(prefetch).with_options(options)
 
 
 def _unreadable(path: str) -> Result:
@@ -193,7 +205,8 @@ class TensorFlowRuntime:
 
     def results(self, paths):
         """One `Result` per path, in order (`iter_predictions`)."""
-        tracer = _Tracer(self.trace_dir, num_batches=-(-len(paths) // self.batch_size))
+        first = min(1, len(paths))  # the first batch holds one image (`dataset`)
+        tracer = _Tracer(self.trace_dir, num_batches=first + -(-(len(paths) - first) // self.batch_size))
         try:
             yield from iter_predictions(self.detector, paths, self.batch_size, on_batch=tracer.on_batch,
                                         prefetch=self.prefetch)

@@ -53,7 +53,7 @@ def main() -> int:
         files = bench.export_sides(converted, os.path.join(tmp, "exported"), [s for s in sides if s != "saved_model"])
         models = [converted if side == "saved_model" else files[side] for side in sides]
         runs = [photo_memory.measure_photos(os.path.join(src, "frozen_inference_graph.pb"), models, args.photos,
-                                            progress=progress) for _ in range(args.repeats)]
+                                            progress=progress, rotate=r) for r in range(args.repeats)]
     rows = []
     for i, side in enumerate(["tf1_session"] + sides):
         measured = sorted((run["rows"][i] for run in runs), key=lambda row: row["peak_rss_bytes"])
@@ -91,7 +91,8 @@ def main() -> int:
         "TF1 session's median peak. `first detections s`: from just before the process started to its first "
         "detections (`predict`: its first JSON line, which comes with its first batch of up to 8 photos); "
         "`wall s`: to its exit; their `x TF1` is the median of each round's ratio to the TF1 session's run of the "
-        f"same round. Each side ran {args.repeats} times, the sides of a round one after the other; the row is its "
+        f"same round. Each side ran {args.repeats} times, the sides of a round one after the other, in an order "
+        "rotated every round; the row is its "
         "median run (times: the medians), and the lines under the table give each side's lowest and highest "
         "peak and time ratios.", "",
         table.rstrip("\n"),

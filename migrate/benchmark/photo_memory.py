@@ -51,13 +51,16 @@ def _run_worker(args: list, env: dict | None, timeout: float | None) -> dict:
 
 
 def measure_photos(frozen_graph: str, models, photos: str, env: dict | None = None, timeout: float | None = None,
-                   progress=None) -> dict:
-    """Each side's fresh-process peak memory over the photos in `photos` (a folder).
+                   progress=None, rotate: int = 0) -> dict:
+    """Each side's fresh-process peak memory and times over the photos in `photos` (a folder).
 
     Args:
       frozen_graph: the TF1 `frozen_inference_graph.pb` (the reference side).
       models: what `predict` runs, each a side: `.tflite` / `.onnx` files, converted directories.
       env: extra environment variables for every worker (both kinds get the same).
+      rotate: the processes run in the order of the sides (the TF1 session first) rotated by this
+        many places: a caller that repeats the measurement rotates it, so that no side always runs
+        right after the same one (the rows keep the sides' order).
     Raises:
       measure.MeasureError: a worker failed (its exit code and stderr tail) or timed out.
     Returns:
@@ -67,13 +70,21 @@ def measure_photos(frozen_graph: str, models, photos: str, env: dict | None = No
       the TF1 session's row first.
     """
     say = progress or (lambda msg: None)
-    say(f"{TF1_SIDE}: {frozen_graph} over {photos}")
-    tf1 = _run_worker(["tf1", frozen_graph, photos], env, timeout)
+    sides = [None] + list(models)  # None: the TF1 session
+    results = {}
+    shift = rotate % len(sides)
+    for i in list(range(len(sides)))[shift:] + list(range(len(sides)))[:shift]:
+        if sides[i] is None:
+            say(f"{TF1_SIDE}: {frozen_graph} over {photos}")
+            results[i] = _run_worker(["tf1", frozen_graph, photos], env, timeout)
+        else:
+            say(f"predict {sides[i]} over {photos}")
+            results[i] = _run_worker(["predict", sides[i], photos], env, timeout)
+    tf1 = results[0]
     rows = [{"side": TF1_SIDE, "model": frozen_graph, **tf1["measured"], "runtime": tf1["runtime"]}]
-    for model in models:
-        say(f"predict {model} over {photos}")
-        result = _run_worker(["predict", model, photos], env, timeout)
-        rows.append({"side": _side_name(model), "model": model, **result["measured"], "runtime": result["runtime"]})
+    for i, model in enumerate(models, 1):
+        rows.append({"side": _side_name(model), "model": model, **results[i]["measured"],
+                     "runtime": results[i]["runtime"]})
     for row in rows:
         row["rss_ratio"] = row["peak_rss_bytes"] / rows[0]["peak_rss_bytes"]
         for key in ("first_detections_s", "wall_s"):

@@ -106,6 +106,7 @@ def test_the_levers_build_the_keras_model(zoo_converted):
 
 
 @needs_shared
+@pytest.mark.slow
 def test_a_saved_model_of_another_config_or_checkpoint_is_not_run(zoo_converted, copied):
     assert converted_dir.saved_model_mismatch(str(copied), _metadata(copied)) is None
     # A config edited by hand: the checkpoint and config decide, with a warning.

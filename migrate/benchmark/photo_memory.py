@@ -144,6 +144,9 @@ class _TimedLines:
     def flush(self) -> None:
         self.f.flush()
 
+    def isatty(self) -> bool:
+        return False  # a file, as `predict --out` writes: no terminal layout
+
 
 def _predict_worker(model: str, photos: str, out_dir: str) -> dict:
     import contextlib

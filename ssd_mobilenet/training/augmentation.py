@@ -1,7 +1,8 @@
 """The SSD data augmentation of the TF1 Object Detection API (`core/preprocessor.py`):
-`random_horizontal_flip` and `ssd_random_crop`, applied in the order a pipeline.config's
-`data_augmentation_options` lists them (`augment`); the zoo's SSD MobileNet v1 config lists the
-flip, then the crop (`ZOO_STEPS`). A config that lists none trains on the images as they are.
+`random_horizontal_flip`, `ssd_random_crop` and `random_crop_image`, applied in the order a
+pipeline.config's `data_augmentation_options` lists them (`augment`); the zoo's SSD MobileNet v1
+config lists the flip, then the SSD crop (`ZOO_STEPS`), its FPN config the flip, then
+`random_crop_image`. A config that lists none trains on the images as they are.
 
 Every function works on one image and its objects:
   image: uint8 (or float) [H, W, C]; boxes: float32 [M, 4] as [ymin, xmin, ymax, xmax],
@@ -20,6 +21,7 @@ calls, with its arguments, so the windows follow the same distribution but are o
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import tensorflow as tf
@@ -198,7 +200,9 @@ def sample_crop(image_shape, boxes, seed, operations=SSD_CROP_OPERATIONS):
                 image_shape, sampler_boxes, seed=window_seed, min_object_covered=op.min_object_covered,
                 aspect_ratio_range=op.aspect_ratio_range, area_range=op.area_range,
                 max_attempts=MAX_ATTEMPTS, use_image_if_no_bounding_boxes=True)
-            return coin > op.random_coef, offset[:2], size[:2], tf.constant(op.overlap_thresh, tf.float32)
+            # random_crop_image crops without a coin when random_coef < sys.float_info.min.
+            crop = coin > op.random_coef if op.random_coef >= sys.float_info.min else tf.constant(True)
+            return crop, offset[:2], size[:2], tf.constant(op.overlap_thresh, tf.float32)
         return draw
 
     if len(operations) == 1:
@@ -234,7 +238,8 @@ def ssd_random_crop(image, boxes, classes, seed, operations=SSD_CROP_OPERATIONS)
 
 @dataclass(frozen=True)
 class Step:
-    """One augmentation step: `kind` "random_horizontal_flip" or "ssd_random_crop" with its `operations`."""
+    """One augmentation step: `kind` "random_horizontal_flip", or "ssd_random_crop" or
+    "random_crop_image" with its `operations` (one for random_crop_image)."""
 
     kind: str
     operations: tuple = ()
@@ -246,18 +251,21 @@ ZOO_STEPS = (Step("random_horizontal_flip"), Step("ssd_random_crop", SSD_CROP_OP
 def steps_of(config_steps) -> tuple:
     """`Step`s of a `TrainConfig.data_augmentation` (`AugmentationConfig`s): an `ssd_random_crop`
     without `operations` takes the OD API's seven (`SSD_CROP_OPERATIONS`); written operations
-    are taken as written (the OD API read every field of one, an unset field being 0)."""
+    are taken as written (the OD API read every field of one, an unset field being 0); a
+    `random_crop_image` is its one operation."""
     steps = []
     for c in config_steps:
         if c.kind == "random_horizontal_flip":
             steps.append(Step(c.kind))
-        elif c.kind == "ssd_random_crop":
+        elif c.kind in ("ssd_random_crop", "random_crop_image"):
             ops = tuple(CropOperation(min_object_covered=o.min_object_covered,
                                       aspect_ratio_range=(o.min_aspect_ratio, o.max_aspect_ratio),
                                       area_range=(o.min_area, o.max_area), overlap_thresh=o.overlap_thresh,
                                       random_coef=o.random_coef, clip_boxes=o.clip_boxes)
-                        for o in c.operations) or SSD_CROP_OPERATIONS
-            steps.append(Step(c.kind, ops))
+                        for o in c.operations)
+            if c.kind == "random_crop_image" and len(ops) != 1:
+                raise ValueError(f"random_crop_image takes one operation, got {len(ops)}")
+            steps.append(Step(c.kind, ops or SSD_CROP_OPERATIONS))
         else:
             raise ValueError(f"augmentation {c.kind!r} is not supported")
     return tuple(steps)

@@ -20,13 +20,21 @@ Which layers are regularised, and with which weight and batch-norm decay
   With `override_base_feature_extractor_hyperparams` the feature extractor's
   `conv_hyperparams` scope is entered inside that one and replaces all of it: its regularizer
   (none when it has none) and its batch norm.
-- The extra layers take the feature extractor's `conv_hyperparams`; the box predictor's heads
-  (`BoxEncodingPredictor`, `ClassPredictor`, and their `_depthwise` convs with
-  `use_depthwise`) the box predictor's.
+- The extra layers take the feature extractor's `conv_hyperparams`: `ssd_mobilenet_v1`'s four
+  extra feature-map layers, FPN's pyramid (`fpn_top_down_feature_maps` and the bottom-up layers
+  are built inside that scope: the `projection_<n>` kernels are regularised, their biases not;
+  `smoothing_<k>` and `bottom_up_Conv2d_<n>` like any conv), PPN none (its pyramid is max-pools).
+- The box predictor's `conv_hyperparams` govern its layers: the convolutional predictor's heads
+  (`BoxEncodingPredictor`, `ClassPredictor`, and their `_depthwise` convs with `use_depthwise`);
+  the weight-shared predictor's tower convs (`.../conv2d_<i>`), `BoxPredictor` and
+  `ClassPredictor`, and its per-feature-map batch norms (`.../BatchNorm/feature_<j>`: their
+  decay). The weight-shared kernels are created once and reused for every feature map
+  (`tf.AUTO_REUSE`), and a reused variable adds no second regulariser term: one term each.
 - The hyperparams builder puts its regularizer on `slim.conv2d` and `slim.separable_conv2d`
   alike, and slim's `separable_conv2d(num_outputs=None)` passes it to `depthwise_weights`: every
   depthwise kernel under a hyperparams scope is regularised whatever `regularize_depthwise`
-  says. Neither the slim nor the Keras hyperparams builder of that era reads
+  says. A separable conv with outputs (FPN's and the weight-shared predictor's 3x3 convs with
+  `use_depthwise`) regularises both its `depthwise_weights` and `pointwise_weights`. Neither the slim nor the Keras hyperparams builder of that era reads
   `regularize_depthwise`; it is accepted and changes nothing, as in TF1.
 - Biases (`biases_regularizer` stays None) and batch-norm variables are never regularised.
 slim's `l2_regularizer(scale)(w)` is `scale * tf.nn.l2_loss(w)` (`l2_loss(w) = sum(w ** 2) / 2`)
@@ -44,7 +52,8 @@ import keras
 import tensorflow as tf
 
 from ssd_mobilenet.box_predictor import BoxPredictor
-from ssd_mobilenet.layers import DEFAULT_BATCH_NORM_DECAY, SlimConv
+from ssd_mobilenet.box_predictors.weight_shared import WeightSharedConvolutionalBoxPredictor
+from ssd_mobilenet.layers import DEFAULT_BATCH_NORM_DECAY, BatchNorm, SlimConv
 from ssd_mobilenet.training import optimizers, schedules
 from ssd_mobilenet.training.moving_average import MovingAverage
 
@@ -100,16 +109,41 @@ def moving_average(config, variables) -> "MovingAverage | None":
     return MovingAverage(variables, config.moving_average_decay)
 
 
-def layer_groups(model) -> dict:
-    """{BASE | EXTRA | BOX_PREDICTOR: [SlimConv, ...]} of an `SSDMobileNetV1`, in creation order."""
+_BOX_PREDICTORS = (BoxPredictor, WeightSharedConvolutionalBoxPredictor)
+
+
+def _sublayers(model, kind) -> dict:
+    """{BASE | EXTRA | BOX_PREDICTOR: [layer of `kind`, ...]}: the model's layers (and the layers
+    inside them) of type `kind`, by the group of the model's layer they belong to, in model order."""
     groups = {BASE: [], EXTRA: [], BOX_PREDICTOR: []}
     for layer in model.layers:
-        if isinstance(layer, BoxPredictor):
-            for head in layer.heads.values():
-                groups[BOX_PREDICTOR].extend(head)
+        if isinstance(layer, _BOX_PREDICTORS):
+            group = BOX_PREDICTOR
         elif isinstance(layer, SlimConv):
-            groups[BASE if _BASE_LAYER.fullmatch(layer.name) else EXTRA].append(layer)
+            group = BASE if _BASE_LAYER.fullmatch(layer.name) else EXTRA
+        else:
+            continue  # pooling, upsampling, concatenation: no weights
+        groups[group].extend(sub for sub in layer._flatten_layers(include_self=True) if isinstance(sub, kind))
     return groups
+
+
+def layer_groups(model) -> dict:
+    """{BASE | EXTRA | BOX_PREDICTOR: [SlimConv, ...]} of an `SSDMobileNetV1`, in model order:
+    the MobileNet layers, the layers after them (extra layers, FPN's pyramid), the box
+    predictor's convs (heads; the weight-shared predictor's towers and heads)."""
+    return _sublayers(model, SlimConv)
+
+
+def batch_norm_layers(model) -> dict:
+    """{BASE | EXTRA | BOX_PREDICTOR: [BatchNorm, ...]}: every batch norm of an `SSDMobileNetV1` by
+    group (the convs' own, and the weight-shared predictor's per-feature-map ones)."""
+    return _sublayers(model, BatchNorm)
+
+
+def kernels(layer: SlimConv) -> list:
+    """The kernels slim's regulariser covers: `weights` or `depthwise_weights`, and a separable
+    conv's `pointwise_weights`."""
+    return [layer.kernel] + ([layer.pointwise_kernel] if layer.separable else [])
 
 
 @dataclass(frozen=True)
@@ -133,17 +167,17 @@ def group_settings(config) -> dict:
 
 
 def set_batch_norm_decay(model, config) -> None:
-    """Sets `BatchNorm.decay` of every layer from its group's config (before the first trained call)."""
+    """Sets `BatchNorm.decay` of every batch norm from its group's config (before the first trained call)."""
     settings = group_settings(config)
-    for group, layers in layer_groups(model).items():
-        for layer in layers:
-            if layer.norm is not None:
-                layer.norm.decay = float(settings[group].batch_norm_decay)
+    for group, norms in batch_norm_layers(model).items():
+        for norm in norms:
+            norm.decay = float(settings[group].batch_norm_decay)
 
 
 def regularized_weights(model, config) -> list:
-    """[(kernel variable, l2 weight)] of every regularised kernel (conv `weights` and
-    `depthwise_weights`), in the model's creation order; empty without `add_regularization_loss`."""
+    """[(kernel variable, l2 weight)] of every regularised kernel (conv `weights`,
+    `depthwise_weights`, `pointwise_weights`), in model order; empty without
+    `add_regularization_loss`."""
     if not config.train.add_regularization_loss:
         return []
     settings = group_settings(config)
@@ -151,7 +185,7 @@ def regularized_weights(model, config) -> list:
     for group, layers in layer_groups(model).items():
         weight = settings[group].l2_weight
         if weight:  # slim.l2_regularizer(0.0) adds no loss at all
-            pairs.extend((layer.kernel, weight) for layer in layers)
+            pairs.extend((kernel, weight) for layer in layers for kernel in kernels(layer))
     return pairs
 
 

@@ -2,12 +2,14 @@
 
 Backpropagation needs the activations of the forward pass; a plain step keeps every layer's
 (convolution output, batch norm output, ReLU6 output) until the backward pass reaches it. With
-`Recomputed`, each MobileNet block (`Conv2d_0`, then each `Conv2d_i_depthwise` + `Conv2d_i_pointwise`
-pair) runs under `tf.recompute_grad`: the forward pass keeps only the block's output, and the
-backward pass runs the block again from its input to get the activations its gradient needs,
-one block at a time. Memory for the backbone's activations then falls to about one tensor per
-block plus one block's intermediates, for about one more forward pass of the backbone. The extra
-layers and box predictors (small feature maps) run as usual.
+`Recomputed`, each MobileNet block the model builds (`Conv2d_0`, then each `Conv2d_i_depthwise` +
+`Conv2d_i_pointwise` pair, up to the last one its feature extractor taps: Conv2d_13 for plain SSD
+and FPN to level 5, Conv2d_11 for PPN) runs under `tf.recompute_grad`: the forward pass keeps
+only the block's output, and the backward pass runs the block again from its input to get the
+activations its gradient needs, one block at a time. Memory for the backbone's activations then
+falls to about one tensor per block plus one block's intermediates, for about one more forward
+pass of the backbone. The layers after the backbone (extra layers, FPN's pyramid, PPN's pools)
+and the box predictor run as usual, from the tapped blocks' outputs (`BASE_TAPS`).
 
 The recomputation runs the same ops on the same input, so losses and gradients are the plain
 step's (tests/training/test_training_levers.py compares them).
@@ -29,12 +31,24 @@ import keras
 import tensorflow as tf
 
 from ssd_mobilenet.backbone import BASE_FEATURE_LAYERS, MOBILENET_V1_BLOCKS
+from ssd_mobilenet.config import SSD_MOBILENET_V1, SSD_MOBILENET_V1_FPN, SSD_MOBILENET_V1_PPN
+from ssd_mobilenet.feature_extractors import fpn, ppn
 from ssd_mobilenet.layers import BatchNorm
 
+# {feature extractor type: config -> the MobileNet layers whose outputs the layers after the
+# backbone read}, in block order.
+BASE_TAPS = {
+    SSD_MOBILENET_V1: lambda config: list(BASE_FEATURE_LAYERS),
+    SSD_MOBILENET_V1_FPN: lambda config: [fpn.LEVEL_LAYERS[level] for level in fpn.base_levels(config)],
+    SSD_MOBILENET_V1_PPN: lambda config: [ppn.BASE_LAYER],
+}
 
-def block_outputs() -> list:
-    """The layer names whose outputs end the recomputed segments: each MobileNet block's last layer."""
-    return [f"Conv2d_{i}" if kind == "conv" else f"Conv2d_{i}_pointwise" for i, kind, _, _ in MOBILENET_V1_BLOCKS]
+
+def block_outputs(last: str = "Conv2d_13_pointwise") -> list:
+    """The layer names whose outputs end the recomputed segments: each MobileNet block's last
+    layer, up to `last`."""
+    names = [f"Conv2d_{i}" if kind == "conv" else f"Conv2d_{i}_pointwise" for i, kind, _, _ in MOBILENET_V1_BLOCKS]
+    return names[:names.index(last) + 1]
 
 
 class Recomputed:
@@ -50,10 +64,11 @@ class Recomputed:
         if model.batch_norm_folded:
             raise ValueError("recompute trains the unfolded model")
         self.model = model
-        names = block_outputs()
+        taps = BASE_TAPS[model.config.feature_extractor_type](model.config)
+        names = block_outputs(taps[-1])
         tensors = [model.inputs[0]] + [model.get_layer(name).output for name in names]
         self.segments = [keras.Model(a, b, name=f"recompute_{name}") for a, b, name in zip(tensors, tensors[1:], names)]
-        self.feature_index = [names.index(name) for name in BASE_FEATURE_LAYERS]
+        self.feature_index = [names.index(name) for name in taps]
         features = [tensors[1 + i] for i in self.feature_index]
         self.head = keras.Model(features, model.outputs_dict(), name="recompute_head")
         self.moving = [[v for layer in segment._flatten_layers() if isinstance(layer, BatchNorm)

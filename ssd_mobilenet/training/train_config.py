@@ -1,9 +1,12 @@
-"""What a TF1 `pipeline.config` says about training an SSD MobileNet v1, as frozen dataclasses.
+"""What a TF1 `pipeline.config` says about training an SSD MobileNet v1 (plain, FPN or PPN), as
+frozen dataclasses.
 
 `TrainingConfig.from_pipeline_config(path_or_text)` reads the training fields of `model.ssd`
-(matcher, similarity calculator, losses, hard example miner, normalisation, regularizers, batch
-norm) and `train_config` (batch size, steps, optimizer and learning-rate schedule, moving averages,
-gradient clipping, augmentation, fine-tune checkpoint type). The config is first checked against
+(matcher, similarity calculator, losses, hard example miner, normalisation, regularizers,
+initializers and batch norm of the feature extractor's and the box predictor's `conv_hyperparams`,
+whichever box predictor the config has) and `train_config` (batch size, steps, optimizer and
+learning-rate schedule, moving averages, gradient clipping, augmentation, fine-tune checkpoint
+type). The config is first checked against
 the OD API's messages (`pipeline_schema`: unknown fields are refused with their line); then each
 message is read through a table (`proto_table.Uses`) saying what is done with each of its fields,
 whose kinds and proto defaults are `pipeline_messages`' (the defaults of TF 1.13's release,
@@ -16,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ssd_mobilenet import pipeline_text
-from ssd_mobilenet.config import SSD_MOBILENET_V1, ConfigError, SSDConfig, _PipelineReader, parse_pipeline_config
+from ssd_mobilenet.config import SSDConfig, _PipelineReader, parse_pipeline_config
 from ssd_mobilenet.training.proto_table import Uses, choose, fail, read
 
 _INPUT = "about the TF1 input pipeline, not the numerics"
@@ -61,12 +64,35 @@ BATCH_NORM = Uses("BatchNorm", read=("decay", "center", "scale", "epsilon", "tra
 REGULARIZER = Uses("Regularizer", read=("l2_regularizer",),
                    refused={"l1_regularizer": "only l2_regularizer is supported"})
 L2_REGULARIZER = Uses("L2Regularizer", read=("weight",))
-HYPERPARAMS = Uses("Hyperparams", read=("regularizer", "batch_norm", "regularize_depthwise"),
-                   default_only={"op": "SSD layers are convolutions"},
-                   # Initial values do not matter when training continues from a converted checkpoint;
-                   # the inference config (SSDConfig) checks the activation.
-                   ignored={"initializer": "", "activation": "checked by SSDConfig"},
-                   refused={"group_norm": "group norm is not supported"})
+HYPERPARAMS = Uses("Hyperparams", read=("regularizer", "batch_norm", "regularize_depthwise", "initializer"),
+                   default_only={"op": "SSD layers are convolutions",
+                                 "force_use_bias": "the OD API's slim layers refuse it (Keras models only)"},
+                   # The inference config (SSDConfig) checks the activation of the layers it applies to (the
+                   # weight-shared predictor applies ReLU6 itself, whatever the block says).
+                   ignored={"activation": "checked by SSDConfig"},
+                   refused={"group_norm": "group norm is not supported",
+                            "sync_batch_norm": "the OD API's slim layers refuse it (Keras models only)"})
+# The initializer a layer starts from (`hyperparams_builder._build_initializer` for slim): it matters
+# for the layers a run starts fresh (the class heads of another class count), not for converted weights.
+INITIALIZER = Uses("Initializer", read=("truncated_normal_initializer", "variance_scaling_initializer",
+                                        "random_normal_initializer"),
+                   default_only={"keras_initializer_by_name": "the OD API's slim layers refuse it (Keras models only)"})
+TRUNCATED_NORMAL = Uses("TruncatedNormalInitializer", read=("mean", "stddev"))
+RANDOM_NORMAL = Uses("RandomNormalInitializer", read=("mean", "stddev"))
+VARIANCE_SCALING = Uses("VarianceScalingInitializer", read=("factor", "uniform", "mode"))
+_SSD_CONFIG = "read by SSDConfig"
+BOX_PREDICTOR = Uses("BoxPredictor", read=("convolutional_box_predictor", "weight_shared_convolutional_box_predictor"))
+# WeightSharedConvolutionalBoxPredictor: the training fields; the inference ones are SSDConfig's.
+WEIGHT_SHARED_BOX_PREDICTOR = Uses("WeightSharedConvolutionalBoxPredictor", read=(
+    "conv_hyperparams", "class_prediction_bias_init"), ignored={
+    name: _SSD_CONFIG for name in ("num_layers_before_predictor", "depth", "kernel_size", "box_code_size",
+                                   "share_prediction_tower", "use_depthwise", "score_converter",
+                                   "box_encodings_clip_range")} | {
+    "dropout_keep_probability": "only used with use_dropout"}, default_only={
+    "use_dropout": "dropout before the class head is not reproduced (a random op TF1 and TF2 draw differently)",
+    "apply_conv_hyperparams_to_heads": "a Keras-model option of later releases",
+    "apply_conv_hyperparams_pointwise": "a Keras-model option of later releases"},
+    refused={"mask_head": "SSD MobileNet v1 has no mask head"})
 LEARNING_RATE = Uses("LearningRate", read=(
     "constant_learning_rate", "exponential_decay_learning_rate", "manual_step_learning_rate",
     "cosine_decay_learning_rate"))
@@ -83,14 +109,19 @@ OPTIMIZER = Uses("Optimizer", read=("rms_prop_optimizer", "momentum_optimizer", 
 RMS_PROP = Uses("RMSPropOptimizer", read=("learning_rate", "momentum_optimizer_value", "decay", "epsilon"))
 MOMENTUM = Uses("MomentumOptimizer", read=("learning_rate", "momentum_optimizer_value"))
 ADAM = Uses("AdamOptimizer", read=("learning_rate",))
-# PreprocessingStep: the two steps the SSD MobileNet configs use.
-_AUGMENTATIONS = ("random_horizontal_flip", "ssd_random_crop")
+# PreprocessingStep: the steps the SSD MobileNet configs use (the zoo's plain and PPN configs the SSD crop,
+# FPN's random_crop_image).
+_AUGMENTATIONS = ("random_horizontal_flip", "ssd_random_crop", "random_crop_image")
 RANDOM_HORIZONTAL_FLIP = Uses("RandomHorizontalFlip", default_only={"keypoint_flip_permutation": "there are no keypoints"})
 SSD_RANDOM_CROP = Uses("SSDRandomCrop", read=("operations",))
 # No proto defaults here: the OD API reads every field of an operation as written (unset is 0).
 SSD_RANDOM_CROP_OPERATION = Uses("SSDRandomCropOperation", read=(
     "min_object_covered", "min_aspect_ratio", "max_aspect_ratio", "min_area", "max_area", "overlap_thresh",
     "clip_boxes", "random_coef"))
+# random_crop_image: proto defaults apply to unset fields (preprocessor_builder reads the message's fields).
+RANDOM_CROP_IMAGE = Uses("RandomCropImage", read=(
+    "min_object_covered", "min_aspect_ratio", "max_aspect_ratio", "min_area", "max_area", "overlap_thresh",
+    "random_coef", "clip_boxes"))
 TRAIN = Uses("TrainConfig", read=(
     "batch_size", "data_augmentation_options", "optimizer", "gradient_clipping_by_norm", "fine_tune_checkpoint",
     "fine_tune_checkpoint_type", "from_detection_checkpoint", "load_all_detection_checkpoint_vars", "num_steps",
@@ -98,14 +129,17 @@ TRAIN = Uses("TrainConfig", read=(
     "sync_replicas": _DIST, "keep_checkpoint_every_n_hours": "checkpoint retention, not numerics",
     "startup_delay_steps": _DIST, "replicas_to_aggregate": _DIST, "batch_queue_capacity": _INPUT,
     "num_batch_queue_threads": _INPUT, "prefetch_queue_capacity": _INPUT, "max_number_of_boxes": _INPUT,
-    "unpad_groundtruth_tensors": _INPUT, "retain_original_images": _INPUT,
+    # Padded or not, the groundtruth gives the same losses: padding rows have weight 0 (trainer.groundtruth).
+    "unpad_groundtruth_tensors": "padded groundtruth rows have weight 0: the same losses either way",
+    "retain_original_images": _INPUT,
     "summarize_gradients": "TensorBoard summaries, not numerics"}, default_only={
     "bias_grad_multiplier": "bias gradient multipliers are not supported",
     "update_trainable_variables": "variable selection is not supported",
     "freeze_variables": "variable freezing is not supported",
     "merge_multiple_label_boxes": "multi-label boxes are not supported",
     "use_multiclass_scores": "multiclass score targets are not supported",
-    "use_bfloat16": "bfloat16 training is not supported"})
+    "use_bfloat16": "TPU bfloat16 training is not reproduced (train --precision mixed_bfloat16 computes in "
+                    "bfloat16 with float32 variables)"})
 # Ssd: the training fields; the inference ones are SSDConfig's.
 SSD = Uses("Ssd", read=(
     "image_resizer", "feature_extractor", "box_coder", "matcher", "similarity_calculator", "box_predictor",
@@ -119,7 +153,6 @@ SSD = Uses("Ssd", read=(
     "use_confidences_as_targets": "confidence targets are not supported"},
     refused={"mask_head_config": "SSD MobileNet v1 has no mask head"})
 # SsdFeatureExtractor: the inference fields are SSDConfig's.
-_SSD_CONFIG = "read by SSDConfig"
 FEATURE_EXTRACTOR = Uses("SsdFeatureExtractor", read=(
     "conv_hyperparams", "override_base_feature_extractor_hyperparams", "fpn"), ignored={
     name: _SSD_CONFIG for name in ("type", "depth_multiplier", "min_depth", "pad_to_multiple", "use_explicit_padding",
@@ -179,12 +212,29 @@ class BatchNormConfig:
 
 
 @dataclass(frozen=True)
+class InitializerConfig:
+    """`initializer` of a `conv_hyperparams` block: `kind` is the oneof member's name
+    (`truncated_normal_initializer`, `random_normal_initializer`, `variance_scaling_initializer`),
+    or "" without one (slim then took `tf.get_variable`'s default, Glorot uniform); the fields of
+    the chosen one (`mode` the proto enum name)."""
+
+    kind: str = ""
+    mean: float = 0.0
+    stddev: float = 1.0
+    factor: float = 2.0
+    uniform: bool = False
+    mode: str = "FAN_IN"
+
+
+@dataclass(frozen=True)
 class HyperparamsConfig:
-    """A `conv_hyperparams` block: the L2 regularizer weight (0.0 without a regularizer) and batch norm."""
+    """A `conv_hyperparams` block: the L2 regularizer weight (0.0 without a regularizer), batch
+    norm, and the initializer of freshly initialised layers."""
 
     l2_weight: float = 0.0
     regularize_depthwise: bool = False
     batch_norm: "BatchNormConfig | None" = None
+    initializer: InitializerConfig = InitializerConfig()
 
 
 @dataclass(frozen=True)
@@ -216,7 +266,8 @@ class OptimizerConfig:
 
 @dataclass(frozen=True)
 class SSDRandomCropOperation:
-    """One `ssd_random_crop.operations` entry, as written."""
+    """One crop operation: an `ssd_random_crop.operations` entry as written (an unset field is
+    0), or a `random_crop_image` step (an unset field its proto default)."""
 
     min_object_covered: float
     min_aspect_ratio: float
@@ -230,8 +281,10 @@ class SSDRandomCropOperation:
 
 @dataclass(frozen=True)
 class AugmentationConfig:
-    """One `data_augmentation_options` step: `random_horizontal_flip` or `ssd_random_crop`.
-    `operations` is empty for an `ssd_random_crop {}` (the OD API then uses its built-in set)."""
+    """One `data_augmentation_options` step: `random_horizontal_flip`, `ssd_random_crop` or
+    `random_crop_image`. `operations` is empty for an `ssd_random_crop {}` (the OD API then uses its
+    built-in set); a `random_crop_image` has its one operation there (its fields, proto defaults
+    filled in)."""
 
     kind: str
     operations: tuple = ()
@@ -255,12 +308,14 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class TrainingConfig:
-    """Everything a pipeline.config says about training an SSD MobileNet v1.
+    """Everything a pipeline.config says about training an SSD MobileNet v1 (plain, FPN or PPN).
 
     `box_coder_scales`, `add_background_class` and `num_classes` come from the inference config
     (`SSDConfig`), which the same file must also give. The feature extractor's `conv_hyperparams`
-    govern the extra layers; the 14 MobileNet layers take slim's mobilenet_v1_arg_scope unless
-    `override_base_feature_extractor_hyperparams`.
+    govern the layers after MobileNet (the extra layers, FPN's pyramid); the 14 MobileNet layers
+    take slim's mobilenet_v1_arg_scope unless `override_base_feature_extractor_hyperparams`. The
+    box predictor's (`convolutional_box_predictor` or `weight_shared_convolutional_box_predictor`)
+    govern its layers; `class_prediction_bias_init` is the class head's initial bias.
     """
 
     num_classes: int
@@ -277,6 +332,7 @@ class TrainingConfig:
     feature_extractor_hyperparams: HyperparamsConfig = HyperparamsConfig()
     override_base_feature_extractor_hyperparams: bool = False
     box_predictor_hyperparams: HyperparamsConfig = HyperparamsConfig()
+    class_prediction_bias_init: float = 0.0
     train: TrainConfig = TrainConfig()
 
     @classmethod
@@ -288,11 +344,6 @@ class TrainingConfig:
         """
         root = parse_pipeline_config(path_or_text)
         inference = _PipelineReader(root).config()  # the SSDConfig: refuses what the model cannot build
-        if inference.feature_extractor_type != SSD_MOBILENET_V1:
-            # FPN and PPN convert; their training fields (focal loss without a miner, the
-            # weight-shared predictor's hyperparams) are not read yet.
-            raise ConfigError(f"model.ssd.feature_extractor.type: {inference.feature_extractor_type} — training "
-                              f"supports {SSD_MOBILENET_V1} only")
         return _read_training(root, root.child("model").child("ssd"), inference)
 
 
@@ -301,7 +352,8 @@ def _read_training(root, ssd, inference: SSDConfig) -> TrainingConfig:
     fields = read(ssd, p, SSD)
     fe = ssd.child("feature_extractor")
     fe_fields = read(fe, f"{p}.feature_extractor", FEATURE_EXTRACTOR)
-    box_predictor = ssd.child("box_predictor").child("convolutional_box_predictor")
+    predictor_path, predictor_hyperparams, bias_init = _box_predictor(ssd.child("box_predictor"),
+                                                                      f"{p}.box_predictor")
     return TrainingConfig(
         num_classes=inference.num_classes,
         add_background_class=inference.add_background_class,
@@ -311,10 +363,23 @@ def _read_training(root, ssd, inference: SSDConfig) -> TrainingConfig:
         feature_extractor_hyperparams=_hyperparams(fe.child("conv_hyperparams"),
                                                    f"{p}.feature_extractor.conv_hyperparams"),
         override_base_feature_extractor_hyperparams=fe_fields["override_base_feature_extractor_hyperparams"],
-        box_predictor_hyperparams=_hyperparams(box_predictor.child("conv_hyperparams"),
-                                               f"{p}.box_predictor.convolutional_box_predictor.conv_hyperparams"),
+        box_predictor_hyperparams=_hyperparams(predictor_hyperparams, f"{predictor_path}.conv_hyperparams"),
+        class_prediction_bias_init=bias_init,
         train=_train(root.child("train_config"), "train_config"),
         **fields)
+
+
+def _box_predictor(bp, p):
+    """(path, conv_hyperparams message, class_prediction_bias_init) of the `box_predictor` oneof."""
+    kind, msg = choose(bp, p, BOX_PREDICTOR)
+    p = f"{p}.{kind}"
+    if kind == "weight_shared_convolutional_box_predictor":
+        bias_init = read(msg, p, WEIGHT_SHARED_BOX_PREDICTOR)["class_prediction_bias_init"]
+    else:
+        # Its inference fields are SSDConfig's; the class head's initial bias, as the OD API's
+        # ConvolutionalClassHead takes it.
+        bias_init = _PipelineReader(None).get(msg, "class_prediction_bias_init", p, float, 0.0)
+    return p, msg.child("conv_hyperparams"), bias_init
 
 
 def _matcher(ssd, p):
@@ -366,7 +431,18 @@ def _hyperparams(hp, p):
     weight = read(l2, f"{p}.regularizer.l2_regularizer", L2_REGULARIZER)["weight"] if l2 is not None else 0.0
     bn = hp.child("batch_norm") if hp is not None else None
     batch_norm = BatchNormConfig(**read(bn, f"{p}.batch_norm", BATCH_NORM)) if bn is not None else None
-    return HyperparamsConfig(l2_weight=weight, regularize_depthwise=v["regularize_depthwise"], batch_norm=batch_norm)
+    return HyperparamsConfig(l2_weight=weight, regularize_depthwise=v["regularize_depthwise"], batch_norm=batch_norm,
+                             initializer=_initializer(hp.child("initializer") if hp is not None else None,
+                                                      f"{p}.initializer"))
+
+
+def _initializer(init, p):
+    kind, msg = choose(init, p, INITIALIZER, required=False)
+    if kind is None:
+        return InitializerConfig()
+    spec = {"truncated_normal_initializer": TRUNCATED_NORMAL, "random_normal_initializer": RANDOM_NORMAL,
+            "variance_scaling_initializer": VARIANCE_SCALING}[kind]
+    return InitializerConfig(kind, **read(msg, f"{p}.{kind}", spec))
 
 
 def _learning_rate(lr, p):
@@ -403,6 +479,8 @@ def _augmentation(step, p):
     if name == "random_horizontal_flip":
         read(msg, f"{p}.{name}", RANDOM_HORIZONTAL_FLIP)
         return AugmentationConfig(name)
+    if name == "random_crop_image":
+        return AugmentationConfig(name, (SSDRandomCropOperation(**read(msg, f"{p}.{name}", RANDOM_CROP_IMAGE)),))
     read(msg, f"{p}.{name}", SSD_RANDOM_CROP)
     ops = tuple(SSDRandomCropOperation(**read(o, f"{p}.{name}.operations", SSD_RANDOM_CROP_OPERATION))
                 for o in msg.get("operations", []))

@@ -131,8 +131,7 @@ def batch_norm_frozen(config, freeze_batch_norm=None) -> bool:
 
 def batch_norm_parameters(model) -> list:
     """gamma and beta of every batch norm of `model`."""
-    return [v for layers in builders.layer_groups(model).values() for layer in layers if layer.norm is not None
-            for v in (layer.norm.gamma, layer.norm.beta)]
+    return [v for norms in builders.batch_norm_layers(model).values() for norm in norms for v in (norm.gamma, norm.beta)]
 
 
 class Trainer:

@@ -7,6 +7,7 @@ import pytest
 
 from tests.conftest import needs_shared, zoo_path
 from ssd_mobilenet import ConfigError
+from ssd_mobilenet.training import augmentation
 from ssd_mobilenet.training.hard_example_miner import HardExampleMiner
 from ssd_mobilenet.training.losses import SigmoidFocal, WeightedSigmoid, WeightedSmoothL1
 from ssd_mobilenet.training.ssd_loss import SSDLoss
@@ -94,12 +95,98 @@ def test_sample_config_and_the_tf13_config():
     assert old.loss.hard_example_miner.iou_threshold == F32(0.99)
 
 
+FPN = ("sample_configs", "ssd_mobilenet_v1_fpn_shared_box_predictor_640x640_coco14_sync.config")
+PPN = ("sample_configs", "ssd_mobilenet_v1_ppn_shared_box_predictor_300x300_coco14_sync.config")
+# The pipeline.config the OD API's exporter wrote for the small FPN and PPN exports (../shared/zoo/odapi_exports).
+FPN_EXPORT = ("odapi_exports", "fpn_small", "pipeline.config")
+PPN_EXPORT = ("odapi_exports", "ppn_small", "pipeline.config")
+
+
 @needs_shared
-@pytest.mark.parametrize("name", ["ssd_mobilenet_v1_fpn_shared_box_predictor_640x640_coco14_sync.config",
-                                  "ssd_mobilenet_v1_ppn_shared_box_predictor_300x300_coco14_sync.config"])
-def test_other_architectures_are_refused(name):
-    with pytest.raises(ConfigError, match="model.ssd.feature_extractor.type"):
-        read(("sample_configs", name))
+@pytest.mark.parametrize("parts", [FPN, FPN_EXPORT], ids=["zoo", "export"])
+def test_the_fpn_configs(parts):
+    c = read(parts)
+    loss = c.loss
+    # RetinaNet's loss: sigmoid focal (alpha 0.25, gamma 2), no miner, background encoded as zeros.
+    assert (loss.classification, loss.focal_alpha, loss.focal_gamma, loss.hard_example_miner) == \
+        ("weighted_sigmoid_focal", 0.25, 2.0, None)
+    assert (loss.localization, loss.classification_weight, loss.localization_weight) == \
+        ("weighted_smooth_l1", 1.0, 1.0)
+    assert c.encode_background_as_zeros and c.normalize_loss_by_num_matches and c.normalize_loc_loss_by_codesize
+    assert c.inplace_batchnorm_update and not c.freeze_batchnorm and c.override_base_feature_extractor_hyperparams
+    m = c.matcher
+    assert (m.matched_threshold, m.unmatched_threshold, m.force_match_for_each_row, m.use_matmul_gather) == \
+        (0.5, 0.5, True, True)
+    # The weight-shared predictor's conv_hyperparams: regulariser, initializer, batch norm; its class bias init.
+    for hp in (c.feature_extractor_hyperparams, c.box_predictor_hyperparams):
+        assert hp.l2_weight == F32(4e-5)
+        assert (hp.initializer.kind, hp.initializer.mean, hp.initializer.stddev) == \
+            ("random_normal_initializer", 0.0, F32(0.01))
+        assert (hp.batch_norm.decay, hp.batch_norm.scale, hp.batch_norm.epsilon, hp.batch_norm.train) == \
+            (F32(0.997), True, F32(0.001), True)
+    assert c.class_prediction_bias_init == F32(-4.6)
+    t = c.train
+    assert (t.batch_size, t.num_steps) == (64, 25000)
+    opt = t.optimizer
+    assert (opt.kind, opt.momentum, opt.use_moving_average) == ("momentum_optimizer", F32(0.9), False)
+    lr = opt.learning_rate
+    assert lr.kind == "cosine_decay_learning_rate"
+    assert (lr["learning_rate_base"], lr["total_steps"], lr["warmup_learning_rate"], lr["warmup_steps"]) == \
+        (F32(0.04), 25000, F32(0.013333), 2000)
+    flip, crop = t.data_augmentation
+    assert (flip.kind, crop.kind) == ("random_horizontal_flip", "random_crop_image")
+    (op,) = crop.operations  # as written, clip_boxes and random_coef at their proto defaults
+    assert (op.min_object_covered, op.min_aspect_ratio, op.max_aspect_ratio, op.min_area, op.max_area,
+            op.overlap_thresh, op.random_coef, op.clip_boxes) == (0.0, 0.75, 3.0, 0.75, 1.0, 0.0, 0.0, True)
+    assert augmentation.steps_of(t.data_augmentation) == (
+        augmentation.Step("random_horizontal_flip"),
+        augmentation.Step("random_crop_image", (augmentation.CropOperation(
+            min_object_covered=0.0, aspect_ratio_range=(0.75, 3.0), area_range=(0.75, 1.0), overlap_thresh=0.0,
+            random_coef=0.0, clip_boxes=True),)))
+
+
+@needs_shared
+@pytest.mark.parametrize("parts", [PPN, PPN_EXPORT], ids=["zoo", "export"])
+def test_the_ppn_configs(parts):
+    c = read(parts)
+    loss = c.loss
+    assert (loss.classification, loss.focal_alpha, loss.focal_gamma, loss.hard_example_miner) == \
+        ("weighted_sigmoid_focal", 0.75, 2.0, None)
+    assert (loss.classification_weight, loss.localization_weight) == (1.0, 1.5)
+    assert c.encode_background_as_zeros and c.normalize_loss_by_num_matches and c.normalize_loc_loss_by_codesize
+    assert c.inplace_batchnorm_update and not c.freeze_batchnorm
+    fe, bp = c.feature_extractor_hyperparams, c.box_predictor_hyperparams
+    assert fe.batch_norm.decay == bp.batch_norm.decay == F32(0.97) and bp.batch_norm.train and bp.batch_norm.center
+    assert bp.initializer == fe.initializer and bp.initializer.stddev == F32(0.01)
+    assert c.class_prediction_bias_init == F32(-4.6)
+    t = c.train
+    assert (t.batch_size, t.num_steps) == (512, 50000)
+    lr = t.optimizer.learning_rate
+    assert (lr["learning_rate_base"], lr["total_steps"], lr["warmup_learning_rate"], lr["warmup_steps"]) == \
+        (F32(0.7), 50000, F32(0.1333), 2000)
+    assert [a.kind for a in t.data_augmentation] == ["random_horizontal_flip", "ssd_random_crop"]
+    assert SSDLoss.from_config(c).unmatched_class_label(4).numpy().tolist() == [0.0] * 4
+
+
+@needs_shared
+@pytest.mark.parametrize("old, new, field", [
+    ("share_prediction_tower: true", "share_prediction_tower: true\n        use_dropout: true",
+     "model.ssd.box_predictor.weight_shared_convolutional_box_predictor.use_dropout: true"),
+    ("random_normal_initializer {\n              stddev: 0.01\n              mean: 0.0\n            }",
+     "keras_initializer_by_name: 'he_normal'",
+     "weight_shared_convolutional_box_predictor.conv_hyperparams.initializer.keras_initializer_by_name"),
+    ("          batch_norm {\n            scale: true\n            center: true\n            train: true",
+     "          sync_batch_norm {\n            scale: true\n            center: true\n            train: true",
+     "model.ssd.box_predictor.weight_shared_convolutional_box_predictor.conv_hyperparams.sync_batch_norm"),
+    ("batch_size: 512", "batch_size: 512\n  use_bfloat16: true", "--precision mixed_bfloat16"),
+    ("random_horizontal_flip {", "random_horizontal_flip {\n      probability: 0.3",
+     "train_config.data_augmentation_options.random_horizontal_flip.probability: 0.3"),
+])
+def test_ppn_options_not_reproduced_name_the_field(old, new, field):
+    original = text(PPN)
+    assert old in original
+    with pytest.raises(ConfigError, match=re.escape(field)):
+        TrainingConfig.from_pipeline_config(original.replace(old, new, 1))
 
 
 @needs_shared

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import os
 
-from ssd_mobilenet.config import SSDConfig
+from dataclasses import dataclass
+
+from ssd_mobilenet.config import SSD_MOBILENET_V1_FPN, SSD_MOBILENET_V1_PPN, SSDConfig
 
 MODEL_CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
 TRAIN_IMAGES, EVAL_IMAGES = 2000, 50
@@ -45,6 +47,60 @@ ZOO_LOSS_FIELDS = """    matcher { argmax_matcher { matched_threshold: 0.5 unmat
       localization_weight: 1.0
     }
 """
+
+
+@dataclass(frozen=True)
+class FocalTraining:
+    """What the zoo's FPN and PPN configs set apart: the focal loss's alpha, the localization
+    loss's weight and the batch norm decay of both conv_hyperparams blocks."""
+
+    alpha: float
+    localization_weight: float
+    batch_norm_decay: float
+
+
+# ssd_mobilenet_v1_fpn_shared_box_predictor_640x640_coco14_sync and ..._ppn_..._300x300_coco14_sync.
+ZOO_FOCAL_TRAINING = {SSD_MOBILENET_V1_FPN: FocalTraining(0.25, 1.0, 0.997),
+                      SSD_MOBILENET_V1_PPN: FocalTraining(0.75, 1.5, 0.97)}
+
+
+def focal_loss_fields(alpha: float, localization_weight: float) -> str:
+    """The zoo FPN and PPN configs' training fields of `model.ssd` (RetinaNet's): the matcher, sigmoid
+    focal loss (gamma 2) without a hard example miner, background encoded as zeros, losses normalised
+    by the matched anchors and the code size, batch norm updated in place."""
+    return f"""    matcher {{ argmax_matcher {{ matched_threshold: 0.5 unmatched_threshold: 0.5 ignore_thresholds: false
+      negatives_lower_than_unmatched: true force_match_for_each_row: true use_matmul_gather: true }} }}
+    similarity_calculator {{ iou_similarity {{ }} }}
+    encode_background_as_zeros: true
+    normalize_loss_by_num_matches: true
+    normalize_loc_loss_by_codesize: true
+    inplace_batchnorm_update: true
+    freeze_batchnorm: false
+    loss {{
+      classification_loss {{ weighted_sigmoid_focal {{ alpha: {alpha} gamma: 2.0 }} }}
+      localization_loss {{ weighted_smooth_l1 {{ }} }}
+      classification_weight: 1.0
+      localization_weight: {localization_weight}
+    }}
+"""
+
+
+def model_training_text(config: SSDConfig, batch_norm_decay: "float | None" = None) -> str:
+    """`config`'s `model` block with the training fields of the zoo config of its family: the plain
+    SSD's matcher, losses and hard example miner (`ZOO_LOSS_FIELDS`), or FPN's and PPN's focal loss
+    (`focal_loss_fields`); `batch_norm_decay` (default: the zoo config's) in every layer, the base
+    network's through `override_base_feature_extractor_hyperparams`."""
+    focal = ZOO_FOCAL_TRAINING.get(config.feature_extractor_type)
+    if batch_norm_decay is None:
+        batch_norm_decay = focal.batch_norm_decay if focal is not None else 0.9997
+    text = config.to_pipeline_config()
+    text = text.replace("decay: 0.9997", f"decay: {batch_norm_decay}")
+    override = "      override_base_feature_extractor_hyperparams: true\n"
+    text = text.replace("      min_depth: 16\n", "      min_depth: 16\n" + override, 1)
+    fields = ZOO_LOSS_FIELDS if focal is None else focal_loss_fields(focal.alpha, focal.localization_weight)
+    return text.replace("    post_processing {", fields + "    post_processing {", 1)
+
+
 _TRAIN_CONFIG = """train_config {{
   batch_size: {batch}
   num_steps: {steps}
@@ -66,11 +122,7 @@ def train_config_text(config: SSDConfig = MODEL_CONFIG, batch_norm_decay: float 
     miner, `batch_norm_decay` in every layer (the base network's through
     `override_base_feature_extractor_hyperparams`) and the demo's `train_config`, with the
     horizontal flip unless `flip` is False."""
-    text = config.to_pipeline_config()
-    text = text.replace("decay: 0.9997", f"decay: {batch_norm_decay}")
-    override = "      override_base_feature_extractor_hyperparams: true\n"
-    text = text.replace("      min_depth: 16\n", "      min_depth: 16\n" + override, 1)
-    text = text.replace("    post_processing {", ZOO_LOSS_FIELDS + "    post_processing {", 1)
+    text = model_training_text(config, batch_norm_decay)
     augmentation = "  data_augmentation_options { random_horizontal_flip { } }\n" if flip else ""
     return text + _TRAIN_CONFIG.format(batch=BATCH_SIZE, steps=STEPS, rate=LEARNING_RATE, augmentation=augmentation)
 

@@ -117,7 +117,7 @@ def _batch_norm_fn(epsilon: float, fused: bool):
     return batch_norm
 
 
-def _training_batch_norm_fn(epsilon: float, fused: bool, decay: float):
+def _training_batch_norm_fn(epsilon: float, fused: bool, decay: float, inplace_update: bool = False):
     """A slim `normalizer_fn` for batch norm in training mode, as `slim.batch_norm(is_training=True)`
     built it (its source's op sequence; slim itself needs tf-keras, see `_batch_norm_fn`).
 
@@ -125,9 +125,12 @@ def _training_batch_norm_fn(epsilon: float, fused: bool, decay: float):
     (population variance) into `tf.nn.batch_normalization`; fused, the `FusedBatchNorm` kernel in
     training mode, whose returned variance (Bessel-corrected) is what the moving update used. The
     moving statistics move by `assign_moving_average(moving, batch, decay, zero_debias=False)`
-    with `decay` a Python float (so `1 - decay` is a float64 difference), and those update ops
-    go to the `UPDATE_OPS` collection for the train op to run, as slim's default
-    `updates_collections` did.
+    with `decay` a Python float (so `1 - decay` is a float64 difference). Those update ops go to
+    the `UPDATE_OPS` collection for the train op to run, as slim's default `updates_collections`
+    did; with `inplace_update` (`updates_collections=None`, the OD API's
+    `inplace_batchnorm_update`) they run inside the layer instead, before its output (slim's
+    `_force_updates`: the unfused statistics, the fused output, passed through an identity that
+    depends on the updates).
     """
     def batch_norm(inputs, scope=None):
         with tf1.variable_scope(scope, "BatchNorm", [inputs]):
@@ -137,20 +140,31 @@ def _training_batch_norm_fn(epsilon: float, fused: bool, decay: float):
                                                                   is_training=True)
             else:
                 mean, variance = tf.nn.moments(inputs, [0, 1, 2])
+            updates = [moving_averages.assign_moving_average(moving, batch, decay, zero_debias=False)
+                       for moving, batch in ((moving_mean, mean), (moving_variance, variance))]
+            if not inplace_update:
+                for update in updates:
+                    tf1.add_to_collection(tf1.GraphKeys.UPDATE_OPS, update)
+            elif fused:
+                with tf.control_dependencies(updates):
+                    outputs = tf.identity(outputs)
+            else:
+                with tf.control_dependencies(updates):
+                    mean, variance = tf.identity(mean), tf.identity(variance)
+            if not fused:
                 outputs = tf.nn.batch_normalization(inputs, mean, variance, beta, gamma, epsilon)
-            for moving, batch in ((moving_mean, mean), (moving_variance, variance)):
-                tf1.add_to_collection(tf1.GraphKeys.UPDATE_OPS, moving_averages.assign_moving_average(
-                    moving, batch, decay, zero_debias=False))
             return outputs
     return batch_norm
 
 
 class LayerTraining(NamedTuple):
     """Training settings of one layer group (the MobileNet layers, the extra layers, the box
-    predictor): its batch norm's decay and its slim `l2_regularizer` scale (0.0: none)."""
+    predictor): its batch norm's decay, its slim `l2_regularizer` scale (0.0: none), and whether
+    batch norm updates its moving statistics in place (`inplace_batchnorm_update`)."""
 
     batch_norm_decay: float
     l2_weight: float
+    inplace_update: bool = False
 
 
 def _conv_arg_scope(epsilon: float, fused: bool, training: "LayerTraining | None" = None):
@@ -164,7 +178,8 @@ def _conv_arg_scope(epsilon: float, fused: bool, training: "LayerTraining | None
                               normalizer_fn=_batch_norm_fn(epsilon, fused), padding="SAME",
                               weights_initializer=tf1.truncated_normal_initializer(stddev=0.03))
     return slim.arg_scope([slim.conv2d, slim.separable_conv2d], activation_fn=tf.nn.relu6,
-                          normalizer_fn=_training_batch_norm_fn(epsilon, fused, training.batch_norm_decay),
+                          normalizer_fn=_training_batch_norm_fn(epsilon, fused, training.batch_norm_decay,
+                                                                training.inplace_update),
                           padding="SAME", weights_initializer=tf1.truncated_normal_initializer(stddev=0.03),
                           weights_regularizer=slim.l2_regularizer(training.l2_weight))
 
@@ -431,7 +446,7 @@ def _weight_shared_box_predictor(feature_maps, anchors_per_location, config: SSD
     else:
         conv = slim.conv2d
     norm = (_training_batch_norm_fn(config.box_predictor_batch_norm_epsilon, config.fused_batch_norm,
-                                    training.batch_norm_decay) if training is not None
+                                    training.batch_norm_decay, training.inplace_update) if training is not None
             else _batch_norm_fn(config.box_predictor_batch_norm_epsilon, config.fused_batch_norm))
 
     def tower(scope, net, j):

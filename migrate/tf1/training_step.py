@@ -1,4 +1,5 @@
-"""One SSD MobileNet v1 training step as a TF1 graph, built the way the OD API's TF1 code built it.
+"""One SSD MobileNet v1 (plain, FPN or PPN) training step as a TF1 graph, built the way the OD API's
+TF1 code built it.
 
 A second, independent implementation of what `ssd_mobilenet.training.trainer.Trainer` computes
 (nothing here comes from `ssd_mobilenet.training`), so that a TF2 training step can be checked
@@ -6,8 +7,11 @@ against TF1 rather than against itself. It follows tensorflow/models research/ob
 commit 9bf1fd02 (2019-02-21, TF 1.13 era) and the slim code it called, in a `tf.compat.v1` graph:
 
 - the network of `builder` (slim convolutions, the exported variable names
-  `FeatureExtractor/MobilenetV1/...`, `BoxPredictor_N/...`) with batch norm in training mode:
-  box encodings [B, A, 4] and class logits [B, A, num_classes + 1] on preprocessed images;
+  `FeatureExtractor/MobilenetV1/...`, `BoxPredictor_N/...` or
+  `WeightSharedConvolutionalBoxPredictor/...`) with batch norm in training mode (the weight-shared
+  predictor's per feature map), its moving statistics updated by the train op or, with
+  `inplace_batchnorm_update`, inside each layer: box encodings [B, A, 4] and class logits [B, A,
+  num_classes + 1] on preprocessed images, over the config's anchors (FPN's multiscale grid);
 - `SSDMetaArch.loss`: per image, IoU (`box_list_ops.iou`), `ArgMaxMatcher`, `FasterRcnnBoxCoder`
   encoding with the config's scales and `TargetAssigner`'s targets and weights; the per-anchor
   localization loss (weighted smooth L1 through `tf.losses.huber_loss`, or weighted L2) and
@@ -15,7 +19,9 @@ commit 9bf1fd02 (2019-02-21, TF 1.13 era) and the slim code it called, in a `tf.
   miner over the decoded predictions (`tf.image.non_max_suppression`, then the
   negative:positive subsampling); normalisation by the matched anchors;
 - the regularisation loss the slim way: `slim.l2_regularizer` in the layers' arg scopes puts one
-  term per regularised kernel in the `REGULARIZATION_LOSSES` collection, and
+  term per regularised kernel in the `REGULARIZATION_LOSSES` collection as the kernel is created
+  (a weight-shared kernel once, however many feature maps reuse it; MobileNet's Conv2d_12 and
+  Conv2d_13 too where the feature extractor builds them without using them, PPN's), and
   `tf.losses.get_regularization_losses()` sums them with `tf.add_n` (model_lib did this only
   with `add_regularization_loss`);
 - the train op as model_lib's `tf.contrib.layers.optimize_loss` made it (the order of
@@ -23,15 +29,17 @@ commit 9bf1fd02 (2019-02-21, TF 1.13 era) and the slim code it called, in a `tf.
   computed, the gradients of all trainable variables, clipped together by their global norm
   (`tf.clip_by_global_norm`) when `gradient_clipping_by_norm` > 0, as `optimize_loss` did with
   the float model_lib passed it (the legacy `train.py` clipped each gradient on its own), then
-  `tf.train.RMSPropOptimizer` / `MomentumOptimizer` / `AdamOptimizer` with the schedule's rate,
+  `tf.train.RMSPropOptimizer` / `MomentumOptimizer` / `AdamOptimizer` with the schedule's rate
+  (constant, exponential decay with burn-in, cosine decay with warm-up: `learning_schedules`),
   advancing `global_step`, and with `use_moving_average` a `tf.train.ExponentialMovingAverage`
   of the updated variables applied after the update (`MovingAverageOptimizer`,
   `sequential_update=True`, no `num_updates`).
 
 Layer groups (`builder.LayerTraining`): the 14 MobileNet layers take slim's
 `mobilenet_v1_arg_scope(regularize_depthwise=True)` defaults (L2 4e-5 on every kernel, batch
-norm decay 0.9997) unless `override_base_feature_extractor_hyperparams`; the extra layers the
-feature extractor's `conv_hyperparams`; the box predictor's heads its own `conv_hyperparams`.
+norm decay 0.9997) unless `override_base_feature_extractor_hyperparams`; the extra layers (FPN's
+pyramid) the feature extractor's `conv_hyperparams`; the box predictor's layers its own
+`conv_hyperparams`.
 
 Boxes are [ymin, xmin, ymax, xmax], normalised. The training settings come from a
 `train_config.TrainingConfig`, read by attribute only (its fields, not its code). Frozen batch
@@ -75,13 +83,15 @@ _UNMATCHED, _IGNORED = -1, -2
 
 def layer_training(training) -> dict:
     """{BASE | EXTRA | BOX_PREDICTOR: LayerTraining} of a `TrainingConfig` (see the module docstring)."""
+    inplace = training.inplace_batchnorm_update
+
     def of(hp):
         decay = hp.batch_norm.decay if hp.batch_norm is not None else SLIM_BATCH_NORM_DECAY
-        return LayerTraining(decay, hp.l2_weight)
+        return LayerTraining(decay, hp.l2_weight, inplace)
 
     extra = of(training.feature_extractor_hyperparams)
     base = extra if training.override_base_feature_extractor_hyperparams else \
-        LayerTraining(MOBILENET_BATCH_NORM_DECAY, MOBILENET_WEIGHT_DECAY)
+        LayerTraining(MOBILENET_BATCH_NORM_DECAY, MOBILENET_WEIGHT_DECAY, inplace)
     return {BASE: base, EXTRA: extra, BOX_PREDICTOR: of(training.box_predictor_hyperparams)}
 
 
@@ -299,7 +309,12 @@ def _ssd_loss(box_encodings, class_logits, anchors, boxes_list, classes_list, tr
 # ---- optimiser (builders/optimizer_builder.py, utils/learning_schedules.py) ----
 
 def _learning_rate(config, global_step):
-    """The rate of a `LearningRateConfig` at `global_step`: constant, or exponential decay with burn-in."""
+    """The rate of a `LearningRateConfig` at `global_step`: constant, exponential decay with burn-in,
+    or cosine decay with warm-up."""
+    if config.kind == "cosine_decay_learning_rate":
+        return _cosine_decay_with_warmup(global_step, config["learning_rate_base"], config["total_steps"],
+                                         config["warmup_learning_rate"], config["warmup_steps"],
+                                         config["hold_base_rate_steps"])
     if config.kind == "constant_learning_rate":
         return tf.constant(config["learning_rate"], dtype=tf.float32, name="learning_rate")
     if config.kind == "exponential_decay_learning_rate":
@@ -312,7 +327,23 @@ def _learning_rate(config, global_step):
         return tf.maximum(tf1.where(tf.less(tf.cast(global_step, tf.int32), tf.constant(burnin_steps)),
                                    tf.constant(burnin_rate), post_burnin),
                           config["min_learning_rate"], name="learning_rate")
-    raise NotImplementedError(f"learning rate {config.kind}: only constant and exponential decay are built")
+    raise NotImplementedError(f"learning rate {config.kind}: only constant, exponential and cosine decay are built")
+
+
+def _cosine_decay_with_warmup(global_step, learning_rate_base, total_steps, warmup_learning_rate, warmup_steps,
+                              hold_base_rate_steps):
+    """`learning_schedules.cosine_decay_with_warmup` (graph mode): its ops, Python numbers where it has them."""
+    learning_rate = 0.5 * learning_rate_base * (1 + tf.cos(
+        np.pi * (tf.cast(global_step, tf.float32) - warmup_steps - hold_base_rate_steps)
+        / float(total_steps - warmup_steps - hold_base_rate_steps)))
+    if hold_base_rate_steps > 0:
+        learning_rate = tf1.where(global_step > warmup_steps + hold_base_rate_steps, learning_rate,
+                                  learning_rate_base)
+    if warmup_steps > 0:
+        slope = (learning_rate_base - warmup_learning_rate) / warmup_steps
+        warmup_rate = slope * tf.cast(global_step, tf.float32) + warmup_learning_rate
+        learning_rate = tf1.where(global_step < warmup_steps, warmup_rate, learning_rate)
+    return tf1.where(global_step > total_steps, 0.0, learning_rate, name="learning_rate")
 
 
 def _optimizer(config, learning_rate):
@@ -338,7 +369,11 @@ class TrainingStep:
         [B, M, 4] groundtruth boxes (rows past `num_boxes` are ignored), "classes": int32 [B, M]
         1-based classes, "num_boxes": int32 [B]}.
       losses: {LOCALIZATION_LOSS, CLASSIFICATION_LOSS, REGULARIZATION_LOSS (when regularised), TOTAL_LOSS}.
-      gradients: {TF1 variable name: the unclipped gradient of the total loss}, every trainable variable.
+      regularization_terms: {TF1 kernel name: its term of REGULARIZATION_LOSS}, every regularised kernel
+        (empty without `add_regularization_loss`).
+      gradients: {TF1 variable name: the unclipped gradient of the total loss}, every trainable
+        variable the loss depends on (PPN's unused Conv2d_12/13 kernels through the regulariser
+        only; their batch norm's gamma and beta not at all).
       train_op: runs the batch-norm updates, the optimiser update and the moving average.
       variables: {TF1 name: variable}, the model's (trainable and moving statistics).
       averages: {TF1 name: its `ExponentialMovingAverage` shadow}, empty without a moving average.
@@ -348,6 +383,7 @@ class TrainingStep:
     graph: tf.Graph
     inputs: dict
     losses: dict
+    regularization_terms: dict
     gradients: dict
     train_op: object
     variables: dict
@@ -398,15 +434,32 @@ def build_training_step(config: SSDConfig, training, batch_size: int, max_boxes:
             losses = _ssd_loss(box_encodings, class_logits, anchors, boxes_list, classes_list, training)
         terms = [losses[LOCALIZATION_LOSS], losses[CLASSIFICATION_LOSS]]
         regularization = tf1.losses.get_regularization_losses()
+        regularization_terms = {}
         if training.train.add_regularization_loss and regularization:
             losses[REGULARIZATION_LOSS] = tf.add_n(regularization, name="regularization_loss")
             terms.append(losses[REGULARIZATION_LOSS])
+            regularization_terms = {_regularized_variable(t): t for t in regularization}
         losses[TOTAL_LOSS] = tf.add_n(terms, name="total_loss")
         train_op, gradients, averages, learning_rate = _train_op(losses[TOTAL_LOSS], training, global_step)
-        model = [v for v in tf1.global_variables() if v.op.name.startswith(("FeatureExtractor/", "BoxPredictor_"))
+        model = [v for v in tf1.global_variables()
+                 if v.op.name.startswith(("FeatureExtractor/", "BoxPredictor_", "WeightSharedConvolutionalBoxPredictor/"))
                  and "/ExponentialMovingAverage" not in v.op.name and not _is_slot(v)]
-    return TrainingStep(graph, inputs, losses, gradients, train_op, {v.op.name: v for v in model}, averages,
-                        global_step, learning_rate)
+    return TrainingStep(graph, inputs, losses, regularization_terms, gradients, train_op, {v.op.name: v for v in model},
+                        averages, global_step, learning_rate)
+
+
+def _regularized_variable(term) -> str:
+    """The name of the variable whose regulariser made `term` (slim's `scale * l2_loss(read)`; the
+    term's own name follows the op scope, which is not the variable's)."""
+    pending, seen = [term.op], set()
+    while pending:
+        op = pending.pop()
+        if op.type in ("VariableV2", "VarHandleOp"):
+            return op.name
+        if op.name not in seen:
+            seen.add(op.name)
+            pending.extend(t.op for t in op.inputs)
+    raise ValueError(f"{term.name} reads no variable")
 
 
 def _is_slot(variable) -> bool:
@@ -433,7 +486,7 @@ def _train_op(total_loss, training, global_step):
         total_loss = tf.identity(total_loss)
     trainable = tf1.trainable_variables()
     grads_and_vars = optimizer.compute_gradients(total_loss, trainable, gate_gradients=tf1.train.Optimizer.GATE_GRAPH)
-    gradients = {v.op.name: g for g, v in grads_and_vars}
+    gradients = {v.op.name: g for g, v in grads_and_vars if g is not None}
     if training.train.gradient_clipping_by_norm > 0:
         with tf1.name_scope("clip_grads"):
             grads_and_vars = _clip_by_global_norm(grads_and_vars, training.train.gradient_clipping_by_norm)
@@ -484,12 +537,13 @@ class TrainingSession:
     def run_step(self, batch: dict) -> dict:
         """One step on `batch` ({"image", "boxes", "classes", "num_boxes"} arrays).
 
-        Returns {"losses": {name: float32}, "gradients": {TF1 name: ndarray}} of the weights before the update.
+        Returns {"losses": {name: float32}, "regularization_terms": {TF1 kernel name: float32},
+        "gradients": {TF1 name: ndarray}} of the weights before the update.
         """
         feed = {self.step.inputs[k]: np.asarray(batch[k]) for k in self.step.inputs}
-        out = self.session.run({"losses": self.step.losses, "gradients": self.step.gradients,
-                                "train": self.step.train_op}, feed)
-        return {"losses": out["losses"], "gradients": out["gradients"]}
+        out = self.session.run({"losses": self.step.losses, "regularization_terms": self.step.regularization_terms,
+                                "gradients": self.step.gradients, "train": self.step.train_op}, feed)
+        return {k: out[k] for k in ("losses", "regularization_terms", "gradients")}
 
     def values(self) -> dict:
         """{TF1 name: ndarray} of the model variables now."""

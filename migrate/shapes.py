@@ -6,7 +6,8 @@ DIR gets:
   images/                                     the evaluation images as JPEG files, for `predict --png`
   tf1_model/                                  a small TF1 SSD MobileNet v1 for the shapes' three classes
                                               (depth multiplier 0.25, 128x128), built by `migrate.tf1.builder`
-                                              with seeded synthetic weights, in the zoo's layout
+                                              with seeded synthetic weights, in the zoo's layout; with
+                                              `--model ppn` the PPN (`PPN_MODEL_CONFIG`)
   train.config                                the pipeline.config to train it with (`--config`)
 
 The model starts from synthetic weights, not from a trained one, so its detections mean nothing
@@ -15,7 +16,10 @@ settings for a short run from such weights: Adam, batch norm moving statistics t
 within a hundred steps (decay 0.99 in every layer, so the moving statistics are the trained
 network's when the run ends; the zoo's 0.9997 needs thousands), no moving average of the weights
 (the zoo's 0.9999 would write out nearly the starting weights) and the horizontal flip only
-(the random crop makes the few images harder to learn in a short run).
+(the random crop makes the few images harder to learn in a short run). For the PPN, the zoo PPN
+config's training fields in place of the plain SSD's (sigmoid focal loss, alpha 0.75, gamma 2,
+localization weight 1.5, no hard example miner, background encoded as zeros, batch norm updated
+in place), with the same short-run settings.
 """
 
 from __future__ import annotations
@@ -24,9 +28,24 @@ import os
 
 from dataclasses import dataclass
 
-from ssd_mobilenet.config import SSD_MOBILENET_V1_FPN, SSD_MOBILENET_V1_PPN, SSDConfig
+import numpy as np
+
+from ssd_mobilenet.config import SSD_MOBILENET_V1_FPN, SSD_MOBILENET_V1_PPN, WEIGHT_SHARED, SSDConfig
 
 MODEL_CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
+# The PPN of the zoo's ssd_mobilenet_v1_ppn_shared_box_predictor_300x300_coco14_sync at the demo's
+# size and depth: Conv2d_11 then five 2x2 max-pools (maps of 8, 4, 2, 1, 1, 1 cells), the
+# weight-shared heads behind one shared 1x1 tower layer (depth 64 here, the zoo's 512), the class
+# bias -4.6, anchors of every size at every map from scale 0.15; fused batch norm, as the OD API's
+# own exports of it.
+PPN_MODEL_CONFIG = SSDConfig(
+    num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128,
+    feature_extractor_type=SSD_MOBILENET_V1_PPN, box_predictor_type=WEIGHT_SHARED, box_predictor_depth=64,
+    box_predictor_num_layers_before_predictor=1, box_predictor_kernel_size=1, share_prediction_tower=True,
+    class_prediction_bias_init=float(np.float32(-4.6)), min_scale=float(np.float32(0.15)),
+    reduce_boxes_in_lowest_layer=False, fused_batch_norm=True)
+# {--model choice: the demo's model}
+MODELS = {"plain": MODEL_CONFIG, "ppn": PPN_MODEL_CONFIG}
 TRAIN_IMAGES, EVAL_IMAGES = 2000, 50
 IMAGE_SIZE = 128
 STEPS, BATCH_SIZE, LEARNING_RATE = 1500, 16, 0.003
@@ -118,8 +137,9 @@ class OutputExistsError(FileExistsError):
 
 def train_config_text(config: SSDConfig = MODEL_CONFIG, batch_norm_decay: float = BATCH_NORM_DECAY,
                       flip: bool = True) -> str:
-    """The demo's pipeline.config: `config`'s model with the zoo's matcher, losses and hard example
-    miner, `batch_norm_decay` in every layer (the base network's through
+    """The demo's pipeline.config: `config`'s model with its family's zoo training fields (plain
+    SSD: the matcher, losses and hard example miner; PPN and FPN: focal loss without a miner,
+    background encoded as zeros), `batch_norm_decay` in every layer (the base network's through
     `override_base_feature_extractor_hyperparams`) and the demo's `train_config`, with the
     horizontal flip unless `flip` is False."""
     text = model_training_text(config, batch_norm_decay)
@@ -128,8 +148,9 @@ def train_config_text(config: SSDConfig = MODEL_CONFIG, batch_norm_decay: float 
 
 
 def write(out_dir: str, force: bool = False, progress=None, num_train: int = TRAIN_IMAGES,
-          num_eval: int = EVAL_IMAGES, seed: int = 0) -> str:
-    """Writes DIR (module docstring) in a temporary folder beside it, renamed into place.
+          num_eval: int = EVAL_IMAGES, seed: int = 0, model: str = "plain") -> str:
+    """Writes DIR (module docstring) in a temporary folder beside it, renamed into place, with
+    the model `MODELS[model]` (plain SSD MobileNet v1, or PPN) and its `train_config_text`.
 
     Raises:
       OutputExistsError: DIR exists and is not an empty folder, without `force`.
@@ -158,8 +179,10 @@ def write(out_dir: str, force: bool = False, progress=None, num_train: int = TRA
             name = os.path.basename(features["image/filename"].numpy().decode())
             with open(os.path.join(images, name), "wb") as f:
                 f.write(features["image/encoded"].numpy())
-        say("building a small TF1 SSD MobileNet v1 (3 classes, depth 0.25, 128x128, synthetic weights)")
-        builder.write_model_dir(MODEL_CONFIG, os.path.join(tmp, "tf1_model"), seed=MODEL_SEED)
+        config = MODELS[model]
+        say(f"building a small TF1 {config.feature_extractor_type} (3 classes, depth 0.25, 128x128, "
+            f"synthetic weights)")
+        builder.write_model_dir(config, os.path.join(tmp, "tf1_model"), seed=MODEL_SEED)
         with open(os.path.join(tmp, "train.config"), "w", encoding="utf-8") as f:
-            f.write(train_config_text())
+            f.write(train_config_text(config))
     return out_dir

@@ -1,15 +1,17 @@
 """`python -m migrate shapes DIR`: the training demo's inputs (records, label map, images, a TF1
-model, a training config that `train` reads as meant), and an existing DIR refused."""
+model, a training config that `train` reads as meant), and an existing DIR refused; the PPN demo trains."""
 
 from __future__ import annotations
 
 import os
 
 import numpy as np
+import pytest
 
 from migrate import shapes
 from migrate.cli import main
 from migrate.tf1 import sources
+from ssd_mobilenet import detector
 from ssd_mobilenet.training import builders, data
 from ssd_mobilenet.training.train_config import TrainingConfig
 
@@ -36,3 +38,28 @@ def test_the_demo_inputs_are_written_and_read_as_meant(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and out in err[0]
     assert sorted(os.listdir(out)) == before
+
+
+@pytest.mark.slow
+def test_the_ppn_demo_trains(tmp_path, capsys):
+    """`shapes --model ppn`: a PPN and the zoo PPN config's losses (focal, no miner, background as
+    zeros), which convert and `train` take: two steps move the weights of a model that stays a PPN."""
+    out = shapes.write(str(tmp_path / "demo"), num_train=4, num_eval=2, model="ppn")
+    config = TrainingConfig.from_pipeline_config(os.path.join(out, "train.config"))
+    assert (config.loss.classification, config.loss.focal_alpha, config.loss.hard_example_miner) == \
+        ("weighted_sigmoid_focal", 0.75, None)
+    assert config.encode_background_as_zeros and config.class_prediction_bias_init == np.float32(-4.6)
+    assert config.train.optimizer.kind == "adam_optimizer"
+    converted = os.path.join(out, "converted")
+    assert main(["convert", os.path.join(out, "tf1_model"), "--out", converted, "--quiet"]) == 0
+    run = os.path.join(out, "run")
+    assert main(["train", converted, "--config", os.path.join(out, "train.config"), "--train",
+                 os.path.join(out, "train.record"), "--steps", "2", "--batch", "2", "--out", run]) == 0
+    assert "step 2/2: loss" in capsys.readouterr().err
+    before, after = detector.load_model(converted), detector.load_model(os.path.join(run, "model"))
+    assert after.config.feature_extractor_type == shapes.PPN_MODEL_CONFIG.feature_extractor_type
+    assert after.config.box_predictor_type == shapes.PPN_MODEL_CONFIG.box_predictor_type
+    moved = [a.path for a, b in zip(before.weights, after.weights) if not np.array_equal(a.numpy(), b.numpy())]
+    assert any("WeightSharedConvolutionalBoxPredictor" in p for p in moved) and any("Conv2d_0" in p for p in moved)
+    # The --model flag: an existing DIR is still refused before anything is written.
+    assert main(["shapes", out, "--model", "ppn"]) == 2

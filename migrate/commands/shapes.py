@@ -11,6 +11,9 @@ def add_parser(sub) -> None:
                                       "model and its training config")
     p.add_argument("out", metavar="DIR", help="the folder to write (train.record, eval.record, label_map.pbtxt, "
                                               "images/, tf1_model/, train.config)")
+    p.add_argument("--model", choices=("plain", "ppn"), default="plain",
+                   help="the model to train: plain SSD MobileNet v1 (default) or its PPN, with the zoo config's "
+                        "losses of each (PPN: focal loss, no hard example miner)")
     p.add_argument("--force", action="store_true", help="replace an existing non-empty DIR")
     p.add_argument("--quiet", action="store_true")
     add_verbose(p)
@@ -20,7 +23,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from migrate import shapes
     try:
-        out = shapes.write(args.out, force=args.force, progress=progress(args.quiet))
+        out = shapes.write(args.out, force=args.force, progress=progress(args.quiet), model=args.model)
     except shapes.OutputExistsError as e:
         return bad_input(e)
     print(f"wrote the shapes demo -> {shown(out)}")

@@ -8,7 +8,8 @@ frozen graph stage by stage. Measured: every stage (the preprocessed image, each
 and PPN layer, box encodings, class logits, decoded boxes) 0.0 from the frozen graph run with
 Grappler off, anchors bit for bit; the SavedModel's detections against the export's reference
 outputs (TF 2.15.1, Grappler on) counts and classes equal, boxes within 2.4e-7, scores 1.0e-6.
-Asserted at the project's tolerances: 1e-5 on tensors, 1e-4 on detections.
+Asserted at the project's tolerances: 1e-5 on tensors, 1e-4 on detections. `train` takes the
+conversions with the exports' own pipeline.config.
 """
 
 import json
@@ -255,3 +256,26 @@ def test_a_checkpoint_alone_converts_and_verifies_through_the_tf1_builder(tmp_pa
     assert report.passed and "migrate.tf1_builder" in report.notes[0], verify.format_report(report)
     assert any(t["name"] == "FeatureExtractor/MobilenetV1/fpn/bottom_up_Conv2d_15" and t["max_abs_err"] <= ATOL
                for t in report.tensors)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, augmentation", [
+    (FPN, "random_horizontal_flip, random_crop_image"), (PPN, "random_horizontal_flip, ssd_random_crop")])
+def test_train_takes_the_export_with_its_own_pipeline_config(odapi_converted, tmp_path, capsys, name, augmentation):
+    """`train` on the conversion of the OD API's own export, with the settings its pipeline.config gives
+    (the zoo config's focal loss, momentum with cosine decay, its augmentation): two steps move the
+    weights and the written model is still that family. The step's arithmetic is proven against TF1
+    in tests/tf1/test_training_step.py."""
+    from migrate.cli import main
+    from ssd_mobilenet.training import shapes_dataset
+    records = shapes_dataset.write_shapes_dataset(str(tmp_path / "shapes"), num_train=4, num_eval=1, image_size=128,
+                                                  seed=1)
+    converted, out = odapi_converted(name), str(tmp_path / "run")
+    assert main(["train", converted, "--train", os.path.join(records, "train.record"), "--steps", "2", "--batch", "2",
+                 "--out", out]) == 0
+    err = capsys.readouterr().err
+    assert "source_pipeline.config" in err and f"augmentation: {augmentation}" in err and "step 2/2: loss" in err
+    before, after = detector.load_model(converted), detector.load_model(os.path.join(out, "model"))
+    assert after.config == before.config
+    moved = [a.path for a, b in zip(before.weights, after.weights) if not np.array_equal(a.numpy(), b.numpy())]
+    assert any("WeightSharedConvolutionalBoxPredictor" in p for p in moved) and any("Conv2d_0" in p for p in moved)

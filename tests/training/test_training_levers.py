@@ -25,7 +25,7 @@ from ssd_mobilenet.training import data, precision, shapes_dataset
 from ssd_mobilenet.training.ssd_loss import CLASSIFICATION_LOSS, LOCALIZATION_LOSS
 from ssd_mobilenet.training.train_config import TrainingConfig
 from ssd_mobilenet.training.trainer import TOTAL_LOSS, Trainer, write_model
-from tests.training.training_pipeline import SMALL, pipeline
+from tests.training.training_pipeline import FPN_SMALL, PPN_SMALL, SMALL, focal_pipeline, pipeline
 
 BATCH = 2
 # Unit roundoff (half the spacing of numbers in [1, 2)) of the 16-bit compute types.
@@ -133,6 +133,25 @@ def test_float16_loss_scale_skips_overflowing_steps_and_is_checkpointed(setup, t
 
 
 def test_recompute_gives_the_plain_losses_gradients_and_moving_statistics(setup):
+    _check_recompute(setup)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fields", [FPN_SMALL, PPN_SMALL], ids=["fpn", "ppn"])
+def test_recompute_of_fpn_and_ppn(setup, fields):
+    """FPN reads MobileNet's Conv2d_5, 11 and 13, PPN Conv2d_11 alone (its model stops there): the
+    recomputed segments end at the last block read, and the step is the plain one as above."""
+    model = SSDMobileNetV1(SSDConfig(**fields))
+    rng = np.random.default_rng(0)
+    for v in model.weights:
+        v.assign(_synthetic_value(v.path, list(v.shape), rng))
+    recomputed = Trainer(copy(model), TrainingConfig.from_pipeline_config(focal_pipeline(fields)), recompute=True)
+    last = recomputed.forward.segments[-1].name
+    assert last == ("recompute_Conv2d_13_pointwise" if fields is FPN_SMALL else "recompute_Conv2d_11_pointwise")
+    _check_recompute({**setup, "model": model, "config": recomputed.config})
+
+
+def _check_recompute(setup):
     plain = Trainer(copy(setup["model"]), setup["config"])
     recomputed = Trainer(copy(setup["model"]), setup["config"], recompute=True)
     plain_fn = tf.function(plain._gradients)

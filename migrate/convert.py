@@ -103,7 +103,8 @@ def _check(source, tmp: str, config, check: bool, allow_ops, say, precision: str
         return self_check.check_conversion(source, detector_lib.load_model(tmp), config, allow_ops, say,
                                            deployed=(saved_model_detector(tmp), precision))
     except VerifyInputError as e:
-        raise CheckRefusedError(f"{e} (the conversion check runs the graph; --no-check skips it)") from None
+        # The conversion check runs the graph: --no-check skips it (docs/guides/troubleshooting.md).
+        raise CheckRefusedError(str(e)) from None
 
 
 def convert(src: str, out: str = None, force: bool = False, trust_weights: bool = False, image_size=None,

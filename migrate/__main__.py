@@ -1,5 +1,3 @@
-import sys
+from migrate.cli import entry_point
 
-from migrate.cli import main
-
-sys.exit(main())
+entry_point()

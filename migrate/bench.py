@@ -5,14 +5,17 @@ Sides (`SIDES`), each a runner `run(images uint8 [N, H, W, 3]) -> dict of output
   tf1_wrap_function  the same graph through `tf.compat.v1.wrap_function` (TF2 without this toolkit)
   saved_model        CONVERTED/saved_model as `convert` wrote it (default: the fast variant),
                      `tf.saved_model.load(...).signatures["serving_default"]`, plain TF
+  saved_model_constants the same call on the default SavedModel exported with its weights as graph
+                     constants (faster warm calls on oneDNN, slower start, more memory)
   saved_model_exact  the same call on the `--exact` SavedModel (op for op the graph)
   saved_model_mixed  the same call on the `--precision mixed_bfloat16` SavedModel (CPUs;
                      `mixed_float16` on GPUs)
   (the last two are exported from CONVERTED's checkpoint into a temporary directory first,
   in a process of their own, as `convert` writes them)
-  detector           `ssd_mobilenet.load(...)`: batch norm folded, batch in slices, weights as graph constants
-  detector_variables `ssd_mobilenet.load(..., freeze_weights=False)`: the same with weights as variables
-                     whatever the model
+  detector           `ssd_mobilenet.load(...)`: the default SavedModel behind the library's detector (batch
+                     norm folded, batch in slices, weights as variables; no Keras model built)
+  detector_constants `ssd_mobilenet.load(..., freeze_weights=True)`: the Keras model traced with every
+                     weight a graph constant (faster warm calls, slower start, more memory)
   detector_exact     `ssd_mobilenet.load(..., fold_batch_norm=False, slice_size=None)`: op for op the graph
   detector_xla       `ssd_mobilenet.load(..., jit_compile=True)`
   detector_mixed     `precision="mixed_bfloat16"` on CPUs, `"mixed_float16"` on GPUs
@@ -40,8 +43,10 @@ imports TensorFlow (`benchmark.litert_memory`; LiteRT's interpreter has its own 
 allocator peak): its RSS is what a LiteRT deployment holds. Their latency is still interleaved
 with the TF1 session's, in the one latency process (which has TensorFlow loaded for the other
 sides). Ready time: seconds from loading the model to the end of its first call, in that fresh
-process. Model size: the bytes on disk of what a side loads (frozen graph,
-SavedModel directory, .tflite file). Every worker gets
+process. Cold start (with `photos`): every side's fresh process over a folder of photos, as a user's
+process runs it, from its start to its first detections and to its exit, and its peak RSS
+(`benchmark.cold_start`), in the environment a user's process has. Model size: the bytes on disk of
+what a side loads (frozen graph, SavedModel directory, .tflite file). Every other worker gets
 the same environment (`TF_CPU_ALLOCATOR_USE_BFC=true`, threads, oneDNN setting, weight
 cache), so a ratio is the migration's effect, not an environment flag's. `onednn` runs the latency
 worker once per oneDNN setting to show that lever for both sides.
@@ -58,29 +63,31 @@ import tempfile
 
 from migrate.benchmark.inputs import BenchInputError, _check_frozen_graph, _frozen_graph, check_tflite, parse_batches, \
     parse_sizes
+from migrate.benchmark.cold_start import measure_cold
 from migrate.benchmark.interleaving import MAX_ROUNDS_FACTOR, interleaved_latency, rounds
 from migrate.benchmark.plot import PLOT_EXTRA, check_plot, plot_available, write_plot
 from migrate.benchmark.sides import (BASELINE, DEFAULT_SIDES, DETECTION_OUTPUTS, EXPORTED_SIDES, FILE_EXPORTS,
                                      FILE_SIDES, ONNX_SIDES, SIDES, TFLITE_SIDES, applies, export_sides, exported_path,
                                      mixed_precision, runner)
 from migrate.benchmark.statistics import RATIO_INTERVAL, _report, ratio_interval
-from migrate.benchmark.tables import (TARGETS, format_table, scaling, targets, tflite_settings, write_json,
-                                      write_markdown)
+from migrate.benchmark.tables import (COLD_TARGETS, TARGETS, cold_table, format_table, scaling, targets,
+                                      tflite_settings, write_json, write_markdown)
 from migrate.benchmark.workers import _measure, _run_export_process
 from migrate.common import measure
 
 # The public names of `migrate.bench`, wherever they live now.
-__all__ = ["BASELINE", "DEFAULT_SIDES", "DETECTION_OUTPUTS", "EXPORTED_SIDES", "MAX_ROUNDS_FACTOR", "PLOT_EXTRA",
+__all__ = ["BASELINE", "COLD_TARGETS", "DEFAULT_SIDES", "DETECTION_OUTPUTS", "EXPORTED_SIDES", "MAX_ROUNDS_FACTOR",
+           "PLOT_EXTRA",
            "RATIO_INTERVAL", "SIDES", "TARGETS", "TFLITE_SIDES", "ONNX_SIDES", "FILE_SIDES", "BenchInputError", "bench",
-           "check_plot",
-           "export_sides", "format_table", "interleaved_latency", "mixed_precision", "parse_batches", "parse_sizes",
-           "plot_available", "ratio_interval", "rounds", "runner", "scaling", "targets", "tflite_settings",
+           "check_plot", "cold_table", "export_sides", "format_table", "interleaved_latency", "mixed_precision",
+           "parse_batches", "parse_sizes", "plot_available", "ratio_interval", "rounds", "runner", "scaling", "targets", "tflite_settings",
            "write_json", "write_markdown", "write_plot"]
 
 
 def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=DEFAULT_SIDES, repeats=10, warmup=2,
           memory=True, memory_repeats=2, onednn=None, env=None, weight_cache=False, memory_growth=False,
-          memory_limit_mb=None, trace_dir=None, progress=None, tflite_threads=None) -> dict:
+          memory_limit_mb=None, trace_dir=None, progress=None, tflite_threads=None, photos=None,
+          cold_runs=3) -> dict:
     """Runs the benchmark; returns a JSON-able report (see `format_table` for the columns).
 
     Args:
@@ -102,6 +109,9 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=D
       trace_dir: write a profiler trace of each side to `trace_dir/<side>`.
       tflite_threads: the TFLite interpreter's `num_threads` (default `os.cpu_count()`), given
         to it explicitly (its own default is one thread).
+      photos: a folder of photos (or a list of files and folders): each side also starts cold
+        over them, `cold_runs` interleaved rounds of fresh processes (`benchmark.cold_start`:
+        time to the first detections, the folder's wall time, peak RSS), in the report's "cold".
     Raises:
       BenchInputError: a missing model directory or frozen graph, an unknown side, memory
         growth together with a memory limit, or TFLite sides the run cannot measure
@@ -111,6 +121,14 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=D
     _check_frozen_graph(src)
     if not os.path.isfile(os.path.join(converted, "model_config.json")):
         raise BenchInputError(f"{converted}: not a converted model directory (no model_config.json)")
+    if photos is not None:
+        from migrate.common import images
+        if cold_runs < 1:
+            raise BenchInputError(f"--cold-runs {cold_runs}: need >= 1")
+        try:
+            images.list_images(photos)
+        except images.ImageError as e:
+            raise BenchInputError(f"--photos {e}") from None
     if repeats < 1 or warmup < 0:
         raise BenchInputError(f"--repeats {repeats} / --warmup {warmup}: need >= 1 timed run and warm-up >= 0")
     if memory_limit_mb is not None and memory_limit_mb <= 0:
@@ -155,11 +173,25 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=D
         files = _file_bytes(sides, src, converted, request.get("exported", {}))
         latency, memory_results, onednn_on = _measure(request, sides, sizes, batches, settings, base_env, memory,
                                                       memory_repeats, say)
+        cold = None
+        if photos is not None:
+            # The file sides whose files take photos of any size (the default export's).
+            cold_sides = [s for s in sides if s not in FILE_SIDES or tflite_size is None]
+            # As users run the sides: the run's own settings, not the allocator statistics' BFC
+            # allocator (unless a memory limit needs it).
+            cold_env = {k: v for k, v in base_env.items() if k not in measure.BASE_ENV}
+            if memory_limit_mb is not None:
+                cold_env["TF_CPU_ALLOCATOR_USE_BFC"] = "true"
+            cold = measure_cold(cold_sides, request["src"], request["converted"], photos,
+                                exported=request.get("exported"), threads=tflite_threads, runs=cold_runs,
+                                env=cold_env, progress=say)
     finally:
         if export_dir:
             shutil.rmtree(export_dir, ignore_errors=True)
-    return _report(latency, memory_results, sides, sizes, batches, repeats, warmup, base_env, tflite, files,
-                   onednn_on)
+    report = _report(latency, memory_results, sides, sizes, batches, repeats, warmup, base_env, tflite, files,
+                     onednn_on)
+    report["cold"] = cold
+    return report
 
 
 def _file_bytes(sides, src, converted, exported) -> dict:

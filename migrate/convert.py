@@ -109,7 +109,7 @@ def _check(source, tmp: str, config, check: bool, allow_ops, say, precision: str
 
 def convert(src: str, out: str = None, force: bool = False, trust_weights: bool = False, image_size=None,
             use_moving_averages: bool = False, check: bool = True, allow_ops=(), saved_model: str = export_lib.FAST,
-            precision: str = "float32", progress=None) -> dict:
+            precision: str = "float32", progress=None, saved_model_weights: str | None = None) -> dict:
     """Converts a TF1 model; returns the conversion report (also written to `out`).
 
     With `check` (default) and a source that holds a graph, the model as written is checked
@@ -118,10 +118,11 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
     run ops outside the SSD inference set. The report's `check` records what was checked and
     the errors, or why nothing was (and, without a graph, every field assumed).
 
-    `saved_model`: "fast" (batch norm folded, weights as constants: what serving should run)
+    `saved_model`: "fast" (batch norm folded, heads merged: what serving should run)
     or "exact" (the network op for op as the TF1 graph is written); `precision` ("float32",
-    "mixed_bfloat16", "mixed_float16"; fast only) its compute precision. The report's
-    `saved_model` records both (`ssd_mobilenet.export`).
+    "mixed_bfloat16", "mixed_float16"; fast only) its compute precision; `saved_model_weights`
+    ("constants", "variables"; fast only; None: the variant's) how it holds the weights. The
+    report's `saved_model` records them (`ssd_mobilenet.export`).
 
     Raises:
       sources.SourceError: bad input, with a one-line message naming the file; so are
@@ -136,6 +137,8 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
         raise ExportOptionError(f"--precision {precision}: one of {', '.join(PRECISIONS)}")
     if saved_model == export_lib.EXACT and precision != "float32":
         raise ExportOptionError(f"--exact with --precision {precision}: the op-for-op model computes in float32")
+    if saved_model == export_lib.EXACT and saved_model_weights is not None:
+        raise ExportOptionError("--exact with --constant-weights: the op-for-op model keeps its weights as variables")
     timings = {}
     t0 = time.perf_counter()
     out = os.path.abspath(out or default_out(src))
@@ -171,7 +174,8 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
             with open(os.path.join(tmp, SOURCE_PIPELINE_CONFIG), "w", encoding="utf-8") as f:
                 f.write(source.pipeline_config)
         say(f"writing the SavedModel ({saved_model}, {precision})")
-        export_lib.export_saved_model(model, os.path.join(tmp, "saved_model"), saved_model, precision)
+        export_lib.export_saved_model(model, os.path.join(tmp, "saved_model"), saved_model, precision, source=tmp,
+                                      weights=saved_model_weights)
         timings["write_s"] = time.perf_counter() - t
         t = time.perf_counter()
         # On the checkpoint and the SavedModel as written, reloaded.
@@ -195,7 +199,9 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
             "num_weights": len(names),
             "check": check_report,
             "saved_model": {"variant": saved_model, "precision": precision,
-                            "description": export_lib.describe(saved_model, config)},
+                            "weights": export_lib.weights_kind(saved_model, config, precision, saved_model_weights),
+                            "description": export_lib.describe(saved_model, config, precision,
+                                                               saved_model_weights)},
             "timings": {k: round(v, 3) for k, v in timings.items()},
         }
         with open(os.path.join(tmp, REPORT), "w", encoding="utf-8") as f:

@@ -363,7 +363,7 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
     def extra(folder, trained):
         if pipeline_text is not None:
             atomic_write.write_text(os.path.join(folder, PIPELINE_CONFIG), pipeline_text)
-        export_saved_model(trained, os.path.join(folder, "saved_model"))
+        export_saved_model(trained, os.path.join(folder, "saved_model"), source=folder)
 
     try:
         result = trainer.train(model, training_config, train_records, out, steps=steps, batch_size=batch_size,

@@ -1,7 +1,8 @@
 """Reruns the benchmark behind docs/benchmarks.md in one go.
 
     .venv/bin/python scripts/bench.py [--src TF1_DIR] [--batch 1,8,32] [--size 480x640] [--repeats 10]
-        [--onednn 0|1|both] [--weight-cache] [--sides tf1_session,saved_model,...]
+        [--onednn 0|1|both] [--weight-cache] [--sides tf1_session,saved_model,...] [--photos DIR]
+        [--cold-runs 3] [--no-cold]
 
 Without --src it takes the 2018 zoo graph from ../shared (built into a full TF1 model directory
 with synthetic weights by ../shared/tools/make_zoo_fixture.py) when present, else the built-in
@@ -27,6 +28,7 @@ sys.path.insert(0, REPO)
 SHARED = os.environ.get("SSD_MIGRATE_SHARED", os.path.join(os.path.dirname(REPO), "shared"))
 ZOO_2018 = os.path.join(SHARED, "zoo", "ssd_mobilenet_v1_coco_2018_01_28")
 MAKE_FIXTURE = os.path.join(SHARED, "tools", "make_zoo_fixture.py")
+PHOTOS = os.path.join(SHARED, "photos")
 
 
 def source_and_conversion(src, tmp: str, progress) -> tuple:
@@ -55,6 +57,10 @@ def main() -> int:
     p.add_argument("--weight-cache", action="store_true",
                    help="every side with oneDNN's filter cache (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1)")
     p.add_argument("--sides", help="comma separated (default: every side of `migrate bench` but tflite, tflite_int8)")
+    p.add_argument("--photos", default=PHOTOS if os.path.isdir(PHOTOS) else None,
+                   help="photos each side starts cold over (default ../shared/photos when present)")
+    p.add_argument("--cold-runs", type=int, default=3)
+    p.add_argument("--no-cold", action="store_true", help="no cold start rows")
     p.add_argument("--out-dir", default=os.path.join(REPO, "docs"))
     p.add_argument("--name", default="benchmarks",
                    help="the files' name: NAME.md, NAME.json, NAME.png (e.g. benchmarks_eigen with --onednn 0)")
@@ -67,13 +73,16 @@ def main() -> int:
             report = bench.bench(src, converted, sizes=bench.parse_sizes(args.size),
                                  batches=bench.parse_batches(args.batch), repeats=args.repeats, onednn=args.onednn,
                                  sides=args.sides.split(",") if args.sides else bench.DEFAULT_SIDES,
-                                 weight_cache=args.weight_cache, progress=progress)
+                                 weight_cache=args.weight_cache, progress=progress,
+                                 photos=None if args.no_cold else args.photos, cold_runs=args.cold_runs)
         except bench.BenchInputError as e:  # e.g. TFLite sides without batch 1 in --batch
             print(f"error: {e}", file=sys.stderr)
             return 2
         print(bench.format_table(report))
         if report.get("tflite"):
             print(bench.tflite_settings(report))
+        if report.get("cold"):
+            print(bench.cold_table(report))
         os.makedirs(args.out_dir, exist_ok=True)
         bench.write_json(report, os.path.join(args.out_dir, f"{args.name}.json"), force=True)
         command = (f"python scripts/bench.py --batch {args.batch} --size {args.size} --repeats {args.repeats}"
@@ -81,7 +90,10 @@ def main() -> int:
                    + (" --weight-cache" if args.weight_cache else "")
                    + (f" --sides {args.sides}" if args.sides else "")
                    + ("" if args.src is None else f" --src {args.src}")
-                   + ("" if args.name == "benchmarks" else f" --name {args.name}"))
+                   + ("" if args.name == "benchmarks" else f" --name {args.name}")
+                   + (" --no-cold" if args.no_cold or not args.photos else
+                      ("" if args.photos == PHOTOS else f" --photos {args.photos}")
+                      + ("" if args.cold_runs == 3 else f" --cold-runs {args.cold_runs}")))
         plot = None
         if bench.plot_available() and len(report["batches"]) > 1:  # matplotlib: the optional `plot` extra
             plot = f"{args.name}.png"

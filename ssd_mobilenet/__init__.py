@@ -3,8 +3,9 @@
 Stages, each in its own module: `preprocessing`, `feature_extractors` (MobileNet v1 with the
 SSD extra layers, FPN or PPN), `box_predictors` (convolutional or weight-shared),
 `anchor_generators` (ssd or multiscale grid), `box_coder`, `postprocessing`; `model` holds the
-Keras network and `detector` the `tf.function` inference wrapper and `load`. (`backbone`,
-`box_predictor` and `anchors` keep their old names for the same code.)
+Keras network and `detector` the `tf.function` inference wrapper; `load` (`loading`) runs a
+converted directory's SavedModel (`saved_model_detector`) or builds the Keras model.
+(`backbone`, `box_predictor` and `anchors` keep their old names for the same code.)
 Boxes are [ymin, xmin, ymax, xmax], normalised to the image, everywhere.
 """
 
@@ -22,7 +23,11 @@ def __getattr__(name):
     if name in ("SSDMobileNetV1", "count_parameters"):
         from ssd_mobilenet import model
         return getattr(model, name)
-    if name in ("load", "Detector"):
+    if name == "load":
+        # The default path runs the converted directory's SavedModel: no Keras model is built.
+        from ssd_mobilenet import loading
+        return loading.load
+    if name == "Detector":
         from ssd_mobilenet import detector
-        return getattr(detector, name)
+        return detector.Detector
     raise AttributeError(name)

@@ -1,8 +1,10 @@
-"""Inference wrapper: a concrete `tf.function` over the whole pipeline, and `load`.
+"""Inference wrapper: a concrete `tf.function` over the Keras model's whole pipeline.
 
-A converted model directory (written by `python -m migrate convert`) holds
-`model_config.json` (the `SSDConfig`) and `checkpoint/` (a TF2 object-based checkpoint of
-the Keras model); `load` needs only those two.
+A converted model directory (written by `python -m migrate convert`, `ssd_mobilenet.converted_dir`)
+holds `model_config.json` (the `SSDConfig`) and `checkpoint/` (a TF2 object-based checkpoint of
+the Keras model): `load_model` builds the Keras model from those two, and `Detector` traces it.
+`ssd_mobilenet.load` (`ssd_mobilenet.loading`) runs the directory's SavedModel instead when it
+computes what was asked for, and builds a `Detector` otherwise.
 """
 
 from __future__ import annotations
@@ -15,20 +17,18 @@ import warnings
 import numpy as np
 import tensorflow as tf
 
-from ssd_mobilenet import postprocessing
+from ssd_mobilenet import image_io, postprocessing
 from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.converted_dir import CHECKPOINT_DIR, CHECKPOINT_PREFIX, CONFIG_FILE, read_config
+from ssd_mobilenet.image_io import INPUT_SIGNATURE
 from ssd_mobilenet.model import PRECISIONS, SSDMobileNetV1
 from ssd_mobilenet.model import fold_batch_norm as fold_batch_norm_copy
 
-CONFIG_FILE = "model_config.json"
-CHECKPOINT_DIR = "checkpoint"
-CHECKPOINT_PREFIX = "ckpt"
 # Slices of one image, two in flight: the allocator's peak stays near two images' early
 # activations, at a latency no worse than larger slices (docs/measurements.md).
 DEFAULT_SLICE_SIZE = 1
 # Two slices in flight kept two cores busier than one (see `Detector`, docs/measurements.md).
 DEFAULT_CONCURRENT_SLICES = 2
-INPUT_SIGNATURE = (tf.TensorSpec([None, None, None, 3], tf.uint8, name="input_tensor"),)
 
 
 class Detector:
@@ -119,27 +119,31 @@ class Detector:
         self.serve = serve
         self.function = tf.function(serve, input_signature=INPUT_SIGNATURE)
         self.concrete_function = self.function.get_concrete_function()
+        self._resized_function = None
 
     def _network(self, images):
         return self.model.predict_raw(images, self.slice_size, constant_weights=self.weights_frozen,
                                       concurrent_slices=self.concurrent_slices)
 
     def __call__(self, images) -> dict:
-        if not isinstance(images, tf.Tensor):
-            images = np.asarray(images)
-            if images.dtype != np.uint8:
-                raise TypeError(f"images must be uint8, got {images.dtype}")
-        if images.dtype != tf.uint8:
-            raise TypeError(f"images must be uint8, got {images.dtype}")
-        if len(images.shape) == 3:
-            images = images[None]
-        if len(images.shape) != 4 or images.shape[-1] != 3:
-            raise ValueError(f"images must be [N, H, W, 3] or [H, W, 3], got shape {list(images.shape)}")
+        images = image_io.image_batch(images)
         if images.shape[0] == 0:
             # The convolutions reject an empty batch (so does the TF1 graph): no images, no
             # detections, in the outputs' shapes.
             return self.empty_outputs()
-        return self.concrete_function(tf.convert_to_tensor(images, tf.uint8))
+        return self.concrete_function(images)
+
+    @property
+    def resized_function(self):
+        """The detector's own serving computation on images already resized to its input size:
+        a `tf.function`, float32 [N, h, w, 3] (h, w: `config`'s size, values 0..255 as
+        `preprocessing.resize` gives them) -> the output dict; traced on first use."""
+        if self._resized_function is None:
+            config = self.config
+            spec = tf.TensorSpec([None, config.image_height, config.image_width, 3], tf.float32,
+                                 name="resized_images")
+            self._resized_function = tf.function(self.serve, input_signature=[spec])
+        return self._resized_function
 
     def empty_outputs(self) -> dict:
         """The outputs of a batch of 0 images: zeros [0, ...] in every output's dtype and shape;
@@ -163,17 +167,9 @@ def save(model: SSDMobileNetV1, directory: str) -> None:
     tf.train.Checkpoint(model=model).write(os.path.join(directory, CHECKPOINT_DIR, CHECKPOINT_PREFIX))
 
 
-def _read_config(directory: str) -> SSDConfig:
-    config_path = os.path.join(directory, CONFIG_FILE)
-    if not os.path.isfile(config_path):
-        raise FileNotFoundError(f"{config_path}: not found (not a converted model directory)")
-    with open(config_path, encoding="utf-8") as f:
-        return SSDConfig.from_dict(json.load(f))
-
-
 def load_model(directory: str) -> SSDMobileNetV1:
     """The Keras model of a converted directory, with every weight restored (strict)."""
-    config = _read_config(directory)
+    config = read_config(directory)
     model = SSDMobileNetV1(config)
     prefix = os.path.join(directory, CHECKPOINT_DIR, CHECKPOINT_PREFIX)
     stored = [name for name, _ in tf.train.list_variables(prefix) if name.endswith("VARIABLE_VALUE")]
@@ -194,30 +190,5 @@ def load_model(directory: str) -> SSDMobileNetV1:
     return model
 
 
-def load(directory: str, jit_compile: bool = False, precision: str = "float32", fold_batch_norm: bool = True,
-         freeze_weights: bool | None = None, **options) -> Detector:
-    """A `Detector` for a directory written by `python -m migrate convert`.
-
-    `precision`: "float32", "mixed_bfloat16" (CPUs with bfloat16 units, TPUs) or
-    "mixed_float16" (GPUs). `fold_batch_norm` (default True: the fast path, rounding like
-    the TF1 session), `freeze_weights` and `options` (`slice_size`, `concurrent_slices`)
-    are `Detector`'s. `freeze_weights` None (the default) runs the fast path the exported
-    SavedModel holds: weights as graph constants, which oneDNN reorders once instead of on
-    every call, without a process-wide weight cache; quantization-aware models keep
-    variables, since their FakeQuant steps turn a constant filter's other kernel rounding
-    into whole steps. False keeps variables: slower, but an allocator budget
-    (`predict --max-memory`) then does not count the constants' copies (graph, kernels,
-    oneDNN's cache; docs/benchmarks.md has the cost of each).
-    """
-    if jit_compile and not tf.config.list_physical_devices("GPU"):
-        warnings.warn("jit_compile=True on CPU: XLA was measured several times slower than the default "
-                      "for this network on CPUs; it pays on GPUs", stacklevel=2)
-    model = load_model(directory)
-    if freeze_weights is None:
-        freeze_weights = constants_keep_rounding(model.config)
-    detector = Detector(model, jit_compile=jit_compile, precision=precision,
-                        fold_batch_norm=fold_batch_norm, freeze_weights=freeze_weights, **options)
-    # The folded copy replaced the loaded model; Keras models hold reference cycles, so
-    # collect now rather than keep both sets of weights until the next collection.
-    gc.collect()
-    return detector
+# `ssd_mobilenet.load`, where it was before it moved to `loading`.
+from ssd_mobilenet.loading import load  # noqa: E402,F401

@@ -7,12 +7,15 @@ import sys
 import numpy as np
 import pytest
 
-from tests.conftest import (SKYLAKE_SP, check_detections, needs_shared, random_images, unwrapped,
+from tests.conftest import (SHARED, SKYLAKE_SP, check_detections, needs_shared, random_images, unwrapped,
                             write_small_model_pair)
 from migrate import bench
 from migrate.cli import main
 from ssd_mobilenet import detector, hardware, runtime
 from ssd_mobilenet.config import SSDConfig
+
+PHOTOS = sorted(os.path.join(SHARED, "photos", f) for f in os.listdir(os.path.join(SHARED, "photos"))
+                if f.endswith(".jpg")) if os.path.isdir(os.path.join(SHARED, "photos")) else []
 
 
 def test_sizes_and_batches_parse_or_fail_with_the_flag_named():
@@ -113,7 +116,8 @@ def test_existing_outputs_are_not_replaced_without_force(converted, tmp_path, ca
     assert "two batch sizes" in capsys.readouterr().err
     assert main(["bench", src, out, "--memory-growth", "--memory-limit", "100", "--quiet"]) == 2
     assert "exclude" in capsys.readouterr().err
-    for bad in (["--repeats", "0"], ["--warmup", "-1"], ["--memory-limit", "-5"]):
+    for bad in (["--repeats", "0"], ["--warmup", "-1"], ["--memory-limit", "-5"],
+                ["--cold-runs", "0", "--photos", str(tmp_path)], ["--photos", str(tmp_path / "none")]):
         assert main(["bench", src, out, *bad, "--quiet"]) == 2, bad
         err = capsys.readouterr().err.strip()
         assert err.startswith("error: ") and len(err.splitlines()) == 1 and bad[0] in err, err
@@ -127,9 +131,13 @@ def test_bench_measures_every_side_against_the_tf1_session(converted, tmp_path, 
     # The other runners' outputs: test_runners_give_the_tf1_detections. The exact SavedModel is
     # exported by bench itself.
     sides = "tf1_session,detector,saved_model_exact"
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for photo in PHOTOS[1:3]:  # 1352x900 and 800x450
+        os.symlink(photo, photos / os.path.basename(photo))
     assert main(["bench", src, out, "--batch", "1,2", "--size", "300x300", "--sides", sides, "--repeats", "2",
                  "--warmup", "1", "--json", str(json_path), "--markdown", str(md_path), "--plot", str(png_path),
-                 "--quiet"]) == 0
+                 "--photos", str(photos), "--cold-runs", "1", "--quiet"]) == 0
     table = capsys.readouterr().out
     report = json.loads(json_path.read_text())
     rows = report["rows"]
@@ -160,6 +168,20 @@ def test_bench_measures_every_side_against_the_tf1_session(converted, tmp_path, 
     state = f"default ({'on' if runtime.onednn_on() else 'off'})"
     assert report["onednn_on"] == {"default": runtime.onednn_on()}
     assert f"oneDNN: {state} (off: Eigen's kernels)" in md and f"| tf1_session | {state} |" in md
+    # Cold start: every side's fresh process over the photos, in the users' environment (no BFC
+    # allocator), timed from its start; the TF1 session is every ratio's baseline.
+    cold = report["cold"]
+    assert [p["width"] for p in cold["photos"]] == [1352, 800] and cold["runs"] == 1
+    assert "TF_CPU_ALLOCATOR_USE_BFC" not in cold["env"]
+    assert [r["side"] for r in cold["rows"]] == sides.split(",")
+    for r in cold["rows"]:
+        assert 0 < r["first_detections_s"] < r["wall_s"] and r["peak_rss_bytes"] > 300 * 2**20
+        assert r["tensorflow_imported"]
+        if r["side"] == "tf1_session":
+            assert r["wall_s_ratio"] == r["first_detections_s_ratio"] == r["peak_rss_bytes_ratio"] == 1.0
+    assert "## Cold start on photos" in md and "| detector | " in md.split("## Cold start on photos")[1]
+    assert "`detector` cold on photos, peak RSS: <= 0.85x TF1" in md
+    assert "| first detections s |" in table
     # The plot (matplotlib is in the dev extra): a PNG of a real figure, not an empty canvas.
     data = png_path.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 20_000
@@ -179,7 +201,11 @@ def test_runners_give_the_tf1_detections(converted, tmp_path):
     from migrate import verify
     with open(os.path.join(out, "model_config.json")) as f:
         config = json.load(f)
-    paths = bench.export_sides(out, str(tmp_path), ["saved_model_exact", "saved_model_mixed"])
+    paths = bench.export_sides(out, str(tmp_path), ["saved_model_constants", "saved_model_exact", "saved_model_mixed"])
+    # The default SavedModel with its weights as constants (the warm-latency lever).
+    check_detections(bench.runner("saved_model_constants", src, out, paths["saved_model_constants"])(images), ref)
+    with open(os.path.join(paths["saved_model_constants"], "assets.extra", "ssd_mobilenet.json")) as f:
+        assert json.load(f)["weights"] == "constants"
     exact = bench.runner("saved_model_exact", src, out, paths["saved_model_exact"])(images)
     mixed = bench.runner("saved_model_mixed", src, out, paths["saved_model_mixed"])(images)
     for i in range(len(images)):
@@ -319,15 +345,15 @@ def test_tflite_runner_gives_the_tf1_detections(small, tflite_path):
 
 
 def test_kernels_counts_every_convolution_of_a_call_and_the_filters_reordered_each_call(small):
-    """`scripts/kernels.py`'s profile of the small model with its weights as variables: per call, as
-    many 1x1, depthwise and kxk convolution primitives as the folded model has layers of each, and
-    filter reorders on every call (a variable's filter is reordered per call; constants are cached).
-    Where TensorFlow runs Eigen's kernels (CPUs without AVX-512, TF_ENABLE_ONEDNN_OPTS=0), the
+    """`scripts/kernels.py`'s profile of the small model with its weights as variables (`load`'s default
+    in float32): per call, as many 1x1, depthwise and kxk convolution primitives as the folded model
+    has layers of each, and filter reorders on every call (a variable's filter is reordered per call;
+    constants are cached). Where TensorFlow runs Eigen's kernels (CPUs without AVX-512, TF_ENABLE_ONEDNN_OPTS=0), the
     profile says so in one line instead of counting the primitives Eigen's products call."""
     from migrate.benchmark import kernels
     from ssd_mobilenet import layers
     src, out = small
-    summary = kernels.profile("detector_variables", src, out, size=(96, 160), batch=1, calls=3, warmup=1)
+    summary = kernels.profile("detector", src, out, size=(96, 160), batch=1, calls=3, warmup=1)
     assert summary["onednn"] == runtime.onednn_on() and summary["wall_ms_per_call"] > 0
     if not summary["onednn"]:
         assert summary["rows"] == [] and summary["reorders"] == []
@@ -346,3 +372,27 @@ def test_kernels_counts_every_convolution_of_a_call_and_the_filters_reordered_ea
     assert summary["isa"]
     assert counted.get("reorder", 0) >= 1 and summary["reorders"]
     assert "convolution 1x1" in kernels.format_summary(summary)
+
+
+@pytest.mark.slow
+def test_cold_memory_notes_every_stage_of_a_fresh_process(small, tmp_path):
+    from PIL import Image
+
+    from migrate.benchmark import cold_memory
+    src, out = small
+    rng = np.random.default_rng(0)
+    for name, (h, w) in {"a.jpg": (90, 160), "b.png": (200, 120)}.items():
+        Image.fromarray(rng.integers(0, 256, (h, w, 3)).astype(np.uint8)).save(tmp_path / name)
+    names = ["Python and the project's modules", "import tensorflow", "model loaded", "first photo", "all photos",
+             "after malloc_trim(0)"]
+    for setting in ("default", "grappler_off"):
+        stages = cold_memory.measure_stages("tf1_session", src, out, str(tmp_path), setting=setting)
+        assert [s["stage"] for s in stages] == names[:len(stages)] and len(stages) >= 5
+        # Linux counts resident pages per thread and adds them up from time to time: VmRSS and
+        # VmHWM read a few hundred KiB off (`SPLIT_RSS_COUNTING`).
+        slack = 2**20
+        assert all(b["peak"] >= a["peak"] - slack for a, b in zip(stages, stages[1:]))
+        assert all(s["rss"] <= s["peak"] + slack for s in stages)
+        # TensorFlow's libraries are mapped files; its import alone holds hundreds of MiB.
+        assert stages[1]["file"] > 100 * 2**20 and stages[1]["rss"] > 3 * stages[0]["rss"]
+        assert stages[2]["threads"] > 1

@@ -145,25 +145,34 @@ def test_saved_model_cli_shows_and_runs_it(exported, variant, tmp_path):
 
 
 @needs_shared
-def test_fast_saved_model_holds_no_variables_and_exact_one_per_weight(exported):
+def test_saved_models_hold_their_weights_as_their_variant_says(exported):
     import tensorflow as tf
     _, converted = exported
 
     def stored(variant):
         prefix = os.path.join(converted[variant], "saved_model", "variables", "variables")
         return [n for n, _ in tf.train.list_variables(prefix) if n.endswith("VARIABLE_VALUE")]
-    assert stored("fast") == []
+    # Fast float32: one variable per weight of the folded model (batch norm folded into the
+    # convolutions, each map's two heads merged: the zoo model's 199 weights become 82).
+    assert len(stored("fast")) == 82
+    # Mixed precision: graph constants, their casts folded.
+    assert stored("mixed_bfloat16") == []
     assert len(stored("exact")) == 199
     names = {v.name.split(":")[0] for v in tf.saved_model.load(os.path.join(converted["exact"], "saved_model")).weights}
     assert "BoxPredictor_0/BoxEncodingPredictor/biases" in names
+    for variant, weights in (("fast", "variables"), ("exact", "variables"), ("mixed_bfloat16", "constants")):
+        with open(os.path.join(converted[variant], "saved_model", "assets.extra", "ssd_mobilenet.json")) as f:
+            metadata = json.load(f)
+        assert metadata["weights"] == weights and metadata["detect_resized"] == (weights == "variables")
+        assert metadata["source"]["checkpoint_data_bytes"] > 27e6
 
 
-def test_exact_saved_model_is_float32_only(tmp_path, capsys):
-    code = main(["convert", str(tmp_path), "--out", str(tmp_path / "out"), "--exact", "--precision",
-                 "mixed_bfloat16", "--quiet"])
+@pytest.mark.parametrize("other", [["--precision", "mixed_bfloat16"], ["--constant-weights"]])
+def test_exact_saved_model_is_float32_with_variables_only(tmp_path, capsys, other):
+    code = main(["convert", str(tmp_path), "--out", str(tmp_path / "out"), "--exact", *other, "--quiet"])
     assert code == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and "--exact" in err and len(err.splitlines()) == 1
+    assert err.startswith("error: ") and "--exact" in err and other[0] in err and len(err.splitlines()) == 1
     assert not (tmp_path / "out").exists()
 
 

@@ -11,17 +11,23 @@ _SIDE_TEXT = {
                          "what a TF2 user runs without this toolkit.",
     "saved_model": "`tf.saved_model.load(CONVERTED/saved_model).signatures['serving_default']`, plain TensorFlow: "
                    "the SavedModel `convert` writes by default (batch norm folded, heads merged, early layers in "
-                   "slices, every weight a graph constant).",
+                   "slices, the weights as variables).",
+    "saved_model_constants": "the same call on the default SavedModel exported with every weight a graph constant "
+                             "(`ssd_mobilenet.export.export_saved_model(..., weights='constants')`, the default "
+                             "before issue 43): oneDNN reorders each filter once instead of on every call, for a "
+                             "process that holds the weights many times over and starts slower.",
     "saved_model_exact": "the same call on the SavedModel `convert --exact` writes: op for op the TF1 graph, weights "
                          "as variables.",
     "saved_model_mixed": "the same call on the SavedModel `convert --precision mixed_bfloat16` writes (CPUs; "
                          "`mixed_float16` on GPUs); detections agree by IoU and class, not to 1e-5.",
-    "detector": "`ssd_mobilenet.load(CONVERTED)`: batch norm folded into the convolutions at load, "
-                "preprocessing and the early layers image by image, two images in flight at once, each "
-                "feature map's box and class heads as one conv, every weight a graph constant (what the "
-                "default SavedModel holds).",
-    "detector_variables": "`ssd_mobilenet.load(CONVERTED, freeze_weights=False)`: the same with the weights as "
-                          "variables (less process memory; oneDNN reorders each filter on every call).",
+    "detector": "`ssd_mobilenet.load(CONVERTED)`: the default SavedModel run behind the library's detector "
+                "(no Keras model built): batch norm folded into the convolutions, preprocessing and the early "
+                "layers image by image, two images in flight at once, each feature map's box and class heads as "
+                "one conv, the weights as variables.",
+    "detector_constants": "`ssd_mobilenet.load(CONVERTED, freeze_weights=True)`: the Keras model built from the "
+                          "checkpoint and traced with every weight a graph constant (oneDNN reorders each filter "
+                          "once instead of on every call; the process holds the weights many times over and "
+                          "starts slower).",
     "detector_exact": "`ssd_mobilenet.load(CONVERTED, fold_batch_norm=False, slice_size=None)`: op for op the TF1 "
                       "graph as written (the reference of the parity tests).",
     "detector_xla": "`ssd_mobilenet.load(CONVERTED, jit_compile=True)`.",
@@ -77,6 +83,8 @@ constants, the NMS kernels weighed) and the one-off measurements that decided th
 - `precision="mixed_bfloat16"` (CPUs with bfloat16 units) / `"mixed_float16"` (GPUs).
 - `jit_compile=True` (XLA): measured slower than the default on CPUs (see `detector_xla`), so it is not
   the default and `load` warns when no GPU is visible; it is meant for GPUs.
+- `ssd_mobilenet.load(..., freeze_weights=True)` (`detector_constants`): weights as graph constants,
+  warm calls faster at batch 1 for a slower start and more memory (docs/cold_start.md).
 - `runtime.configure(onednn_weight_cache=True)` / `--weight-cache` (bench: every side): oneDNN caches
   reordered filters; inference-only processes.
 - oneDNN (`TF_ENABLE_ONEDNN_OPTS=1`): TensorFlow turns it on by default on CPUs with AVX-512 VNNI / BF16

@@ -27,12 +27,15 @@ FILE_SIDES = TFLITE_SIDES + ONNX_SIDES
 
 # Every side `bench` knows; the file sides only when asked for (`DEFAULT_SIDES`): they add an
 # export of their files and rows at batch 1 only.
-SIDES = ("tf1_session", "tf1_wrap_function", "saved_model", "saved_model_exact", "saved_model_mixed", "detector",
-         "detector_variables", "detector_exact", "detector_xla", "detector_mixed") + FILE_SIDES
+SIDES = ("tf1_session", "tf1_wrap_function", "saved_model", "saved_model_constants", "saved_model_exact",
+         "saved_model_mixed", "detector",
+         "detector_constants", "detector_exact", "detector_xla", "detector_mixed") + FILE_SIDES
 DEFAULT_SIDES = tuple(s for s in SIDES if s not in FILE_SIDES)
 
-# Sides whose SavedModel bench exports first: (variant, precision; None: `mixed_precision()`).
-EXPORTED_SIDES = {"saved_model_exact": ("exact", "float32"), "saved_model_mixed": ("fast", None)}
+# Sides whose SavedModel bench exports first: (variant, precision (None: `mixed_precision()`), weights
+# (None: the variant's)).
+EXPORTED_SIDES = {"saved_model_constants": ("fast", "float32", "constants"),
+                  "saved_model_exact": ("exact", "float32", None), "saved_model_mixed": ("fast", None, None)}
 # Sides whose TFLite file bench exports first: whether it is int8.
 TFLITE_EXPORTS = {"tflite": False, "tflite_int8": True}
 # Sides whose ONNX file bench exports first: whether it is int8.
@@ -95,7 +98,7 @@ def runner(side: str, src: str, converted: str, exported: str = None, threads: i
     import warnings
 
     import ssd_mobilenet
-    options = {"detector": {}, "detector_variables": {"freeze_weights": False},
+    options = {"detector": {}, "detector_constants": {"freeze_weights": True},
                "detector_exact": {"fold_batch_norm": False, "slice_size": None},
                "detector_xla": {"jit_compile": True}, "detector_mixed": {"precision": mixed_precision()}}
     if side not in options:
@@ -148,9 +151,9 @@ def export_sides(converted: str, out_dir: str, sides) -> dict:
     paths, onnx_float = {}, None  # the float ONNX model, converted once for `onnx`, `onnx_int8` and `openvino`
     for side in sides:
         if side in EXPORTED_SIDES:
-            variant, precision = EXPORTED_SIDES[side]
+            variant, precision, weights = EXPORTED_SIDES[side]
             paths[side] = exported_path(out_dir, side)
-            export.export_saved_model(model, paths[side], variant, precision or mixed_precision())
+            export.export_saved_model(model, paths[side], variant, precision or mixed_precision(), weights=weights)
         elif side in TFLITE_EXPORTS:
             images = network.generated_images(model.config) if TFLITE_EXPORTS[side] else None
             paths[side] = exported_path(out_dir, side)

@@ -25,6 +25,10 @@ def add_parser(sub) -> None:
                    help="interleaved timed rounds at the largest batch; smaller batches get up to 4x (default 10)")
     p.add_argument("--warmup", type=int, default=2, help="untimed runs per side per batch (default 2)")
     p.add_argument("--no-memory", action="store_true", help="skip the per-side fresh-process memory runs")
+    p.add_argument("--photos", metavar="DIR", help="also start each side cold over these photos in fresh processes: "
+                   "time to the first detections, the folder's wall time, peak RSS")
+    p.add_argument("--cold-runs", type=int, default=3, metavar="N",
+                   help="--photos: interleaved rounds of fresh processes per side (default 3)")
     p.add_argument("--onednn", choices=("0", "1", "both"),
                    help="TF_ENABLE_ONEDNN_OPTS for every side (both: latency under each; default: TensorFlow's)")
     p.add_argument("--threads", type=int, metavar="N",
@@ -74,7 +78,8 @@ def run(args) -> int:
                              warmup=args.warmup, memory=not args.no_memory, onednn=args.onednn, env=env,
                              weight_cache=args.weight_cache,
                              memory_growth=args.memory_growth, memory_limit_mb=args.memory_limit,
-                             trace_dir=args.trace, progress=progress(args.quiet), tflite_threads=args.threads)
+                             trace_dir=args.trace, progress=progress(args.quiet), tflite_threads=args.threads,
+                             photos=args.photos, cold_runs=args.cold_runs)
     except bench.BenchInputError as e:
         return bad_input(e)
     except RuntimeError as e:  # a side that failed to run (measure.MeasureError, an OOM under a limit)
@@ -84,6 +89,8 @@ def run(args) -> int:
     print(bench.format_table(report))
     if report.get("tflite"):
         print(wrapped(bench.tflite_settings(report)))
+    if report.get("cold"):
+        print(bench.cold_table(report))
     if args.json:
         bench.write_json(report, args.json, force=True)
     if args.markdown:
@@ -92,7 +99,9 @@ def run(args) -> int:
                    + (f" --threads {args.threads}" if args.threads else "")
                    + (" --weight-cache" if args.weight_cache else "")
                    + (f" --sides {args.sides}" if args.sides != ",".join(bench.DEFAULT_SIDES) else "")
-                   + (" --no-memory" if args.no_memory else "") + f" --markdown {args.markdown}")
+                   + (" --no-memory" if args.no_memory else "")
+                   + (f" --photos {args.photos} --cold-runs {args.cold_runs}" if args.photos else "")
+                   + f" --markdown {args.markdown}")
         bench.write_markdown(report, args.markdown, command, force=True)
     if args.plot:
         bench.write_plot(report, args.plot, force=True)

@@ -29,7 +29,11 @@ def add_parser(sub) -> None:
                    help="let the check run these op types although they are not in the SSD inference op set")
     c.add_argument("--exact", action="store_true",
                    help="write the SavedModel op for op as the TF1 graph is written (default: the fast one, batch "
-                        "norm folded and weights as constants)")
+                        "norm folded, heads merged)")
+    c.add_argument("--constant-weights", action="store_true",
+                   help="the fast SavedModel with every weight a graph constant: faster warm calls on oneDNN, for "
+                        "a process that starts slower and holds the weights many times over (default in float32: "
+                        "variables)")
     c.add_argument("--precision", choices=("float32", "mixed_bfloat16", "mixed_float16"), default="float32",
                    help="the SavedModel's compute precision: mixed_bfloat16 for CPUs with bfloat16 units, "
                         "mixed_float16 for GPUs (outputs stay float32; default float32)")
@@ -56,7 +60,8 @@ def run(args) -> int:
                                  image_size=args.image_size, use_moving_averages=args.use_moving_averages,
                                  check=not args.no_check, progress=progress(args.quiet, wrap=True),
                                  saved_model="exact" if args.exact else "fast", precision=args.precision,
-                                 allow_ops=op_list(args.allow_ops))
+                                 allow_ops=op_list(args.allow_ops),
+                                 saved_model_weights="constants" if args.constant_weights else None)
     except (convert.OutputExistsError, convert.CheckRefusedError, convert.ExportOptionError) as e:
         return bad_input(e)
     except self_check.CheckFailed as e:

@@ -49,23 +49,29 @@ import time
 
 # Set for every measured process, whatever the side: the allocator that keeps statistics.
 BASE_ENV = {"TF_CPU_ALLOCATOR_USE_BFC": "true", "TF_CPP_MIN_LOG_LEVEL": "2"}
+# Set for the processes measured as users run them (`benchmark.cold_start`, `benchmark.photo_memory`):
+# TensorFlow's own allocator, as a user's process has it; only the C++ log quieter.
+USER_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
 class MeasureError(RuntimeError):
     """The measurement worker failed; the message holds its last stderr lines."""
 
 
-def run_worker(module: str, args: list, env: dict | None, timeout: float | None, what: str) -> dict:
+def run_worker(module: str, args: list, env: dict | None, timeout: float | None, what: str,
+               base: dict = BASE_ENV) -> dict:
     """The JSON result of `python -m MODULE ARGS... RESULT.json` run in a fresh process, with
-    `BASE_ENV` and `env` over this process's environment and this checkout first on PYTHONPATH
-    (the worker imports this package: the same copy the parent uses).
+    `base` (`BASE_ENV`, or `USER_ENV`) and `env` over this process's environment, less the
+    variables of `BASE_ENV` that `base` leaves out, and this checkout first on PYTHONPATH (the
+    worker imports this package: the same copy the parent uses).
 
     Raises:
       MeasureError: naming `what`, the worker timed out, or failed (its exit code and stderr tail).
     """
     with tempfile.TemporaryDirectory(prefix="migrate-worker-") as tmp:
         result_path = os.path.join(tmp, "result.json")
-        worker_env = {**os.environ, **BASE_ENV, **(env or {})}
+        worker_env = {k: v for k, v in os.environ.items() if k in base or k not in BASE_ENV}
+        worker_env.update({**base, **(env or {})})
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         worker_env["PYTHONPATH"] = os.pathsep.join(p for p in (root, worker_env.get("PYTHONPATH")) if p)
         try:

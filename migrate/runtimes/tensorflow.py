@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import os
 import warnings
-import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -36,7 +35,10 @@ TRACE_BATCHES = 3
 
 def load_detector(directory: str, jit_compile: bool = False, precision: str = "float32",
                   freeze_weights: bool | None = None):
-    """`ssd_mobilenet.load` with a one-line `ModelDirError` naming the directory."""
+    """`ssd_mobilenet.load` with a one-line `ModelDirError` naming the directory. With the defaults it
+    runs the directory's SavedModel as `convert` wrote it, without building the Keras model
+    (`ssd_mobilenet.loading`); the levers that the SavedModel does not hold (`jit_compile`, another
+    precision) build it."""
     if not os.path.isdir(directory):
         raise ModelDirError(f"{directory}: no such directory (expected the output of `migrate convert`)")
     try:
@@ -47,20 +49,11 @@ def load_detector(directory: str, jit_compile: bool = False, precision: str = "f
 
 
 def resized_detect_function(detector):
-    """The detector's own serving computation on images already resized to its input size.
-
-    Returns a `tf.function`: float32 [N, h, w, 3] (h, w: `detector.config` size, values
-    0..255 as produced by `preprocessing.resize`) -> the detector's output dict.
-    """
-    if detector not in _RESIZED_FUNCTIONS:  # traced once per detector, not per call
-        config = detector.config
-        serve = detector.function.python_function  # the same computation, past the uint8 signature
-        spec = tf.TensorSpec([None, config.image_height, config.image_width, 3], tf.float32, name="resized_images")
-        _RESIZED_FUNCTIONS[detector] = tf.function(serve, input_signature=[spec])
-    return _RESIZED_FUNCTIONS[detector]
-
-
-_RESIZED_FUNCTIONS = weakref.WeakKeyDictionary()
+    """The detector's own serving computation on images already resized to its input size
+    (`detector.resized_function`: the SavedModel's `detect_resized`, or the Keras model's traced
+    on first use): float32 [N, h, w, 3] (h, w: `detector.config` size, values 0..255 as produced
+    by `preprocessing.resize`) -> the detector's output dict."""
+    return detector.resized_function
 
 
 def budget_batch_size(detector, max_memory_mb: float) -> int:
@@ -82,21 +75,43 @@ def budget_batch_size(detector, max_memory_mb: float) -> int:
     return n
 
 
-def dataset(paths, config, batch_size: int, prefetch: int = tf.data.AUTOTUNE) -> tf.data.Dataset:
-    """Paths -> batches of (index int32 [B], original [height, width] int32 [B, 2],
-    resized float32 [B, h, w, 3]), `prefetch` batches ahead. Images that fail to decode
-    are left out; their index is missing from the batches."""
+PREFETCH = 1
 
+
+def dataset(paths, config, batch_size: int, prefetch: int = PREFETCH) -> tf.data.Dataset:
+    """Paths -> batches of (index int32 [B], original [height, width] int32 [B, 2],
+    resized float32 [B, h, w, 3]), `prefetch` batches ahead (the model runs on one while the
+    next is decoded), photos decoded on as many threads as cores. Images that fail to decode
+    are left out; their index is missing from the batches.
+
+    The first batch holds the first image alone, the others `batch_size` images: the first
+    detections come as soon as one model call can give them, not after a whole batch (the first
+    call also optimises the function and creates its kernels).
+
+    tf.data's autotuning is off: a folder's run ended with its optimisation thread taking up to
+    ~1.6 s to stop (docs/cold_start.md), and decoding is a small part of a batch's time next to
+    the model, so fixed settings lose nothing."""
+
+    # No Python control flow on tensors here: autograph's conversion of this function and the ones
+    # it calls only cost the start of every run (~0.2 s).
+    @tf.autograph.experimental.do_not_convert
     def load(index, path):
         image = image_io.decode(tf.io.read_file(path))
         resized = preprocessing.resize(image[None], config)[0]
         return index, tf.shape(image)[:2], resized
 
-    # File names as bytes: names that are not valid UTF-8 still reach the file system unchanged.
-    names = tf.constant([os.fsencode(p) for p in paths], tf.string)
-    ds = tf.data.Dataset.from_tensor_slices((tf.range(len(paths), dtype=tf.int32), names))
-    ds = ds.map(load, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    return ds.ignore_errors().batch(batch_size).prefetch(prefetch)
+    def batches(start, stop, size):
+        # File names as bytes: names that are not valid UTF-8 still reach the file system unchanged.
+        names = tf.constant([os.fsencode(p) for p in paths[start:stop]], tf.string, shape=[stop - start])
+        ds = tf.data.Dataset.from_tensor_slices((tf.range(start, stop, dtype=tf.int32), names))
+        ds = ds.map(load, num_parallel_calls=os.cpu_count() or 1, deterministic=True)
+        return ds.ignore_errors().batch(size)
+
+    first = min(1, len(paths))
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    ds = batches(0, first, 1).concatenate(batches(first, len(paths), batch_size))
+    return ds.prefetch(prefetch).with_options(options)
 
 
 def _unreadable(path: str) -> Result:
@@ -110,7 +125,7 @@ def _unreadable(path: str) -> Result:
 
 
 def iter_predictions(detector, paths, batch_size: int = DEFAULT_BATCH, on_batch=None,
-                     prefetch: int = tf.data.AUTOTUNE):
+                     prefetch: int = PREFETCH):
     """Runs `detector` over image files; yields one `Result` per path, in order.
 
     Args:
@@ -171,8 +186,9 @@ class TensorFlowRuntime:
                                   onednn_weight_cache=weight_cache)
         with warnings.catch_warnings(record=True) as caught:  # e.g. XLA on a CPU: one line, not a source excerpt
             warnings.simplefilter("always")
-            # Under a memory budget the weights stay variables: as graph constants they are held
-            # several times over in the allocator the budget counts (ssd_mobilenet.load).
+            # Under a memory budget the weights stay variables (as the float32 SavedModel holds
+            # them): as graph constants they are held several times over in the allocator the
+            # budget counts (ssd_mobilenet.load).
             self.detector = load_detector(converted, jit_compile=jit_compile, precision=precision,
                                           freeze_weights=False if max_memory_mb is not None else None)
         for w in caught:
@@ -182,13 +198,15 @@ class TensorFlowRuntime:
                 batch_size = budget_batch_size(self.detector, max_memory_mb)
             say(f"batch size {batch_size}: the largest whose measured peak stays under {max_memory_mb:g} MiB")
         self.batch_size = batch_size or DEFAULT_BATCH
-        # Under a memory budget the pipeline holds one batch besides the one the model runs on.
-        self.prefetch = 1 if max_memory_mb is not None else tf.data.AUTOTUNE
+        # The pipeline holds one batch besides the one the model runs on (`dataset`), which a
+        # memory budget leaves room for.
+        self.prefetch = PREFETCH
         self.trace_dir = trace_dir
 
     def results(self, paths):
         """One `Result` per path, in order (`iter_predictions`)."""
-        tracer = _Tracer(self.trace_dir, num_batches=-(-len(paths) // self.batch_size))
+        first = min(1, len(paths))  # the first batch holds one image (`dataset`)
+        tracer = _Tracer(self.trace_dir, num_batches=first + -(-(len(paths) - first) // self.batch_size))
         try:
             yield from iter_predictions(self.detector, paths, self.batch_size, on_batch=tracer.on_batch,
                                         prefetch=self.prefetch)

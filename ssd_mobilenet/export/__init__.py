@@ -8,7 +8,7 @@ below are the public interface; each format's module says what its files hold.
 """
 
 from ssd_mobilenet.export.saved_model import (EXACT, FAST, SIGNATURE_KEY, VARIANTS, DetectionModule, describe,
-                                              export_saved_model, weights_as_constants)
+                                              export_saved_model, weights_as_constants, weights_kind)
 
 __all__ = ["EXACT", "FAST", "SIGNATURE_KEY", "VARIANTS", "DetectionModule", "describe", "export_saved_model",
-           "weights_as_constants"]
+           "weights_as_constants", "weights_kind"]

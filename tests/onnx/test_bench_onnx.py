@@ -84,6 +84,12 @@ def test_photo_memory_runs_predict_over_the_photos_beside_the_tf1_session(small,
     assert tf1["tensorflow_imported"] and not onnx_row["tensorflow_imported"]
     assert onnx_row["runtime"] == "ONNX Runtime" and tf1["rss_ratio"] == 1.0
     assert 0 < onnx_row["rss_ratio"] < 1 and onnx_row["peak_rss_bytes"] >= onnx_row["rss_bytes"] > 0
+    # Timed from just before each process started: to its first detections (predict's first JSON
+    # line), to its exit; processes in the environment users have.
+    for row in report["rows"]:
+        assert 0 < row["first_detections_s"] < row["wall_s"]
+    assert tf1["first_detections_s_ratio"] == tf1["wall_s_ratio"] == 1.0
+    assert "TF_CPU_ALLOCATOR_USE_BFC" not in report["env"]
     assert "| onnx.onnx | ONNX Runtime |" in photo_memory.markdown(report)
 
 

@@ -27,8 +27,7 @@ def check_plot(path: str, num_batches: int) -> None:
     if not plot_available():
         raise BenchInputError(f"{path}: plotting needs matplotlib ({PLOT_EXTRA})")
     if num_batches < 2:
-        raise BenchInputError(f"{path}: a plot against the batch size needs at least two batch sizes "
-                              "(--batch 1,8,...)")
+        raise BenchInputError(f"{path}: plots against the batch size: give two or more (--batch 1,8)")
 
 
 def write_plot(report: dict, path: str, force: bool = False) -> None:

@@ -60,8 +60,8 @@ def _checkpoint_prefix(directory: str):
                 return prefix
     indexes = sorted(f for f in os.listdir(directory) if f.endswith(".index"))
     if len(indexes) > 1:
-        raise SourceError(f"{directory}: {len(indexes)} checkpoints; name one by its prefix, e.g. "
-                          f"{indexes[-1][:-len('.index')]}")
+        raise SourceError(f"{directory}: {len(indexes)} checkpoints ({indexes[-1][:-len('.index')]}, ...): name one "
+                          "by its prefix")
     return os.path.join(directory, indexes[0][:-len(".index")]) if indexes else None
 
 
@@ -177,7 +177,7 @@ def open_source(path: str) -> Source:
         elif re.search(r"\.(index|meta|data-\d+-of-\d+)$", base) or os.path.isfile(named + ".index"):
             prefix = re.sub(r"\.(index|meta|data-\d+-of-\d+)$", "", named)
         else:
-            raise SourceError(f"{named}: not a TF1 model file (checkpoint, .pb graph or pipeline.config)")
+            raise SourceError(f"{named}: not a checkpoint, .pb graph or pipeline.config")
     else:
         if config_named:
             take_config(path)

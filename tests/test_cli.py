@@ -233,3 +233,125 @@ def test_every_line_of_every_command_fits_in_100_columns(every_command, command)
     assert out or err
     assert not _too_long(out) and not _too_long(err), [line for line in (out + err).splitlines()
                                                        if len(line) > WIDTH]
+
+
+# ---- bad input: one line within 100 columns, exit code 2, no traceback (fast) ------------------------
+
+# Each command given bad input, in a folder whose paths are ~30 characters long as a user's are
+# (`models/ssd_mobilenet_small_tf2`): (command line, words its error line holds). The files are
+# `bad_inputs`'s; MISSING does not exist.
+TF1, TF2 = "models/ssd_mobilenet_small_tf1", "models/ssd_mobilenet_small_tf2"
+MISSING = "models/ssd_mobilenet_v1_nope"
+BAD_INPUTS = [
+    (f"convert {MISSING}", f"{MISSING}: "),
+    (f"convert {TF1} --out {TF1}", "holds the source"),
+    (f"convert {TF1} --out {TF1}/pipeline.config", "is a file"),
+    ("convert models/not_a_model_file.txt", "not a checkpoint, .pb graph or pipeline.config"),
+    ("convert models/typo_tf1 --out out/converted", "iou_treshold"),
+    (f"verify {TF2} {TF1}", "SRC comes first"),
+    (f"verify {TF1} {MISSING}", f"{MISSING}: "),
+    (f"verify {TF1} {TF2} --threads 2", "--threads 2"),
+    (f"verify {TF1} {TF2} --memory-growth --memory-limit 512", "choose one"),
+    (f"verify {TF1} {TF2} --tflite models/not_a_model_file.tflite", "not_a_model_file.tflite"),
+    (f"verify {TF1} {TF2} --onnx models/not_a_model_file.onnx", "not_a_model_file.onnx"),
+    (f"predict {TF2} images/a_photo.png --threads 2", "--threads"),
+    (f"predict {TF2} images/a_photo.png --labels labels/label_map_with_extra.pbtxt", "top-level field"),
+    (f"predict {TF2} images/a_photo.png --labels labels/label_map_same_ids.pbtxt", "id 1 appears twice"),
+    ("predict models/not_a_model_file.tflite images/a_photo.png", "not_a_model_file.tflite"),
+    ("predict models/not_a_model_file.onnx images/a_photo.png", "not_a_model_file.onnx"),
+    ("predict models/ssd_mobilenet_broken_tf2 images/a_photo.png", "broken_tf2: unreadable checkpoint/"),
+    (f"predict {TF2} images/a_photo.png --engine beam --out out/p.jsonl --workers 2 "
+     "--pipeline-options --runner=FlinkRunner",
+     "--workers"),
+    (f"export {TF2} --tflite out/model.tflite --int8 --calibration {MISSING}", f"{MISSING}: "),
+    (f"export {TF2} --onnx out/model.onnx --nms fast", "--nms"),
+    (f"export {TF2} --tflite {TF1}/pipeline.config", "exists"),
+    (f"evaluate {TF2} --records records/missing_eval.record --labels coco", "missing_eval.record"),
+    (f"evaluate {TF2} --records records/not_a_record.record --labels coco", "not_a_record.record"),
+    (f"train {TF2} --train records/not_a_record.record", "no training settings"),
+    (f"train {TF2} --config configs/misspelt_pipeline.config --train records/not_a_record.record",
+     "iou_treshold"),
+    (f"train {TF2} --config {TF1}/pipeline.config --train records/not_a_record.record --accumulate 0",
+     "--accumulate 0"),
+    (f"bench {MISSING} {TF2}", f"{MISSING}: "),
+    (f"bench {TF1} {TF2} --sides tf1_session,tflite --batch 8 --size 128x128", "--batch"),
+    (f"bench {TF1} {TF2} --batch 1 --plot out/latency.png", "--batch"),
+]
+
+
+@pytest.fixture(scope="session")
+def bad_inputs(tmp_path_factory):
+    """The folder of `BAD_INPUTS`: the small model (2 classes, 128x128, depth 0.25) as a TF1
+    directory and as a converted one (no `convert` run: `write_small_model_pair`), one whose
+    checkpoint lost its data, a pipeline.config with a misspelt field, files that are not what
+    their names say, an image."""
+    import pathlib
+    import shutil
+
+    from PIL import Image
+
+    from ssd_mobilenet import SSDConfig
+    from tests.conftest import built_once, write_small_model_pair
+
+    def build(folder):
+        root = pathlib.Path(folder)
+        config = SSDConfig(num_classes=2, image_height=128, image_width=128, depth_multiplier=0.25)
+        src, out = write_small_model_pair(root, config)
+        (root / "models").mkdir()
+        shutil.move(src, root / TF1)
+        shutil.move(out, root / TF2)
+        shutil.copytree(root / TF2, root / "models/ssd_mobilenet_broken_tf2")
+        for data in (root / "models/ssd_mobilenet_broken_tf2/checkpoint").glob("*.data-*"):
+            data.write_bytes(data.read_bytes()[:100])
+        (root / "models/not_a_model_file.txt").write_text("not a model\n")
+        misspelt = root / "models/typo_tf1"
+        shutil.copytree(root / TF1, misspelt)
+        text = (misspelt / "pipeline.config").read_text()
+        assert "iou_threshold" in text
+        (misspelt / "pipeline.config").write_text(text.replace("iou_threshold", "iou_treshold", 1))
+        (root / "configs").mkdir()
+        shutil.copy(misspelt / "pipeline.config", root / "configs/misspelt_pipeline.config")
+        for name in ("not_a_model_file.tflite", "not_a_model_file.onnx"):
+            (root / "models" / name).write_bytes(bytes(range(256)) * 4)
+        (root / "labels").mkdir()
+        (root / "labels/label_map_with_extra.pbtxt").write_text("item { id: 1 name: 'a' }\nversion: 2\n")
+        (root / "labels/label_map_same_ids.pbtxt").write_text("item { id: 1 name: 'a' }\nitem { id: 1 name: 'b' }\n")
+        (root / "records").mkdir()
+        (root / "records/not_a_record.record").write_bytes(b"not a TFRecord file\n" * 8)
+        (root / "images").mkdir()
+        Image.new("RGB", (64, 48), (120, 80, 40)).save(root / "images/a_photo.png")
+        (root / "out").mkdir()
+
+    return built_once(tmp_path_factory, "bad_inputs", build)
+
+
+def _run_in(folder, argv) -> tuple:
+    """(exit code, stdout, stderr) of `migrate.cli.main(argv)` run in `folder`, the terminal 1000
+    columns wide (no wrapping to the terminal hides a long line); an exception escaping `main` is
+    the traceback the console would show."""
+    import traceback
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        patch.setenv("COLUMNS", "1000")
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main(argv)
+            except SystemExit as e:
+                code = e.code
+            except Exception:  # noqa: BLE001 - what the console would show
+                code = "traceback"
+                traceback.print_exc(file=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("command, words", BAD_INPUTS, ids=[c for c, _ in BAD_INPUTS])
+def test_bad_input_is_one_line_within_100_columns(bad_inputs, command, words):
+    before = sorted(str(p) for p in __import__("pathlib").Path(bad_inputs).rglob("*"))
+    code, out, err = _run_in(bad_inputs, command.split())
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert code == 2 and "Traceback" not in err and len(errors) == 1, (code, err[-3000:])
+    assert words in errors[0], errors[0]
+    assert not _too_long(out) and not _too_long(err), [line for line in (out + err).splitlines()
+                                                       if len(line) > WIDTH]
+    assert sorted(str(p) for p in __import__("pathlib").Path(bad_inputs).rglob("*")) == before  # nothing written

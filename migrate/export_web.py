@@ -76,11 +76,11 @@ def installed_runtime(web_dir: str = WEB_DIR) -> dict:
         with open(path, encoding="utf-8") as f:
             found[name] = json.load(f)
         if found[name].get("version") != version:
-            raise ExportInputError(f"--web: {name} {found[name].get('version')}, not the lockfile's "
+            raise ExportInputError(f"--web: {name} {found[name].get('version')}, lockfile "
                                    f"{version}: {INSTALL_HINT}")
     for package, inside, _ in RUNTIME_FILES:
         if not os.path.isfile(os.path.join(web_dir, "node_modules", package, inside)):
-            raise ExportInputError(f"--web: {package}/{inside} is missing from the installed runtime: {INSTALL_HINT}")
+            raise ExportInputError(f"--web: {package}/{inside} is missing: {INSTALL_HINT}")
     return found
 
 

@@ -102,8 +102,8 @@ class Detector:
             # into a whole step (measured: one step at Conv2d_0, 0.7 by Conv2d_13 under XLA).
             # Its FakeQuant steps turn rounding differences into whole quantization steps; float32
             # without XLA reproduces the TF1 graph's detections.
-            warnings.warn("quantization-aware model with jit_compile or mixed precision: detections can differ "
-                          "from TF1's (float32 without XLA reproduces them)", stacklevel=2)
+            warnings.warn("quantization-aware model under XLA or mixed precision: detections can differ from "
+                          "TF1's", stacklevel=2)
         if jit_compile:
             # Preprocessing stays outside the cluster: XLA's legacy ResizeBilinear differs from
             # TensorFlow's kernel (by up to 1.9 on the [-1, 1] scale for 480x640 -> 300x300).
@@ -191,8 +191,7 @@ def load_model(directory: str) -> SSDMobileNetV1:
         if config.pad_to_multiple > 1:
             # Until 2026-11 the padding was part of preprocessing; the feature extractor's
             # PadToMultiple layer now shifts the checkpoint's layer indices.
-            raise ValueError(f"{directory}: from an older release (pad_to_multiple); convert the TF1 model "
-                             "again") from None
+            raise ValueError(f"{directory}: from an older release; convert the TF1 model again") from None
         # The first unmatched variable is in TensorFlow's message (`e`, chained for the library's callers).
         raise ValueError(f"{directory}: {CHECKPOINT_DIR}/ does not match {CONFIG_FILE}; convert again") from e
     return model

@@ -181,7 +181,7 @@ class OnnxFile:
             self.image_size = tuple(int(v) for v in self.metadata["image_size"])
             h, w = self.image_size
         except (KeyError, TypeError, ValueError):
-            raise OnnxFileError(f"{path}: its {METADATA_NAME} metadata lacks version or image_size") from None
+            raise OnnxFileError(f"{path}: {METADATA_NAME} metadata without version or image_size") from None
         if version > METADATA_VERSION:
             raise OnnxFileError(f"{path}: from a newer release (metadata version {version}, this one reads "
                                 f"{METADATA_VERSION})")

@@ -66,7 +66,6 @@ def check_tflite(converted: str, sides, sizes, batches) -> tuple:
         config = SSDConfig.from_dict(json.load(f))
     model_size = (config.image_height, config.image_width)
     text = f"{model_size[0]}x{model_size[1]}"
-    named = ",".join(sides)
     if config.weight_bits and "tflite_int8" in sides:
         # Its `tflite` side is already the integer file (int8 on the checkpoint's ranges).
         raise BenchInputError("--sides tflite_int8: none of a quantization-aware model (its tflite side is int8)")
@@ -78,9 +77,8 @@ def check_tflite(converted: str, sides, sizes, batches) -> tuple:
                               "is int8)")
     any_size = network.any_size(config, network.UINT8)
     if 1 not in batches:
-        raise BenchInputError(f"--sides {named}: the files run at batch 1 (one image per call); add 1 to --batch")
+        raise BenchInputError("--batch: the .tflite and .onnx sides run at batch 1 (one image per call); add 1")
     if not any_size and model_size not in [tuple(s) for s in sizes]:
         asked = ",".join(f"{h}x{w}" for h, w in sizes)
-        raise BenchInputError(f"--sides {named}: this model's files take {text} images only; add --size "
-                              f"{asked},{text}")
+        raise BenchInputError(f"--size: the .tflite and .onnx sides take {text} only: --size {asked},{text}")
     return model_size, any_size, bool(config.weight_bits)

@@ -151,7 +151,8 @@ class ModelFile:
         dynamic = shape[1] < 0 or shape[2] < 0
         if dynamic and "image_size" not in meta:
             # A file of any size must say the model's size, which only the metadata holds.
-            raise ModelFileError(f"{name}: any size, but no {ff.METADATA_NAME} metadata with the model's size")
+            # A file of any size says the model's size in its metadata only.
+            raise ModelFileError(f"{name}: of any size, no {ff.METADATA_NAME} metadata")
         self.image_size = [int(s) for s in meta.get("image_size", shape[1:3])]
         self.resize_method = meta.get("resize_method", "BILINEAR")
         self.normalize_before_resize = bool(meta.get("normalize_before_resize", False))

@@ -116,8 +116,7 @@ def resume_settings(output_dir: str, wanted: dict, max_memory_mb=None) -> dict |
             continue
         if started.get(key) != value:
             # Resume with the settings it started with, or train into another folder.
-            raise ResumeError(f"{output_dir}: started with {key} {started.get(key)}, not {value} (or use another "
-                              "--out)")
+            raise ResumeError(f"{output_dir}: started with {key} {started.get(key)}, not {value}")
     return started
 
 

@@ -32,7 +32,7 @@ NOISE = re.compile(r"absl|oneDNN|cpu_feature_guard|deprecat|WARNING:tensorflow|I
 # Python shows a warning: `FILE:LINE: UserWarning: MESSAGE` and the calling source line.
 PROJECT_WARNINGS = ("no GPU visible: the memory settings apply to the CPU allocator",
                     "jit_compile=True on CPU: measured several times slower",
-                    "quantization-aware model with jit_compile or mixed precision")
+                    "quantization-aware model under XLA or mixed precision")
 
 
 def _cli(*args, timeout=300) -> subprocess.CompletedProcess:

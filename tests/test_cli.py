@@ -10,11 +10,13 @@ that no wrapping to the terminal hides a long line: only the notes the commands 
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -276,6 +278,7 @@ BAD_INPUTS = [
     (f"bench {MISSING} {TF2}", f"{MISSING}: "),
     (f"bench {TF1} {TF2} --sides tf1_session,tflite --batch 8 --size 128x128", "--batch"),
     (f"bench {TF1} {TF2} --batch 1 --plot out/latency.png", "--batch"),
+    (f"bench {TF1} {TF2} --sides tf1_session,tflit", "did you mean tflite?"),
 ]
 
 
@@ -355,3 +358,92 @@ def test_bad_input_is_one_line_within_100_columns(bad_inputs, command, words):
     assert not _too_long(out) and not _too_long(err), [line for line in (out + err).splitlines()
                                                        if len(line) > WIDTH]
     assert sorted(str(p) for p in __import__("pathlib").Path(bad_inputs).rglob("*")) == before  # nothing written
+
+
+# ---- every message template at its widest path (fast, no command run) ---------------------------
+
+# Modules whose long messages are printed wrapped within 100 columns (`common.print_wrapped`), not
+# as one line: the conversion check's failure names the first diverging stage (a TF1 node name
+# of up to ~70 characters) and its numbers, the diagnosis.
+_TEMPLATE_EXCEPTIONS = {"migrate.tf1.self_check"}
+# Placeholders that hold a path (a user's is ~30 characters); a module's UPPERCASE constant counts
+# at its value's width; any other placeholder (a number, an option's value) at none: the check is a
+# lower bound, which the bad-input table above completes with the lines themselves.
+_PATH_PLACEHOLDER = re.compile(r"^(path|src|converted|out|output_dir|directory|folder|prefix|named|name|where|"
+                               r"graph_from|weights_from|config_path|model|labels|target|json_path|png_dir|"
+                               r"trace_dir|report_path|tflite|onnx|file|item)$")
+_CONSTANT = re.compile(r"^([a-z_][a-z0-9_]*\.)*[A-Z][A-Z0-9_]*$")
+_PREFIXES = {"raise": "error: ", "bad_input": "error: ", "warnings.warn": "warning: ", "warn": ""}
+
+
+def _constants(tree) -> dict:
+    """The module-level `NAME = "text"` (or a tuple of texts) of a parsed module, as their texts."""
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+            found[node.targets[0].id] = str(value)
+    return found
+
+
+def _template_width(node, source: str, constants: dict, everywhere: dict):
+    """The width of a message template (a string or f-string node), as `_PATH_PLACEHOLDER` and
+    `_CONSTANT` say (a constant is its module's, else the widest of that name in the project);
+    None for a message built otherwise."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return len(node.value)
+    if not isinstance(node, ast.JoinedStr):
+        return None
+    width = 0
+    for part in node.values:
+        if isinstance(part, ast.Constant):
+            width += len(part.value)
+            continue
+        expression = ast.unparse(part.value)
+        if _CONSTANT.match(expression):  # CONFIG_FILE, detector.CONFIG_FILE
+            name = expression.split(".")[-1]  # one computed at import (a path found then): not counted
+            width += len(constants[name]) if name in constants else max(map(len, everywhere.get(name, [""])))
+        elif _PATH_PLACEHOLDER.match(expression):
+            width += 30
+    return width
+
+
+def _message_templates():
+    """(module:line, printed width) of every message the project raises (`raise X(MESSAGE)`), prints
+    as bad input (`bad_input`) or warns (`warnings.warn`, shown as `warning: MESSAGE`; `warn`,
+    whose messages carry their `warning: `) in `migrate` and `ssd_mobilenet`, read from the source
+    (nothing imported)."""
+    modules = {}
+    for package in ("migrate", "ssd_mobilenet"):
+        for folder, _, files in os.walk(os.path.join(REPO, package)):
+            for file in sorted(f for f in files if f.endswith(".py")):
+                path = os.path.join(folder, file)
+                source = open(path, encoding="utf-8").read()
+                modules[os.path.relpath(path, REPO)[:-3].replace(os.sep, ".")] = (source, ast.parse(source))
+    constants = {module: _constants(tree) for module, (_, tree) in modules.items()}
+    everywhere = {}
+    for table in constants.values():
+        for name, value in table.items():
+            everywhere.setdefault(name, []).append(value)
+    for module, (source, tree) in modules.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
+                kind, message = "raise", node.exc.args[0]
+            elif isinstance(node, ast.Call) and node.args and ast.unparse(node.func) in _PREFIXES:
+                kind, message = ast.unparse(node.func), node.args[0]
+            else:
+                continue
+            width = _template_width(message, source, constants[module], everywhere)
+            if width is not None:
+                yield f"{module}:{node.lineno}", len(_PREFIXES[kind]) + width
+
+
+def test_every_message_template_fits_with_a_30_character_path():
+    templates = dict(_message_templates())
+    assert len(templates) > 300  # the walk found the project's messages (353 in 2026-11)
+    too_long = {where: width for where, width in templates.items()
+                if width > WIDTH and where.split(":")[0] not in _TEMPLATE_EXCEPTIONS}
+    assert too_long == {}

@@ -137,7 +137,11 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=D
         raise BenchInputError("--memory-growth and --memory-limit exclude each other; choose one")
     unknown = [s for s in sides if s not in SIDES]
     if unknown:
-        raise BenchInputError(f"unknown side(s) {', '.join(unknown)}; choose from {', '.join(SIDES)}")
+        import difflib
+        close = difflib.get_close_matches(unknown[0], SIDES, n=1)
+        # All of them would be ~250 columns; `bench --help` lists them.
+        raise BenchInputError(f"--sides {unknown[0]}: no such side" + (f" (did you mean {close[0]}?)" if close else
+                                                                       "; `bench --help` lists them"))
     sides = [BASELINE] + [s for s in sides if s != BASELINE]
     tflite_sides = [s for s in sides if s in FILE_SIDES]  # every file side: one image per call
     tflite_size, tflite = None, None

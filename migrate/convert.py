@@ -103,7 +103,8 @@ def _check(source, tmp: str, config, check: bool, allow_ops, say, precision: str
         return self_check.check_conversion(source, detector_lib.load_model(tmp), config, allow_ops, say,
                                            deployed=(saved_model_detector(tmp), precision))
     except VerifyInputError as e:
-        raise CheckRefusedError(f"{e} (the conversion check runs the graph; --no-check skips it)") from None
+        # The conversion check runs the graph: --no-check skips it (docs/guides/troubleshooting.md).
+        raise CheckRefusedError(str(e)) from None
 
 
 def convert(src: str, out: str = None, force: bool = False, trust_weights: bool = False, image_size=None,
@@ -140,14 +141,15 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
         raise ExportOptionError("--exact with --constant-weights: the op-for-op model keeps its weights as variables")
     timings = {}
     t0 = time.perf_counter()
-    out = os.path.abspath(out or default_out(src))
+    named = out or default_out(src)  # as the user gave it, for the console's lines
+    out = os.path.abspath(named)
     if atomic_write.covers(out, src):
         # --force replaces the output folder whole: it would delete the model being converted.
-        raise OutputExistsError(f"{out}: holds the source {src}; choose another --out")
+        raise OutputExistsError(f"{named}: holds the source; choose another --out")
     if os.path.exists(out) and not os.path.isdir(out):
-        raise OutputExistsError(f"{out}: is a file (--out takes a folder)")
+        raise OutputExistsError(f"{named}: is a file (--out takes a folder)")
     if os.path.exists(out) and os.listdir(out) and not force:
-        raise OutputExistsError(f"{out}: exists and is not empty (use --force to replace it)")
+        raise OutputExistsError(f"{named}: exists and is not empty (use --force to replace it)")
     say(f"reading {src}")
     source = sources.open_source(src)
     config, notes = config_inference.infer_config(source, trust_weights=trust_weights, image_size=image_size)

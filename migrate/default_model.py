@@ -45,8 +45,7 @@ def ensure_tf1_model(progress=None) -> str:
         from migrate.tf1 import builder
         from migrate.tf1.sources import SourceError
         if os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
-            raise SourceError(f"{path}: exists but holds no frozen_inference_graph.pb (remove it to rebuild "
-                              "the default model)")
+            raise SourceError(f"{path}: incomplete; remove it to rebuild the default model")
         if progress:
             progress(f"no TF1 model given: building the default one in {path}")
         builder.write_model_dir(CONFIG, path, seed=SEED)

@@ -47,7 +47,8 @@ def model_runner(model: str, allow_ops=()):
         try:
             detector = ssd_mobilenet.load(model)
         except (OSError, ValueError) as e:
-            raise ModelError(f"{model}: cannot load the converted model: {e}") from None
+            from ssd_mobilenet.image_io import error_about
+            raise ModelError(error_about(model, e, "cannot load it")) from None
         def run(images):
             out = detector(images)  # once per image, not once per output
             return {k: out[k].numpy() for k in DETECTION_OUTPUTS}

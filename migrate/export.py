@@ -133,11 +133,10 @@ def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_t
 def _check_quantization_aware(converted: str, nms: str, input_type: str, int8: bool) -> None:
     """A quantization-aware model's file is its integer file: refuse the options it does not take."""
     if int8:
-        raise ExportInputError(f"{converted}: a quantization-aware model is exported as integers on the ranges its "
-                               "checkpoint holds, without --int8 (no calibration)")
+        # Its file is int8 on the ranges its checkpoint holds, without calibration.
+        raise ExportInputError("--int8: a quantization-aware model exports as int8 without it")
     if nms != tflite_lib.PER_CLASS or input_type != tflite_lib.UINT8:
         flag = f"--nms {nms}" if nms != tflite_lib.PER_CLASS else f"--input {input_type}"
-        raise ExportInputError(f"{flag}: a quantization-aware model's integer file takes the uint8 photo and runs "
-                               "the per-class NMS")
+        raise ExportInputError(f"{flag}: not for a quantization-aware model (uint8 input, per-class NMS)")
 
 

@@ -38,8 +38,9 @@ def drift_notes(drift: dict, compared_on: str, reference: str, warn=None) -> lis
                 f"{len(drift['per_image'])} {compared_on} to compare the quantized file's with"]
     for name, a in drift["per_image"] if warn else []:
         if a["matched"] < a["reference"]:
-            warn(f"warning: int8 drift on {name}: {a['matched']} of {a['reference']} detections scoring >= "
-                 f"{REPORT_MIN_SCORE} kept (same class, IoU >= {MATCH_IOU})")
+            # Kept: the same class at IoU >= MATCH_IOU (the result line says so).
+            warn(f"warning: {name}: int8 kept {a['matched']} of {a['reference']} detections scoring >= "
+                 f"{REPORT_MIN_SCORE}")
     return [f"int8: {drift['matched']} of {drift['reference']} detections scoring >= {REPORT_MIN_SCORE} "
             f"on {len(drift['per_image'])} {compared_on} kept (same class, IoU >= {MATCH_IOU}), "
             f"mean IoU {drift['mean_iou']:.3f}, scores within {drift['max_score_diff']:.3f}"]

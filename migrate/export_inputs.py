@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from ssd_mobilenet import detector as detector_lib
 from ssd_mobilenet.export.network import generated_images
-from ssd_mobilenet.image_io import error_message
+from ssd_mobilenet.image_io import error_about
 
 
 class ExportInputError(ValueError):
@@ -31,7 +31,7 @@ def load_converted(converted: str):
     # A truncated tensor data file: the checkpoint reader raises IndexError ("Read less bytes
     # than requested").
     except (OSError, ValueError, IndexError, tf.errors.OpError) as e:
-        raise ExportInputError(f"{converted}: cannot load the converted model: {error_message(e)}") from None
+        raise ExportInputError(error_about(converted, e, "cannot load it")) from None
 
 
 def calibration_images(paths, config) -> tuple:

@@ -91,15 +91,15 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
         if int8:
             import onnxruntime.quantization  # noqa: F401  (`onnx_integer.quantize`, `quantization_drift`)
     except ImportError as e:
-        raise ExportInputError(f"--onnx needs tf2onnx and onnx ({e}): pip install "
+        raise ExportInputError(f"--onnx: {(e.name or 'tf2onnx').split('.')[0]} is not installed: pip install "
                                "'ssd-mobilenet-migrate[onnx-export]'") from None
     if input_type not in onnx_lib.INPUT_TYPES:
         raise ExportInputError(f"--input {input_type}: one of {', '.join(onnx_lib.INPUT_TYPES)}")
     model = load_converted(converted)
     aware = bool(model.config.weight_bits)
     if aware and int8:
-        raise ExportInputError(f"{converted}: a quantization-aware model's ONNX file is int8 on the ranges its "
-                               "checkpoint holds, without --int8 (no calibration)")
+        # Its ONNX file is int8 QDQ on the ranges its checkpoint holds, without calibration.
+        raise ExportInputError("--int8: a quantization-aware model exports as int8 without it")
     if aware:
         from ssd_mobilenet.export import onnx_aware
         try:

@@ -37,7 +37,8 @@ MODEL_FILE = "model.onnx"
 LABELS_FILE = "labels.json"
 MANIFEST_FILE = "model.json"
 LICENSES_FILE = "third_party.txt"
-INSTALL_HINT = "npm ci --ignore-scripts --prefix web (scripts/setup_env.sh runs it)"
+# scripts/setup_env.sh runs it.
+INSTALL_HINT = "npm ci --ignore-scripts --prefix web"
 
 ONNXRUNTIME_WEB = "onnxruntime-web"
 JPEG_TURBO = "@cwasm/jpeg-turbo"
@@ -71,16 +72,15 @@ def installed_runtime(web_dir: str = WEB_DIR) -> dict:
     for name, version in pinned.items():
         path = os.path.join(web_dir, "node_modules", name, "package.json")
         if not os.path.isfile(path):
-            raise ExportInputError(f"--web: the browser runtime is not installed ({name} missing in "
-                                   f"{os.path.join(web_dir, 'node_modules')}): {INSTALL_HINT}")
+            raise ExportInputError(f"--web: {name} is not installed: {INSTALL_HINT}")
         with open(path, encoding="utf-8") as f:
             found[name] = json.load(f)
         if found[name].get("version") != version:
-            raise ExportInputError(f"--web: {name} {found[name].get('version')} is installed, the lockfile pins "
+            raise ExportInputError(f"--web: {name} {found[name].get('version')}, lockfile "
                                    f"{version}: {INSTALL_HINT}")
     for package, inside, _ in RUNTIME_FILES:
         if not os.path.isfile(os.path.join(web_dir, "node_modules", package, inside)):
-            raise ExportInputError(f"--web: {package}/{inside} is missing from the installed runtime: {INSTALL_HINT}")
+            raise ExportInputError(f"--web: {package}/{inside} is missing: {INSTALL_HINT}")
     return found
 
 
@@ -132,17 +132,17 @@ def export_web(converted: str, out: str, labels: str | None = None, max_detectio
 
         from ssd_mobilenet.export import onnx as onnx_lib
     except ImportError as e:
-        raise ExportInputError(f"--web needs tf2onnx and onnx ({e}): pip install "
+        raise ExportInputError(f"--web: {(e.name or 'tf2onnx').split('.')[0]} is not installed: pip install "
                                "'ssd-mobilenet-migrate[onnx-export]'") from None
     from ssd_mobilenet.export import network
     model = load_converted(converted)
     config = model.config
     if config.weight_bits:
-        raise ExportInputError(f"{converted}: a quantization-aware model's ONNX file is int8 QDQ, which the web page "
-                               "is not tested with; export --onnx writes it")
+        # Its ONNX file is int8 QDQ, which the page is not tested with.
+        raise ExportInputError(f"{converted}: quantization-aware; --web does not take it (--onnx does)")
     if not network.any_size(config, network.UINT8):
-        raise ExportInputError(f"{converted}: the model resizes with {config.resize_method}, which an ONNX file "
-                               "cannot do for photos of any size; the page takes photos of any size")
+        # The page takes photos of any size, resized inside the file.
+        raise ExportInputError(f"{converted}: resize_method {config.resize_method}: no ONNX form takes any size")
     max_detections = max_detections or config.max_total_detections
     say(f"converting to ONNX (opset {onnx_lib.OPSET}, uint8 input of any size, {max_detections} detections)")
     model_bytes = onnx_lib.convert(model, network.UINT8, max_detections, verbose=verbose).SerializeToString()

@@ -116,7 +116,8 @@ def _check_not_an_input(out: str | None, png_dir: str | None, inputs) -> None:
             continue
         for item in inputs:
             if atomic_write.covers(path, item):
-                raise OutputExistsError(f"{path}: {what} would replace {item}, an input; choose another {what}")
+                # --force would replace the folder or file whole, the input with it.
+                raise OutputExistsError(f"{path}: holds an input; choose another {what}")
 
 
 def run(model: str, inputs, out: str | None = None, png_dir: str | None = None, force: bool = False,

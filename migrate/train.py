@@ -142,8 +142,9 @@ def training_settings(converted: str, config: str = None):
                 return path, TrainingConfig.from_pipeline_config(path)
         except ConfigError as e:
             raise e.at(path) from None
-    raise TrainInputError(f"{candidates[0] if config else converted}: no training settings (model.ssd.loss and "
-                          "train_config); pass --config with a pipeline.config that has them")
+    # Training settings: model.ssd.loss and train_config (an inference-only config has neither).
+    raise TrainInputError(f"{candidates[0] if config else converted}: no training settings; give --config "
+                          "PIPELINE_CONFIG")
 
 
 def _has_training_fields(path: str) -> bool:
@@ -192,8 +193,8 @@ def _strategy(devices, batch_text: str, batch: int, accumulate: int):
             raise TrainInputError(f"{batch_text} is not a multiple of {replicas} replicas x --accumulate {accumulate}")
 
     if devices is not None and distribute.multi_worker_configured():
-        raise TrainInputError(f"--devices {devices}: TF_CONFIG is set, so every worker trains on all its GPUs (or its "
-                              "CPU); leave --devices out or unset TF_CONFIG")
+        # Under TF_CONFIG every worker trains on all its GPUs (or its CPU).
+        raise TrainInputError(f"--devices {devices}: not with TF_CONFIG; leave --devices out or unset TF_CONFIG")
     if devices is not None and devices != distribute.ALL and int(devices) < 1:
         raise TrainInputError(f"--devices {devices}: must be >= 1")
     if devices != distribute.ALL:
@@ -241,11 +242,11 @@ def lost_worker_message(error: Exception, out: str, last_step) -> str | None:
              and (address and address in text or re.search(rf"/job:{k}/(replica:\d+/)?task:{i}\b", text))]
     lost = named[0] if named else "another worker"
     latest = tf.train.latest_checkpoint(os.path.join(out, CHECKPOINT_DIR))
-    resume = (f"they resume from its last checkpoint ({os.path.basename(latest)})" if latest
-              else "no checkpoint was written yet, so they start over")
+    # Every worker started again with the same command and TF_CONFIG resumes from the last
+    # checkpoint. (The error's type, most often UnavailableError, is left out: the address says it.)
+    resume = f"to resume at {os.path.basename(latest)}" if latest else "(no checkpoint yet: from the start)"
     reached = f" after step {last_step}" if last_step is not None else ""
-    return (f"{kind} {index} lost {lost}{reached} ({type(error).__name__}): start every worker again with the same "
-            f"command and TF_CONFIG; {resume}")
+    return f"{kind} {index} lost {lost}{reached}: start every worker again {resume}"
 
 
 def levers_line(training_config, precision: str, recompute: bool, accumulate: int, freeze_batch_norm,
@@ -292,11 +293,10 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
     if accumulate < 1:
         raise TrainInputError(f"--accumulate {accumulate}: must be >= 1")
     if max_memory_mb is not None and devices is not None:
-        raise TrainInputError(f"--max-memory {max_memory_mb:g} measures one device's training steps; with --devices "
-                              "give --batch")
+        raise TrainInputError(f"--max-memory {max_memory_mb:g}: measures one device; with --devices give --batch")
     if force and distribute.multi_worker_configured():
-        raise TrainInputError("--force: TF_CONFIG is set, and the workers would each remove the run the others "
-                              "use; remove OUT before starting them")
+        # Each worker would remove the run the others use.
+        raise TrainInputError("--force: TF_CONFIG is set; remove OUT before starting the workers")
     config_path, training_config = training_settings(converted, config)
     batch = training_config.train.batch_size if batch_size is None else batch_size
     batch_text = f"--batch {batch}" if batch_size is not None else f"{config_path}: batch_size {batch}"

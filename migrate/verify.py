@@ -140,8 +140,7 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
         _check_tflite_options(mode, batch, precision, memory_growth, memory_limit_mb, trace_dir, threads,
                               "--onnx" if onnx is not None else "--tflite")
     elif threads is not None:
-        raise VerifyInputError(f"--threads {threads}: the TFLite interpreter's; add --tflite FILE (or ONNX Runtime's: "
-                               "add --onnx FILE)")
+        raise VerifyInputError(f"--threads {threads}: for a --tflite or --onnx file (LiteRT's or ONNX Runtime's)")
     mode = mode or "function"
     batch = DEFAULT_BATCH if batch is None else batch
     if mode not in MODES:
@@ -157,8 +156,8 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
     if memory_limit_mb is not None and memory_limit_mb <= 0:
         raise VerifyInputError(f"--memory-limit {memory_limit_mb}: must be a positive number of MiB")
     if memory_growth and memory_limit_mb is not None:
-        raise VerifyInputError("--memory-growth and --memory-limit exclude each other (a limited GPU device is "
-                               "allocated as it is used); choose one")
+        # A limited GPU device is allocated as it is used.
+        raise VerifyInputError("--memory-growth and --memory-limit exclude each other; choose one")
     _check_outputs(json_path, png_dir, force)
     if trace_dir and os.path.exists(trace_dir) and (not os.path.isdir(trace_dir) or os.listdir(trace_dir)) \
             and not force:
@@ -181,8 +180,8 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
     try:
         model = detector_lib.load_model(converted)
     except Exception as e:  # noqa: BLE001 - a corrupt checkpoint or config, reported as bad input
-        raise VerifyInputError(f"{converted}: cannot load the converted model ({str(e).splitlines()[0][:200]})") \
-            from None
+        from ssd_mobilenet.image_io import error_about
+        raise VerifyInputError(error_about(converted, e, "cannot load it")) from None
     config = model.config
     if tflite is not None:
         return _verify_tflite(src, converted, config, tflite, threads or os.cpu_count() or 1, images, given_atol,
@@ -295,8 +294,7 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
     else:
         file, info = tflite_file.open_file(path, config, threads)
     if info["criterion"] == tflite_file.AGREEMENT and (atol is not None or rtol is not None):
-        raise VerifyInputError(f"{path}: a {info['kind']} file is judged by agreement (class and IoU), "
-                               "not by --atol/--rtol")
+        raise VerifyInputError(f"--atol/--rtol: {path} is judged by agreement (class and IoU)")
     atol = DEFAULT_ATOL if atol is None else atol
     rtol = DEFAULT_RTOL if rtol is None else rtol
     if atol < 0 or rtol < 0:

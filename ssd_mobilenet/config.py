@@ -211,8 +211,9 @@ class SSDConfig:
         if self.num_classes < 1:
             problems.append(f"num_classes must be >= 1, got {self.num_classes}")
         if self.image_height < MIN_IMAGE_SIZE or self.image_width < MIN_IMAGE_SIZE:
-            problems.append(f"image size {self.image_height}x{self.image_width}: SSD MobileNet v1 needs at least "
-                            f"{MIN_IMAGE_SIZE}x{MIN_IMAGE_SIZE} (the OD API's feature extractor refuses smaller inputs)")
+            # The OD API's feature extractor refuses smaller inputs.
+            problems.append(f"image size {self.image_height}x{self.image_width}: at least "
+                            f"{MIN_IMAGE_SIZE}x{MIN_IMAGE_SIZE}")
         if self.pad_to_multiple < 1:
             problems.append(f"pad_to_multiple must be >= 1, got {self.pad_to_multiple}")
         if self.depth_multiplier <= 0:
@@ -230,29 +231,26 @@ class SSDConfig:
         if self.nms_variant not in NMS_VARIANTS:
             problems.append(f"nms_variant: {self.nms_variant} (one of {', '.join(NMS_VARIANTS)})")
         if self.scales and len(self.scales) != self.num_layers:
-            problems.append(f"anchor_generator.ssd_anchor_generator.scales: {len(self.scales)} values "
-                            f"for {self.num_layers} layers")
+            problems.append(f"{SSD_ANCHORS}.scales: {len(self.scales)} values for {self.num_layers} layers")
         if len(self.anchor_strides) not in (0, self.num_layers) or len(self.anchor_offsets) not in (0, self.num_layers):
-            problems.append("anchor_generator.ssd_anchor_generator: height_stride/width_stride/"
-                            "height_offset/width_offset need one value per layer")
+            problems.append(f"{SSD_ANCHORS}: strides and offsets need one value per layer")
         if self.anchor_specs and (len(self.anchor_specs) != self.num_layers or not all(
                 layer and all(len(pair) == 2 and min(pair) > 0 for pair in layer) for layer in self.anchor_specs)):
-            problems.append(f"anchor_specs: {len(self.anchor_specs)} layers of (scale, aspect_ratio) pairs > 0 "
-                            f"for {self.num_layers} layers")
+            problems.append(f"anchor_specs: {len(self.anchor_specs)} layers of (scale, aspect_ratio) > 0, not "
+                            f"{self.num_layers}")
         if len(self.box_coder_scales) != 4 or min(self.box_coder_scales) <= 0:
             problems.append(f"box_coder.faster_rcnn_box_coder scales: {self.box_coder_scales}")
         bits_ok = lambda b: b == 0 or 2 <= b <= 16  # noqa: E731  (FakeQuant's num_bits range)
         if bool(self.weight_bits) != bool(self.activation_bits) or not (
                 bits_ok(self.weight_bits) and bits_ok(self.activation_bits)):
-            problems.append(f"graph_rewriter.quantization: weight_bits {self.weight_bits}, activation_bits "
+            problems.append(f"quantization: weight_bits {self.weight_bits}, activation_bits "
                             f"{self.activation_bits} (both 2..16, or neither)")
         if self.weight_bits and self.feature_extractor_type != SSD_MOBILENET_V1:
-            problems.append(f"graph_rewriter.quantization with {self.feature_extractor_type} is not supported "
-                            "(no quantization-aware graph of it to prove the conversion against)")
+            # No quantization-aware graph of it to prove the conversion against.
+            problems.append(f"quantization with {self.feature_extractor_type} is not supported")
         if self.weight_bits and (self.use_depthwise or self.box_predictor_use_depthwise):
             # contrib.quantize's rewrite of these layers has no reference graph here to prove it against.
-            problems.append("graph_rewriter.quantization with use_depthwise (feature extractor or box predictor) "
-                            "is not supported")
+            problems.append("quantization with use_depthwise is not supported")
         if problems:
             raise ConfigError("; ".join(problems))
 
@@ -262,11 +260,11 @@ class SSDConfig:
         problems = []
         fe, fe_path = self.feature_extractor_type, "feature_extractor"
         if fe not in FEATURE_EXTRACTORS:
-            return [f"{fe_path}.type: {fe} (supported: {', '.join(FEATURE_EXTRACTORS)})"]
+            return [f"{fe_path}.type: {fe} (only {SSD_MOBILENET_V1}(_fpn, _ppn))"]
         if fe == SSD_MOBILENET_V1_FPN:
             if self.fpn_min_level not in FPN_BASE_LEVELS or self.fpn_max_level < self.fpn_min_level:
                 problems.append(f"{fe_path}.fpn: min_level {self.fpn_min_level}, max_level {self.fpn_max_level} "
-                                f"(min_level one of {', '.join(map(str, FPN_BASE_LEVELS))}, max_level >= min_level)")
+                                f"(min_level {FPN_BASE_LEVELS[0]}..{FPN_BASE_LEVELS[-1]}, max_level >= min_level)")
             elif not self.use_explicit_padding:
                 problems += self._fpn_size_problems()
             if self.fpn_additional_layer_depth < 1:
@@ -274,42 +272,39 @@ class SSDConfig:
         maps = self.num_feature_maps
         bp = self.box_predictor_type
         if bp not in BOX_PREDICTORS:
-            problems.append(f"box_predictor: {bp} (supported: {', '.join(BOX_PREDICTORS)})")
+            problems.append(f"box_predictor: {bp} (not supported)")
         elif bp == WEIGHT_SHARED:
-            path = f"box_predictor.{WEIGHT_SHARED}"
             if fe == SSD_MOBILENET_V1:
-                # Its maps differ in depth: the OD API inserts projection layers, not reproduced here.
-                problems.append(f"{path} on {fe}'s feature maps of different depths is not supported "
-                                f"(it is with {SSD_MOBILENET_V1_FPN} and {SSD_MOBILENET_V1_PPN})")
+                # Its maps differ in depth: the OD API inserts projection layers, not reproduced here
+                # (it is supported with FPN's and PPN's maps).
+                problems.append(f"{WEIGHT_SHARED} on {fe} is not supported")
             if self.box_predictor_num_layers_before_predictor < 0 or (
                     self.box_predictor_num_layers_before_predictor and self.box_predictor_depth < 1):
-                problems.append(f"{path}: num_layers_before_predictor {self.box_predictor_num_layers_before_predictor} "
+                problems.append(f"num_layers_before_predictor {self.box_predictor_num_layers_before_predictor} "
                                 f"of depth {self.box_predictor_depth}")
             if self.box_predictor_use_depthwise and self.box_predictor_kernel_size == 1:
-                problems.append(f"{path}.use_depthwise with kernel_size 1 (the OD API refuses it)")
+                problems.append("box predictor: use_depthwise with kernel_size 1 (the OD API refuses it)")
         if self.box_predictor_kernel_size < 1:
             problems.append(f"box_predictor kernel_size: {self.box_predictor_kernel_size}")
         ag = self.anchor_generator_type
         if ag not in ANCHOR_GENERATORS:
-            problems.append(f"anchor_generator: {ag} (supported: {', '.join(ANCHOR_GENERATORS)})")
+            problems.append(f"anchor_generator: {ag} (not supported)")
         elif ag == SSD_ANCHORS and self.num_layers != maps:
-            problems.append(f"anchor_generator.{SSD_ANCHORS}.num_layers: {self.num_layers} ({fe} has {maps} "
-                            "feature maps)")
+            problems.append(f"{SSD_ANCHORS}.num_layers: {self.num_layers} ({fe} has {maps} feature maps)")
         elif ag == MULTISCALE_ANCHORS:
-            path = f"anchor_generator.{MULTISCALE_ANCHORS}"
             levels = self.anchor_max_level - self.anchor_min_level + 1
             if self.anchor_min_level < 0 or levels != maps:
-                problems.append(f"{path}: levels {self.anchor_min_level}..{self.anchor_max_level} for {fe}'s "
+                problems.append(f"{MULTISCALE_ANCHORS}: levels {self.anchor_min_level}..{self.anchor_max_level} for "
                                 f"{maps} feature maps")
             if not self.aspect_ratios or self.scales_per_octave < 1 or self.anchor_scale <= 0:
-                problems.append(f"{path}: aspect_ratios {list(self.aspect_ratios)}, scales_per_octave "
-                                f"{self.scales_per_octave}, anchor_scale {self.anchor_scale} (anchors need at "
-                                "least one aspect ratio and scale)")
+                # Anchors need at least one aspect ratio and scale.
+                problems.append(f"aspect_ratios {list(self.aspect_ratios)}, scales_per_octave {self.scales_per_octave}, "
+                                f"anchor_scale {self.anchor_scale}: no anchors")
             if self.anchor_specs:
                 problems.append(f"anchor_specs are {SSD_ANCHORS}'s, not {MULTISCALE_ANCHORS}'s")
         if bp == WEIGHT_SHARED and not problems and len(set(self.anchors_per_location())) > 1:
-            problems.append(f"box_predictor.{WEIGHT_SHARED} needs the same number of anchors at every feature map, "
-                            f"the anchor generator gives {self.anchors_per_location()}")
+            # It shares its layers across the feature maps: one anchor count at each.
+            problems.append(f"weight-shared box predictor: anchors per location {self.anchors_per_location()} differ")
         return problems
 
     def _fpn_size_problems(self) -> list:
@@ -322,10 +317,9 @@ class SSDConfig:
         sizes = {level: (-(-h // 2 ** level), -(-w // 2 ** level)) for level in range(self.fpn_min_level, top + 1)}
         for level in range(self.fpn_min_level, top):
             if sizes[level] != (2 * sizes[level + 1][0], 2 * sizes[level + 1][1]):
-                return [f"image size {self.image_height}x{self.image_width}: {SSD_MOBILENET_V1_FPN} without "
-                        f"use_explicit_padding needs a size whose level {level} ({sizes[level][0]}x{sizes[level][1]}) "
-                        f"is twice level {level + 1} ({sizes[level + 1][0]}x{sizes[level + 1][1]}); multiples of "
-                        f"{2 ** top} are"]
+                # Level `level` is not twice level + 1 (19x19 and 10x10 at levels 4, 5 for 300x300).
+                return [f"image size {self.image_height}x{self.image_width}: FPN needs a multiple of {2 ** top} "
+                        "(or use_explicit_padding)"]
         return []
 
     # ---- derived quantities -------------------------------------------------------------
@@ -388,8 +382,9 @@ class SSDConfig:
         fe_extra += f"      pad_to_multiple: {self.pad_to_multiple}\n" if self.pad_to_multiple != 1 else ""
         if self.base_batch_norm_epsilon != _f32(0.001):
             if self.base_batch_norm_epsilon != self.batch_norm_epsilon:
-                raise ConfigError(f"base_batch_norm_epsilon {self.base_batch_norm_epsilon} is neither 0.001 nor "
-                                  "batch_norm_epsilon: no pipeline.config expresses it")
+                # No pipeline.config expresses it.
+                raise ConfigError(f"base_batch_norm_epsilon {self.base_batch_norm_epsilon}: neither 0.001 nor "
+                                  "batch_norm_epsilon")
             fe_extra += "      override_base_feature_extractor_hyperparams: true\n"
         if self.feature_extractor_type == SSD_MOBILENET_V1_FPN:
             fe_extra += (f"      fpn {{ min_level: {self.fpn_min_level} max_level: {self.fpn_max_level} "
@@ -528,7 +523,7 @@ def parse_pipeline_config(path_or_text: str) -> TextMessage:
     try:
         root = pipeline_text.parse(text)
     except pipeline_text.TextFormatError as e:
-        raise ConfigError(f"not valid protobuf text format: {e}", e.line) from None
+        raise ConfigError(f"text format: {e}", e.line) from None
     try:
         pipeline_schema.check(root)
     except pipeline_schema.SchemaError as e:
@@ -543,7 +538,29 @@ class _PipelineReader:
         self.root = root
 
     def fail(self, field_path: str, value, why: str):
-        raise ConfigError(f"{field_path}: {value} — {why}")
+        """Refuses `value` of the field `field_path` (dotted, from the top level) at its line:
+        `NAME: VALUE — WHY` (`_located`)."""
+        line, name = self._located(field_path)
+        raise ConfigError(f"{name}: {value} — {why}", line)
+
+    def missing(self, field_path: str):
+        """Refuses a config without the field `field_path`, at the line of the block that lacks it."""
+        line, name = self._located(field_path)
+        raise ConfigError(f"{name} is missing", line)
+
+    def _located(self, field_path: str) -> tuple:
+        """(line, name) for a message about the field `field_path`: the line its last value is
+        on and its own name (the line says which block it is in: a dotted path from the top level
+        runs past a console line); for a field not written, the line of the block that lacks it
+        and the names from there (`conv_hyperparams.batch_norm`). Line 0: not in the file."""
+        node, line, names = self.root, 0, field_path.split(".")
+        for i, name in enumerate(names):
+            values = node.get(name) if isinstance(node, TextMessage) else None
+            if not values:
+                return line, ".".join(names[i:])
+            node = values[-1]
+            line = getattr(node, "line", 0) or line
+        return line, names[-1]
 
     def get(self, msg, name, path, kind, default):
         value = msg.scalar(name) if msg is not None else None
@@ -576,7 +593,7 @@ class _PipelineReader:
         get = self.get
         c["num_classes"] = get(ssd, "num_classes", "model.ssd", int, None)
         if c["num_classes"] is None:
-            raise ConfigError("model.ssd.num_classes is missing")
+            self.missing("model.ssd.num_classes")
         c["add_background_class"] = get(ssd, "add_background_class", "model.ssd", bool, True)
         self._resizer(ssd, c)
         self._feature_extractor(ssd, c)
@@ -596,14 +613,14 @@ class _PipelineReader:
         c["weight_bits"] = self.get(q, "weight_bits", p, int, 8)
         c["activation_bits"] = self.get(q, "activation_bits", p, int, 8)
         if self.get(q, "symmetric", p, bool, False):
-            self.fail(f"{p}.symmetric", "true", "only the asymmetric ranges of contrib.quantize are supported")
+            self.fail(f"{p}.symmetric", "true", "contrib.quantize's asymmetric ranges only")
 
     def _resizer(self, ssd, c):
         resizer = ssd.child("image_resizer")
         kind, r = resizer.oneof(("fixed_shape_resizer", "keep_aspect_ratio_resizer", "identity_resizer",
                                  "conditional_shape_resizer", "pad_to_multiple_resizer")) if resizer else (None, None)
         if kind != "fixed_shape_resizer":
-            self.fail("model.ssd.image_resizer", kind or "(missing)", "only fixed_shape_resizer is supported")
+            self.fail("model.ssd.image_resizer", kind or "(missing)", "only fixed_shape_resizer")
         p = "model.ssd.image_resizer.fixed_shape_resizer"
         c["image_height"] = self.get(r, "height", p, int, 300)
         c["image_width"] = self.get(r, "width", p, int, 300)
@@ -611,7 +628,7 @@ class _PipelineReader:
         if c["resize_method"] not in RESIZE_METHODS:
             self.fail(f"{p}.resize_method", c["resize_method"], "unsupported resize method")
         if self.get(r, "convert_to_grayscale", p, bool, False):
-            self.fail(f"{p}.convert_to_grayscale", "true", "grayscale conversion is not supported")
+            self.fail(f"{p}.convert_to_grayscale", "true", "not supported")
 
     def _check_hyperparams(self, hp, path):
         if hp is None:
@@ -630,11 +647,11 @@ class _PipelineReader:
         p = "model.ssd.feature_extractor"
         fe = ssd.child("feature_extractor")
         if fe is None:
-            raise ConfigError(f"{p} is missing")
+            self.missing(p)
         kind = self.get(fe, "type", p, str, "")
         kind = FEATURE_EXTRACTOR_ALIASES.get(kind, kind)
         if kind not in FEATURE_EXTRACTORS:
-            self.fail(f"{p}.type", kind or "(missing)", f"supported: {', '.join(FEATURE_EXTRACTORS)}")
+            self.fail(f"{p}.type", kind or "(missing)", f"only {SSD_MOBILENET_V1}(_fpn, _ppn)")
         c["feature_extractor_type"] = kind
         c["depth_multiplier"] = self.get(fe, "depth_multiplier", p, float, 1.0)
         c["min_depth"] = self.get(fe, "min_depth", p, int, 16)
@@ -646,7 +663,7 @@ class _PipelineReader:
         fpn = fe.child("fpn")
         if fpn is not None and kind != SSD_MOBILENET_V1_FPN:
             # model_builder passes the fpn settings to the feature extractor, whose class then refuses them.
-            self.fail(f"{p}.fpn", "{...}", f"only {SSD_MOBILENET_V1_FPN} takes fpn settings, not {kind}")
+            self.fail(f"{p}.fpn", "{...}", f"only {SSD_MOBILENET_V1_FPN} takes it")
         # FeaturePyramidNetworks' proto defaults, which are also the FPN extractor's without an fpn block.
         c["fpn_min_level"] = self.get(fpn, "min_level", f"{p}.fpn", int, 3)
         c["fpn_max_level"] = self.get(fpn, "max_level", f"{p}.fpn", int, 7)
@@ -662,7 +679,7 @@ class _PipelineReader:
         bp = ssd.child("box_predictor")
         kind, cbp = bp.oneof(BOX_PREDICTORS + ("mask_rcnn_box_predictor", "rfcn_box_predictor")) if bp else (None, None)
         if kind not in BOX_PREDICTORS:
-            self.fail("model.ssd.box_predictor", kind or "(missing)", f"supported: {', '.join(BOX_PREDICTORS)}")
+            self.fail("model.ssd.box_predictor", kind or "(missing)", "not supported")
         c["box_predictor_type"] = kind
         if kind == WEIGHT_SHARED:
             self._weight_shared_box_predictor(cbp, c)
@@ -703,7 +720,7 @@ class _PipelineReader:
         if converter != "IDENTITY":
             self.fail(f"{p}.score_converter", converter, "only IDENTITY is supported")
         if wsp is not None and wsp.child("box_encodings_clip_range") is not None:
-            self.fail(f"{p}.box_encodings_clip_range", "{...}", "clipping the box encodings is not supported")
+            self.fail(f"{p}.box_encodings_clip_range", "{...}", "not supported")
         hp = wsp.child("conv_hyperparams") if wsp is not None else None
         if hp is not None and hp.child("group_norm") is not None:
             self.fail(f"{p}.conv_hyperparams.group_norm", "{...}", "group norm is not supported")
@@ -724,7 +741,7 @@ class _PipelineReader:
         kind, a = ag.oneof(ANCHOR_GENERATORS + ("grid_anchor_generator", "flexible_grid_anchor_generator")) \
             if ag else (None, None)
         if kind not in ANCHOR_GENERATORS:
-            self.fail("model.ssd.anchor_generator", kind or "(missing)", f"supported: {', '.join(ANCHOR_GENERATORS)}")
+            self.fail("model.ssd.anchor_generator", kind or "(missing)", "not supported")
         c["anchor_generator_type"] = kind
         if kind == MULTISCALE_ANCHORS:
             self._multiscale_anchors(a, c)
@@ -754,10 +771,10 @@ class _PipelineReader:
         c["scales_per_octave"] = self.get(a, "scales_per_octave", p, int, 2)
         c["aspect_ratios"] = tuple(self._float(v, f"{p}.aspect_ratios") for v in a.scalars("aspect_ratios"))
         if not c["aspect_ratios"]:
-            self.fail(f"{p}.aspect_ratios", "(none)", "anchors need at least one aspect ratio")
+            self.fail(f"{p}.aspect_ratios", "(none)", "at least one is needed")
         if not self.get(a, "normalize_coordinates", p, bool, True):
             # Anchors in pixels make boxes in pixels, which the post-processing clips to [0, 1].
-            self.fail(f"{p}.normalize_coordinates", "false", "only normalized anchors are supported")
+            self.fail(f"{p}.normalize_coordinates", "false", "only normalized anchors")
 
     def _float(self, value, path):
         try:
@@ -770,7 +787,7 @@ class _PipelineReader:
         kind, b = bc.oneof(("faster_rcnn_box_coder", "mean_stddev_box_coder", "square_box_coder",
                             "keypoint_box_coder")) if bc else (None, None)
         if kind != "faster_rcnn_box_coder":
-            self.fail("model.ssd.box_coder", kind or "(missing)", "only faster_rcnn_box_coder is supported")
+            self.fail("model.ssd.box_coder", kind or "(missing)", "only faster_rcnn_box_coder")
         p = "model.ssd.box_coder.faster_rcnn_box_coder"
         c["box_coder_scales"] = tuple(self.get(b, n, p, float, d) for n, d in
                                       (("y_scale", 10.0), ("x_scale", 10.0), ("height_scale", 5.0), ("width_scale", 5.0)))
@@ -780,7 +797,7 @@ class _PipelineReader:
         p = "model.ssd.post_processing"
         nms = pp.child("batch_non_max_suppression") if pp is not None else None
         if nms is None:
-            raise ConfigError(f"{p}.batch_non_max_suppression is missing")
+            self.missing(f"{p}.batch_non_max_suppression")
         q = f"{p}.batch_non_max_suppression"
         c["score_threshold"] = self.get(nms, "score_threshold", q, float, 0.0)
         c["iou_threshold"] = self.get(nms, "iou_threshold", q, float, _f32(0.6))

@@ -111,16 +111,16 @@ def read_metadata(saved_model: str) -> dict | None:
 
 def saved_model_mismatch(directory: str, metadata: dict) -> str | None:
     """Why the SavedModel of `metadata` was not exported from `directory`'s config and checkpoint
-    as they are now (a sentence), or None when it was."""
+    as they are now (a few words, for a console line that names `directory`), or None when it was."""
     recorded = metadata.get("source")
     if not recorded:
-        return "its metadata names no checkpoint it was exported from"
+        return "no source in its metadata"
     current = source_fingerprint(directory)
     if current is None:
-        return f"{directory} has no complete {CONFIG_FILE} and checkpoint to compare it with"
+        return f"no {CONFIG_FILE} and checkpoint to compare"
     if current["config_sha256"] != recorded.get("config_sha256"):
-        return f"it was exported for another {CONFIG_FILE}"
+        return f"made for another {CONFIG_FILE}"
     if (current["checkpoint_index_sha256"] != recorded.get("checkpoint_index_sha256")
             or current["checkpoint_data_bytes"] != recorded.get("checkpoint_data_bytes")):
-        return f"it was exported from another {CHECKPOINT_DIR}/"
+        return f"made from another {CHECKPOINT_DIR}/"
     return None

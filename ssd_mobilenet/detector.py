@@ -100,9 +100,10 @@ class Detector:
             # XLA's convolutions and FakeQuant and 16-bit arithmetic round differently from the
             # TF1 graph's kernels, and a FakeQuant turns a 1e-7 difference at a step of its grid
             # into a whole step (measured: one step at Conv2d_0, 0.7 by Conv2d_13 under XLA).
-            warnings.warn("quantization-aware model with jit_compile or mixed precision: its FakeQuant steps turn "
-                          "rounding differences into whole quantization steps, so detections can differ from the "
-                          "TF1 graph's; float32 without XLA reproduces them", stacklevel=2)
+            # Its FakeQuant steps turn rounding differences into whole quantization steps; float32
+            # without XLA reproduces the TF1 graph's detections.
+            warnings.warn("quantization-aware model under XLA or mixed precision: detections can differ from "
+                          "TF1's", stacklevel=2)
         if jit_compile:
             # Preprocessing stays outside the cluster: XLA's legacy ResizeBilinear differs from
             # TensorFlow's kernel (by up to 1.9 on the [-1, 1] scale for 480x640 -> 300x300).
@@ -172,21 +173,27 @@ def load_model(directory: str) -> SSDMobileNetV1:
     config = read_config(directory)
     model = SSDMobileNetV1(config)
     prefix = os.path.join(directory, CHECKPOINT_DIR, CHECKPOINT_PREFIX)
-    stored = [name for name, _ in tf.train.list_variables(prefix) if name.endswith("VARIABLE_VALUE")]
+    try:
+        stored = [name for name, _ in tf.train.list_variables(prefix) if name.endswith("VARIABLE_VALUE")]
+    except (tf.errors.OpError, IndexError) as e:  # a missing or truncated file (IndexError: short read)
+        raise ValueError(f"{directory}: unreadable {CHECKPOINT_DIR}/ ({image_io.error_message(e)})") from None
     # No silent partial restore: the checkpoint holds exactly the model's variables and
     # every one of them is matched (a variable the object graph does not reach would
     # otherwise keep its initial value without any error).
     if len(stored) != len(model.weights):
-        raise ValueError(f"{prefix}: holds {len(stored)} variables, the model has {len(model.weights)}")
+        raise ValueError(f"{directory}: {CHECKPOINT_DIR}/ holds {len(stored)} variables, the model "
+                         f"{len(model.weights)}")
     try:
         tf.train.Checkpoint(model=model).read(prefix).assert_consumed()
+    except (tf.errors.OpError, IndexError) as e:  # tensor data cut short: "Read less bytes than requested"
+        raise ValueError(f"{directory}: unreadable {CHECKPOINT_DIR}/ ({image_io.error_message(e)})") from None
     except (ValueError, AssertionError) as e:
         if config.pad_to_multiple > 1:
             # Until 2026-11 the padding was part of preprocessing; the feature extractor's
             # PadToMultiple layer now shifts the checkpoint's layer indices.
-            raise ValueError(f"{prefix}: written before pad_to_multiple moved into the feature extractor; "
-                             "convert the TF1 model again") from None
-        raise ValueError(f"{prefix}: does not match the model of {CONFIG_FILE}: {str(e).splitlines()[0]}") from None
+            raise ValueError(f"{directory}: from an older release; convert the TF1 model again") from None
+        # The first unmatched variable is in TensorFlow's message (`e`, chained for the library's callers).
+        raise ValueError(f"{directory}: {CHECKPOINT_DIR}/ does not match {CONFIG_FILE}; convert again") from e
     return model
 
 

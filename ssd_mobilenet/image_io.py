@@ -28,6 +28,13 @@ def error_message(error: Exception) -> str:
     return text.split(" [Op:")[0].strip() or type(error).__name__
 
 
+def error_about(path: str, error: Exception, what: str) -> str:
+    """`PATH: WHAT: MESSAGE` of `error_message(error)`, or the message alone when it already starts
+    with `PATH: ` (the library's own errors name the path they are about: once on the line)."""
+    message = error_message(error)
+    return message if message.startswith(f"{path}: ") else f"{path}: {what}: {message}"
+
+
 def image_batch(images) -> tf.Tensor:
     """A detector's input, checked: uint8 [N, H, W, 3] or [H, W, 3] (numpy or tensor) -> uint8
     tensor [N, H, W, 3] (a single image becomes a batch of one).

@@ -49,7 +49,7 @@ def _pbtxt_items(text: str, path: str) -> list:
         raise LabelMapError(f"{path}: not a valid label map: {e}") from None
     unknown = sorted(set(root) - {"item"})
     if unknown:
-        raise LabelMapError(f"{path}: unexpected top-level field {unknown[0]!r} (a label map holds only `item`)")
+        raise LabelMapError(f"{path}: unexpected top-level field {unknown[0]!r}; only `item`")
     items, seen = [], {}
     for n, item in enumerate(root.get("item", []), start=1):
         if not isinstance(item, pipeline_text.TextMessage):
@@ -119,7 +119,8 @@ def class_ids(path: str) -> dict:
     """
     text = _read_text(path)
     if not _PBTXT_START.match(text):
-        raise LabelMapError(f"{path}: not a label_map.pbtxt (class texts need its `item {{ id name }}` entries)")
+        # Class texts need its `item { id name }` entries.
+        raise LabelMapError(f"{path}: not a label_map.pbtxt (no `item {{ id name }}`)")
     ids = {}
     for class_id, *texts in _pbtxt_items(text, path):
         for t in texts:

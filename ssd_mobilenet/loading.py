@@ -46,11 +46,11 @@ def saved_model_for(directory: str, jit_compile: bool = False, precision: str = 
         except (OSError, ValueError, tf.errors.OpError):
             written = None
         if written != metadata.get("saved_model_fingerprint"):
-            mismatch = "its files are not the ones its metadata was written with"
+            mismatch = "its files differ from its metadata"
     if mismatch is not None:
         if warn:
-            warnings.warn(f"{path}: not used ({mismatch}); building the model from the checkpoint instead",
-                          stacklevel=3)
+            # `load` then builds the model from the checkpoint (troubleshooting.md).
+            warnings.warn(f"{directory}: saved_model/ not used: {mismatch}", stacklevel=3)
         return None
     return metadata
 
@@ -79,8 +79,9 @@ def load(directory: str, jit_compile: bool = False, precision: str = "float32", 
     if jit_compile:
         import tensorflow as tf
         if not tf.config.list_physical_devices("GPU"):
-            warnings.warn("jit_compile=True on CPU: XLA was measured several times slower than the default "
-                          "for this network on CPUs; it pays on GPUs", stacklevel=2)
+            # XLA was measured several times slower than the default for this network on CPUs.
+            warnings.warn("jit_compile=True on CPU: measured several times slower here; XLA pays on GPUs",
+                          stacklevel=2)
     metadata = saved_model_for(directory, jit_compile, precision, fold_batch_norm, freeze_weights, **options)
     if metadata is not None:
         from ssd_mobilenet.saved_model_detector import SavedModelDetector

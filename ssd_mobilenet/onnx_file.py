@@ -150,8 +150,8 @@ class OnnxFile:
         try:
             import onnxruntime as ort
         except ImportError:
-            raise OnnxFileError("ONNX Runtime is not installed (pip install 'ssd-mobilenet-migrate[onnx]', "
-                                "or onnxruntime)") from None
+            # (or `pip install onnxruntime`)
+            raise OnnxFileError("ONNX Runtime is not installed: pip install 'ssd-mobilenet-migrate[onnx]'") from None
         self.path = path
         if not os.path.isfile(path):
             raise OnnxFileError(f"{path}: no such file")
@@ -160,34 +160,35 @@ class OnnxFile:
             self.session = ort.InferenceSession(path, sess_options=session_options(self.threads),
                                                 providers=["CPUExecutionProvider"])
         except Exception as e:  # onnxruntime's errors have no stable public classes
-            raise OnnxFileError(f"{path}: ONNX Runtime cannot load it: {_first_line(e)}") from None
+            # Its message repeats the path: "[ONNXRuntimeError] : 7 : INVALID_PROTOBUF : Load model
+            # from PATH failed:Protobuf parsing failed."; the reason is after "failed:".
+            reason = _first_line(e).rpartition(" failed:")[2].strip() or type(e).__name__
+            raise OnnxFileError(f"{path}: ONNX Runtime cannot load it: {reason}") from None
         _return_freed_memory()
         outputs = [o.name for o in self.session.get_outputs()]
         if sorted(outputs) != sorted(OUTPUT_KEYS):
-            raise OnnxFileError(f"{path}: not an .onnx file of `migrate export --onnx`: its outputs are "
-                                f"{', '.join(outputs) or 'none'}, expected {', '.join(OUTPUT_KEYS)}")
+            # Its outputs are OUTPUT_KEYS.
+            raise OnnxFileError(f"{path}: not from `migrate export` (outputs: {', '.join(outputs) or 'none'})")
         entry = self.session.get_modelmeta().custom_metadata_map.get(METADATA_NAME)
         try:
             self.metadata = json.loads(entry) if entry else None
         except ValueError:
             self.metadata = None
         if not isinstance(self.metadata, dict):
-            raise OnnxFileError(f"{path}: not an .onnx file of `migrate export --onnx` (no {METADATA_NAME} "
-                                "metadata)")
+            raise OnnxFileError(f"{path}: not from `migrate export` (no {METADATA_NAME} metadata)")
         try:
             version = int(self.metadata.get("version", 0))
             self.image_size = tuple(int(v) for v in self.metadata["image_size"])
             h, w = self.image_size
         except (KeyError, TypeError, ValueError):
-            raise OnnxFileError(f"{path}: its {METADATA_NAME} metadata is not one `migrate export --onnx` "
-                                "writes (no version, or no image_size [height, width])") from None
+            raise OnnxFileError(f"{path}: {METADATA_NAME} metadata without version or image_size") from None
         if version > METADATA_VERSION:
-            raise OnnxFileError(f"{path}: written by a newer release (metadata version "
-                                f"{version}; this one reads {METADATA_VERSION})")
+            raise OnnxFileError(f"{path}: from a newer release (metadata version {version}, this one reads "
+                                f"{METADATA_VERSION})")
         inputs = self.session.get_inputs()
         if len(inputs) != 1 or inputs[0].name not in INPUT_NAMES.values():
-            raise OnnxFileError(f"{path}: not an .onnx file of `migrate export --onnx`: its inputs are "
-                                f"{', '.join(i.name for i in inputs)}")
+            raise OnnxFileError(f"{path}: not from `migrate export` (inputs: "
+                                f"{', '.join(i.name for i in inputs)})")
         self.input_name = inputs[0].name
         self.any_size = bool(self.metadata.get("any_size"))
         self.input_mode = input_mode(self.any_size, FLOAT32 if self.input_name == INPUT_NAMES[FLOAT32] else UINT8)

@@ -4,10 +4,13 @@ The Object Detection API reads a config with protobuf's `text_format.Merge`, whi
 field its message does not declare: a misspelt `iou_treshold` stops training there. This
 module does the same for the schema-free tree of `pipeline_text` against the tables of
 `pipeline_messages`, so that a misspelling is not read as "unset, take the default". It
-refuses, naming the field's dotted path and the line it is on (`SchemaError.line`):
+refuses, naming the field and the line it is on (`SchemaError.line`; the line says where, so
+the message names the field and the block it is in, not its whole dotted path, and fits a
+console line):
 
 - a field its message does not declare, with the nearest declared name when one is close
-  (`has no field "iou_treshold" (did you mean "iou_threshold"?)`);
+  (`no field "iou_treshold" (did you mean "iou_threshold"?)`), or the sub-message it belongs
+  in when it was written one level too high;
 - a value of the wrong kind: a `{ ... }` block where a scalar is declared or a scalar where a
   message is, a number that does not parse, an unquoted string, a bool other than protobuf's
   spellings (true/false, True/False, t/f, 1/0);
@@ -45,7 +48,7 @@ def check(root: TextMessage, message: str = ROOT) -> None:
     """Checks the tree `root` (from `pipeline_text.parse`) against the message `message`.
 
     Raises:
-      SchemaError: the first problem in the file (by line), naming the field's dotted path.
+      SchemaError: the first problem in the file (by line), naming the field.
     """
     problems = []
     _check_message(root, pm.message(message), "", problems)
@@ -63,33 +66,41 @@ def _check_message(msg: TextMessage, spec: pm.Message, path: str, problems: list
             problems.append(SchemaError(_unknown(name, spec, path), _line(values[0])))
             continue
         where = f"{path}.{name}" if path else name
-        if not field.repeated and len(values) > 1:
-            problems.append(SchemaError(f"{where} is given twice (first on line {_line(values[0])}): it holds one "
-                                        "value", _line(values[1])))
+        if not field.repeated and len(values) > 1:  # a field that holds one value
+            problems.append(SchemaError(f"{name} is set twice (first on line {_line(values[0])})", _line(values[1])))
         if field.oneof is not None:
             other = oneof_set.setdefault(field.oneof, (name, _line(values[0])))
             if other[0] != name:
-                problems.append(SchemaError(f"{path or 'the top level'} sets both {other[0]} (line {other[1]}) and "
-                                            f"{name}: only one of them can be set", _line(values[0])))
+                # Two members of one oneof: named both, the line is the second's.
+                problems.append(SchemaError(f"{other[0]} or {name}, not both", _line(values[0])))
         for value in values:
             _check_value(value, field, where, problems)
 
 
 def _check_value(value, field: pm.Field, where: str, problems: list) -> None:
+    """`where`: the field's dotted path, to descend with; messages name the field alone."""
     kind = field.kind
     if isinstance(kind, str) and kind not in pm.SCALARS:
         kind = pm.message(kind)
+    name = field.name
     if isinstance(kind, pm.Message):
         if not isinstance(value, TextMessage):
-            problems.append(SchemaError(f"{where} expects a {{ ... }} block, got {_shown(value)}", _line(value)))
+            problems.append(SchemaError(f"{name} expects a {{ ... }} block, got {_shown(value)}", _line(value)))
         else:
             _check_message(value, kind, where, problems)
     elif isinstance(value, TextMessage):
-        problems.append(SchemaError(f"{where} expects {_expected(kind)}, got a {{ ... }} block", _line(value)))
+        problems.append(SchemaError(f"{name} expects {_expected(kind)}, got a {{ ... }} block", _line(value)))
+    elif _close_member(value, kind):
+        problems.append(SchemaError(f'{name}: no value {value.text} (did you mean "{_close_member(value, kind)}"?)',
+                                    _line(value)))
+    elif isinstance(kind, pm.Enum) and not isinstance(value, Scalar) and value in kind.members:
+        problems.append(SchemaError(f"{name} expects {value} unquoted, got {_shown(value)}", _line(value)))
+    elif isinstance(kind, pm.Enum) and (not isinstance(value, Scalar) or value.text not in kind.members):
+        problems.append(SchemaError(f"{name}: no value {_shown(value)} ({', '.join(kind.members)})", _line(value)))
     else:
         problem = _scalar_problem(value, kind)
         if problem is not None:
-            problems.append(SchemaError(f"{where} expects {_expected(kind)}, got {_shown(value)}{problem}",
+            problems.append(SchemaError(f"{name} expects {_expected(kind)}, got {_shown(value)}{problem}",
                                         _line(value)))
 
 
@@ -100,6 +111,15 @@ _BOOLS = ("true", "True", "t", "1", "false", "False", "f", "0")
 _INT_RANGE = {pm.INT32: (-2 ** 31, 2 ** 31 - 1), pm.UINT32: (0, 2 ** 32 - 1)}
 
 
+def _close_member(value, kind) -> "str | None":
+    """The member of the enum `kind` nearest a misspelt `value`, if one is close (else None,
+    and the message lists the members)."""
+    if not isinstance(kind, pm.Enum) or not isinstance(value, Scalar) or value.text in kind.members:
+        return None
+    close = difflib.get_close_matches(value.text, kind.members, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
 def _scalar_problem(value, kind) -> "str | None":
     """None when `value` is a valid `kind`; else "" or a hint to append to the message."""
     if kind == pm.STRING:
@@ -108,10 +128,7 @@ def _scalar_problem(value, kind) -> "str | None":
         return ""  # a quoted string where a number, bool or enum name is declared
     text = value.text
     if isinstance(kind, pm.Enum):
-        if text in kind.members:
-            return None
-        close = difflib.get_close_matches(text, kind.members, n=1, cutoff=0.6)
-        return f' (did you mean "{close[0]}"?)' if close else ""
+        return None if text in kind.members else ""  # a close name is `_check_value`'s message
     if kind == pm.BOOL:
         return None if text in _BOOLS else ""
     if kind == pm.FLOAT:
@@ -129,7 +146,7 @@ def _scalar_problem(value, kind) -> "str | None":
     low, high = _INT_RANGE[kind]
     if low <= number <= high:
         return None
-    return f" (a 32-bit integer: {low}..{high})" if kind == pm.INT32 else "" if number < 0 else f" (at most {high})"
+    return " (over 32 bits)" if kind == pm.INT32 else "" if number < 0 else f" (at most {high})"
 
 
 def _integer(text: str) -> int:
@@ -159,16 +176,14 @@ def _line(value) -> int:
 
 
 def _unknown(name: str, spec: pm.Message, path: str) -> str:
-    """`PATH has no field "NAME"`, with the nearest declared name, or the sub-message that
-    declares NAME when it was written one level too high."""
-    where = path or "the top level"
+    """`no field "NAME"` with the nearest declared name; or the sub-message that declares NAME
+    when it was written one level too high; or the block (PATH's last field) that lacks it."""
     names = [f.name for f in spec.fields]
     close = difflib.get_close_matches(name, names, n=1, cutoff=0.7)
     if close:
-        return f'{where} has no field "{name}" (did you mean "{close[0]}"?)'
+        return f'no field "{name}" (did you mean "{close[0]}"?)'
     for field in spec.fields:
         kind = field.kind
         if isinstance(kind, str) and kind in pm.MESSAGES and pm.message(kind).field(name) is not None:
-            inner = f"{path}.{field.name}" if path else field.name
-            return f'{where} has no field "{name}" (it is a field of {inner})'
-    return f'{where} has no field "{name}"'
+            return f'"{name}" belongs in {field.name}'
+    return f'no field "{name}" in {path.rsplit(".", 1)[-1]}' if path else f'no field "{name}" at the top level'

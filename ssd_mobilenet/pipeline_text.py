@@ -76,7 +76,9 @@ class TextMessage(dict):
         return None, None
 
 
-# protobuf's ParseError puts "LINE:COLUMN : " before its message; the error keeps them apart.
+# protobuf's ParseError puts "LINE:COLUMN : " before its message, and newer releases the line's
+# text too ("LINE:COLUMN : 'TEXT': "); the error keeps the location apart and leaves the text out
+# (the line number points at it, and a long line would not fit a console line).
 _LOCATION = re.compile(r"^\d+(:\d+)? : ")
 
 
@@ -86,11 +88,16 @@ def parse(text: str) -> TextMessage:
     Raises:
       TextFormatError: with the line and column of the first problem.
     """
-    tokenizer = text_format.Tokenizer(text.splitlines())
+    lines = text.splitlines()
+    tokenizer = text_format.Tokenizer(lines)
     try:
         root = _parse_fields(tokenizer, closing=None, where=(0, 0))
     except text_format.ParseError as e:
-        raise TextFormatError(_LOCATION.sub("", str(e)), e.GetLine() or 0, e.GetColumn() or 0) from None
+        message, line = _LOCATION.sub("", str(e)), e.GetLine() or 0
+        quoted = f"'{lines[line - 1]}': " if 0 < line <= len(lines) else None
+        if quoted and message.startswith(quoted):
+            message = message[len(quoted):]
+        raise TextFormatError(message, line, e.GetColumn() or 0) from None
     return root
 
 

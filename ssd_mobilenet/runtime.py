@@ -77,11 +77,11 @@ def configure(memory_growth: bool = False, memory_limit_mb: int | None = None, d
     if memory_limit_mb is not None and memory_limit_mb <= 0:
         raise RuntimeConfigError(f"memory limit must be a positive number of MiB, got {memory_limit_mb}")
     if memory_growth and memory_limit_mb is not None:
-        raise RuntimeConfigError("memory growth and a memory limit exclude each other on a GPU "
-                                 "(a limited logical device is allocated as it is used); choose one")
+        # A limited logical device is allocated as it is used.
+        raise RuntimeConfigError("memory growth and a memory limit exclude each other on a GPU; choose one")
     if devices_initialized():
-        raise RuntimeConfigError("TensorFlow has already initialised its devices: call "
-                                 "ssd_mobilenet.runtime.configure() before running any TensorFlow op")
+        raise RuntimeConfigError("TensorFlow has already initialised its devices: call runtime.configure() before "
+                                 "any op")
     if onednn_weight_cache:
         os.environ[WEIGHT_CACHE_ENV] = "1"
     gpus = tf.config.list_physical_devices("GPU") if device == "GPU" else []
@@ -142,9 +142,8 @@ def memory_info(device: str | None = None) -> dict:
     """
     device = device or default_device()
     if not memory_stats_available(device):
-        raise RuntimeConfigError(f"{device}: TensorFlow's default CPU allocator keeps no statistics; set "
-                                 f"{BFC_ENV}=true before TensorFlow starts (or call "
-                                 f"ssd_mobilenet.runtime.configure(device='CPU') first)")
+        # Set it before TensorFlow starts, or call ssd_mobilenet.runtime.configure(device='CPU') first.
+        raise RuntimeConfigError(f"{device}: the allocator keeps no statistics; set {BFC_ENV}=true first")
     info = tf.config.experimental.get_memory_info(device)
     return {"device": device, "current": int(info["current"]), "peak": int(info["peak"])}
 

@@ -10,11 +10,13 @@ that no wrapping to the terminal hides a long line: only the notes the commands 
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -233,3 +235,215 @@ def test_every_line_of_every_command_fits_in_100_columns(every_command, command)
     assert out or err
     assert not _too_long(out) and not _too_long(err), [line for line in (out + err).splitlines()
                                                        if len(line) > WIDTH]
+
+
+# ---- bad input: one line within 100 columns, exit code 2, no traceback (fast) ------------------------
+
+# Each command given bad input, in a folder whose paths are ~30 characters long as a user's are
+# (`models/ssd_mobilenet_small_tf2`): (command line, words its error line holds). The files are
+# `bad_inputs`'s; MISSING does not exist.
+TF1, TF2 = "models/ssd_mobilenet_small_tf1", "models/ssd_mobilenet_small_tf2"
+MISSING = "models/ssd_mobilenet_v1_nope"
+BAD_INPUTS = [
+    (f"convert {MISSING}", f"{MISSING}: "),
+    (f"convert {TF1} --out {TF1}", "holds the source"),
+    (f"convert {TF1} --out {TF1}/pipeline.config", "is a file"),
+    ("convert models/not_a_model_file.txt", "not a checkpoint, .pb graph or pipeline.config"),
+    ("convert models/typo_tf1 --out out/converted", "iou_treshold"),
+    (f"verify {TF2} {TF1}", "SRC comes first"),
+    (f"verify {TF1} {MISSING}", f"{MISSING}: "),
+    (f"verify {TF1} {TF2} --threads 2", "--threads 2"),
+    (f"verify {TF1} {TF2} --memory-growth --memory-limit 512", "choose one"),
+    (f"verify {TF1} {TF2} --tflite models/not_a_model_file.tflite", "not_a_model_file.tflite"),
+    (f"verify {TF1} {TF2} --onnx models/not_a_model_file.onnx", "not_a_model_file.onnx"),
+    (f"predict {TF2} images/a_photo.png --threads 2", "--threads"),
+    (f"predict {TF2} images/a_photo.png --labels labels/label_map_with_extra.pbtxt", "top-level field"),
+    (f"predict {TF2} images/a_photo.png --labels labels/label_map_same_ids.pbtxt", "id 1 appears twice"),
+    ("predict models/not_a_model_file.tflite images/a_photo.png", "not_a_model_file.tflite"),
+    ("predict models/not_a_model_file.onnx images/a_photo.png", "not_a_model_file.onnx"),
+    ("predict models/ssd_mobilenet_broken_tf2 images/a_photo.png", "broken_tf2: unreadable checkpoint/"),
+    (f"predict {TF2} images/a_photo.png --engine beam --out out/p.jsonl --workers 2 "
+     "--pipeline-options --runner=FlinkRunner",
+     "--workers"),
+    (f"export {TF2} --tflite out/model.tflite --int8 --calibration {MISSING}", f"{MISSING}: "),
+    (f"export {TF2} --onnx out/model.onnx --nms fast", "--nms"),
+    (f"export {TF2} --tflite {TF1}/pipeline.config", "exists"),
+    (f"evaluate {TF2} --records records/missing_eval.record --labels coco", "missing_eval.record"),
+    (f"evaluate {TF2} --records records/not_a_record.record --labels coco", "not_a_record.record"),
+    (f"train {TF2} --train records/not_a_record.record", "no training settings"),
+    (f"train {TF2} --config configs/misspelt_pipeline.config --train records/not_a_record.record",
+     "iou_treshold"),
+    (f"train {TF2} --config {TF1}/pipeline.config --train records/not_a_record.record --accumulate 0",
+     "--accumulate 0"),
+    (f"bench {MISSING} {TF2}", f"{MISSING}: "),
+    (f"bench {TF1} {TF2} --sides tf1_session,tflite --batch 8 --size 128x128", "--batch"),
+    (f"bench {TF1} {TF2} --batch 1 --plot out/latency.png", "--batch"),
+    (f"bench {TF1} {TF2} --sides tf1_session,tflit", "did you mean tflite?"),
+]
+
+
+@pytest.fixture(scope="session")
+def bad_inputs(tmp_path_factory):
+    """The folder of `BAD_INPUTS`: the small model (2 classes, 128x128, depth 0.25) as a TF1
+    directory and as a converted one (no `convert` run: `write_small_model_pair`), one whose
+    checkpoint lost its data, a pipeline.config with a misspelt field, files that are not what
+    their names say, an image."""
+    import pathlib
+    import shutil
+
+    from PIL import Image
+
+    from ssd_mobilenet import SSDConfig
+    from tests.conftest import built_once, write_small_model_pair
+
+    def build(folder):
+        root = pathlib.Path(folder)
+        config = SSDConfig(num_classes=2, image_height=128, image_width=128, depth_multiplier=0.25)
+        src, out = write_small_model_pair(root, config)
+        (root / "models").mkdir()
+        shutil.move(src, root / TF1)
+        shutil.move(out, root / TF2)
+        shutil.copytree(root / TF2, root / "models/ssd_mobilenet_broken_tf2")
+        for data in (root / "models/ssd_mobilenet_broken_tf2/checkpoint").glob("*.data-*"):
+            data.write_bytes(data.read_bytes()[:100])
+        (root / "models/not_a_model_file.txt").write_text("not a model\n")
+        misspelt = root / "models/typo_tf1"
+        shutil.copytree(root / TF1, misspelt)
+        text = (misspelt / "pipeline.config").read_text()
+        assert "iou_threshold" in text
+        (misspelt / "pipeline.config").write_text(text.replace("iou_threshold", "iou_treshold", 1))
+        (root / "configs").mkdir()
+        shutil.copy(misspelt / "pipeline.config", root / "configs/misspelt_pipeline.config")
+        for name in ("not_a_model_file.tflite", "not_a_model_file.onnx"):
+            (root / "models" / name).write_bytes(bytes(range(256)) * 4)
+        (root / "labels").mkdir()
+        (root / "labels/label_map_with_extra.pbtxt").write_text("item { id: 1 name: 'a' }\nversion: 2\n")
+        (root / "labels/label_map_same_ids.pbtxt").write_text("item { id: 1 name: 'a' }\nitem { id: 1 name: 'b' }\n")
+        (root / "records").mkdir()
+        (root / "records/not_a_record.record").write_bytes(b"not a TFRecord file\n" * 8)
+        (root / "images").mkdir()
+        Image.new("RGB", (64, 48), (120, 80, 40)).save(root / "images/a_photo.png")
+        (root / "out").mkdir()
+
+    return built_once(tmp_path_factory, "bad_inputs", build)
+
+
+def _run_in(folder, argv) -> tuple:
+    """(exit code, stdout, stderr) of `migrate.cli.main(argv)` run in `folder`, the terminal 1000
+    columns wide (no wrapping to the terminal hides a long line); an exception escaping `main` is
+    the traceback the console would show."""
+    import traceback
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        patch.setenv("COLUMNS", "1000")
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main(argv)
+            except SystemExit as e:
+                code = e.code
+            except Exception:  # noqa: BLE001 - what the console would show
+                code = "traceback"
+                traceback.print_exc(file=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("command, words", BAD_INPUTS, ids=[c for c, _ in BAD_INPUTS])
+def test_bad_input_is_one_line_within_100_columns(bad_inputs, command, words):
+    before = sorted(str(p) for p in __import__("pathlib").Path(bad_inputs).rglob("*"))
+    code, out, err = _run_in(bad_inputs, command.split())
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert code == 2 and "Traceback" not in err and len(errors) == 1, (code, err[-3000:])
+    assert words in errors[0], errors[0]
+    assert not _too_long(out) and not _too_long(err), [line for line in (out + err).splitlines()
+                                                       if len(line) > WIDTH]
+    assert sorted(str(p) for p in __import__("pathlib").Path(bad_inputs).rglob("*")) == before  # nothing written
+
+
+# ---- every message template at its widest path (fast, no command run) ---------------------------
+
+# Modules whose long messages are printed wrapped within 100 columns (`common.print_wrapped`), not
+# as one line: the conversion check's failure names the first diverging stage (a TF1 node name
+# of up to ~70 characters) and its numbers, the diagnosis.
+_TEMPLATE_EXCEPTIONS = {"migrate.tf1.self_check"}
+# Placeholders that hold a path (a user's is ~30 characters); a module's UPPERCASE constant counts
+# at its value's width; any other placeholder (a number, an option's value) at none: the check is a
+# lower bound, which the bad-input table above completes with the lines themselves.
+_PATH_PLACEHOLDER = re.compile(r"^(path|src|converted|out|output_dir|directory|folder|prefix|named|name|where|"
+                               r"graph_from|weights_from|config_path|model|labels|target|json_path|png_dir|"
+                               r"trace_dir|report_path|tflite|onnx|file|item)$")
+_CONSTANT = re.compile(r"^([a-z_][a-z0-9_]*\.)*[A-Z][A-Z0-9_]*$")
+_PREFIXES = {"raise": "error: ", "bad_input": "error: ", "warnings.warn": "warning: ", "warn": ""}
+
+
+def _constants(tree) -> dict:
+    """The module-level `NAME = "text"` (or a tuple of texts) of a parsed module, as their texts."""
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+            found[node.targets[0].id] = str(value)
+    return found
+
+
+def _template_width(node, source: str, constants: dict, everywhere: dict):
+    """The width of a message template (a string or f-string node), as `_PATH_PLACEHOLDER` and
+    `_CONSTANT` say (a constant is its module's, else the widest of that name in the project);
+    None for a message built otherwise."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return len(node.value)
+    if not isinstance(node, ast.JoinedStr):
+        return None
+    width = 0
+    for part in node.values:
+        if isinstance(part, ast.Constant):
+            width += len(part.value)
+            continue
+        expression = ast.unparse(part.value)
+        if _CONSTANT.match(expression):  # CONFIG_FILE, detector.CONFIG_FILE
+            name = expression.split(".")[-1]  # one computed at import (a path found then): not counted
+            width += len(constants[name]) if name in constants else max(map(len, everywhere.get(name, [""])))
+        elif _PATH_PLACEHOLDER.match(expression):
+            width += 30
+    return width
+
+
+def _message_templates():
+    """(module:line, printed width) of every message the project raises (`raise X(MESSAGE)`), prints
+    as bad input (`bad_input`) or warns (`warnings.warn`, shown as `warning: MESSAGE`; `warn`,
+    whose messages carry their `warning: `) in `migrate` and `ssd_mobilenet`, read from the source
+    (nothing imported)."""
+    modules = {}
+    for package in ("migrate", "ssd_mobilenet"):
+        for folder, _, files in os.walk(os.path.join(REPO, package)):
+            for file in sorted(f for f in files if f.endswith(".py")):
+                path = os.path.join(folder, file)
+                source = open(path, encoding="utf-8").read()
+                modules[os.path.relpath(path, REPO)[:-3].replace(os.sep, ".")] = (source, ast.parse(source))
+    constants = {module: _constants(tree) for module, (_, tree) in modules.items()}
+    everywhere = {}
+    for table in constants.values():
+        for name, value in table.items():
+            everywhere.setdefault(name, []).append(value)
+    for module, (source, tree) in modules.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
+                kind, message = "raise", node.exc.args[0]
+            elif isinstance(node, ast.Call) and node.args and ast.unparse(node.func) in _PREFIXES:
+                kind, message = ast.unparse(node.func), node.args[0]
+            else:
+                continue
+            width = _template_width(message, source, constants[module], everywhere)
+            if width is not None:
+                yield f"{module}:{node.lineno}", len(_PREFIXES[kind]) + width
+
+
+def test_every_message_template_fits_with_a_30_character_path():
+    templates = dict(_message_templates())
+    assert len(templates) > 300  # the walk found the project's messages (353 in 2026-11)
+    too_long = {where: width for where, width in templates.items()
+                if width > WIDTH and where.split(":")[0] not in _TEMPLATE_EXCEPTIONS}
+    assert too_long == {}

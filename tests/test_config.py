@@ -114,7 +114,7 @@ def test_minimal_config_defaults_follow_the_proto():
 
 
 @pytest.mark.parametrize("change, field", [
-    ({'"ssd_mobilenet_v1"': '"ssd_mobilenet_v2"'}, "feature_extractor.type"),
+    ({'"ssd_mobilenet_v1"': '"ssd_mobilenet_v2"'}, "type: ssd_mobilenet_v2"),
     ({"fixed_shape_resizer { height: 200 width: 240 }": "keep_aspect_ratio_resizer { min_dimension: 300 }"},
      "image_resizer"),
     ({"RELU_6": "SWISH"}, "activation"),
@@ -168,15 +168,16 @@ def test_family_defaults_follow_the_protos():
     assert SSDConfig.from_pipeline_config(no_bn.to_pipeline_config()) == no_bn
 
 
+# A field read off the file is named with its line (line 3: feature_extractor's, 6: its fpn block,
+# 10: the box predictor's last line); a combination of fields without one line, by the fields.
 @pytest.mark.parametrize("change, field", [
-    ({'"ssd_mobilenet_v1_fpn"': '"ssd_mobilenet_v2_fpn"'}, "feature_extractor.type: ssd_mobilenet_v2_fpn"),
-    ({'"ssd_mobilenet_v1_fpn"': '"ssd_resnet50_v1_fpn"'}, "feature_extractor.type: ssd_resnet50_v1_fpn"),
-    ({"fpn { min_level: 3 max_level: 7 }": "bifpn { min_level: 3 max_level: 7 }"}, "feature_extractor.bifpn"),
-    ({'"ssd_mobilenet_v1_fpn"': '"ssd_mobilenet_v1_ppn"'}, "feature_extractor.fpn"),
+    ({'"ssd_mobilenet_v1_fpn"': '"ssd_mobilenet_v2_fpn"'}, "line 3: type: ssd_mobilenet_v2_fpn"),
+    ({'"ssd_mobilenet_v1_fpn"': '"ssd_resnet50_v1_fpn"'}, "line 3: type: ssd_resnet50_v1_fpn"),
+    ({"fpn { min_level: 3 max_level: 7 }": "bifpn { min_level: 3 max_level: 7 }"}, "line 6: bifpn"),
+    ({'"ssd_mobilenet_v1_fpn"': '"ssd_mobilenet_v1_ppn"'}, "line 6: fpn: {...} — only ssd_mobilenet_v1_fpn takes it"),
     ({"min_level: 3 max_level: 7 }": "min_level: 1 max_level: 7 }"}, "feature_extractor.fpn"),
     ({"height: 256 width: 256": "height: 300 width: 300"}, "image size 300x300"),
-    ({"class_prediction_bias_init: -4.6": "score_converter: SIGMOID"},
-     "weight_shared_convolutional_box_predictor.score_converter"),
+    ({"class_prediction_bias_init: -4.6": "score_converter: SIGMOID"}, "line 10: score_converter: SIGMOID"),
     ({"class_prediction_bias_init: -4.6": "box_encodings_clip_range { min: -10 max: 10 }"},
      "box_encodings_clip_range"),
     ({"class_prediction_bias_init: -4.6": "box_code_size: 5"}, "box_code_size"),
@@ -207,7 +208,7 @@ def test_quantization_of_fpn_is_refused():
 def test_fpn_sizes_without_explicit_padding_must_halve_exactly():
     """Each level adds the level above upsampled x2: 300 gives 38, 19, 10 at levels 3..5 and the
     OD API cannot build the graph; explicit padding crops the upsampled map, and any size builds."""
-    with pytest.raises(ConfigError, match="level 4 .19x19. is twice level 5 .10x10."):
+    with pytest.raises(ConfigError, match="image size 300x300: FPN needs a multiple of 32"):
         SSDConfig.from_pipeline_config(_family(**{"height: 256 width: 256": "height: 300 width: 300"}))
     padded = SSDConfig.from_pipeline_config(_family(**{"height: 256 width: 256": "height: 300 width: 300",
                                                        "min_depth: 16": "min_depth: 16 use_explicit_padding: true"}))

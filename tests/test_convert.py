@@ -50,7 +50,7 @@ def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, reques
     if name == TF13 and form == "zoo_dir":
         # Its pipeline.config says 1 class, its weights 3: refused, then resolved.
         assert main(args) == 2
-        assert "num_classes is 1 in the config but 3 in the weights" in capsys.readouterr().err
+        assert "pipeline.config: num_classes 1, the weights 3 (--trust-weights)" in capsys.readouterr().err
         assert not os.path.exists(out)
         args.append("--trust-weights")
     assert main(args) == 0
@@ -247,10 +247,9 @@ def test_corrupt_pipeline_config(zoo_fixture, tmp_path, capsys):
 
 @needs_shared
 @pytest.mark.parametrize("written, misspelt, problem", [
-    ("train_config {", "train_confg {", 'the top level has no field "train_confg" (did you mean "train_config"?)'),
-    ("num_classes: 90", "num_clases: 90", 'model.ssd has no field "num_clases" (did you mean "num_classes"?)'),
-    ("iou_threshold: 0.600000023842", "iou_treshold: 0.5",
-     'model.ssd.post_processing.batch_non_max_suppression has no field "iou_treshold" (did you mean "iou_threshold"?)'),
+    ("train_config {", "train_confg {", 'no field "train_confg" (did you mean "train_config"?)'),
+    ("num_classes: 90", "num_clases: 90", 'no field "num_clases" (did you mean "num_classes"?)'),
+    ("iou_threshold: 0.600000023842", "iou_treshold: 0.5", 'no field "iou_treshold" (did you mean "iou_threshold"?)'),
 ])
 def test_misspelt_pipeline_config_field(zoo_fixture, tmp_path, capsys, written, misspelt, problem):
     # Read as "unset" before, so convert wrote the default (iou_threshold 0.6) and exited 0.
@@ -269,8 +268,10 @@ def test_unsupported_pipeline_config(zoo_fixture, tmp_path, capsys):
     with open(zoo_path("sample_configs", "ssd_mobilenet_v1_fpn_shared_box_predictor_640x640_coco14_sync.config")) as f:
         text = f.read()
     with open(os.path.join(src, "pipeline.config"), "w") as f:
-        f.write(text.replace("ssd_mobilenet_v1_fpn", "ssd_mobilenet_v2_fpn"))
-    _bad(tmp_path, capsys, [src], "feature_extractor.type: ssd_mobilenet_v2_fpn")
+        text = text.replace("ssd_mobilenet_v1_fpn", "ssd_mobilenet_v2_fpn")
+        f.write(text)
+    line = text[:text.index("type: 'ssd_mobilenet_v2_fpn'")].count("\n") + 1
+    _bad(tmp_path, capsys, [src], f"pipeline.config:{line}: type: ssd_mobilenet_v2_fpn — only ssd_mobilenet_v1(_fpn, _ppn)")
 
 
 @needs_shared
@@ -281,9 +282,8 @@ def test_config_of_another_network_than_the_weights(zoo_fixture, tmp_path, capsy
     shutil.copy(zoo_path("sample_configs", "ssd_mobilenet_v1_fpn_shared_box_predictor_640x640_coco14_sync.config"),
                 os.path.join(src, "pipeline.config"))
     _bad(tmp_path, capsys, [src, "--trust-weights"],
-         "feature_extractor_type ssd_mobilenet_v1_fpn in the config but ssd_mobilenet_v1 in the weights; "
-         "box_predictor_type weight_shared_convolutional_box_predictor in the config but "
-         "convolutional_box_predictor in the weights")
+         f"error: {os.path.join(src, 'pipeline.config')}: ssd_mobilenet_v1_fpn, but the weights are ssd_mobilenet_v1; "
+         "weight_shared_convolutional_box_predictor, but the weights are convolutional_box_predictor")
 
 
 def test_checkpoint_of_another_model(tmp_path, capsys):
@@ -361,13 +361,15 @@ def test_quantization_must_agree_between_config_and_weights(zoo_fixture, quantiz
         text = f.read()
     with open(os.path.join(quantized, "pipeline.config"), "w") as f:
         f.write(text[:text.index("graph_rewriter")])
-    _bad(tmp_path, capsys, [quantized], "describes a float model")
+    _bad(tmp_path, capsys, [quantized], "model.ckpt.index: quantization-aware weights (FakeQuant ranges), but "
+         "pipeline.config is float")
     plain = _only(zoo_fixture(ZOO_2018), tmp_path / "f", weights_and_config)
     with open(os.path.join(plain, "pipeline.config"), "a") as f:
         f.write("graph_rewriter { quantization { delay: 48000 } }\n")
-    _bad(tmp_path, capsys, [plain], "holds no FakeQuant ranges")
+    _bad(tmp_path, capsys, [plain], "model.ckpt.index: float weights (no FakeQuant ranges), but pipeline.config is "
+         "8-bit quantization-aware")
     shutil.copy(os.path.join(zoo_fixture(ZOO_2018), "model.ckpt.meta"), plain)
-    _bad(tmp_path, capsys, [plain], "model.ckpt.meta has no FakeQuant ops")
+    _bad(tmp_path, capsys, [plain], "pipeline.config: 8-bit quantization-aware, but model.ckpt.meta is float")
 
 
 @needs_shared

@@ -100,8 +100,9 @@ def test_integer_file_agrees_with_the_tf1_quantized_graph_on_photos(quantized):
 
 
 @needs_shared
-@pytest.mark.parametrize("flags, words", [(["--int8"], "without --int8"), (["--nms", "regular"], "--nms regular"),
-                                          (["--input", "float32"], "--input float32")])
+@pytest.mark.parametrize("flags, words", [(["--int8"], "--int8: a quantization-aware model exports as int8 without it"),
+                                          (["--nms", "regular"], "--nms regular: not for a quantization-aware model"),
+                                          (["--input", "float32"], "--input float32: not for a quantization-aware")])
 def test_options_an_integer_file_does_not_take_are_refused(quantized, tmp_path, capsys, flags, words):
     _, converted, _ = quantized
     out = tmp_path / "x.tflite"
@@ -122,8 +123,10 @@ def test_bench_takes_the_integer_files_as_its_tflite_and_onnx_sides(quantized):
     from migrate.benchmark import inputs
     _, converted, _ = quantized
     assert inputs.check_tflite(converted, ["tflite", "onnx"], [(300, 300)], [1]) == ((300, 300), True, True)
-    with pytest.raises(bench.BenchInputError, match="already the integer file"):
+    with pytest.raises(bench.BenchInputError, match=r"^--sides tflite_int8: none of a quantization-aware model \(its "
+                                                    r"tflite side is int8\)$"):
         inputs.check_tflite(converted, ["tflite", "tflite_int8"], [(300, 300)], [1])
     for side in ("onnx_int8", "openvino"):
-        with pytest.raises(bench.BenchInputError, match=f"already the int8 QDQ file .*leave out {side}"):
+        with pytest.raises(bench.BenchInputError, match=f"^--sides {side}: none of a quantization-aware model .its "
+                                                        "onnx side is int8.$"):
             inputs.check_tflite(converted, ["onnx", side], [(300, 300)], [1])

@@ -173,7 +173,7 @@ def test_cli_writes_the_file_and_refuses_bad_input_in_one_line(converted, images
         data = open(os.path.join(checkpoint, name), "rb").read()
         # The index is kept; the tensor data is cut short, as an interrupted copy leaves it.
         (corrupt / detector.CHECKPOINT_DIR / name).write_bytes(data if ".index" in name else data[:len(data) // 2])
-    refused(["export", str(corrupt), "--tflite", str(target)], str(corrupt), "cannot load the converted model")
+    refused(["export", str(corrupt), "--tflite", str(target)], str(corrupt), "unreadable checkpoint/")
     refused(["export", converted, "--tflite", str(target), "--max-detections", "0"], "--max-detections 0")
     refused(["export", converted, "--tflite", str(tmp_path)], str(tmp_path), "is a folder")
     assert not target.exists() and sorted(os.listdir(tmp_path)) == ["corrupt", "folder", "out"]

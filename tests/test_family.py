@@ -252,8 +252,8 @@ def test_anchors_the_weights_cannot_hold_are_refused_without_config(built, tmp_p
     for path in glob.glob(f"{built('one_class_pad_to_32')}/model.ckpt.data*") + glob.glob(
             f"{built('one_class_pad_to_32')}/model.ckpt.index"):
         shutil.copy(path, tmp_path)
-    with pytest.raises(config_inference.MismatchError, match=r"hold \[3, 3, 3, 3, 3, 3\] anchors per location.*"
-                                                   r"gives \[3, 6, 6, 6, 6, 6\].*pipeline.config"):
+    with pytest.raises(config_inference.MismatchError, match=r"model.ckpt.index: \[3 3 3 3 3 3\] anchors per "
+                                                   r"location; add its pipeline.config"):
         config_inference.infer_config(sources.open_source(str(tmp_path)))
 
 
@@ -273,8 +273,8 @@ def test_anchors_no_anchor_grid_gives_are_refused(built, tmp_path):
     consumer = next(n for n in graph_def.node if n.name == ANCHORS_CONSUMER)
     consumer.input[0] = "shifted_anchors"
     (tmp_path / "frozen_inference_graph.pb").write_bytes(graph_def.SerializeToString())
-    with pytest.raises(config_inference.ConfigError, match=r"frozen_inference_graph.pb: its anchor generator gives anchors "
-                                                r"[0-9.]+ away .*no base anchor size, strides and offsets"):
+    with pytest.raises(config_inference.ConfigError, match=r"frozen_inference_graph.pb: no ssd_anchor_generator grid "
+                                                r"gives its anchors \([0-9.e-]+ off\)"):
         config_inference.infer_config(sources.open_source(str(tmp_path)))
 
 
@@ -289,8 +289,8 @@ def test_other_nms_modes_in_the_graph_are_refused(built, tmp_path, op, name, mod
     node = graph_def.node.add()
     node.name, node.op = f"Postprocessor/{name}", op
     (tmp_path / "frozen_inference_graph.pb").write_bytes(graph_def.SerializeToString())
-    with pytest.raises(config_inference.ConfigError, match=f"frozen_inference_graph.pb: {mode} NMS \\(Postprocessor/.*"
-                                                "the TF2 model runs per-class NMS"):
+    with pytest.raises(config_inference.ConfigError, match=f"frozen_inference_graph.pb: {mode} NMS not supported "
+                                                r"\((Combined|ClassAgnostic)NonMaxSuppression\)$"):
         config_inference.infer_config(sources.open_source(str(tmp_path)))
 
 
@@ -356,9 +356,8 @@ def test_tflite_export_converts_its_network_and_refuses_verify(tmp_path, capsys)
     np.testing.assert_allclose(scores, ref[1], rtol=0, atol=ATOL)
     assert main(["verify", str(src), out]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == (f"error: {os.path.join(str(src), 'tflite_graph.pb')}: a TFLite export graph (no Preprocessor, "
-                       "post-processing in TFLite); use the checkpoint or frozen_inference_graph.pb it was "
-                       "exported from")
+    assert err[-1] == (f"error: {os.path.join(str(src), 'tflite_graph.pb')}: a TFLite export graph: give the model "
+                       "it was exported from")
     # Under any name: bench reads the graph, not the file name.
     os.rename(src / "tflite_graph.pb", src / "frozen_inference_graph.pb")
     assert main(["bench", str(src), out]) == 2
@@ -418,13 +417,10 @@ def test_embedded_ssd_mobilenet_v1_is_refused_as_such(tmp_path, capsys):
     path.write_bytes(graph_def.SerializeToString())
     assert main(["convert", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == (f"error: {path}: the feature extractor is embedded_ssd_mobilenet_v1 (5 feature maps, 2x2 kernel "
-                       "extra layer Conv2d_13_pointwise_2_Conv2d_4_2x2_s2_64), which is not supported: only "
-                       "ssd_mobilenet_v1, ssd_mobilenet_v1_fpn, ssd_mobilenet_v1_ppn are")
+    assert err[-1] == f"error: {path}: feature extractor embedded_ssd_mobilenet_v1 not supported"
     assert not (tmp_path / "out").exists()
 
 
-ONLY = "which is not supported: only ssd_mobilenet_v1, ssd_mobilenet_v1_fpn, ssd_mobilenet_v1_ppn are"
 
 
 def _variables(scope_names) -> dict:
@@ -454,12 +450,12 @@ def _checkpoint(folder, weights):
 @pytest.mark.parametrize("form, names, named", [
     ("frozen graph", ["FeatureExtractor/MobilenetV2/Conv/weights", "FeatureExtractor/MobilenetV2/layer_19_2_Conv2d_2_3x3_s2_512/weights",
                       "BoxPredictor_0/BoxEncodingPredictor/weights"],
-     "FeatureExtractor/MobilenetV2/ (ssd_mobilenet_v2)"),
+     "ssd_mobilenet_v2 (MobilenetV2/)"),
     ("checkpoint", ["FeatureExtractor/resnet_v1_50/conv1/weights", "FeatureExtractor/resnet_v1_50/fpn/projection_1/weights",
                     "WeightSharedConvolutionalBoxPredictor/BoxPredictor/weights"],
-     "FeatureExtractor/resnet_v1_50/ (ssd_resnet50_v1_fpn)"),
+     "ssd_resnet50_v1_fpn (resnet_v1_50/)"),
     ("checkpoint", ["FeatureExtractor/InceptionV2/Conv2d_1a_7x7/weights", "BoxPredictor_0/ClassPredictor/weights"],
-     "FeatureExtractor/InceptionV2/ (ssd_inception_v2)"),
+     "ssd_inception_v2 (InceptionV2/)"),
 ])
 def test_another_feature_extractor_is_refused_naming_it(tmp_path, capsys, form, names, named):
     """Its variable scope (or a frozen graph's node names, which hold no weight this tool reads) names
@@ -477,7 +473,7 @@ def test_another_feature_extractor_is_refused_naming_it(tmp_path, capsys, form, 
         where = src / "model.ckpt.index"
     assert main(["convert", str(src), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == f"error: {where}: the feature extractor is {named}, {ONLY}"
+    assert err[-1] == f"error: {where}: feature extractor {named} not supported"
     if form == "frozen graph":
         return
     text = SSDConfig(num_classes=3).to_pipeline_config()
@@ -485,7 +481,7 @@ def test_another_feature_extractor_is_refused_naming_it(tmp_path, capsys, form, 
         (src / "pipeline.config").write_text(text.replace('type: "ssd_mobilenet_v1"', f'type: "{kind}"'))
         assert main(["convert", str(src), "--out", str(tmp_path / "out"), "--quiet"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert err == [f"error: {where}: the feature extractor is {named}, {ONLY}"]
+        assert err == [f"error: {where}: feature extractor {named} not supported"]
     assert not (tmp_path / "out").exists()
 
 

@@ -177,7 +177,7 @@ def test_pipeline_config_named_stands_for_its_directory(tmp_path, capsys):
     assert sources.open_source(os.path.join(src, "other.config")).pipeline_config_from == os.path.join(
         src, "other.config")
     code, _, err = run_cli(["convert", os.path.join(src, "other.config"), "--out", str(tmp_path / "out"), "--quiet"])
-    assert code == 2 and "num_classes is 5 in the config but 3 in the weights" in err
+    assert code == 2 and "other.config: num_classes 5, the weights 3 (--trust-weights)" in err
 
 
 @pytest.mark.parametrize("name", [FPN, PPN, CONTROL])

@@ -312,19 +312,15 @@ print(json.dumps([results, loaded]))
         assert exit_code == 2 and err.count("\n") == 1 and err.startswith(f"error: {args[3]}"), (args, err)
     lines = {tuple(args[1:4]): err.strip() for args, (_, err) in zip(argvs[:-2], results[:-2])}  # without --engine
     converted, tflite, onnx = (str(models[kind]) for kind in ("tensorflow", "litert", "onnx"))
+    # The option and the runtime that runs MODEL are named (MODEL is on the command line).
     assert lines[converted, str(image), "--threads"] == (
-        f"error: --threads: LiteRT's or ONNX Runtime's threads, for a .tflite or .onnx MODEL; {converted} is a "
-        "converted directory (TensorFlow takes its threads from the environment)")
+        "error: --threads: for .tflite and .onnx files; TensorFlow takes its threads from the environment")
     assert lines[tflite, str(image), "--jit"] == (
-        f"error: --jit: sets up TensorFlow, which does not run {tflite} (a .tflite file runs on LiteRT, one image "
-        "per call; --threads sets its threads)")
+        "error: --jit: sets up TensorFlow; a .tflite file runs on LiteRT, one image per call")
     assert lines[onnx, str(image), "--precision"] == (
-        f"error: --precision: sets up TensorFlow, which does not run {onnx} (an .onnx file runs on ONNX Runtime, "
-        "one image per call; --threads sets its threads)")
-    assert results[-2][1] == (
-        f"error: --threads: LiteRT's or ONNX Runtime's threads, for a .tflite or .onnx MODEL; {converted} is a "
-        "converted directory (the local runner gives each worker's TensorFlow its share of the cores)\n")
-    assert results[-1][1] == f"error: --precision: sets up TensorFlow, which does not run {onnx} (an .onnx file)\n"
+        "error: --precision: sets up TensorFlow; an .onnx file runs on ONNX Runtime, one image per call")
+    assert results[-2][1] == "error: --threads: for .tflite and .onnx files; the local runner shares the cores among its workers\n"
+    assert results[-1][1] == "error: --precision: sets up TensorFlow; an .onnx file runs on ONNX Runtime\n"
 
 
 def test_each_runtime_kind_names_its_class_and_its_options_are_the_class_keywords():

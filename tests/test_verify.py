@@ -324,7 +324,7 @@ def _bad(capsys, args, expect):
 @needs_shared
 def test_bad_input(zoo, tmp_path, capsys, small_images):
     fx, converted = zoo
-    _bad(capsys, [fx, str(tmp_path / "nope")], "no converted model")
+    _bad(capsys, [fx, str(tmp_path / "nope")], "no such folder (`python -m migrate convert SRC` writes it)")
     _bad(capsys, [str(tmp_path / "missing_src"), converted], "no such file")
     (tmp_path / "not_converted").mkdir()
     _bad(capsys, [fx, str(tmp_path / "not_converted")], "no model_config.json")
@@ -597,7 +597,7 @@ def test_tflite_bad_input(zoo, zoo_tflite, tmp_path, capsys):
     _bad(capsys, [converted, "--tflite", tiny_file("small.tflite", "input_tensor"), *common],
          "small.tflite: takes 128x128 images, the converted model 300x300")
     _bad(capsys, [converted, "--tflite", tiny_file("other.tflite", "pixels"), *common],
-         "other.tflite: no serving_default signature taking input_tensor or normalized_input_image_tensor")
+         "other.tflite: no serving_default signature as `migrate export` writes it")
     per_class = zoo_tflite["per-class"]
     for flags, words in ((["--mode", "eager"], "--mode eager: does not apply with --tflite"),
                          (["--precision", "mixed_bfloat16"], "--precision mixed_bfloat16: does not apply"),
@@ -605,7 +605,7 @@ def test_tflite_bad_input(zoo, zoo_tflite, tmp_path, capsys):
                          (["--memory-limit", "512"], "--memory-limit 512: does not apply"),
                          (["--threads", "0"], "--threads 0: must be at least 1")):
         _bad(capsys, [converted, "--tflite", per_class, *flags, *common], words)
-    _bad(capsys, [converted, "--threads", "2", *common], "--threads 2: the TFLite interpreter's; add --tflite")
+    _bad(capsys, [converted, "--threads", "2", *common], "--threads 2: for a --tflite or --onnx file")
     _bad(capsys, [converted, "--tflite", zoo_tflite["regular"], "--atol", "1e-3", *common], "judged by agreement")
     assert not report.exists()
 

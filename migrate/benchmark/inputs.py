@@ -34,7 +34,7 @@ def parse_batches(text: str) -> list:
 def _frozen_graph(src: str) -> str:
     path = src if os.path.isfile(src) else os.path.join(src, "frozen_inference_graph.pb")
     if not os.path.isfile(path):
-        raise BenchInputError(f"{src}: no frozen_inference_graph.pb (the TF1 side needs the frozen graph)")
+        raise BenchInputError(f"{src}: no frozen_inference_graph.pb (bench's TF1 side runs it)")
     return path
 
 
@@ -66,22 +66,19 @@ def check_tflite(converted: str, sides, sizes, batches) -> tuple:
         config = SSDConfig.from_dict(json.load(f))
     model_size = (config.image_height, config.image_width)
     text = f"{model_size[0]}x{model_size[1]}"
-    named = ", ".join(sides)
     if config.weight_bits and "tflite_int8" in sides:
-        raise BenchInputError(f"--sides {named}: {converted} is quantization-aware; its `tflite` side is already "
-                              "the integer file (int8 on the checkpoint's ranges), there is no tflite_int8 of it")
+        # Its `tflite` side is already the integer file (int8 on the checkpoint's ranges).
+        raise BenchInputError("--sides tflite_int8: none of a quantization-aware model (its tflite side is int8)")
     onnx_sides = [s for s in sides if s in ("onnx_int8", "openvino")]
     if config.weight_bits and onnx_sides:
         # Its `onnx` file is already int8 QDQ on the checkpoint's ranges; OpenVINO's side runs a
         # float32 file in float32, which such a model has none of.
-        raise BenchInputError(f"--sides {named}: {converted} is quantization-aware; its `onnx` side is already the "
-                              f"int8 QDQ file on the checkpoint's ranges (leave out {', '.join(onnx_sides)})")
+        raise BenchInputError(f"--sides {','.join(onnx_sides)}: none of a quantization-aware model (its onnx side "
+                              "is int8)")
     any_size = network.any_size(config, network.UINT8)
     if 1 not in batches:
-        raise BenchInputError(f"--sides {named}: the TFLite and ONNX files take one image per call (batch 1); "
-                              "add 1 to --batch")
+        raise BenchInputError("--batch: the .tflite and .onnx sides run at batch 1 (one image per call); add 1")
     if not any_size and model_size not in [tuple(s) for s in sizes]:
         asked = ",".join(f"{h}x{w}" for h, w in sizes)
-        raise BenchInputError(f"--sides {named}: the TFLite files of this model take one image of its input size "
-                              f"{text} only; add it to --size (e.g. --size {asked},{text})")
+        raise BenchInputError(f"--size: the .tflite and .onnx sides take {text} only: --size {asked},{text}")
     return model_size, any_size, bool(config.weight_bits)

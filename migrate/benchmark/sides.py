@@ -102,7 +102,7 @@ def runner(side: str, src: str, converted: str, exported: str = None, threads: i
                "detector_exact": {"fold_batch_norm": False, "slice_size": None},
                "detector_xla": {"jit_compile": True}, "detector_mixed": {"precision": mixed_precision()}}
     if side not in options:
-        raise BenchInputError(f"unknown side {side!r}; one of {', '.join(SIDES)}")
+        raise BenchInputError(f"--sides {side}: no such side; `bench --help` lists them")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the jit_compile-on-CPU warning: measuring it is the point
         detector = ssd_mobilenet.load(converted, **options[side])

@@ -54,7 +54,7 @@ def add_parser(sub) -> None:
 
 def missing_path(args):
     if missing(args.src):
-        return f"{args.src}: no frozen_inference_graph.pb (the TF1 side needs the frozen graph)"
+        return f"{args.src}: no frozen_inference_graph.pb (bench's TF1 side runs it)"
     if missing(args.converted):
         return f"{args.converted}: not a converted model directory (no model_config.json)"
     return None

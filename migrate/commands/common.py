@@ -127,7 +127,8 @@ def warn_precision(precision) -> None:
     """One line when the command ran a reduced precision this machine has no units for (after
     the command, so that bad input still gets its single line)."""
     from ssd_mobilenet import hardware
-    why = hardware.missing_units(precision) if precision else None
-    if why:
-        print(f"warning: --precision {precision}: {why}; TensorFlow converts or emulates it here, slower than "
-              "float32: it pays off on machines that have them", file=sys.stderr)
+    if precision and hardware.missing_units(precision):
+        # TensorFlow converts or emulates it: it pays off on machines that have them (which: the
+        # deploy guide; troubleshooting.md has this line).
+        print(f"warning: --precision {precision}: this machine has no {hardware.UNITS[precision][0]} units; slower "
+              "than float32 here", file=sys.stderr)

@@ -65,7 +65,9 @@ def run(args) -> int:
     except (convert.OutputExistsError, convert.CheckRefusedError, convert.ExportOptionError) as e:
         return bad_input(e)
     except self_check.CheckFailed as e:
-        print(f"error: {e}", file=sys.stderr)
+        # The first diverging stage (its node name can be ~70 characters) and its numbers are the
+        # diagnosis: wrapped within 100 columns like the notes, not cut.
+        print_wrapped(f"error: {e}")
         return EXIT_FAIL
     for note in report["notes"]:
         if args.verbose or not note.startswith(config_inference.EVERY_GRAPH_FIELD):

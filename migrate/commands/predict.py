@@ -132,14 +132,12 @@ def _refused(args, kind, flags, engine=False):
         name = _RUNTIME_OPTIONS[flag]
         if name in kind.options or not _given(args, name):
             continue
-        if flag == "--threads":  # the model files' runtimes' option, for a runtime that has no such setting
-            how = (f"the local runner gives each worker's {kind.name} its share of the cores" if engine
+        # The line names the option and the runtime that runs MODEL, not MODEL (the command line has it).
+        if flag == "--threads":  # the model files' runtimes' option (LiteRT's, ONNX Runtime's threads)
+            how = ("the local runner shares the cores among its workers" if engine
                    else f"{kind.name} takes its threads from the environment")
-            return (f"--threads: LiteRT's or ONNX Runtime's threads, for a .tflite or .onnx MODEL; {args.converted} "
-                    f"is {kind.model} ({how})")
-        how = kind.model if engine else (f"{kind.model} runs on {kind.name}, one image per call; --threads sets "
-                                         "its threads")
-        return f"{flag}: sets up TensorFlow, which does not run {args.converted} ({how})"
+            return f"--threads: for .tflite and .onnx files; {how}"
+        return f"{flag}: sets up TensorFlow; {kind.model} runs on {kind.name}" + ("" if engine else ", one image per call")
     return None
 
 
@@ -177,7 +175,8 @@ def _run_engine(args) -> int:
         with console.only_project_lines(args.verbose):  # its import logs on the root logger
             from migrate.engines import beam
     except ImportError as e:
-        return bad_input(f"--engine beam needs Apache Beam ({e}): pip install 'ssd-mobilenet-migrate[beam]'")
+        return bad_input(f"--engine beam: {(e.name or 'apache_beam').split('.')[0]} is not installed: pip install "
+                         "'ssd-mobilenet-migrate[beam]'")
     quiet_env = {} if args.verbose else {"TF_CPP_MIN_LOG_LEVEL": "3", console.QUIET_ENV: "1"}
     restore_logs = beam.quiet_driver_logs(args.verbose)
     try:

@@ -79,10 +79,9 @@ def missing_path(args):
         return f"{args.src}: no such file or directory"
     if args.src and args.converted and is_converted(args.src) and looks_tf1(args.converted):
         # The converted directory first and a TF1 model second: the two swapped.
-        return f"SRC comes first, then CONVERTED: `python -m migrate verify {args.converted} {args.src}`"
+        return f"SRC comes first: `verify {args.converted} {args.src}`"
     if missing(args.converted):
-        return (f"{os.path.abspath(args.converted)}: no converted model "
-                f"(run `python -m migrate convert {args.src}` first)")
+        return f"{args.converted}: no such folder (`python -m migrate convert SRC` writes it)"
     if missing(args.tflite):
         return f"{args.tflite}: no such file (--tflite)"
     if missing(args.onnx):

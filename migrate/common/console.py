@@ -20,7 +20,8 @@ measured with TensorFlow 2.21 on a CPU):
 4. Python warnings attributed to TensorFlow, Keras or tf_slim modules (none seen in these
    commands with 2.21, even under `python -W always`; other versions raise some): an `ignore`
    filter limited to those modules, so the project's own `warnings.warn` (attributed to the
-   project's modules) still shows.
+   project's modules) still shows, as one `warning: MESSAGE` line like the commands' own
+   (`project_warnings_as_lines`; Python's form adds the file, line and source line).
 
 The processes the commands start (`migrate.common.measure` and `migrate.benchmark` workers) capture
 their stderr and show its tail only when they fail; `QUIET_ENV` tells them to quiet 1., 3.
@@ -63,17 +64,47 @@ def tensorflow_output(verbose: bool):
     Everything set here is put back on exit (`main` is also called in-process, by tests)."""
     if verbose:
         # As before --verbose existed: C++ INFO and WARNING lines off unless the user says otherwise.
-        with environment({"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}):
+        with environment({"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}), \
+                project_warnings_as_lines():
             yield
         return
     # 2.: read when the libraries load, so before the import.
-    with environment({"TF_CPP_MIN_LOG_LEVEL": "3", QUIET_ENV: "1"}), warnings.catch_warnings():  # filters put back
+    with environment({"TF_CPP_MIN_LOG_LEVEL": "3", QUIET_ENV: "1"}), warnings.catch_warnings(), \
+            project_warnings_as_lines():  # filters and warnings.showwarning put back
         restore_logs = _quiet_python_logs()  # 3. and 4.
         try:
             import_tensorflow_quietly()  # 1.
             yield
         finally:
             restore_logs()
+
+
+# The folders of the project's two packages, side by side in a checkout as in site-packages
+# (found without importing `ssd_mobilenet`, whose import loads TensorFlow).
+_PROJECT_DIRS = tuple(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                   package) + os.sep for package in ("migrate", "ssd_mobilenet"))
+
+
+@contextlib.contextmanager
+def project_warnings_as_lines():
+    """For the block: a Python warning raised from the project's code (`warnings.warn` in
+    `migrate` or `ssd_mobilenet`, attributed there by its stacklevel) shows as one `warning:
+    MESSAGE` line on stderr, as the commands print their own warnings; Python's form
+    (`FILE:LINE: UserWarning: MESSAGE` and the source line) runs past the console's 100 columns.
+    Other warnings, and the filters that decide whether one shows, are left as they are."""
+    previous = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if os.path.abspath(filename).startswith(_PROJECT_DIRS):
+            print(f"warning: {message}", file=file or sys.stderr)
+        else:
+            previous(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = previous
 
 
 @contextlib.contextmanager

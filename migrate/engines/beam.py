@@ -287,16 +287,16 @@ def pipeline_options(workers: int | None, extra: str | None) -> tuple:
         args = [f"--direct_num_workers={local}", "--direct_running_mode=multi_processing", *args]
         described = f"Beam's local runner ({local} worker{'s' if local > 1 else ''})"
     elif workers is not None:
-        raise EngineOptionError(f"--workers: the worker processes of Beam's local runner; {runner} counts its "
-                                "workers with its own option in --pipeline-options (e.g. --num_workers on "
-                                "Dataflow, --parallelism on Flink)")
+        # Another runner counts its workers with its own option (--num_workers on Dataflow,
+        # --parallelism on Flink): troubleshooting.md.
+        raise EngineOptionError(f"--workers: the local runner's; {runner} counts its workers in --pipeline-options")
     else:
         described = str(runner)
     options = PipelineOptions(args)
     ignored = _unparsed(options)
     if ignored:
-        raise EngineOptionError(f"--pipeline-options: {' '.join(ignored)}: not an option of Beam's runners "
-                                "(python -m apache_beam.examples.wordcount --help lists them)")
+        # `python -m apache_beam.examples.wordcount --help` lists them (troubleshooting.md).
+        raise EngineOptionError(f"--pipeline-options: {' '.join(ignored)}: not an option of Beam's runners")
     return options, described, local
 
 

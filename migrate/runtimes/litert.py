@@ -40,9 +40,9 @@ class LiteRTRuntime(FileRuntime):
         say(self.file.kind)
         if not self.file.exact_for_any_size and warn:
             h, w = self.file.image_size
-            warn(f"warning: {path} takes uint8 images of {h}x{w} only: other sizes are resized outside it and "
-                 "rounded to uint8, so their detections differ slightly from the TF1 graph's (export it again for "
-                 "a file that resizes photos itself)")
+            # Other sizes are resized outside it and rounded to uint8, so their detections differ
+            # slightly from the TF1 graph's; exported again, the file resizes photos itself.
+            warn(f"warning: {path}: {h}x{w} only; other sizes, resized outside it, differ slightly")
 
 
 def runner(path: str, threads: int | None = None):

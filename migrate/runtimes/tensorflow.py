@@ -44,8 +44,8 @@ def load_detector(directory: str, jit_compile: bool = False, precision: str = "f
     try:
         return ssd_mobilenet.load(directory, jit_compile=jit_compile, precision=precision,
                                   freeze_weights=freeze_weights)
-    except (OSError, ValueError, tf.errors.OpError) as e:
-        raise ModelDirError(f"{directory}: cannot load the converted model: {image_io.error_message(e)}") from None
+    except (OSError, ValueError, IndexError, tf.errors.OpError) as e:  # IndexError: a truncated checkpoint
+        raise ModelDirError(image_io.error_about(directory, e, "cannot load it")) from None
 
 
 def resized_detect_function(detector):

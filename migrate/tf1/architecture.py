@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from ssd_mobilenet.config import (CONVOLUTIONAL, FEATURE_EXTRACTORS, SSD_MOBILENET_V1, SSD_MOBILENET_V1_FPN,
+from ssd_mobilenet.config import (CONVOLUTIONAL, SSD_MOBILENET_V1, SSD_MOBILENET_V1_FPN,
                                   SSD_MOBILENET_V1_PPN, WEIGHT_SHARED)
 from ssd_mobilenet.feature_extractors import fpn
 from ssd_mobilenet.feature_extractors.mobilenet_v1 import output_layer
@@ -20,10 +20,9 @@ from ssd_mobilenet.feature_extractors.mobilenet_v1 import output_layer
 FE = "FeatureExtractor/MobilenetV1/"
 WS = "WeightSharedConvolutionalBoxPredictor/"
 BOX_CODE_SIZE = 4
-SUPPORTED = ", ".join(FEATURE_EXTRACTORS)
 
 # The OD API's other SSD feature extractors, by the variable scope they build under `FeatureExtractor/`
-# (first match wins): named when refused.
+# (first match wins): named when refused (None: not named, only its scope).
 OTHER_FEATURE_EXTRACTORS = (
     (r"MobilenetV2/fpn/", "ssd_mobilenet_v2_fpn"),
     (r"MnasFPN/", "ssd_mobilenet_v2_mnasfpn"),
@@ -36,7 +35,7 @@ OTHER_FEATURE_EXTRACTORS = (
     (r"resnet_v1_(\d+)/", "ssd_resnet{}_v1_fpn"),
     (r"SSD_feature_maps/", "ssd_pnasnet"),
     (r"spaghetti_net/", "ssd_spaghettinet"),
-    (r"(?!MobilenetV1/)[^/]+/", "not MobileNet v1"),
+    (r"(?!MobilenetV1/)[^/]+/", None),
 )
 
 
@@ -54,8 +53,9 @@ def graph_weight_names(graph_def) -> list:
 
 
 def other_feature_extractor(names) -> str | None:
-    """'<scope> (<feature extractor>)' when `names` (variable names, or `graph_weight_names`) hold a
-    feature extractor scope other than MobileNet v1's, else None."""
+    """'<feature extractor> (<scope>/)' when `names` (variable names, or `graph_weight_names`) hold a
+    feature extractor scope other than MobileNet v1's (`ssd_mobilenet_v2 (MobilenetV2/)`; one
+    this table does not name: `FeatureExtractor/<scope>/`), else None."""
     for name in names:
         if not name.startswith("FeatureExtractor/"):
             continue
@@ -63,8 +63,8 @@ def other_feature_extractor(names) -> str | None:
         for pattern, what in OTHER_FEATURE_EXTRACTORS:
             m = re.match(pattern, rest)
             if m:
-                scope = "FeatureExtractor/" + rest[:m.end()].split("/")[0] + "/"
-                return f"{scope} ({what.format(*m.groups())})"
+                scope = rest[:m.end()].split("/")[0] + "/"
+                return f"{what.format(*m.groups())} ({scope})" if what else f"FeatureExtractor/{scope}"
     return None
 
 

@@ -7,6 +7,7 @@ user trusts the weights.
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -229,18 +230,14 @@ def _anchor_grid_from_graph(source, config: SSDConfig, notes: list) -> SSDConfig
     if difference <= ANCHOR_ATOL:
         return config
     count = sum(gh * gw * n for (gh, gw), n in zip(shapes, config.anchors_per_location()))
-    what = (f"{len(anchors)} anchors where this config's feature maps {shapes} have {count}"
-            if difference == float("inf") else f"anchors {difference:.3g} away from this config's at most")
+    # How far apart, in a few words (docs/guides/troubleshooting.md says what to look at).
+    apart = (f"{len(anchors)} of them, not {count}" if difference == float("inf") else f"{difference:.3g} off")
     if config.anchor_generator_type == MULTISCALE_ANCHORS:
         # Its anchors follow from the fields read off the graph's constants; nothing is left to fit.
-        raise ConfigError(f"{source.graph_from}: its anchor generator gives {what} (multiscale_anchor_generator "
-                          f"levels {config.anchor_min_level}..{config.anchor_max_level}, anchor_scale "
-                          f"{_show(config.anchor_scale)}, aspect_ratios {_show(config.aspect_ratios)}, "
-                          f"scales_per_octave {config.scales_per_octave})")
+        raise ConfigError(f"{source.graph_from}: anchors not its multiscale_anchor_generator's ({apart})")
     fields = fit_anchor_grid(config, shapes, anchors, form)
     if fields is None:
-        raise ConfigError(f"{source.graph_from}: its anchor generator gives {what}, and no base anchor size, "
-                          "strides and offsets of an ssd_anchor_generator give its anchors")
+        raise ConfigError(f"{source.graph_from}: no ssd_anchor_generator grid gives its anchors ({apart})")
     changed = {k: v for k, v in fields.items() if getattr(config, k) != v}
     notes.append("anchor grid from the graph's anchors, not " + origin + ": "
                  + ", ".join(f"{k}={_show(v)}" for k, v in sorted(changed.items())))
@@ -249,7 +246,6 @@ def _anchor_grid_from_graph(source, config: SSDConfig, notes: list) -> SSDConfig
 
 _PREDICTOR = re.compile(r"^BoxPredictor_(\d+)/")
 _EXTRA_LAYER = re.compile(FE + r"(Conv2d_13_pointwise_2_Conv2d_\d+_(\d+)x(\d+)_s2_\d+)/")
-SUPPORTED = architecture.SUPPORTED
 
 
 def check_feature_extractor(weights: dict, where: str, graph_def=None, graph_from: str = None) -> None:
@@ -264,34 +260,39 @@ def check_feature_extractor(weights: dict, where: str, graph_def=None, graph_fro
     has 6 and 3x3 ones. Their anchors would be refused too, but as anchors, which misleads.
 
     Raises:
-      ConfigError: naming `where` (or `graph_from`) and the feature extractor seen.
+      ConfigError: naming `where` (or `graph_from`) and the feature extractor seen, or what shows it
+        is another one (the box predictors' count, an extra layer's kernel).
     """
     for names, source in ((weights, where), (architecture.graph_weight_names(graph_def) if graph_def is not None
                                              else (), graph_from)):
         other = architecture.other_feature_extractor(names)
         if other is not None:
-            raise ConfigError(f"{source}: the feature extractor is {other}, which is not supported: only "
-                              f"{SUPPORTED} are")
+            raise ConfigError(f"{source}: feature extractor {other} not supported")
     predictors = {int(m.group(1)) for m in map(_PREDICTOR.match, weights) if m}
-    odd = sorted({m.group(1) for m in map(_EXTRA_LAYER.match, weights) if m and m.group(2) != "3"})
+    odd = sorted({f"{m.group(2)}x{m.group(3)}" for m in map(_EXTRA_LAYER.match, weights) if m and m.group(2) != "3"})
     if odd and len(predictors) == 5:
-        raise ConfigError(f"{where}: the feature extractor is embedded_ssd_mobilenet_v1 (5 feature maps, 2x2 kernel "
-                          f"extra layer {odd[0]}), which is not supported: only {SUPPORTED} are")
+        raise ConfigError(f"{where}: feature extractor embedded_ssd_mobilenet_v1 not supported")
     if architecture.feature_extractor_type(weights) != SSD_MOBILENET_V1:
         return
     if predictors and len(predictors) != 6:
-        raise ConfigError(f"{where}: {len(predictors)} box predictors (feature maps), which is not an "
-                          "ssd_mobilenet_v1 feature extractor (6 feature maps); other feature extractors are not "
-                          "supported")
+        raise ConfigError(f"{where}: feature extractor not supported ({len(predictors)} box predictors, not 6)")
     if odd:
-        raise ConfigError(f"{where}: extra feature map layer {odd[0]} has a kernel ssd_mobilenet_v1 does not build "
-                          "(3x3): another feature extractor, not supported")
+        raise ConfigError(f"{where}: feature extractor not supported (a {odd[0]} extra layer, not 3x3)")
 
 
-def _quantization_text(weight_bits: int, activation_bits: int, float_text: str) -> str:
+def _quantization_text(weight_bits: int, activation_bits: int) -> str:
+    """`float`, `8-bit quantization-aware`, or `quantization-aware (W-bit weights, A-bit activations)`."""
     if not weight_bits:
-        return float_text
-    return f"a quantization-aware model ({weight_bits}-bit weights, {activation_bits}-bit activations)"
+        return "float"
+    if weight_bits == activation_bits:
+        return f"{weight_bits}-bit quantization-aware"
+    return f"quantization-aware ({weight_bits}-bit weights, {activation_bits}-bit activations)"
+
+
+def _beside(path: str, first: str) -> str:
+    """`path` as a line that already names `first` shows it: its file name alone when the two are
+    in one folder (`pipeline.config` after `models/ssd/model.ckpt.index`)."""
+    return os.path.basename(path) if os.path.dirname(path) == os.path.dirname(first) else path
 
 
 def _check_quantization(source, config: SSDConfig, notes: list) -> SSDConfig:
@@ -307,10 +308,10 @@ def _check_quantization(source, config: SSDConfig, notes: list) -> SSDConfig:
                      "assumed (tf.contrib.quantize's default); a graph or pipeline.config beside them states it")
         return config.replace(weight_bits=8, activation_bits=8)
     where = source.graph_from if source.graph_def is not None else source.pipeline_config_from
-    said = _quantization_text(config.weight_bits, config.activation_bits, "a float model")
-    held = (f"{len(ranges)} FakeQuant ranges (e.g. {ranges[0]})" if ranges
-            else "no FakeQuant ranges (weights_quant/act_quant min and max)")
-    raise MismatchError(f"{source.weights_from} holds {held}, but {where} describes {said}")
+    said = _quantization_text(config.weight_bits, config.activation_bits)
+    # Quantization-aware weights hold FakeQuant ranges (weights_quant/act_quant min and max).
+    held = "quantization-aware weights (FakeQuant ranges)" if ranges else "float weights (no FakeQuant ranges)"
+    raise MismatchError(f"{source.weights_from}: {held}, but {_beside(where, source.weights_from)} is {said}")
 
 
 def _tflite_note(source) -> str:
@@ -405,11 +406,10 @@ def _check_architecture(source, config: SSDConfig) -> None:
     the same weights in another network are no model (not overridable with --trust-weights)."""
     shown = {"feature_extractor_type": architecture.feature_extractor_type(source.weights),
              "box_predictor_type": architecture.box_predictor_type(source.weights)}
-    differ = [f"{k} {getattr(config, k)} in the config but {v} in the weights" for k, v in shown.items()
+    differ = [f"{getattr(config, k)}, but the weights are {v}" for k, v in shown.items()
               if v is not None and v != getattr(config, k)]
     if differ:
-        raise MismatchError(f"{source.pipeline_config_from} does not describe {source.weights_from}: "
-                            + "; ".join(differ))
+        raise MismatchError(f"{source.pipeline_config_from}: " + "; ".join(differ))
 
 
 def _multiscale_anchors_from_graph(source, config: SSDConfig, notes: list) -> SSDConfig:
@@ -462,15 +462,15 @@ def infer_config(source, trust_weights=False, image_size=None):
         if source.pipeline_config is not None:
             for key in ("image_height", "image_width"):
                 if key in traits and traits[key] != getattr(config, key):
-                    raise MismatchError(f"{source.pipeline_config_from} says {key} {getattr(config, key)}, "
-                                        f"the graph {source.graph_from} resizes to {traits[key]}")
+                    graph = _beside(source.graph_from, source.pipeline_config_from)
+                    raise MismatchError(f"{source.pipeline_config_from}: {key} {getattr(config, key)}, but {graph} "
+                                        f"resizes to {traits[key]}")
             quantized = (traits["weight_bits"], traits["activation_bits"])
             if quantized != (config.weight_bits, config.activation_bits):
-                graph_is = ("is " + _quantization_text(*quantized, "") if quantized[0] else "has no FakeQuant ops")
+                graph = _beside(source.graph_from, source.pipeline_config_from)
                 raise MismatchError(
-                    f"{source.pipeline_config_from} describes "
-                    f"{_quantization_text(config.weight_bits, config.activation_bits, 'a float model')}, the graph "
-                    f"{source.graph_from} {graph_is}")
+                    f"{source.pipeline_config_from}: {_quantization_text(config.weight_bits, config.activation_bits)}, "
+                    f"but {graph} is {_quantization_text(*quantized)}")
             # The graph's post-processing constants and resize op are what produced the TF1 detections.
             for key in sorted((POSTPROCESSING_FIELDS | {"resize_method", "add_background_class"}) & set(traits)):
                 if traits[key] != getattr(config, key):
@@ -532,12 +532,14 @@ def infer_config(source, trust_weights=False, image_size=None):
     config = _check_quantization(source, config, notes)
     held = architecture.predictor_anchors(source.weights, config.num_feature_maps)
     if held is not None and held != config.anchors_per_location():
-        where = (f"{source.pipeline_config_from}'s anchor_generator" if source.pipeline_config is not None
-                 else "the zoo defaults' anchor generator (no pipeline.config, no graph to read it from)")
-        fix = ("" if source.pipeline_config is not None
-               else ": convert with the model's pipeline.config or its graph (.meta, frozen graph) beside the weights")
-        raise MismatchError(f"{source.weights_from}: the box predictors hold {held} anchors per location, {where} "
-                            f"gives {config.anchors_per_location()}{fix}")
+        listed = lambda counts: "[" + " ".join(map(str, counts)) + "]"  # noqa: E731
+        if source.pipeline_config is None:
+            # Neither pipeline.config nor a graph: the zoo defaults' generator gives other counts
+            # (troubleshooting.md names them); the model's own config or graph says its generator.
+            raise MismatchError(f"{source.weights_from}: {listed(held)} anchors per location; add its pipeline.config")
+        raise MismatchError(f"{source.weights_from}: {listed(held)} anchors per location, "
+                            f"{_beside(source.pipeline_config_from, source.weights_from)} "
+                            f"{listed(config.anchors_per_location())}")
     facts = weight_facts(source.weights, config.anchors_per_location()[0], config.min_depth,
                          config.add_background_class, config)
     for key in ("feature_extractor_type", "box_predictor_type"):  # checked first (`_check_architecture`)
@@ -550,9 +552,8 @@ def infer_config(source, trust_weights=False, image_size=None):
     mismatches = [(key, getattr(config, key), value) for key, value in facts.items()
                   if source.pipeline_config is not None and getattr(config, key) != value]
     if mismatches and not trust_weights:
-        detail = "; ".join(f"{k} is {_show(c)} in the config but {_show(v)} in the weights" for k, c, v in mismatches)
-        raise MismatchError(f"{source.pipeline_config_from} disagrees with {source.weights_from}: {detail} "
-                            "(--trust-weights takes the weights' values)")
+        detail = "; ".join(f"{k} {_show(c)}, the weights {_show(v)}" for k, c, v in mismatches)
+        raise MismatchError(f"{source.pipeline_config_from}: {detail} (--trust-weights)")
     for key, configured, value in mismatches:
         notes.append(f"{key}: {_show(value)} from the weights overrides {_show(configured)} from pipeline.config "
                      "(--trust-weights)")

@@ -145,11 +145,8 @@ def preprocessing_order(graph_def, nodes=None) -> dict:
         src is not None and src.name.startswith("Preprocessor/") and src.op in _MAP_OUTPUT_OPS
         for src in (_through_identity(nodes, i) for i in _data_inputs(mul)))
     if normalized_first == resized_first:
-        mul_inputs = ", ".join(_data_inputs(mul)) if mul is not None else "no Preprocessor/mul"
-        raise ConfigError("cannot tell whether the Preprocessor scales the image before or after resizing it "
-                          f"(Preprocessor/mul reads {mul_inputs}; the resize loop's input "
-                          f"{'reads' if normalized_first else 'does not read'} {NORMALIZED}); "
-                          "the TF2 model reproduces the OD API's two orders only")
+        # The TF2 model reproduces the OD API's two orders only.
+        raise ConfigError("cannot tell if the Preprocessor scales before or after resizing")
     return {"normalize_before_resize": normalized_first}
 
 
@@ -195,14 +192,13 @@ def quantization_traits(graph_def) -> dict:
         # Attributes are read with `in` first: indexing a missing key would add it to the GraphDef.
         narrow = n.attr["narrow_range"].b if "narrow_range" in n.attr else False
         if n.op != "FakeQuantWithMinMaxVars" or m is None or narrow != (m.group(1) == "weights_quant"):
-            raise ConfigError(f"{n.name} ({n.op}, narrow_range {narrow}) is not a FakeQuant op of the "
-                              "tf.contrib.quantize rewrite this tool reproduces")
+            raise ConfigError(f"{n.name} ({n.op}, narrow_range {narrow}): not tf.contrib.quantize's")
         bits[m.group(1)].add(n.attr["num_bits"].i if "num_bits" in n.attr else 8)
     if not bits["weights_quant"] and not bits["act_quant"]:
         return {"weight_bits": 0, "activation_bits": 0}
     if len(bits["weights_quant"]) != 1 or len(bits["act_quant"]) != 1:
         raise ConfigError(f"FakeQuant bit widths: weights {sorted(bits['weights_quant'])}, activations "
-                          f"{sorted(bits['act_quant'])} (one width each is supported)")
+                          f"{sorted(bits['act_quant'])} (one each is supported)")
     return {"weight_bits": bits["weights_quant"].pop(), "activation_bits": bits["act_quant"].pop()}
 
 
@@ -280,8 +276,8 @@ def is_tflite_export(graph_def) -> bool:
 
 
 # The one-line reason verify and bench give for not running a TFLite export.
-TFLITE_REFUSAL = ("a TFLite export graph (no Preprocessor, post-processing in TFLite); use the checkpoint or "
-                  "frozen_inference_graph.pb it was exported from")
+# A TFLite export graph has no Preprocessor and leaves its post-processing to TFLite.
+TFLITE_REFUSAL = "a TFLite export graph: give the model it was exported from"
 
 
 def tflite_postprocess_node(graph_def):
@@ -361,8 +357,10 @@ def postprocessing_traits(graph_def, nodes=None) -> dict:
         # select other detections than per-class NMS; the TF2 model runs per-class NMS only.
         if n.name.startswith("Postprocessor/") and (n.op == "CombinedNonMaxSuppression"
                                                     or "/ClassAgnosticNonMaxSuppression/" in n.name):
-            mode = "combined" if n.op == "CombinedNonMaxSuppression" else "class-agnostic"
-            raise ConfigError(f"{mode} NMS ({n.name}) is not supported: the TF2 model runs per-class NMS")
+            mode, scope = (("combined", n.op) if n.op == "CombinedNonMaxSuppression"
+                           else ("class-agnostic", "ClassAgnosticNonMaxSuppression"))
+            # The TF2 model runs per-class NMS. The node is named by its scope (its name runs to 100 characters).
+            raise ConfigError(f"{mode} NMS not supported ({scope})")
     traits = {}
     scales = _box_coder_scales(graph_def, nodes)
     if scales is not None:
@@ -381,8 +379,8 @@ def postprocessing_traits(graph_def, nodes=None) -> dict:
     if nms.op == "NonMaxSuppressionV5":
         sigma = _const_input(nodes, nms.name, index=5)
         if sigma is None or float(sigma) != 0.0:
-            raise ConfigError(f"soft NMS ({nms.name} has soft_nms_sigma "
-                              f"{'not constant' if sigma is None else float(sigma)}) is not supported")
+            raise ConfigError("soft NMS not supported (soft_nms_sigma "
+                              f"{'not constant' if sigma is None else float(sigma)})")
     threshold = next((_const_input(nodes, n.name, index=1) for n in in_nms
                       if n.name.endswith("/FilterGreaterThan/Greater")), None)
     if threshold is None and nms.op in ("NonMaxSuppressionV3", "NonMaxSuppressionV4", "NonMaxSuppressionV5"):
@@ -483,8 +481,7 @@ def _score_path_fields(path, nodes) -> dict:
             else:  # [:, :, 1:]: no end on any axis
                 whole_rest = (n.attr["end_mask"].i == 7 if "end_mask" in n.attr else False)
             if begin is None or begin.tolist() != [0, 0, 1] or not whole_rest:
-                raise ScorePathError(f"{n.name} ({n.op}) slices the class predictions otherwise than dropping "
-                                     "the background column [0, 0, 1:]")
+                raise ScorePathError(f"{n.name} ({n.op}) slices the scores otherwise than [0, 0, 1:]")
             fields["add_background_class"] = True
             fields["background_slice"] = BACKGROUND_SLICE_SCORES if converted else BACKGROUND_SLICE_LOGITS
         elif n.op in ("RealDiv", "Div", "Mul") and not converted and fields["logit_scale"] == 1.0:
@@ -498,8 +495,8 @@ def _score_path_fields(path, nodes) -> dict:
             fields["score_converter"] = _SCORE_CONVERTERS[n.op]
             converted = True
         else:
-            raise ScorePathError(f"{n.name} ({n.op}) between the class logits and NMS is not an "
-                                 "op of the OD API post-processing this tool reproduces")
+            # Not an op of the OD API's post-processing as this tool reproduces it.
+            raise ScorePathError(f"{n.name} ({n.op}) on the scores' way to NMS: not reproduced")
     fields.setdefault("add_background_class", False)
     return fields
 

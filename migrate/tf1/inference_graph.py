@@ -51,6 +51,8 @@ def inference_graph_of(source, stage_nodes, allow_ops=(), image_size=None, confi
         raise VerifyInputError(f"{graph_from}: {e} (weights from {source.weights_from})") from None
     refused = op_allowlist.disallowed_ops(frozen, allow_ops)
     if refused:
-        raise VerifyInputError(f"{graph_from}: ops outside the SSD inference op set: {', '.join(refused)} "
-                               f"(not run; --allow-ops {','.join(refused)} runs them anyway)")
+        # Not in the SSD inference op set (op_allowlist): not run unless allowed.
+        what = "is not an SSD op" if len(refused) == 1 else "are not SSD ops"
+        raise VerifyInputError(f"{graph_from}: {', '.join(refused)} {what} (--allow-ops {','.join(refused)} runs "
+                               f"{'it' if len(refused) == 1 else 'them'})")
     return frozen, graph_from

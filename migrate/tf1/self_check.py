@@ -426,8 +426,8 @@ def check_conversion(source, model, config, allow_ops=(), progress=None, deploye
         stage, detail, suspects = failure
         report["first_divergence"] = {"name": stage, "detail": detail, "suspects": suspects}
         likely = f"; likely {', '.join(suspects)}" if suspects else ""
-        raise CheckFailed(f"the converted model differs from {graph_from} first at {stage}: {detail}{likely} "
-                          "(nothing written; --no-check writes it anyway)")
+        raise CheckFailed(f"{graph_from}: the conversion differs first at {stage}: {detail}{likely}; nothing "
+                          "written (--no-check writes it)")
     worst = max((t["max_abs_err"] for t in tensors if t["max_abs_err"] is not None), default=0.0)
     say(f"check passed in {report['seconds']:.1f} s: {len(tensors)} stages on {len(detections)} images (largest "
         f"error {worst:.3g})")

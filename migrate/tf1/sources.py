@@ -60,8 +60,8 @@ def _checkpoint_prefix(directory: str):
                 return prefix
     indexes = sorted(f for f in os.listdir(directory) if f.endswith(".index"))
     if len(indexes) > 1:
-        raise SourceError(f"{directory}: several checkpoints ({', '.join(indexes)}); name one, e.g. "
-                          f"{os.path.join(directory, indexes[-1][:-len('.index')])}")
+        raise SourceError(f"{directory}: {len(indexes)} checkpoints ({indexes[-1][:-len('.index')]}, ...): name one "
+                          "by its prefix")
     return os.path.join(directory, indexes[0][:-len(".index")]) if indexes else None
 
 
@@ -177,7 +177,7 @@ def open_source(path: str) -> Source:
         elif re.search(r"\.(index|meta|data-\d+-of-\d+)$", base) or os.path.isfile(named + ".index"):
             prefix = re.sub(r"\.(index|meta|data-\d+-of-\d+)$", "", named)
         else:
-            raise SourceError(f"{named}: not a TF1 model file (checkpoint, .pb graph or pipeline.config)")
+            raise SourceError(f"{named}: not a checkpoint, .pb graph or pipeline.config")
     else:
         if config_named:
             take_config(path)
@@ -228,11 +228,10 @@ def open_source(path: str) -> Source:
             src.weights, src.weights_from = consts, src.graph_from
     if src.weights is None and src.graph_def is not None:
         # A frozen graph of another feature extractor holds no weight named as this tool reads them.
-        from migrate.tf1.architecture import SUPPORTED, graph_weight_names, other_feature_extractor
+        from migrate.tf1.architecture import graph_weight_names, other_feature_extractor
         other = other_feature_extractor(graph_weight_names(src.graph_def))
         if other is not None:
-            raise SourceError(f"{src.graph_from}: the feature extractor is {other}, which is not supported: only "
-                              f"{SUPPORTED} are")
+            raise SourceError(f"{src.graph_from}: feature extractor {other} not supported")
     if src.weights is None:
         data = sorted(f for f in os.listdir(directory) if re.search(r"\.data-\d+-of-\d+$", f))
         if data:

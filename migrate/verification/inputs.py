@@ -26,7 +26,7 @@ def _source_of(converted: str) -> str:
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise VerifyInputError(f"{report_path}: unreadable conversion report ({e})") from None
     if not os.path.exists(src) and not os.path.exists(src + ".index"):
-        raise VerifyInputError(f"{report_path}: its source {src} does not exist (name SRC explicitly)")
+        raise VerifyInputError(f"{report_path}: its source {src} is gone; name SRC")
     return src
 
 
@@ -38,8 +38,7 @@ def resolve_paths(src=None, converted=None, progress=None):
         from migrate import default_model
         converted = default_model.converted_dir()
         if not os.path.isdir(converted):
-            raise VerifyInputError(f"{converted}: the built-in model is not converted yet "
-                                   "(run `python -m migrate convert` first)")
+            raise VerifyInputError(f"{converted}: not converted yet (`python -m migrate convert` writes it)")
         src = default_model.ensure_tf1_model(progress)
     elif converted is None and os.path.isdir(src) and _is_converted(src):
         src, converted = None, src
@@ -49,7 +48,7 @@ def resolve_paths(src=None, converted=None, progress=None):
         raise VerifyInputError(f"{src}: no such file or directory")
     converted = os.path.abspath(converted or convert_lib.default_out(src))
     if not os.path.isdir(converted):
-        raise VerifyInputError(f"{converted}: no converted model (run `python -m migrate convert {src}` first)")
+        raise VerifyInputError(f"{converted}: no such folder (`python -m migrate convert SRC` writes it)")
     if not os.path.isfile(os.path.join(converted, "model_config.json")):
         raise VerifyInputError(f"{converted}: not a converted model directory (no model_config.json)")
     return src, converted

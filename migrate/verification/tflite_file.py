@@ -68,8 +68,7 @@ def open_onnx_file(path: str, config, threads: int | None = None):
     size = [config.image_height, config.image_width]
     if list(file.image_size) != size:
         h, w = file.image_size
-        raise VerifyInputError(f"{path}: takes {h}x{w} images, the converted model "
-                               f"{size[0]}x{size[1]} (a file of another model?)")
+        raise VerifyInputError(f"{path}: takes {h}x{w} images, the converted model {size[0]}x{size[1]}")
     meta = file.metadata
     int8 = bool(meta.get("int8"))
     info = {"file": os.path.abspath(path), "bytes": os.path.getsize(path), "nms": "per-class",
@@ -104,8 +103,7 @@ def open_file(path: str, config, threads: int | None = None):
     size = [config.image_height, config.image_width]
     if file.image_size != size:
         h, w = file.image_size
-        raise VerifyInputError(f"{path}: takes {h}x{w} images, the converted model "
-                               f"{size[0]}x{size[1]} (a file of another model?)")
+        raise VerifyInputError(f"{path}: takes {h}x{w} images, the converted model {size[0]}x{size[1]}")
     info = {"file": file.path, "bytes": file.bytes, "nms": file.nms, "input_type": file.input_type,
             "input_mode": file.input_mode, "int8": file.int8, "input_size": size,
             "max_detections": file.max_detections, "operators": file.operators, "kind": file.kind,

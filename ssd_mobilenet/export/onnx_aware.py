@@ -78,8 +78,7 @@ def check_bits(config) -> None:
     uint8 / int8 QDQ would not saturate where a narrower FakeQuant does)."""
     bits = (config.weight_bits, config.activation_bits)
     if bits != (8, 8):
-        raise ValueError(f"a quantization-aware model's ONNX file takes 8-bit ranges, not {bits[0]}-bit weights and "
-                         f"{bits[1]}-bit activations")
+        raise ValueError(f"ONNX takes 8-bit ranges, not {bits[0]}-bit weights and {bits[1]}-bit activations")
 
 
 def grid_copy(model):

@@ -195,8 +195,8 @@ class _Export(tf.Module):
         if config.weight_bits:
             # Quantization-aware: the integer file (`tflite_integer`), per-class NMS on the photo.
             if nms != PER_CLASS or not any_size(config, input_type):
-                raise ValueError("a quantization-aware model's integer file takes the uint8 photo and runs the "
-                                 f"per-class NMS (not nms={nms!r}, input_type={input_type!r})")
+                raise ValueError(f"quantization-aware: uint8 photos and per-class NMS only (not nms={nms!r}, "
+                                 f"input_type={input_type!r})")
             folded, network = tflite_integer.heads_function(model)
         else:
             folded, network = network_lib.network(model, input_type)

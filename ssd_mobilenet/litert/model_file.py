@@ -65,8 +65,8 @@ def litert_interpreter():
     try:
         from ai_edge_litert.interpreter import Interpreter
     except ImportError:
-        raise ModelFileError("the LiteRT runtime is not installed (pip install 'ssd-mobilenet-migrate[litert]', "
-                             "or ai-edge-litert)") from None
+        # (or `pip install ai-edge-litert`)
+        raise ModelFileError("LiteRT is not installed: pip install 'ssd-mobilenet-migrate[litert]'") from None
     return Interpreter
 
 
@@ -126,12 +126,12 @@ class ModelFile:
         names = {v: k for k, v in ff.INPUT_NAMES.items()}
         if (not signature or len(signature["inputs"]) != 1 or signature["inputs"][0] not in names
                 or sorted(signature["outputs"]) != sorted(ff.OUTPUT_KEYS)):
-            raise ModelFileError(f"{name}: no {ff.SIGNATURE_KEY} signature taking {' or '.join(names)} and "
-                                 f"returning {', '.join(ff.OUTPUT_KEYS)} (not a file of `migrate export`)")
+            # Taking one of INPUT_NAMES, returning OUTPUT_KEYS.
+            raise ModelFileError(f"{name}: no {ff.SIGNATURE_KEY} signature as `migrate export` writes it")
         flex = [op for op in custom if op.startswith("Flex")]
         if flex:
-            raise ModelFileError(f"{name}: holds Flex ops ({', '.join(flex)}), which LiteRT's builtin runtime "
-                                 "cannot run")
+            more = f", {len(flex) - 1} more" if len(flex) > 1 else ""
+            raise ModelFileError(f"{name}: holds Flex ops ({flex[0]}{more}): LiteRT's builtins cannot run them")
         self.input_name = signature["inputs"][0]
         self.input_type = names[self.input_name]
         self._runner = interpreter.get_signature_runner(ff.SIGNATURE_KEY)
@@ -139,19 +139,20 @@ class ModelFile:
         detail = self._runner.get_input_details()[self.input_name]
         shape = [int(s) for s in detail.get("shape_signature", detail["shape"])]
         if len(shape) != 4 or shape[0] != 1 or shape[3] != 3 or detail["dtype"] != np.dtype(self.input_type):
-            raise ModelFileError(f"{name}: input {self.input_name} is {np.dtype(detail['dtype']).name} {shape}, "
-                                 f"not {self.input_type} [1, h, w, 3]")
+            raise ModelFileError(f"{name}: input is {np.dtype(detail['dtype']).name} {shape}, not "
+                                 f"{self.input_type} [1, h, w, 3]")
         try:
             self.metadata = ff.read_metadata(data)
         except (ValueError, UnicodeDecodeError) as e:
-            raise ModelFileError(f"{name}: its {ff.METADATA_NAME} metadata is not JSON ({_first_line(e)})") from None
+            raise ModelFileError(f"{name}: its {ff.METADATA_NAME} metadata is not JSON") from None
         meta = self.metadata or {}
         if meta.get("version", 1) > ff.METADATA_VERSION:
             raise ModelFileError(f"{name}: written by a newer release (metadata version {meta['version']})")
         dynamic = shape[1] < 0 or shape[2] < 0
         if dynamic and "image_size" not in meta:
-            raise ModelFileError(f"{name}: takes images of any size but does not say the model's size "
-                                 f"(no {ff.METADATA_NAME} metadata)")
+            # A file of any size must say the model's size, which only the metadata holds.
+            # A file of any size says the model's size in its metadata only.
+            raise ModelFileError(f"{name}: of any size, no {ff.METADATA_NAME} metadata")
         self.image_size = [int(s) for s in meta.get("image_size", shape[1:3])]
         self.resize_method = meta.get("resize_method", "BILINEAR")
         self.normalize_before_resize = bool(meta.get("normalize_before_resize", False))

@@ -239,8 +239,8 @@ class _Reader:
                 return False
             self._reported.add((path, index))
         if frame_end >= 0:
-            message = (f"{path}: TFRecord framing breaks off at byte {frame_end} of {os.path.getsize(path)} "
-                       f"(truncated or corrupt file) after {index} records: the rest of the file is skipped")
+            # The TFRecord framing breaks off there (a truncated or corrupt file).
+            message = f"{path}: corrupt at byte {frame_end}: {index} records read, the rest skipped"
         else:
             message = f"{path}: record {index}{self._source_id(serialized.numpy())} skipped: " \
                       f"{self._reason(serialized)}"

@@ -145,8 +145,8 @@ class Replicas:
         outside = [v.path if hasattr(v, "path") else v.name for v in variables
                    if not self.strategy.extended.variable_created_in_scope(getattr(v, "value", v))]
         if outside:
-            raise ValueError(f"{len(outside)} model variables (e.g. {outside[0]}) were not created under "
-                             "strategy.scope(): build or load the model within it")
+            # Build or load the model within strategy.scope().
+            raise ValueError(f"{len(outside)} model variables (e.g. {outside[0]}) not created under strategy.scope()")
 
     def _context(self):
         """The replica context of a step under `strategy.run`, else None."""

@@ -120,6 +120,6 @@ def largest_batch(trainer, max_memory_mb: float, limit: int = MAX_BATCH, runs: i
         n = runtime.largest_fitting(fits, limit)
     if n == 0:
         config = trainer.model.config
-        raise BudgetError(f"--max-memory {max_memory_mb:g}: a training step on one image at {config.image_height}x"
-                          f"{config.image_width} already peaks at {peaks[1] / 2**20:.0f} MiB (weights included)")
+        raise BudgetError(f"--max-memory {max_memory_mb:g}: one {config.image_height}x{config.image_width} image's "
+                          f"training step peaks at {peaks[1] / 2**20:.0f} MiB (weights included)")
     return n

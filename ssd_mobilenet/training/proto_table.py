@@ -19,7 +19,8 @@ from ssd_mobilenet.config import ConfigError, _f32, _PipelineReader, float_text
 from ssd_mobilenet.pipeline_text import TextMessage
 
 READ, IGNORED, DEFAULT_ONLY, REFUSED = "read", "ignored", "default_only", "refused"
-_NOT_REPRODUCED = "training here does not reproduce it"
+# The reason for a field no table lists: training here does not reproduce it.
+_NOT_REPRODUCED = ""
 _ZERO = {pm.FLOAT: 0.0, pm.INT32: 0, pm.UINT32: 0, pm.BOOL: False, pm.STRING: ""}
 
 
@@ -57,7 +58,10 @@ class Uses:
 
 
 def fail(path: str, value, why: str, line: "int | None" = None):
-    raise ConfigError(f"{path}: {value} — {why}", line)
+    """Refuses `value` of the field `path` (dotted): `NAME: VALUE — WHY` at `line`, which says
+    where the field is (its own name is enough; a dotted path runs past a console line), or with
+    the dotted path where there is no line (a field not written)."""
+    raise ConfigError(f"{path.rsplit('.', 1)[-1] if line else path}: {value} — {why}", line)
 
 
 def _kind(f: pm.Field):
@@ -92,8 +96,8 @@ def read(msg: "TextMessage | None", path: str, spec: Uses) -> dict:
     Floats are the float32 value of their spelling (proto `float` fields are 32-bit).
 
     Raises:
-      ConfigError: naming the dotted field path and its line: a `DEFAULT_ONLY` field set to
-        another value, or a `REFUSED` (or not `READ`) sub-message that is present.
+      ConfigError: naming the field and its line: a `DEFAULT_ONLY` field set to another value,
+        or a `REFUSED` (or not `READ`) sub-message that is present.
     """
     msg = msg if msg is not None else TextMessage()
     # The inference config reader already parses scalars the way proto text format spells them.
@@ -106,7 +110,7 @@ def read(msg: "TextMessage | None", path: str, spec: Uses) -> dict:
         kind = _kind(f)
         if isinstance(kind, pm.Message):
             if values and how in (DEFAULT_ONLY, REFUSED):
-                fail(where, "{...}", f"not supported: {why}", line)
+                fail(where, "{...}", why or "not supported", line)
             continue
         as_python = {pm.FLOAT: float, pm.INT32: int, pm.UINT32: int, pm.BOOL: bool}.get(kind, str)
         if f.repeated:
@@ -117,7 +121,7 @@ def read(msg: "TextMessage | None", path: str, spec: Uses) -> dict:
         else:
             value = None if f.name in spec.unset_is_none else _default(f)
         if how == DEFAULT_ONLY and value != _default(f):
-            fail(where, _text(value, f.kind), f"only {_text(_default(f), f.kind)} is supported: {why}", line)
+            fail(where, _text(value, f.kind), why or f"training supports {_text(_default(f), f.kind)} only", line)
         if how == READ:
             out[f.name] = value
     return out

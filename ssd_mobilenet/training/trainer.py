@@ -115,8 +115,8 @@ def resume_settings(output_dir: str, wanted: dict, max_memory_mb=None) -> dict |
         if key == "batch_size" and max_memory_mb is not None:
             continue
         if started.get(key) != value:
-            raise ResumeError(f"{path}: this run started with {key} {started.get(key)}, not {value}; resume it with "
-                              f"the settings it started with, or train into another folder")
+            # Resume with the settings it started with, or train into another folder.
+            raise ResumeError(f"{output_dir}: started with {key} {started.get(key)}, not {value}")
     return started
 
 
@@ -447,8 +447,8 @@ def train(model, training_config, records, output_dir, *, steps: int | None = No
     step, losses = _as_int(trainer.step), {}
     resumed_from = step
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and not _same_on_every_worker(strategy, step):
-        raise ResumeError(f"{output_dir}: this worker resumed at step {step}, another at another step: put the run "
-                          "directory (--out) on storage every worker sees, as the chief's checkpoints are the run's")
+        # The chief's checkpoints are the run's: every worker must see them.
+        raise ResumeError(f"{output_dir}: not shared: workers resumed at other steps (here {step})")
     while step < steps:
         start = time.perf_counter()
         micro = [trainer.train_step(next(iterator)) for _ in range(accumulate)]

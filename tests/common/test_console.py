@@ -31,8 +31,8 @@ NOISE = re.compile(r"absl|oneDNN|cpu_feature_guard|deprecat|WARNING:tensorflow|I
 # The project's own `warnings.warn` messages (ssd_mobilenet.detector and .runtime), shown as
 # Python shows a warning: `FILE:LINE: UserWarning: MESSAGE` and the calling source line.
 PROJECT_WARNINGS = ("no GPU visible: the memory settings apply to the CPU allocator",
-                    "jit_compile=True on CPU: XLA was measured",
-                    "quantization-aware model with jit_compile or mixed precision")
+                    "jit_compile=True on CPU: measured several times slower",
+                    "quantization-aware model under XLA or mixed precision")
 
 
 def _cli(*args, timeout=300) -> subprocess.CompletedProcess:
@@ -145,11 +145,11 @@ def test_missing_paths_are_refused_before_tensorflow_loads(small, tmp_path):
         (["convert", nope], f"{nope}: no such file or directory"),
         (["verify", nope], f"{nope}: no such file or directory"),
         (["verify", nope, converted], f"{nope}: no such file or directory"),
-        (["verify", src, nope], f"{nope}: no converted model (run `python -m migrate convert {src}` first)"),
+        (["verify", src, nope], f"{nope}: no such folder (`python -m migrate convert SRC` writes it)"),
         (["verify", src, converted, "--images", str(image), nope], f"{nope}: no such file or folder"),
-        (["verify", converted, src], f"SRC comes first, then CONVERTED: `python -m migrate verify {src} {converted}`"),
+        (["verify", converted, src], f"SRC comes first: `verify {src} {converted}`"),
         (["verify", converted, os.path.join(src, "model.ckpt")],
-         f"SRC comes first, then CONVERTED: `python -m migrate verify {os.path.join(src, 'model.ckpt')} {converted}`"),
+         f"SRC comes first: `verify {os.path.join(src, 'model.ckpt')} {converted}`"),
         (["verify", src, converted, "--tflite", nope], f"{nope}: no such file (--tflite)"),
         (["verify", src, converted, "--onnx", nope], f"{nope}: no such file (--onnx)"),
         (["predict", nope, str(image)], f"{nope}: no such directory, .tflite or .onnx file (convert's or export's output)"),
@@ -171,7 +171,7 @@ def test_missing_paths_are_refused_before_tensorflow_loads(small, tmp_path):
          f"{nope}: no such directory (expected the output of `migrate convert`)"),
         (["export", converted, "--tflite", str(tmp_path / "m.tflite"), "--int8", "--calibration", nope],
          f"{nope}: no such file or folder"),
-        (["bench", nope, converted], f"{nope}: no frozen_inference_graph.pb (the TF1 side needs the frozen graph)"),
+        (["bench", nope, converted], f"{nope}: no frozen_inference_graph.pb (bench's TF1 side runs it)"),
         (["bench", src, nope], f"{nope}: not a converted model directory (no model_config.json)"),
     ]
     code = textwrap.dedent(f"""

@@ -95,7 +95,7 @@ def test_predict_bad_input_exits_2_with_one_line_and_writes_nothing(model, folde
         out.write_text("keep\n")
     args, expected = {
         "truncated": ([str(truncated)], f"{truncated}: ONNX Runtime cannot load it"),
-        "not_ours": ([str(foreign)], f"{foreign}: not an .onnx file of `migrate export --onnx`: its outputs are y"),
+        "not_ours": ([str(foreign)], f"{foreign}: not from `migrate export` (outputs: y)"),
         "tensorflow_option": ([path, "--batch", "4"], "--batch: sets up TensorFlow"),
         "threads": ([path, "--threads", "0"], "--threads 0: must be >= 1"),
         "existing_out": ([path], f"{out}: exists"),
@@ -125,8 +125,8 @@ def test_export_bad_input_exits_2_with_one_line_and_writes_nothing(model, tmp_pa
         "nms": ([converted, "--nms", "fast"], "--nms: applies to --tflite files only, not to --onnx"),
         "calibration": ([converted, "--calibration", path], "--calibration: calibrates the --int8 quantization"),
         "no_model": ([str(tmp_path / "nope")], "no such directory"),
-        "no_tf2onnx": ([converted], "--onnx needs tf2onnx and onnx"),
-        "no_onnxruntime": ([converted, "--int8"], "--onnx needs tf2onnx and onnx"),
+        "no_tf2onnx": ([converted], "--onnx: tf2onnx is not installed: pip install 'ssd-mobilenet-migrate[onnx-export]'"),
+        "no_onnxruntime": ([converted, "--int8"], "--onnx: onnxruntime is not installed: pip install"),
     }[case]
     before = sorted(os.listdir(tmp_path))
     code, stdout, stderr = run_cli(["export", *args, "--onnx", str(out)])

@@ -120,8 +120,8 @@ def test_preprocessing_order_is_read_off_the_resize_loop(static_batch):
 
 
 def test_a_preprocessor_in_neither_order_is_refused():
-    with pytest.raises(graph_traits.ConfigError, match="cannot tell whether the Preprocessor scales the image "
-                                                       "before or after resizing it"):
+    with pytest.raises(graph_traits.ConfigError, match="cannot tell if the Preprocessor scales before or after "
+                                                       "resizing"):
         graph_traits.graph_traits(_preprocessor_graph("neither"))
     assert graph_traits.preprocessed_image(_preprocessor_graph("neither")) is None
 

@@ -259,8 +259,8 @@ def test_a_runtime_not_installed_is_one_line(small, tmp_path, monkeypatch):
     web.mkdir()
     shutil.copy(os.path.join(export_web.WEB_DIR, "package-lock.json"), web)
     monkeypatch.setattr(export_web, "WEB_DIR", str(web))
-    with pytest.raises(export_web.ExportInputError, match=r"--web: the browser runtime is not installed "
-                                                          r"\(onnxruntime-web missing .*npm ci"):
+    with pytest.raises(export_web.ExportInputError, match=r"^--web: onnxruntime-web is not installed: npm ci "
+                                                          r"--ignore-scripts --prefix web$"):
         export_web.installed_runtime(str(web))
 
 

@@ -1,12 +1,15 @@
 """Reruns the benchmark behind docs/benchmarks.md in one go.
 
-    .venv/bin/python scripts/bench.py [--src TF1_DIR] [--batch 1,8,32] [--size 480x640] [--repeats 10]
-        [--onednn 0|1|both] [--weight-cache] [--sides tf1_session,saved_model,...] [--photos DIR]
-        [--cold-runs 3] [--no-cold]
+    .venv/bin/python scripts/bench.py [--src TF1_DIR | --model ssd|fpn_640|ppn_300] [--batch 1,8,32]
+        [--size 480x640] [--repeats 10] [--onednn 0|1|both] [--weight-cache]
+        [--sides tf1_session,saved_model,...] [--photos DIR] [--cold-runs 3] [--no-cold]
 
 Without --src it takes the 2018 zoo graph from ../shared (built into a full TF1 model directory
 with synthetic weights by ../shared/tools/make_zoo_fixture.py) when present, else the built-in
-default model (`migrate.default_model`). It converts the model into a temporary directory,
+default model (`migrate.default_model`). `--model fpn_640` / `ppn_300` take the zoo's FPN 640 or PPN
+300 COCO config from ../shared/zoo/sample_configs instead, built by the project's TF1 builder with
+synthetic weights (`migrate.benchmark.zoo_models`), and write docs/benchmarks_fpn_640.* or
+docs/benchmarks_ppn_300.* unless --name says otherwise. It converts the model into a temporary directory,
 runs the benchmark of `python -m migrate bench` with every side but the TFLite ones (or `--sides`), and writes
 docs/benchmarks.md and docs/benchmarks.json, and docs/benchmarks.png where matplotlib is installed (replacing them;
 `--name benchmarks_eigen` writes docs/benchmarks_eigen.* instead, as for the run on Eigen's kernels, `--onednn 0`).
@@ -31,11 +34,16 @@ MAKE_FIXTURE = os.path.join(SHARED, "tools", "make_zoo_fixture.py")
 PHOTOS = os.path.join(SHARED, "photos")
 
 
-def source_and_conversion(src, tmp: str, progress) -> tuple:
-    """(TF1 model dir, its conversion under `tmp`): SRC, else the 2018 zoo fixture built under `tmp`
-    when ../shared is there, else the built-in default model."""
+def source_and_conversion(src, tmp: str, progress, model: str | None = None) -> tuple:
+    """(TF1 model dir, its conversion under `tmp`): SRC, else `model` (a `zoo_models.MODELS` name)
+    built under `tmp`, else the 2018 zoo fixture built under `tmp` when ../shared is there, else the
+    built-in default model."""
     from migrate import convert
-    if src is None and os.path.isfile(MAKE_FIXTURE) and os.path.isdir(ZOO_2018):
+    if src is None and model is not None:
+        from migrate.benchmark import zoo_models
+        progress(f"building {model}: {zoo_models.MODELS[model][0]}")
+        src = zoo_models.make(model, SHARED, os.path.join(tmp, model))
+    elif src is None and os.path.isfile(MAKE_FIXTURE) and os.path.isdir(ZOO_2018):
         src = os.path.join(tmp, "zoo_2018")
         subprocess.run([sys.executable, MAKE_FIXTURE, ZOO_2018, src], check=True, capture_output=True)
     elif src is None:
@@ -49,7 +57,11 @@ def source_and_conversion(src, tmp: str, progress) -> tuple:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from migrate.benchmark import zoo_models
     p.add_argument("--src", help="a TF1 model directory with frozen_inference_graph.pb")
+    p.add_argument("--model", choices=sorted(zoo_models.MODELS),
+                   help="the zoo model to build from ../shared (default: ssd, the 2018 zoo graph; fpn_640, ppn_300: "
+                        "the FPN and PPN zoo configs); not with --src")
     p.add_argument("--batch", default="1,8,32")
     p.add_argument("--size", default="480x640")
     p.add_argument("--repeats", type=int, default=10)
@@ -62,13 +74,20 @@ def main() -> int:
     p.add_argument("--cold-runs", type=int, default=3)
     p.add_argument("--no-cold", action="store_true", help="no cold start rows")
     p.add_argument("--out-dir", default=os.path.join(REPO, "docs"))
-    p.add_argument("--name", default="benchmarks",
-                   help="the files' name: NAME.md, NAME.json, NAME.png (e.g. benchmarks_eigen with --onednn 0)")
+    p.add_argument("--name", help="the files' name: NAME.md, NAME.json, NAME.png (default: benchmarks, with "
+                                  "--model fpn_640 or ppn_300 benchmarks_MODEL; e.g. benchmarks_eigen with --onednn 0)")
     args = p.parse_args()
+    if args.src is not None and args.model is not None:
+        p.error("--src and --model exclude each other: --model builds the TF1 model that --src names")
+    default_name = "benchmarks" if args.model in (None, zoo_models.DEFAULT) else f"benchmarks_{args.model}"
+    args.name = args.name or default_name
+    if args.model is not None and zoo_models.missing(args.model, SHARED):  # before TensorFlow loads
+        print(f"error: {zoo_models.missing(args.model, SHARED)}", file=sys.stderr)
+        return 2
     from migrate import bench
     progress = lambda msg: print(f"[bench] {msg}", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="ssd-bench-") as tmp:
-        src, converted = source_and_conversion(args.src, tmp, progress)
+        src, converted = source_and_conversion(args.src, tmp, progress, args.model)
         try:
             report = bench.bench(src, converted, sizes=bench.parse_sizes(args.size),
                                  batches=bench.parse_batches(args.batch), repeats=args.repeats, onednn=args.onednn,
@@ -90,7 +109,8 @@ def main() -> int:
                    + (" --weight-cache" if args.weight_cache else "")
                    + (f" --sides {args.sides}" if args.sides else "")
                    + ("" if args.src is None else f" --src {args.src}")
-                   + ("" if args.name == "benchmarks" else f" --name {args.name}")
+                   + ("" if args.model is None else f" --model {args.model}")
+                   + ("" if args.name == default_name else f" --name {args.name}")
                    + (" --no-cold" if args.no_cold or not args.photos else
                       ("" if args.photos == PHOTOS else f" --photos {args.photos}")
                       + ("" if args.cold_runs == 3 else f" --cold-runs {args.cold_runs}")))

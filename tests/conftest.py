@@ -208,6 +208,26 @@ def zoo_converted(zoo_fixture, tmp_path_factory):
     return src, os.path.join(built_once(tmp_path_factory, "zoo_converted", build), "zoo_tf2")
 
 
+# The OD API exporter's own FPN, PPN and plain SSD exports (their README says how they were made).
+ODAPI_EXPORTS = os.path.join(ZOO, "odapi_exports")
+
+
+@pytest.fixture(scope="session")
+def odapi_converted(tmp_path_factory):
+    """`odapi_converted(name) -> dir`: the export `ODAPI_EXPORTS/name` as `convert` writes it (check
+    on), once per run."""
+    if not shared_available():
+        pytest.skip(f"ground truth not found at {os.path.dirname(ZOO)}")
+
+    def build(name, folder):
+        code, _, err = run_cli(["convert", os.path.join(ODAPI_EXPORTS, name), "--out", str(folder / "tf2"),
+                                "--quiet"])
+        assert code == 0, err
+
+    return lambda name: os.path.join(built_once(tmp_path_factory, f"odapi_{name}",
+                                                lambda folder: build(name, folder)), "tf2")
+
+
 def write_small_model_pair(root, config) -> tuple:
     """(TF1 model directory, converted directory) under `root` (a pathlib.Path) of `config` with
     the TF1 builder's seeded synthetic weights (seed 0): the TF1 directory, and the same weights

@@ -396,3 +396,60 @@ def test_cold_memory_notes_every_stage_of_a_fresh_process(small, tmp_path):
         # TensorFlow's libraries are mapped files; its import alone holds hundreds of MiB.
         assert stages[1]["file"] > 100 * 2**20 and stages[1]["rss"] > 3 * stages[0]["rss"]
         assert stages[2]["threads"] > 1
+
+
+# ---- scripts/bench.py --model: the zoo's FPN and PPN configs ----------------------------------
+
+SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "bench.py")
+# The zoo configs at the small model's scale (the measured run builds them as they are).
+SMALL = dict(depth_multiplier=0.25, image_height=128, image_width=128, num_classes=3)
+
+
+@needs_shared
+@pytest.mark.slow
+def test_model_option_builds_the_zoo_config_as_a_tf1_model_that_converts(tmp_path):
+    """`--model fpn_640` / `ppn_300` read the zoo's sample configs as FPN and PPN; `ppn_300` (the
+    same code path as `fpn_640`, cheaper) built by the TF1 builder at the small model's scale is
+    that config and converts with its check."""
+    from migrate.benchmark import zoo_models
+    zoo = {name: SSDConfig.from_pipeline_config(os.path.join(SHARED, "zoo", folder, config))
+           for name, (_, folder, config) in zoo_models.MODELS.items() if config is not None}
+    assert {name: (c.feature_extractor_type, c.anchor_generator_type, c.image_height) for name, c in zoo.items()} == {
+        "fpn_640": ("ssd_mobilenet_v1_fpn", "multiscale_anchor_generator", 640),
+        "ppn_300": ("ssd_mobilenet_v1_ppn", "ssd_anchor_generator", 300)}
+    src = zoo_models.make("ppn_300", SHARED, str(tmp_path / "tf1"), **SMALL)
+    assert SSDConfig.from_pipeline_config(os.path.join(src, "pipeline.config")) == zoo["ppn_300"].replace(**SMALL)
+    assert main(["convert", src, "--out", str(tmp_path / "tf2"), "--quiet"]) == 0
+    with open(tmp_path / "tf2" / "conversion_report.json") as f:
+        assert json.load(f)["check"]["passed"]
+
+
+@needs_shared
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["fpn_small", "ppn_small"])
+def test_bench_measures_fpn_and_ppn_beside_their_tf1_session(odapi_converted, tmp_path, name):
+    """The OD API exporter's FPN and PPN exports (../shared/zoo/odapi_exports) and their conversions,
+    measured side by side as `--model fpn_640` / `ppn_300` measure the zoo's."""
+    from tests.conftest import ODAPI_EXPORTS
+    json_path = tmp_path / "bench.json"
+    assert main(["bench", os.path.join(ODAPI_EXPORTS, name), odapi_converted(name), "--batch", "1", "--size",
+                 "128x128", "--sides", "tf1_session,saved_model", "--repeats", "1", "--warmup", "1", "--no-memory",
+                 "--json", str(json_path), "--quiet"]) == 0
+    rows = json.loads(json_path.read_text())["rows"]
+    assert {r["side"] for r in rows} == {"tf1_session", "saved_model"}
+    assert all(r["latency_ms"]["median"] > 0 for r in rows)
+
+
+def test_model_option_refuses_src_beside_it_and_a_missing_zoo_in_one_line(tmp_path):
+    import subprocess
+    run = subprocess.run([sys.executable, SCRIPT, "--src", str(tmp_path), "--model", "ppn_300"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "--src and --model exclude each other" in run.stderr
+    run = subprocess.run([sys.executable, SCRIPT, "--model", "fpn_640", "--out-dir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "SSD_MIGRATE_SHARED": str(tmp_path / "no_shared")})
+    lines = run.stderr.splitlines()
+    assert run.returncode == 2 and len(lines) == 1, run.stderr
+    assert lines[0].startswith("error: ") and "sample_configs" in lines[0] and lines[0].endswith(
+        "not found (the fpn_640 model is made from it)")
+    assert not os.listdir(tmp_path)  # nothing written

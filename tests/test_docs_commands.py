@@ -87,6 +87,11 @@ NOT_RUN = [
 INSTALL = re.compile(r"(?:\.venv/bin/python -m pip|\.venv/bin/pip|pip) install "
                      r"(?:-e '(?P<clone>\.)|'(?P<name>ssd-mobilenet-migrate))\[(?P<extras>[a-z0-9,-]+)\]'")
 
+# scripts/bench.py's FPN and PPN runs (docs/guides/speed-memory.md).
+BENCH_MODEL_LINES = [f".venv/bin/python scripts/bench.py --model {model} --batch 1,8 --size 480x640,{size}x{size} "
+                     "--repeats 20 --sides tf1_session,saved_model,saved_model_exact,detector,tflite,tflite_int8,onnx,"
+                     "onnx_int8" for model, size in (("fpn_640", 640), ("ppn_300", 300))]
+
 # Lines that run with other arguments: {line without its comment: (the line run, the reason)}.
 SUBSTITUTED = {
     ".venv/bin/python scripts/bench.py": (
@@ -94,6 +99,11 @@ SUBSTITUTED = {
         "--sides tf1_session,saved_model",
         "without options it measures every side of the zoo model at three batch sizes (a long run); the "
         "small model, two sides and one round run the same script end to end, into the folder's docs/"),
+    **{line: (line + " --src small_tf1_model",
+              "builds the zoo's config at full size and measures eight sides (a long run, for a quiet machine): run "
+              "with --src, the script parses every option of the line and refuses the pair in one line, exit 2 "
+              "(EXPECTED_EXIT); tests/test_bench.py runs --model on small models")
+       for line in BENCH_MODEL_LINES},
     ".venv/bin/python scripts/kernels.py": (
         ".venv/bin/python scripts/kernels.py --src small_tf1_model --sides saved_model --size 128x128 --calls 2",
         "the same: the small model, one side and two calls"),
@@ -107,6 +117,7 @@ def _kernels_exit():
 
 # Lines whose exit is not 0: {line without its comment: (exit code, or a function giving it, the reason)}.
 EXPECTED_EXIT = {
+    **{line: (2, "run with --src (SUBSTITUTED): --src and --model exclude each other") for line in BENCH_MODEL_LINES},
     ".venv/bin/python scripts/kernels.py": (_kernels_exit, "on Eigen's kernels it has nothing to count and exits 2, "
                                                            "as the guide says"),
 }

@@ -21,14 +21,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.conftest import ZOO, built_once, needs_shared, run_cli, shared_available
+from tests.conftest import ODAPI_EXPORTS, needs_shared, run_cli
 from migrate import verify
 from migrate.tf1 import assign, config_inference, name_map, sources
 from migrate.tf1.graph_anchors import graph_anchors
 from ssd_mobilenet import SSDConfig, SSDMobileNetV1, detector
 from ssd_mobilenet.feature_extractors import feature_map_shapes
 
-EXPORTS = os.path.join(ZOO, "odapi_exports")
+EXPORTS = ODAPI_EXPORTS
 FPN, PPN, CONTROL = "fpn_small", "ppn_small", "control_small"
 ATOL = 1e-5
 DETECTION_ATOL = 1e-4
@@ -46,20 +46,6 @@ pytestmark = needs_shared
 
 def export(name: str) -> str:
     return os.path.join(EXPORTS, name)
-
-
-@pytest.fixture(scope="session")
-def odapi_converted(tmp_path_factory):
-    """`odapi_converted(name) -> dir`: the export's folder as `convert` writes it (check on), once per run."""
-    if not shared_available():
-        pytest.skip(f"ground truth not found at {os.path.dirname(ZOO)}")
-
-    def build(name, folder):
-        code, _, err = run_cli(["convert", export(name), "--out", str(folder / "tf2"), "--quiet"])
-        assert code == 0, err
-
-    return lambda name: os.path.join(built_once(tmp_path_factory, f"odapi_{name}",
-                                                lambda folder: build(name, folder)), "tf2")
 
 
 def _copy(name, files, dst, config=True):

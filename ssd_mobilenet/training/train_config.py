@@ -413,7 +413,8 @@ def _loss(loss, p):
     miner = None
     if loss.child("hard_example_miner") is not None:
         if cls_kind == "weighted_sigmoid_focal":  # losses_builder raises the same
-            fail(f"{p}.hard_example_miner", "{...}", "the OD API refuses hard example mining with sigmoid focal loss")
+            fail(f"{p}.hard_example_miner", "{...}", "the OD API refuses it with sigmoid focal loss",
+                 loss.child("hard_example_miner").line)
         miner = HardExampleMinerConfig(**read(loss.child("hard_example_miner"), f"{p}.hard_example_miner",
                                               HARD_EXAMPLE_MINER))
     return LossConfig(
@@ -474,7 +475,7 @@ def _augmentation(step, p):
         fail(p, ", ".join(names) or "(empty)", "each data_augmentation_options holds one step")
     name = names[0]
     if name not in _AUGMENTATIONS:
-        fail(f"{p}.{name}", "{...}", f"not supported (supported: {', '.join(_AUGMENTATIONS)})")
+        fail(f"{p}.{name}", "{...}", f"not supported (only {', '.join(_AUGMENTATIONS)})", step.child(name).line)
     msg = step.child(name)
     if name == "random_horizontal_flip":
         read(msg, f"{p}.{name}", RANDOM_HORIZONTAL_FLIP)

@@ -324,6 +324,13 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
                      f"{export_drift.REPORT_MIN_SCORE} found in the file (same class, IoU >= {export_drift.MATCH_IOU}), mean IoU "
                      f"{agreement['mean_iou']:.3f}, matched scores within {agreement['max_score_diff']:.3f}")
     first = _first_divergence([], detections, None, f"detections of the {kind.file}")
+    if first is None and agreement is not None and agreement["reference"] == 0:
+        # An agreement over no detection proves nothing (a model that scores everything below the
+        # floor on these images): not a pass, and the line says what would make it one.
+        first = {"name": f"detections of the {kind.file}", "tf1_tensor": "detection_*", "max_abs_err": None,
+                 "max_rel_err": None,
+                 "note": f"nothing compared: no TF1 detection scored >= {export_drift.REPORT_MIN_SCORE} on these "
+                         "images (--images: photos the model detects on)"}
     tf1_result = tflite_result = None
     if measure:
         tf1_result, tflite_result = _measure_tflite_sides(graph_def, info["file"], threads, drawn[0][1][None],

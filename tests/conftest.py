@@ -52,6 +52,12 @@ def unwrapped(stderr: str) -> str:
     return stderr.replace("\n    ", " ")
 
 
+def fits_100_columns(printed: str) -> bool:
+    """Whether every line of `printed` is within 100 columns, a line holding one word (a path
+    longer than the width, which wrapping cannot break) aside."""
+    return all(len(line) <= 100 or len(line.split()) == 1 for line in printed.splitlines())
+
+
 def warnings_in(stderr: str) -> list:
     """The `warning:` lines of a command's stderr."""
     return [line for line in stderr.splitlines() if line.startswith("warning:")]

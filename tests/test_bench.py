@@ -113,7 +113,7 @@ def test_existing_outputs_are_not_replaced_without_force(converted, tmp_path, ca
     assert not (tmp_path / "p.png").exists()
     monkeypatch.delitem(sys.modules, "matplotlib")
     assert main(["bench", src, out, "--plot", str(tmp_path / "p.png"), "--batch", "8", "--quiet"]) == 2
-    assert "two batch sizes" in capsys.readouterr().err
+    assert "give two or more (--batch 1,8)" in capsys.readouterr().err
     assert main(["bench", src, out, "--memory-growth", "--memory-limit", "100", "--quiet"]) == 2
     assert "exclude" in capsys.readouterr().err
     for bad in (["--repeats", "0"], ["--warmup", "-1"], ["--memory-limit", "-5"],

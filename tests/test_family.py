@@ -10,7 +10,7 @@ graph's rounding-changing rewrites off) and exact detection counts and classes.
 import numpy as np
 import pytest
 
-from tests.conftest import check_detections, random_images, unwrapped
+from tests.conftest import check_detections, fits_100_columns, random_images, unwrapped
 from migrate import tf1_builder
 from migrate.tf1 import assign, config_inference, sources
 from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner, endpoint_candidates
@@ -527,7 +527,9 @@ def test_the_check_refuses_the_formula_on_a_graph_of_written_anchors(built, tmp_
     out = tmp_path / "out"
     assert main(["convert", os.path.join(built(ROUNDED), "frozen_inference_graph.pb"), "--out", str(out),
                  "--quiet"]) == 1
-    err = capsys.readouterr().err.strip()
+    printed = capsys.readouterr().err.strip()
+    assert fits_100_columns(printed), printed
+    err = unwrapped(printed)  # one message, wrapped within 100 columns
     assert len(err.splitlines()) == 1 and "first at Postprocessor" in err, err
     assert "anchor_specs" in err.split("; likely ", 1)[1], err
     assert not out.exists()

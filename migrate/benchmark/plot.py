@@ -25,7 +25,7 @@ def check_plot(path: str, num_batches: int) -> None:
     """Raises BenchInputError when a plot to `path` cannot be drawn: no matplotlib (the
     optional `plot` extra), or fewer than two batch sizes to plot against."""
     if not plot_available():
-        raise BenchInputError(f"--plot: matplotlib is not installed: {PLOT_EXTRA}")
+        raise BenchInputError(f"{path}: no matplotlib ({PLOT_EXTRA})")
     if num_batches < 2:
         raise BenchInputError(f"{path}: plots against the batch size: give two or more (--batch 1,8)")
 

@@ -132,7 +132,7 @@ def weight_facts(weights: dict, anchors_layer0: int = 3, min_depth: int = 16, ba
 def weight_classes(weights: dict) -> int | None:
     """The class count of an SSD MobileNet v1's weights, from its first box predictor: class
     columns (background included) over the box encodings' 4 per anchor; None for other heads."""
-    anchors = _box_predictor_anchors(weights)
+    anchors = architecture.predictor_anchors(weights, 6)
     if not anchors or "BoxPredictor_0/ClassPredictor/biases" not in weights:
         return None
     return weight_facts(weights, anchors_layer0=anchors[0])["num_classes"]

@@ -149,7 +149,12 @@ def test_int8_file_agrees_with_the_tf1_graph(family_files, tmp_path, name, form)
     assert overall["mean_iou"] > INT8_MIN_MEAN_IOU
     code, out, _ = run_cli(["verify", os.path.join(ODAPI_EXPORTS, name), files["tf2"],
                             "--" + form.split("_")[0], files[form], "--no-measure", "--quiet"])
-    assert code == 0 and "int8" in out and "agreement" in out, out
+    if name == "ppn_small":
+        # Its synthetic weights score every detection below verify's 0.5 floor: an agreement over
+        # nothing is not a pass.
+        assert code == 1 and "nothing compared" in out and "0/0 TF1 detections" in out, out
+    else:
+        assert code == 0 and "int8" in out and "agreement" in out, out
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import pytest
 from migrate import tf1_builder
 from migrate.cli import main
 from migrate.tf1 import config_inference, self_check, sources
-from tests.conftest import unwrapped
+from tests.conftest import fits_100_columns, unwrapped
 from ssd_mobilenet.config import NMS_CLIP_BEFORE, SSDConfig
 
 SMALL_2017 = SSDConfig(num_classes=5, image_height=128, image_width=128, depth_multiplier=0.25,
@@ -79,9 +79,12 @@ def test_each_wrong_trait_is_caught_and_nothing_is_written(model_2017, tmp_path,
     monkeypatch.setattr(config_inference, "infer_config", wrong)
     out = tmp_path / "out"
     code = main(["convert", model_2017, "--out", str(out), "--quiet"])
-    err = capsys.readouterr().err.strip()
+    printed = capsys.readouterr().err.strip()
     assert code == 1
     assert not out.exists() and not list(tmp_path.glob(".convert-*"))
+    # One message, wrapped within 100 columns (its stage and numbers are the diagnosis).
+    assert fits_100_columns(printed), printed
+    err = unwrapped(printed)
     assert len(err.splitlines()) == 1 and err.startswith("error: ") and "Traceback" not in err
     assert f"first at {stage}" in err
     assert field in err.split("; likely ", 1)[1]
@@ -163,7 +166,7 @@ def test_a_normalize_first_graph_is_compared_at_its_preprocessed_image(tmp_path,
     capsys.readouterr()
     assert main(["convert", src, "--out", str(tmp_path / "wrong"), "--quiet"]) == 1
     err = capsys.readouterr().err.strip()
-    assert all(len(line) <= 100 for line in err.splitlines()), err
+    assert fits_100_columns(err), err
     err = unwrapped(err)
     assert not (tmp_path / "wrong").exists()
     assert "first at Preprocessor: max abs error" in err and "shape" not in err

@@ -14,7 +14,6 @@ Output directory:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -27,6 +26,7 @@ import ssd_mobilenet
 from migrate.tf1 import assign as assign_lib
 from migrate.tf1 import config_inference, sources
 from ssd_mobilenet import atomic_write
+from ssd_mobilenet.converted_dir import file_sha256
 from ssd_mobilenet import detector as detector_lib
 from ssd_mobilenet import export as export_lib
 from ssd_mobilenet.model import PRECISIONS, SSDMobileNetV1
@@ -43,14 +43,6 @@ def default_out(src: str) -> str:
     src = os.path.abspath(src.rstrip("/"))
     base = src if os.path.isdir(src) else os.path.dirname(src)
     return base + "_tf2"
-
-
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 # Fields only a graph shows (no pipeline.config records them): without a graph, assumed.
@@ -185,7 +177,7 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
         timings["total_s"] = time.perf_counter() - t0
         report = {
             "source": {"path": os.path.abspath(src),
-                       "files": {os.path.abspath(p): _sha256(p) for p in dict.fromkeys(source.files)},
+                       "files": {os.path.abspath(p): file_sha256(p) for p in dict.fromkeys(source.files)},
                        "weights_from": source.weights_from, "graph_from": source.graph_from,
                        "pipeline_config_from": source.pipeline_config_from,
                        "tensorflow_version": source.tensorflow_version,

@@ -62,7 +62,8 @@ def read_config(directory: str):
         return SSDConfig.from_dict(json.load(f))
 
 
-def _sha256(path: str) -> str:
+def file_sha256(path: str) -> str:
+    """The hex SHA-256 of a file, read in 1 MiB chunks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -84,7 +85,7 @@ def source_fingerprint(directory: str) -> dict | None:
         data = sorted(f for f in os.listdir(folder) if f.startswith(CHECKPOINT_PREFIX + ".data-"))
         if not data or not os.path.isfile(index) or not os.path.isfile(config_path(directory)):
             return None
-        return {"config_sha256": _sha256(config_path(directory)), "checkpoint_index_sha256": _sha256(index),
+        return {"config_sha256": file_sha256(config_path(directory)), "checkpoint_index_sha256": file_sha256(index),
                 "checkpoint_data_bytes": sum(os.path.getsize(os.path.join(folder, f)) for f in data)}
     except OSError:
         return None

@@ -9,7 +9,8 @@ with synthetic weights by ../shared/tools/make_zoo_fixture.py) when present, els
 default model (`migrate.default_model`). `--model fpn_640` / `ppn_300` take the zoo's FPN 640 or PPN
 300 COCO config from ../shared/zoo/sample_configs instead, built by the project's TF1 builder with
 synthetic weights (`migrate.benchmark.zoo_models`), and write docs/benchmarks_fpn_640.* or
-docs/benchmarks_ppn_300.* unless --name says otherwise. It converts the model into a temporary directory,
+docs/benchmarks_ppn_300.* unless --name says otherwise (and their rows into docs/benchmarks.md's
+"FPN and PPN" section, which a run of the plain model keeps). It converts the model into a temporary directory,
 runs the benchmark of `python -m migrate bench` with every side but the TFLite ones (or `--sides`), and writes
 docs/benchmarks.md and docs/benchmarks.json, and docs/benchmarks.png where matplotlib is installed (replacing them;
 `--name benchmarks_eigen` writes docs/benchmarks_eigen.* instead, as for the run on Eigen's kernels, `--onednn 0`).
@@ -119,6 +120,9 @@ def main() -> int:
             plot = f"{args.name}.png"
             bench.write_plot(report, os.path.join(args.out_dir, plot), force=True)
         bench.write_markdown(report, os.path.join(args.out_dir, f"{args.name}.md"), command, force=True, plot=plot)
+        if args.name != "benchmarks":  # e.g. an FPN or PPN page: docs/benchmarks.md lists their rows
+            from migrate.benchmark import tables
+            tables.refresh_family_section(os.path.join(args.out_dir, "benchmarks.md"))
     return 0
 
 

@@ -57,11 +57,17 @@ def _ratio(r) -> str:
     return "-" if r is None else f"{r:.2f}"
 
 
-def _latency_cells(report: dict, r: dict) -> list:
-    """A row's latency cells: side, oneDNN, size, batch, median, p90, images/s, x TF1 (95%)."""
+def _latency_ratio(r: dict) -> str:
+    """`x TF1 (95%)`: a row's latency ratio and, but for the baseline's, its interval."""
     latency = _ratio(r["latency_ratio"])
     if r["side"] != BASELINE and r.get("latency_ratio_ci95"):
         latency += " ({:.2f}-{:.2f})".format(*r["latency_ratio_ci95"])
+    return latency
+
+
+def _latency_cells(report: dict, r: dict) -> list:
+    """A row's latency cells: side, oneDNN, size, batch, median, p90, images/s, x TF1 (95%)."""
+    latency = _latency_ratio(r)
     return [r["side"], onednn_label(report, r["onednn"]), f"{r['size'][0]}x{r['size'][1]}", str(r["batch"]),
             f"{r['latency_ms']['median']:.1f}", f"{r['latency_ms']['p90']:.1f}", f"{r['images_per_s']:.1f}", latency]
 
@@ -239,6 +245,74 @@ def scaling(report: dict) -> list:
     return lines
 
 
+# The zoo's FPN and PPN models, measured by `scripts/bench.py --model NAME` into docs/benchmarks_NAME.*:
+# (the files' name, the model as the section names it, its own input size).
+FAMILY_PAGES = (("benchmarks_fpn_640", "FPN 640x640", (640, 640)), ("benchmarks_ppn_300", "PPN 300x300", (300, 300)))
+FAMILY_HEADING = "## FPN and PPN"
+
+
+def family_section(out_dir: str) -> list:
+    """docs/benchmarks.md's rows of the FPN and PPN models: per side, its latency at batch 1 at the
+    model's own size and at batch 8 at 480x640, its peak RSS, and its cold start on the photos, each
+    beside the TF1 session of the same run (`x TF1`), read from the reports `FAMILY_PAGES` name in
+    `out_dir`. [] when neither report is there."""
+    found = []
+    for name, model, size in FAMILY_PAGES:
+        path = os.path.join(out_dir, f"{name}.json")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                found.append((name, model, list(size), json.load(f)))
+    if not found:
+        return []
+    lines = [FAMILY_HEADING, "",
+             "The zoo's SSD MobileNet v1 FPN and PPN COCO models (their configs, built by the project's TF1 builder "
+             "with synthetic weights), each side beside the TF1 session of its own run; every row, the settings and "
+             "the targets are on the model's page. `b1 own size`: batch 1 at the model's input size; `b8 480x640`: "
+             "batch 8 of 480x640 images (TensorFlow sides only); `peak RSS`: the warm run's fresh process; `cold`: "
+             "a fresh process over the photos (first detections, peak RSS).", "",
+             "| model | side | b1 own size ms | x TF1 (95%) | b8 480x640 ms | x TF1 (95%) | peak RSS MiB | x TF1 "
+             "| cold first detections s | x TF1 | cold peak RSS MiB | x TF1 |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, model, size, report in found:
+        first = report["onednn"][0]
+        cells = {(r["side"], tuple(r["size"]), r["batch"]): r for r in report["rows"] if r["onednn"] == first}
+        cold = {r["side"]: r for r in (report.get("cold") or {}).get("rows", [])}
+        for side in report["sides"]:
+            own, batch8 = cells.get((side, tuple(size), 1)), cells.get((side, (480, 640), 8))
+            any_row = own or batch8 or next((r for (s, _, _), r in cells.items() if s == side), None)
+            row = [f"[{model}]({name}.md)", f"`{side}`"]
+            for r in (own, batch8):
+                row += [f"{r['latency_ms']['median']:.1f}", _latency_ratio(r)] if r else ["-", "-"]
+            row += ([_mib(any_row["peak_rss_bytes"]), f"{any_row['rss_ratio']:.2f}"]
+                    if any_row and any_row.get("peak_rss_bytes") else ["n/a", "n/a"])
+            c = cold.get(side)
+            row += ([f"{c['first_detections_s']:.1f}", f"{c['first_detections_s_ratio']:.2f}",
+                     f"{c['peak_rss_bytes'] / 2 ** 20:.0f}", f"{c['peak_rss_bytes_ratio']:.2f}"] if c
+                    else ["-"] * 4)
+            lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def refresh_family_section(path: str) -> bool:
+    """Rewrites the FPN and PPN section of the benchmarks page `path` (docs/benchmarks.md) from the
+    reports beside it, in place of the old one or before `## Sides`; False when `path` does not exist."""
+    if not os.path.exists(path):
+        return False
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    section = family_section(os.path.dirname(path))
+    start = text.find(f"\n{FAMILY_HEADING}\n")
+    if start >= 0:
+        end = text.find("\n## ", start + 1)
+        text = text[:start] + text[end:]
+    if section:
+        at = text.find("\n## Sides\n")
+        at = len(text) if at < 0 else at
+        text = text[:at] + "\n" + "\n".join(section) + "\n" + text[at:]
+    atomic_write.write_text(path, text)
+    return True
+
+
 def _machine() -> str:
     model = next((line.split(":", 1)[1].strip() for line in (hardware.read_cpuinfo() or "").splitlines()
                   if line.startswith("model name")), "unknown CPU")
@@ -299,7 +373,9 @@ def write_markdown(report: dict, path: str, command: str, force: bool = False, p
               f"(median {sorted(spreads)[len(spreads) // 2]:.0%}). "
               "On a machine shared with other jobs it runs to tens of percent: compare ratios, not times, "
               "and rerun on a quiet machine before drawing conclusions from a few percent.", "",
-              "## Sides", ""]
+              ""]
+    family = family_section(os.path.dirname(path)) if os.path.basename(path) == "benchmarks.md" else []
+    lines += (family + [""] if family else []) + ["## Sides", ""]
     lines += [f"- `{name}`: {text}" for name, text in _SIDE_TEXT.items() if name in report["sides"]]
     lines += ["", _NOTES]
     atomic_write.write_text(path, "\n".join(lines) + "\n")

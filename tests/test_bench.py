@@ -125,8 +125,10 @@ def test_existing_outputs_are_not_replaced_without_force(converted, tmp_path, ca
 
 @needs_shared
 @pytest.mark.slow
-def test_bench_measures_every_side_against_the_tf1_session(converted, tmp_path, capsys):
-    src, out = converted
+def test_bench_measures_every_side_against_the_tf1_session(small, tmp_path, capsys):
+    # The small model (what is measured is bench's machinery: six fresh processes, each loading the
+    # model; the zoo model's runners: test_runners_give_the_tf1_detections).
+    src, out = small
     json_path, md_path, png_path = tmp_path / "bench.json", tmp_path / "benchmarks.md", tmp_path / "bench.png"
     # The other runners' outputs: test_runners_give_the_tf1_detections. The exact SavedModel is
     # exported by bench itself.
@@ -344,6 +346,7 @@ def test_tflite_runner_gives_the_tf1_detections(small, tflite_path):
         ours(random_images(5, 2, 128, 128))
 
 
+@pytest.mark.slow  # a fresh process with oneDNN's verbose log (~15 s)
 def test_kernels_counts_every_convolution_of_a_call_and_the_filters_reordered_each_call(small):
     """`scripts/kernels.py`'s profile of the small model with its weights as variables (`load`'s default
     in float32): per call, as many 1x1, depthwise and kxk convolution primitives as the folded model

@@ -23,26 +23,28 @@ from ssd_mobilenet import export
 SAVED_MODEL_CLI = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
 
 # The TF2 OD API tutorial's inference code (object_detection_tutorial / plot_object_detection_saved_model),
-# on image 0, then the signature as TF Serving calls it on the whole batch.
+# on image 0, then the signature as TF Serving calls it on the whole batch: for each SavedModel named
+# (one process of plain TensorFlow for every variant: TensorFlow's import is most of a process's time).
 CLIENT = r"""
 import sys
 import numpy as np
 import tensorflow as tf
 
-saved_model, images_npz, out = sys.argv[1:]
+images_npz, *pairs = sys.argv[1:]
 images = np.load(images_npz)["images"]
-detect_fn = tf.saved_model.load(saved_model)
-input_tensor = tf.convert_to_tensor(images[0])[tf.newaxis, ...]
-detections = detect_fn(input_tensor)
-# The tutorial writes int(detections.pop("num_detections")): NumPy >= 2.3 refuses int() of the
-# [1]-shaped tensor (the OD API's own exports have the same [batch] shape), hence [0].
-num_detections = int(detections.pop("num_detections")[0])
-detections = {key: value[0, :num_detections].numpy() for key, value in detections.items()}
-detections["num_detections"] = num_detections
-detections["detection_classes"] = detections["detection_classes"].astype(np.int64)
-serve = detect_fn.signatures["serving_default"]
-batch = {k: v.numpy() for k, v in serve(input_tensor=tf.constant(images)).items()}
-np.savez(out, **{"tutorial_" + k: np.asarray(v) for k, v in detections.items()}, **batch)
+for saved_model, out in zip(pairs[::2], pairs[1::2]):
+    detect_fn = tf.saved_model.load(saved_model)
+    input_tensor = tf.convert_to_tensor(images[0])[tf.newaxis, ...]
+    detections = detect_fn(input_tensor)
+    # The tutorial writes int(detections.pop("num_detections")): NumPy >= 2.3 refuses int() of the
+    # [1]-shaped tensor (the OD API's own exports have the same [batch] shape), hence [0].
+    num_detections = int(detections.pop("num_detections")[0])
+    detections = {key: value[0, :num_detections].numpy() for key, value in detections.items()}
+    detections["num_detections"] = num_detections
+    detections["detection_classes"] = detections["detection_classes"].astype(np.int64)
+    serve = detect_fn.signatures["serving_default"]
+    batch = {k: v.numpy() for k, v in serve(input_tensor=tf.constant(images)).items()}
+    np.savez(out, **{"tutorial_" + k: np.asarray(v) for k, v in detections.items()}, **batch)
 """
 
 VARIANTS = {"fast": [], "exact": ["--exact"], "mixed_bfloat16": ["--precision", "mixed_bfloat16"]}
@@ -60,6 +62,20 @@ def exported(zoo_converted, tmp_path_factory):
     return src, out
 
 
+@pytest.fixture(scope="module")
+def client_results(exported, tmp_path_factory):
+    """{variant: the CLIENT's outputs (npz path)}: every variant's SavedModel run by CLIENT in one fresh
+    process of plain TensorFlow."""
+    src, converted = exported
+    folder = tmp_path_factory.mktemp("client")
+    results = {variant: str(folder / f"{variant}.npz") for variant in VARIANTS}
+    pairs = [p for variant in VARIANTS for p in (os.path.join(converted[variant], "saved_model"), results[variant])]
+    proc = subprocess.run([sys.executable, "-c", CLIENT, os.path.join(src, "inputs.npz"), *pairs],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return results
+
+
 def _agree(ours: dict, ref: dict, index: int, precision: str, converted: str) -> dict:
     """verify's criterion: exact in float32 (ties may swap), by class and IoU in bfloat16."""
     if precision == "float32":
@@ -74,7 +90,7 @@ def _agree(ours: dict, ref: dict, index: int, precision: str, converted: str) ->
 @needs_shared
 @pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.slow
-def test_written_saved_model_runs_in_the_od_api_client_and_serving_signature(exported, variant, tmp_path):
+def test_written_saved_model_runs_in_the_od_api_client_and_serving_signature(exported, client_results, variant):
     src, converted = exported
     out = converted[variant]
     with open(os.path.join(out, "conversion_report.json")) as f:
@@ -86,11 +102,7 @@ def test_written_saved_model_runs_in_the_od_api_client_and_serving_signature(exp
     assert report["check"]["saved_model"]["precision"] == precision
     assert all(d["ok"] for d in report["check"]["saved_model"]["detections"])
 
-    result = tmp_path / "client.npz"
-    proc = subprocess.run([sys.executable, "-c", CLIENT, os.path.join(out, "saved_model"),
-                           os.path.join(src, "inputs.npz"), str(result)], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = dict(np.load(result))
+    got = dict(np.load(client_results[variant]))
     ref = dict(np.load(os.path.join(src, "reference.npz")))
     assert ref["num_detections"].min() > 0
     # The tutorial's image 0, cut to its detections as the tutorial does.

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 
 import numpy as np
 import pytest
@@ -54,6 +53,21 @@ def reference(converted, images):
     return {k: v.numpy() for k, v in detector.load(converted)(images).items()}
 
 
+@pytest.fixture(scope="module")
+def exported(converted, tmp_path_factory):
+    """{input type: the per-class file `export_tflite` writes for it (bytes)}, exported once for
+    the cases that read it."""
+    folder, files = tmp_path_factory.mktemp("tflite_files"), {}
+
+    def get(input_type):
+        if input_type not in files:
+            path = str(folder / f"{input_type}.tflite")
+            tflite.export_tflite(detector.load_model(converted), path, input_type=input_type)
+            files[input_type] = path
+        return files[input_type]
+    return get
+
+
 def run_signature(model_bytes: bytes, **inputs) -> dict:
     runner = Interpreter(model_content=model_bytes).get_signature_runner()
     return {k: np.asarray(v) for k, v in runner(**inputs).items()}
@@ -78,11 +92,8 @@ def _reads_as_the_schema_does(data: bytes) -> None:
 
 
 @pytest.mark.parametrize("input_type", tflite.INPUT_TYPES)
-def test_per_class_tflite_gives_the_converted_models_detections(converted, images, reference, input_type, tmp_path):
-    model = detector.load_model(converted)
-    path = str(tmp_path / "model.tflite")
-    tflite.export_tflite(model, path, input_type=input_type)
-    data = open(path, "rb").read()
+def test_per_class_tflite_gives_the_converted_models_detections(exported, images, reference, input_type):
+    data = open(exported(input_type), "rb").read()
     ops = tflite.operator_names(data)
     assert not [op for op in ops if op.startswith("Flex") or op == "TFLite_Detection_PostProcess"], ops
     _reads_as_the_schema_does(data)
@@ -111,7 +122,7 @@ def test_per_class_tflite_gives_the_converted_models_detections(converted, image
 
 @pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED, "photos")), reason=f"no photos at {SHARED}/photos")
 @pytest.mark.parametrize("input_type", tflite.INPUT_TYPES)
-def test_photos_of_any_size_get_the_converted_models_detections(converted, input_type):
+def test_photos_of_any_size_get_the_converted_models_detections(converted, exported, input_type):
     """The path users run without TensorFlow: the photo decoded by `ssd_mobilenet.litert.images`
     (TensorFlow's pixels), fed by `ModelFile.detect` (the uint8 file resizes it itself; the float32
     file gets the graph's preprocessing in numpy). Detections equal the converted model's on the
@@ -121,11 +132,7 @@ def test_photos_of_any_size_get_the_converted_models_detections(converted, input
 
     from ssd_mobilenet.litert import images as litert_images
     from ssd_mobilenet.litert import model_file
-    model = detector.load_model(converted)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "model.tflite")
-        tflite.export_tflite(model, path, input_type=input_type)
-        file = model_file.ModelFile(path, threads=2)
+    file = model_file.ModelFile(exported(input_type), threads=2)
     assert file.exact_for_any_size and file.image_size == [128, 128]
     detect = detector.load(converted)
     photos = sorted(glob.glob(os.path.join(SHARED, "photos", "*.jpg")))

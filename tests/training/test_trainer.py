@@ -46,7 +46,9 @@ def values(variables) -> list:
 def test_total_loss_falls(shapes):
     trainer = Trainer(new_model(), config())
     batches = iter(data.make_dataset(os.path.join(shapes, "train.record"), trainer.model.config, BATCH))
-    totals = [float(trainer.train_step(next(batches))[TOTAL_LOSS]) for _ in range(300)]
+    # 150 steps: the mean of the last 20 is 0.50 of the first 20's (0.49 after 300, where it levels
+    # off; 0.56 after 100).
+    totals = [float(trainer.train_step(next(batches))[TOTAL_LOSS]) for _ in range(150)]
     first, last = np.mean(totals[:20]), np.mean(totals[-20:])
     assert np.all(np.isfinite(totals))
     assert last < 0.6 * first, (first, last)

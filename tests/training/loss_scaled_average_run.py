@@ -1,5 +1,6 @@
 """Run by test_distribute in a fresh process (logical devices must be set before TensorFlow
-initialises its devices): `python loss_scaled_average_run.py ARGS_JSON` builds a `Trainer` with
+initialises its devices), after two_device_run.py's run in the same process, or on its own as
+`python loss_scaled_average_run.py ARGS_JSON`: builds a `Trainer` with
 mixed_float16 (dynamic loss scaling) on two CPU replicas, takes micro-batches until the first
 step that is not skipped for non-finite gradients, and prints JSON: how many steps that took,
 and how far each moving-average shadow is from one update and from two updates towards its

@@ -8,7 +8,8 @@ would differ from one device's by design. The config clips gradients and keeps a
 so that the order (clip the replicas' summed gradient, average once) is tested too. Logical
 devices must be set before TensorFlow initialises its devices, so the two-device run is a fresh
 process (`two_device_run.py`, the `train` command's `run` with `devices=2`, SavedModel export
-included), started before the one-device run here (`trainer.train`) so that the two overlap.
+included, then the loss-scaled step's check on the same two devices), started before the
+one-device run here (`trainer.train`) so that the two overlap.
 Small model (depth 0.25, 128x128, 3 classes), two steps of 4 images.
 """
 
@@ -60,6 +61,33 @@ def setup(tmp_path_factory):
             "config": str(config)}
 
 
+@pytest.fixture(scope="module")
+def two_devices(setup):
+    """`result(key)`: what the fresh two-device process printed, "run" (`two_device_run.py`) or
+    "loss_scaled" (`loss_scaled_average_run.py`); the process starts with the fixture and is read
+    on the first call."""
+    args = {"run": _run_args(setup, setup["root"] / "two"),
+            "loss_scaled": {"converted": setup["converted"], "config": setup["config"], "records": setup["records"],
+                            "batch": BATCH}}
+    worker = subprocess.Popen([sys.executable, WORKER, json.dumps(args)], cwd=REPO,
+                              env={**os.environ, "PYTHONPATH": REPO}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    results = {}
+
+    def result(key):
+        if not results:
+            stdout, stderr = worker.communicate(timeout=600)
+            assert worker.returncode == 0, stderr[-3000:]
+            run, loss_scaled = stdout.strip().splitlines()[-2:]
+            results.update(run=json.loads(run), loss_scaled=json.loads(loss_scaled))
+        return results[key]
+
+    yield result
+    if worker.poll() is None:
+        worker.kill()
+        worker.communicate()
+
+
 def _run_args(setup, out):
     return dict(converted=setup["converted"], train_records=[setup["records"]], config=setup["config"], out=str(out),
                 steps=STEPS, batch_size=BATCH, freeze_batch_norm=True, checkpoint_every=1)
@@ -84,18 +112,13 @@ def _state(one) -> dict:
 
 
 @pytest.mark.slow
-def test_two_devices_train_as_one_on_the_same_global_batch(setup):
+def test_two_devices_train_as_one_on_the_same_global_batch(setup, two_devices):
     two_out, one_out = setup["root"] / "two", setup["root"] / "one"
-    env = {**os.environ, "PYTHONPATH": REPO}
-    worker = subprocess.Popen([sys.executable, WORKER, json.dumps(_run_args(setup, two_out))], cwd=REPO, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     tf.random.set_seed(0)  # as the worker: the dataset's shuffles combine their seed with the global one
     training_config = TrainingConfig.from_pipeline_config(setup["config"])
     one_result = trainer.train(detector.load_model(setup["converted"]), training_config, [setup["records"]],
                                str(one_out), steps=STEPS, batch_size=BATCH, freeze_batch_norm=True, checkpoint_every=1)
-    stdout, stderr = worker.communicate(timeout=600)
-    assert worker.returncode == 0, stderr[-3000:]
-    two_result = json.loads(stdout.strip().splitlines()[-1])
+    two_result = two_devices("run")
     assert two_result["replicas"] == 2 and two_result["step"] == one_result["step"] == STEPS
 
     assert sorted(two_result["losses"]) == sorted(one_result["losses"])
@@ -126,17 +149,11 @@ def test_two_devices_train_as_one_on_the_same_global_batch(setup):
 
 
 @pytest.mark.slow
-def test_a_loss_scaled_step_updates_the_moving_average_once_across_replicas(setup):
+def test_a_loss_scaled_step_updates_the_moving_average_once_across_replicas(two_devices):
     """mixed_float16 takes the moving average's update through a `tf.cond` (a step skipped for
     non-finite gradients skips it too) instead of `replicas.once`: on two replicas the first
     applied step must still move each shadow once, not once per replica."""
-    env = {**os.environ, "PYTHONPATH": REPO}
-    args = {"converted": setup["converted"], "config": setup["config"], "records": setup["records"], "batch": BATCH}
-    worker = os.path.join(os.path.dirname(WORKER), "loss_scaled_average_run.py")
-    proc = subprocess.run([sys.executable, worker, json.dumps(args)], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = two_devices("loss_scaled")
     assert result["applied"] == 1, result  # a step was applied within the worker's steps
     # One update is `shadow - (shadow - var) * (1 - decay)` exactly; a second would move it by
     # (1 - decay) * decay of the step again (decay 0.9 here), far beyond float32 rounding.

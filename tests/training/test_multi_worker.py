@@ -1,8 +1,8 @@
 """`migrate train` on two worker processes with `TF_CONFIG` (MultiWorkerMirroredStrategy over
 127.0.0.1, free ports, bounded time): the workers end with the one-process run's weights on the
-same global batches; the chief's checkpoints are the run; one worker killed mid-run ends the
-other with one line naming it, and both started again resume from the last checkpoint and end
-where the uninterrupted two-worker run ends. A small model (depth 0.25, 128 px, 3 classes),
+same global batches (the uninterrupted run's checkpoint after `SHORT` steps); the chief's
+checkpoints are the run; one worker killed mid-run ends the other with one line naming it, and both
+started again resume from the last checkpoint and end where the uninterrupted two-worker run ends. A small model (depth 0.25, 128 px, 3 classes),
 frozen batch norm (in training mode each worker would normalise its own slice, as TF1's
 multi-clone training did: tests/training/test_distribute.py), batch 8 (4 images per worker).
 
@@ -27,17 +27,17 @@ import pytest
 
 from tests.training.training_pipeline import pipeline
 
-from tests.conftest import REPO
-from migrate import convert
+from tests.conftest import REPO, run_cli, save_synthetic_model
 from migrate.cli import main
-from migrate.tf1 import builder
 from ssd_mobilenet import detector
 from ssd_mobilenet.config import SSDConfig
 from ssd_mobilenet.training import shapes_dataset
 from ssd_mobilenet.training.trainer import CHECKPOINT_DIR
 
 SMALL = dict(depth_multiplier=0.25, image_height=128, image_width=128, score_threshold=0.05)
-STEPS = 20  # long enough that a worker killed at step 2 never outruns the kill
+# Long enough that a worker killed at step 2 never outruns the kill; every checkpoint (one every 2
+# steps, the last 3 kept) stays, the one at SHORT too.
+STEPS = 6
 SHORT = 2  # the two-device test's steps, at its tolerance
 RTOL, ATOL = 1e-6, 5e-9
 TIMEOUT_S = 240
@@ -45,34 +45,41 @@ TIMEOUT_S = 240
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    """The converted model, records and training config, and the one-process run's model after
-    `SHORT` steps."""
+    """A converted model (the TF1 builder's seeded weights, assigned as `convert` assigns them),
+    records and training config."""
     root = tmp_path_factory.mktemp("multi_worker")
-    tf1 = builder.write_model_dir(SSDConfig(num_classes=3, **SMALL), str(root / "tf1"), seed=3)
     converted = str(root / "tf2")
-    convert.convert(tf1, converted)
+    save_synthetic_model(converted, SSDConfig(num_classes=3, **SMALL))
     data = shapes_dataset.write_shapes_dataset(str(root / "shapes"), num_train=24, num_eval=6, image_size=128,
                                                seed=1)
     (root / "train.config").write_text(pipeline(**SMALL))
-    s = {"converted": converted, "records": os.path.join(data, "train.record"), "config": str(root / "train.config")}
-    # In a fresh process as the workers run: tf.data's shuffle combines its seed with TensorFlow's
-    # global seed, which another test of this process may have set.
-    reference = root / "one_process"
-    run = subprocess.run([sys.executable, "-m", "migrate", *_argv(s, reference, SHORT), "--quiet"], cwd=REPO,
-                         env={k: v for k, v in dict(os.environ, PYTHONPATH=REPO).items() if k != "TF_CONFIG"},
-                         capture_output=True, text=True, timeout=TIMEOUT_S)
-    assert run.returncode == 0, run.stderr[-2000:]
-    return {**s, "reference": str(reference), "root": root}
+    return {"converted": converted, "records": os.path.join(data, "train.record"),
+            "config": str(root / "train.config"), "root": root}
+
+
+@pytest.fixture(scope="module")
+def reference(setup):
+    """The one-process run's folder after `SHORT` steps (in this process, without TF_CONFIG)."""
+    import tensorflow as tf
+    out = setup["root"] / "one_process"
+    # tf.data's shuffle combines its seed with TensorFlow's global seed, which another test of this
+    # process may have set: none, as in the workers' fresh processes.
+    tf.random.set_seed(None)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("TF_CONFIG", raising=False)
+        code, _, err = run_cli([*_argv(setup, out, SHORT), "--quiet"])
+    assert code == 0, err[-2000:]
+    return str(out)
 
 
 @pytest.fixture(scope="module")
 def uninterrupted(setup):
-    """The two workers' model after `STEPS` steps, uninterrupted."""
+    """(run folder, its logs folder) of the two workers after `STEPS` steps, uninterrupted."""
     out, logs = setup["root"] / "uninterrupted", setup["root"] / "uninterrupted_logs"
     logs.mkdir()
     procs, _ = _start_workers(setup, out, STEPS, logs)
     assert _wait(procs) == [0, 0], (logs / "worker1.err").read_text()[-2000:]
-    return str(out)
+    return out, logs
 
 
 def _argv(s, out, steps) -> list:
@@ -112,37 +119,35 @@ def _wait(procs) -> list:
                 p.kill()
 
 
-def _trained_weights(s, run) -> dict:
-    """{variable path: value} of the model's own weights in a run's latest checkpoint (the written
-    model holds their moving averages, which two steps barely move)."""
+def _trained_weights(s, run, step=None) -> dict:
+    """{variable path: value} of the model's own weights in a run's checkpoint of `step` (else its
+    latest; the written model holds their moving averages, which two steps barely move)."""
     import tensorflow as tf
     model = detector.load_model(s["converted"])
-    tf.train.Checkpoint(model=model).restore(tf.train.latest_checkpoint(os.path.join(run, CHECKPOINT_DIR))) \
-        .expect_partial()
+    folder = os.path.join(run, CHECKPOINT_DIR)
+    path = tf.train.latest_checkpoint(folder) if step is None else os.path.join(folder, f"ckpt-{step}")
+    tf.train.Checkpoint(model=model).restore(path).expect_partial()
     return {v.path: v.numpy() for v in model.weights}
 
 
-def _assert_same_weights(s, run, reference) -> None:
-    ours, ref = _trained_weights(s, run), _trained_weights(s, reference)
+def _assert_same_weights(ours, ref) -> None:
     assert sorted(ours) == sorted(ref)
     for name, value in ref.items():
         np.testing.assert_allclose(ours[name], value, rtol=RTOL, atol=ATOL, err_msg=name)
 
 
 @pytest.mark.slow
-def test_two_workers_end_with_the_one_process_weights(setup, tmp_path):
-    out = tmp_path / "run"
-    procs, _ = _start_workers(setup, out, SHORT, tmp_path)
-    assert _wait(procs) == [0, 0], (tmp_path / "worker1.err").read_text()[-2000:]
-    _assert_same_weights(setup, str(out), setup["reference"])
+def test_two_workers_end_with_the_one_process_weights(setup, reference, uninterrupted):
+    out, logs = uninterrupted
+    trained = _trained_weights(setup, str(out), SHORT)
+    _assert_same_weights(trained, _trained_weights(setup, reference))
     initial = {v.path: v.numpy() for v in detector.load_model(setup["converted"]).weights}
-    trained = _trained_weights(setup, str(out))
     assert max(float(np.abs(trained[k] - initial[k]).max()) for k in initial) > 1e-3  # training moved them
     # The chief's checkpoints are the run; the other worker's temporary folder is gone.
     assert sorted(os.listdir(out)) == [CHECKPOINT_DIR, "model"]
-    assert f"ckpt-{SHORT}.index" in os.listdir(out / CHECKPOINT_DIR)
+    assert {f"ckpt-{SHORT}.index", f"ckpt-{STEPS}.index"} <= set(os.listdir(out / CHECKPOINT_DIR))
     for i in range(2):
-        assert f"trained to step {SHORT}" in (tmp_path / f"worker{i}.err").read_text()
+        assert f"trained to step {STEPS}" in (logs / f"worker{i}.err").read_text()
 
 
 @pytest.mark.slow
@@ -163,6 +168,7 @@ def test_a_lost_worker_ends_the_other_in_one_line_and_both_resume(setup, uninter
     last = err.strip().splitlines()[-1]
     assert last.startswith(f"error: worker 0 lost worker 1 ({addresses[1]}) after step ") and "resume" in last, last
     assert [l for l in err.splitlines() if l.startswith("error:")] == [last]
+    assert not (out / "model").exists()
     # Both started again: they resume from the chief's last checkpoint and end where the
     # uninterrupted two-worker run ends.
     again = tmp_path / "again"
@@ -170,7 +176,7 @@ def test_a_lost_worker_ends_the_other_in_one_line_and_both_resume(setup, uninter
     procs, _ = _start_workers(setup, out, STEPS, again)
     assert _wait(procs) == [0, 0], (again / "worker0.err").read_text()[-2000:]
     assert "resuming the run" in (again / "worker0.err").read_text()
-    _assert_same_weights(setup, str(out), uninterrupted)
+    _assert_same_weights(_trained_weights(setup, str(out)), _trained_weights(setup, str(uninterrupted[0])))
 
 
 def test_force_is_refused_under_tf_config(setup, tmp_path, monkeypatch, capsys):

@@ -1,6 +1,7 @@
 """training.trainer on the generated shapes dataset: the loss falls, gradient accumulation gives the
-large batch's update, a resumed run ends where an uninterrupted one does, frozen batch norm stays
-frozen. Small models (depth 0.25, 128x128), written into tmp_path once per module."""
+large batch's update, frozen batch norm stays frozen. (A resumed run ends where an uninterrupted one
+does: tests/test_train.py, a `train` process killed and started again.) Small models (depth 0.25,
+128x128), written into tmp_path once per module."""
 
 from __future__ import annotations
 
@@ -12,12 +13,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from ssd_mobilenet import detector
 from ssd_mobilenet.config import SSDConfig
 from ssd_mobilenet.model import SSDMobileNetV1
 from ssd_mobilenet.training import data, shapes_dataset
 from ssd_mobilenet.training.train_config import TrainingConfig
-from ssd_mobilenet.training.trainer import TOTAL_LOSS, Trainer, batch_norm_parameters, groundtruth, train
+from ssd_mobilenet.training.trainer import TOTAL_LOSS, Trainer, batch_norm_parameters, groundtruth
 from tests.training.training_pipeline import SMALL, pipeline
 
 BATCH = 4
@@ -46,7 +46,9 @@ def values(variables) -> list:
 def test_total_loss_falls(shapes):
     trainer = Trainer(new_model(), config())
     batches = iter(data.make_dataset(os.path.join(shapes, "train.record"), trainer.model.config, BATCH))
-    totals = [float(trainer.train_step(next(batches))[TOTAL_LOSS]) for _ in range(300)]
+    # 150 steps: the mean of the last 20 is 0.50 of the first 20's (0.49 after 300, where it levels
+    # off; 0.56 after 100).
+    totals = [float(trainer.train_step(next(batches))[TOTAL_LOSS]) for _ in range(150)]
     first, last = np.mean(totals[:20]), np.mean(totals[-20:])
     assert np.all(np.isfinite(totals))
     assert last < 0.6 * first, (first, last)
@@ -102,42 +104,6 @@ def test_accumulating_two_micro_batches_gives_the_batch_update(shapes):
         np.testing.assert_allclose(b, a, rtol=1e-6, atol=5e-9, err_msg=v.path)
     for a, b in zip(whole.moving_average.shadows, split.moving_average.shadows):
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-6, atol=5e-9)
-
-
-@pytest.mark.slow
-def test_resumed_run_ends_where_an_uninterrupted_one_does(shapes, tmp_path):
-    records = os.path.join(shapes, "train.record")
-    initial = values(new_model().weights)
-
-    def run(output_dir, steps, seed):
-        model = new_model(seed)
-        if seed < 2:
-            model.set_weights(initial)
-        # tf.data's shuffles combine their seed with the global one: a resumed run needs the same.
-        tf.random.set_seed(0)
-        seen = []
-        result = train(model, config(), records, output_dir, steps=steps, checkpoint_every=3,
-                       progress=lambda step, losses, rate: seen.append(step))
-        return model, result, seen
-
-    straight, straight_result, _ = run(tmp_path / "straight", 6, 0)
-    _, _, first = run(tmp_path / "resumed", 3, 1)
-    # A new model with other initial weights: everything comes from the checkpoint.
-    resumed, resumed_result, second = run(tmp_path / "resumed", 6, 2)
-    assert (first, second) == ([1, 2, 3], [4, 5, 6])
-    assert sorted(os.listdir(tmp_path / "straight" / "checkpoints")) == sorted(
-        os.listdir(tmp_path / "resumed" / "checkpoints"))
-    for a, b, v in zip(values(straight.weights), values(resumed.weights), straight.weights):
-        np.testing.assert_array_equal(b, a, err_msg=v.path)  # BN moving statistics included
-    assert straight_result["losses"] == resumed_result["losses"]
-    # The written model holds the moving averages, as the OD API's saver stored them.
-    written = detector.load_model(resumed_result["model_dir"])
-    trainer = Trainer(new_model(3), config())
-    trainer.checkpoint().read(tf.train.latest_checkpoint(tmp_path / "resumed" / "checkpoints")).expect_partial()
-    averaged = {v.path: s.numpy() for v, s in zip(trainer.variables, trainer.moving_average.shadows)}
-    for v in written.trainable_variables:
-        np.testing.assert_array_equal(v.numpy(), averaged[v.path], err_msg=v.path)
-    assert any(not np.array_equal(averaged[v.path], v.numpy()) for v in resumed.trainable_variables)
 
 
 @pytest.mark.slow

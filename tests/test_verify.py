@@ -2,7 +2,8 @@
 
 Broken conversions are real converted directories edited the way a converter bug would
 break them (box code channels permuted, one layer's batch norm lost, a class dropped), or
-a TF1 source with one mid-network weight scaled (the fixture's `--perturb`).
+a TF1 source with one mid-network weight scaled (the zoo fixture's frozen graph with one
+weight constant scaled by 1.5, as make_zoo_fixture's `--perturb` scales it before freezing).
 """
 
 import glob
@@ -31,15 +32,26 @@ FE = "FeatureExtractor/MobilenetV1/"
 PERTURBED = FE + "Conv2d_7_pointwise"
 
 
-def _convert(src, out):
-    assert main(["convert", src, "--out", str(out), "--quiet"]) == 0
-    return str(out)
-
-
 @pytest.fixture(scope="module")
 def zoo(zoo_converted):
     """(TF1 fixture dir, its conversion) of the 2018 zoo graph, shared by the session."""
     return zoo_converted
+
+
+@pytest.fixture(scope="module")
+def perturbed(zoo_fixture, tmp_path_factory):
+    """The zoo fixture's frozen graph with PERTURBED's weights scaled by 1.5 (what the fixture
+    tool's `--perturb` does before it freezes; here on the frozen graph's constant, in this
+    process), beside the fixture's pipeline.config: a TF1 source one mid-network layer off."""
+    fx = zoo_fixture(ZOO_2018)
+    graph_def = read_graph_def(os.path.join(fx, "frozen_inference_graph.pb"))
+    (node,) = [n for n in graph_def.node if n.name == PERTURBED + "/weights" and n.op == "Const"]
+    value = tensor_util.MakeNdarray(node.attr["value"].tensor)
+    node.attr["value"].tensor.CopyFrom(tensor_util.make_tensor_proto(value * np.float32(1.5)))
+    folder = tmp_path_factory.mktemp("verify_perturbed")
+    (folder / "frozen_inference_graph.pb").write_bytes(graph_def.SerializeToString())
+    shutil.copy(os.path.join(fx, "pipeline.config"), folder)
+    return str(folder)
 
 
 @pytest.fixture(scope="module")
@@ -154,9 +166,8 @@ def _side_by_side_shape(height: int, width: int) -> tuple:
 
 @needs_shared
 @pytest.mark.slow
-def test_custom_checkpoint_with_meta_graph_passes(zoo_fixture, tmp_path, small_images):
-    fx = zoo_fixture(DEPTHWISE)
-    converted = _convert(fx, tmp_path / "custom_tf2")
+def test_custom_checkpoint_with_meta_graph_passes(zoo_dir_converted, tmp_path, small_images):
+    fx, converted = zoo_dir_converted(DEPTHWISE)  # the session's `convert DIR` (test_convert reads it too)
     # Naming the .meta file: the graph comes from it, its variables from the checkpoint.
     png = tmp_path / "png"
     report = verify.verify(os.path.join(fx, "model.ckpt.meta"), converted, images=[small_images], batch=2,
@@ -200,9 +211,8 @@ def test_xla_mode_compares_the_network_after_tf_preprocessing(zoo, tmp_path):
 # ---- broken conversions fail, at the right place ------------------------------------------------
 
 @needs_shared
-def test_perturbed_mid_network_layer_is_named(zoo, zoo_fixture, tmp_path, small_images, capsys):
+def test_perturbed_mid_network_layer_is_named(zoo, perturbed, tmp_path, small_images, capsys):
     _, converted = zoo
-    perturbed = zoo_fixture(ZOO_2018, perturb=PERTURBED + "/weights")
     out = tmp_path / "report.json"
     code = main(["verify", perturbed, converted, "--images", small_images, "--mode", "eager", "--no-measure",
                  "--json", str(out)])
@@ -437,9 +447,8 @@ def test_mixed_bfloat16_faithful_conversion_passes_with_a_trace(zoo, small_image
 
 @needs_shared
 @pytest.mark.slow
-def test_mixed_bfloat16_still_names_the_broken_layer(zoo, zoo_fixture, no_bn, small_images):
+def test_mixed_bfloat16_still_names_the_broken_layer(zoo, perturbed, no_bn, small_images):
     fx, converted = zoo
-    perturbed = zoo_fixture(ZOO_2018, perturb=PERTURBED + "/weights")
     rtol = verify.MIXED_TOLERANCES["mixed_bfloat16"]["rtol"]
     for src, model, layer in ((perturbed, converted, PERTURBED), (fx, no_bn, NO_BN)):
         report = verify.verify(src, model, images=[small_images], measure=False, precision="mixed_bfloat16")
@@ -612,11 +621,10 @@ def test_tflite_bad_input(zoo, zoo_tflite, tmp_path, capsys):
 
 @needs_shared
 @pytest.mark.filterwarnings(TFLITE_WARNING)
-def test_tflite_file_of_other_weights_fails_at_the_detections(zoo, zoo_fixture, zoo_tflite, small_images):
-    """The zoo file against the TF1 graph with Conv2d_7_pointwise's weights scaled (the fixture's
-    `--perturb`): same model, same size, other weights; a file has no stages, so the mismatch is
-    named at its detections."""
-    perturbed = zoo_fixture(ZOO_2018, perturb=PERTURBED + "/weights")
+def test_tflite_file_of_other_weights_fails_at_the_detections(zoo, perturbed, zoo_tflite, small_images):
+    """The zoo file against the TF1 graph with Conv2d_7_pointwise's weights scaled (`perturbed`):
+    same model, same size, other weights; a file has no stages, so the mismatch is named at its
+    detections."""
     report = verify.verify(perturbed, zoo[1], images=[small_images], tflite=zoo_tflite["per-class"], measure=False)
     assert not report.passed and report.first_divergence["name"] == "detections of the TFLite file"
     assert "without a TF2 counterpart" in report.first_divergence["note"]

@@ -64,6 +64,15 @@ def small_images(tmp_path_factory):
     return str(folder)
 
 
+@pytest.fixture(scope="module")
+def one_image(tmp_path_factory):
+    """A folder of one 300x300 PNG (small_images' third): enough for a broken conversion's first
+    divergence, at about two thirds of small_images' time."""
+    folder = tmp_path_factory.mktemp("verify_one_image")
+    tf.io.write_file(str(folder / "im0.png"), tf.io.encode_png(random_images(6, 1, 300, 300)[0]))
+    return str(folder)
+
+
 def _edited_copy(converted, out, edit):
     """A copy of a converted directory whose Keras model went through `edit(model) -> model`."""
     model = edit(detector.load_model(converted))
@@ -211,10 +220,10 @@ def test_xla_mode_compares_the_network_after_tf_preprocessing(zoo, tmp_path):
 # ---- broken conversions fail, at the right place ------------------------------------------------
 
 @needs_shared
-def test_perturbed_mid_network_layer_is_named(zoo, perturbed, tmp_path, small_images, capsys):
+def test_perturbed_mid_network_layer_is_named(zoo, perturbed, tmp_path, one_image, capsys):
     _, converted = zoo
     out = tmp_path / "report.json"
-    code = main(["verify", perturbed, converted, "--images", small_images, "--mode", "eager", "--no-measure",
+    code = main(["verify", perturbed, converted, "--images", one_image, "--mode", "eager", "--no-measure",
                  "--json", str(out)])
     assert code == 1
     assert f"FIRST DIVERGENCE  {PERTURBED}" in capsys.readouterr().out
@@ -225,7 +234,7 @@ def test_perturbed_mid_network_layer_is_named(zoo, perturbed, tmp_path, small_im
 
 
 @needs_shared
-def test_swapped_box_coordinates_are_caught(zoo, tmp_path, small_images):
+def test_swapped_box_coordinates_are_caught(zoo, tmp_path, one_image):
     def swap_ty_tx(model):
         # Each anchor's 4 box code channels come out as [tx, ty, th, tw].
         for var in _weights(model, "BoxEncodingPredictor/weights") + _weights(model, "BoxEncodingPredictor/biases"):
@@ -234,7 +243,7 @@ def test_swapped_box_coordinates_are_caught(zoo, tmp_path, small_images):
             var.assign(codes[..., [1, 0, 2, 3]].reshape(value.shape))
         return model
     broken = _edited_copy(zoo[1], tmp_path / "swapped", swap_ty_tx)
-    report = verify.verify(zoo[0], broken, images=[small_images], mode="eager", measure=False)
+    report = verify.verify(zoo[0], broken, images=[one_image], mode="eager", measure=False)
     assert not report.passed and report.first_divergence["name"] == "concat"
     _check_ok_before(report, "concat")
     assert not all(d["ok"] for d in report.detections)
@@ -255,14 +264,14 @@ def no_bn(zoo, tmp_path_factory):
 
 
 @needs_shared
-def test_dropped_batch_norm_is_caught(zoo, no_bn, small_images):
-    report = verify.verify(zoo[0], no_bn, images=[small_images], mode="eager", measure=False)
+def test_dropped_batch_norm_is_caught(zoo, no_bn, one_image):
+    report = verify.verify(zoo[0], no_bn, images=[one_image], mode="eager", measure=False)
     assert not report.passed and report.first_divergence["name"] == NO_BN
     _check_ok_before(report, NO_BN)
 
 
 @needs_shared
-def test_wrong_class_count_is_caught(zoo, tmp_path, small_images):
+def test_wrong_class_count_is_caught(zoo, tmp_path, one_image):
     def drop_last_class(model):
         fewer = SSDMobileNetV1(model.config.replace(num_classes=model.config.num_classes - 1))
         old = {v.path: v.numpy() for v in model.weights}
@@ -274,7 +283,7 @@ def test_wrong_class_count_is_caught(zoo, tmp_path, small_images):
             var.assign(value)
         return fewer
     broken = _edited_copy(zoo[1], tmp_path / "89_classes", drop_last_class)
-    report = verify.verify(zoo[0], broken, images=[small_images], mode="eager", measure=False)
+    report = verify.verify(zoo[0], broken, images=[one_image], mode="eager", measure=False)
     assert not report.passed and report.first_divergence["name"] == "concat_1"
     assert "shape" in report.first_divergence["note"]
     _check_ok_before(report, "concat_1")
@@ -309,12 +318,12 @@ def _graph_writing_a_file(fx, directory, evidence):
 
 
 @needs_shared
-def test_unknown_ops_are_refused_unless_allowed(zoo, tmp_path, small_images, capsys):
+def test_unknown_ops_are_refused_unless_allowed(zoo, tmp_path, one_image, capsys):
     fx, converted = zoo
     evidence = tmp_path / "written_by_the_graph.txt"
     src = _graph_writing_a_file(fx, tmp_path / "evil", str(evidence))
     json_out = tmp_path / "report.json"
-    args = ["verify", src, converted, "--images", small_images, "--mode", "eager", "--no-measure", "--quiet"]
+    args = ["verify", src, converted, "--images", one_image, "--mode", "eager", "--no-measure", "--quiet"]
     assert main(args + ["--json", str(json_out)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "WriteFile" in err and "--allow-ops WriteFile" in err
@@ -447,11 +456,11 @@ def test_mixed_bfloat16_faithful_conversion_passes_with_a_trace(zoo, small_image
 
 @needs_shared
 @pytest.mark.slow
-def test_mixed_bfloat16_still_names_the_broken_layer(zoo, perturbed, no_bn, small_images):
+def test_mixed_bfloat16_still_names_the_broken_layer(zoo, perturbed, no_bn, one_image):
     fx, converted = zoo
     rtol = verify.MIXED_TOLERANCES["mixed_bfloat16"]["rtol"]
     for src, model, layer in ((perturbed, converted, PERTURBED), (fx, no_bn, NO_BN)):
-        report = verify.verify(src, model, images=[small_images], measure=False, precision="mixed_bfloat16")
+        report = verify.verify(src, model, images=[one_image], measure=False, precision="mixed_bfloat16")
         assert not report.passed and report.first_divergence["name"] == layer, verify.format_report(report)
         # Far outside the bfloat16 tolerance, not at its edge.
         assert report.first_divergence["max_rel_err"] > 4 * rtol
@@ -621,11 +630,11 @@ def test_tflite_bad_input(zoo, zoo_tflite, tmp_path, capsys):
 
 @needs_shared
 @pytest.mark.filterwarnings(TFLITE_WARNING)
-def test_tflite_file_of_other_weights_fails_at_the_detections(zoo, perturbed, zoo_tflite, small_images):
+def test_tflite_file_of_other_weights_fails_at_the_detections(zoo, perturbed, zoo_tflite, one_image):
     """The zoo file against the TF1 graph with Conv2d_7_pointwise's weights scaled (`perturbed`):
     same model, same size, other weights; a file has no stages, so the mismatch is named at its
     detections."""
-    report = verify.verify(perturbed, zoo[1], images=[small_images], tflite=zoo_tflite["per-class"], measure=False)
+    report = verify.verify(perturbed, zoo[1], images=[one_image], tflite=zoo_tflite["per-class"], measure=False)
     assert not report.passed and report.first_divergence["name"] == "detections of the TFLite file"
     assert "without a TF2 counterpart" in report.first_divergence["note"]
     assert not any(d["ok"] for d in report.detections)

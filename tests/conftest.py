@@ -379,3 +379,36 @@ def write_image_folder(root, files: dict, truncated_from: str) -> None:
         f.write(files[truncated_from][:400])
     with open(os.path.join(root, "notes.txt"), "w") as f:
         f.write("not an image")
+
+
+# ---- suite time: the convert/verify group (test_convert, test_verify and their neighbours) -------
+
+@pytest.fixture(scope="session")
+def zoo_dir_converted(zoo_fixture, tmp_path_factory, request):
+    """`zoo_dir_converted(name) -> (TF1 fixture dir, its conversion)`: a whole fixture directory
+    as `python -m migrate convert DIR --quiet` writes it (check on; the TF 1.3 export with
+    --trust-weights, its config's class count being wrong), once per run, its console beside
+    (CONVERT_STDERR). The 2018 zoo graph's is `zoo_converted`; the quantization-aware graph's
+    source is `quantized_fixture`."""
+    import contextlib
+    import io
+
+    from migrate.cli import main
+    if not shared_available():
+        pytest.skip(f"ground truth not found at {SHARED}")
+
+    def get(name):
+        if name == ZOO_2018:
+            return request.getfixturevalue("zoo_converted")
+        src = request.getfixturevalue("quantized_fixture") if name == QUANTIZED else zoo_fixture(name)
+
+        def build(folder):
+            console = io.StringIO()
+            args = ["convert", src, "--out", str(folder / "tf2"), "--quiet"]
+            with contextlib.redirect_stderr(console):
+                assert main(args + (["--trust-weights"] if name == TF13 else [])) == 0, console.getvalue()
+            (folder / CONVERT_STDERR).write_text(console.getvalue())
+
+        folder = "zoo_dir_converted_" + re.sub(r"\W", "_", name)
+        return src, os.path.join(built_once(tmp_path_factory, folder, build), "tf2")
+    return get

@@ -41,19 +41,25 @@ FORMS = {
 # graph, so every conversion here also passes the self-check against it.
 @pytest.mark.parametrize("name, form", [(name, form) for name in (ZOO_2018, ZOO_2017, QUANTIZED, DEPTHWISE, TF13)
                                         for form in FORMS])
-def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, request, tmp_path, name, form, capsys):
+def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, zoo_dir_converted, request, tmp_path, name,
+                                                             form, capsys):
     # The quantization-aware graph with ranges that look trained (see conftest.quantized_fixture).
     fx = request.getfixturevalue("quantized_fixture") if name == QUANTIZED else zoo_fixture(name)
-    src = _only(fx, tmp_path / "src", FORMS[form])
-    out = str(tmp_path / "out")
-    args = ["convert", src, "--out", out, "--quiet"]
-    if name == TF13 and form == "zoo_dir":
-        # Its pipeline.config says 1 class, its weights 3: refused, then resolved.
-        assert main(args) == 2
-        assert "pipeline.config: num_classes 1, the weights 3 (--trust-weights)" in capsys.readouterr().err
-        assert not os.path.exists(out)
-        args.append("--trust-weights")
-    assert main(args) == 0
+    if form == "zoo_dir":
+        # The whole directory: the conversion the session shares (`convert DIR --quiet`, the
+        # other tests read it too).
+        if name == TF13:
+            # Its pipeline.config says 1 class, its weights 3: refused (resolved by --trust-weights).
+            out = str(tmp_path / "out")
+            assert main(["convert", fx, "--out", out, "--quiet"]) == 2
+            assert "pipeline.config: num_classes 1, the weights 3 (--trust-weights)" in capsys.readouterr().err
+            assert not os.path.exists(out)
+        src, out = zoo_dir_converted(name)
+        assert src == fx
+    else:
+        src = _only(fx, tmp_path / "src", FORMS[form])
+        out = str(tmp_path / "out")
+        assert main(["convert", src, "--out", out, "--quiet"]) == 0
     # A source with a pipeline.config (a zoo directory that has one) also has it kept as it was, for training.
     kept = ["source_pipeline.config"] if os.path.isfile(os.path.join(src, "pipeline.config")) else []
     assert sorted(os.listdir(out)) == sorted(["checkpoint", "conversion_report.json", "model_config.json",
@@ -65,6 +71,10 @@ def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, reques
         check = json.load(f)["check"]
     # Every form holds a graph (the checkpoint form its .meta): the conversion was checked against it.
     assert check["ran"] and check["passed"] and all(t["ok"] for t in check["tensors"])
+    # The SavedModel as written, on the check's images (the graph's size and 257x311), against the graph.
+    deployed = check["saved_model"]["detections"]
+    assert [d["image"] for d in deployed] == check["images"] and "generated:257x311#1" in check["images"]
+    assert all(d["ok"] for d in deployed)
     serve = tf.saved_model.load(os.path.join(out, "saved_model")).signatures["serving_default"]
     images = np.load(os.path.join(fx, "inputs.npz"))["images"]
     ref = np.load(os.path.join(fx, "reference.npz"))
@@ -76,8 +86,9 @@ def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, reques
     np.testing.assert_allclose(got["detection_scores"], ref["detection_scores"], rtol=0, atol=1e-4)
     if form != "zoo_dir":
         return
-    # Other image sizes go through the same legacy resize as the TF1 graph (checked once per
-    # model: the source form decides the weights and config, which the reference run covers).
+    # A larger image goes through the same legacy resize as the TF1 graph (checked once per
+    # model: the source form decides the weights and config, which the reference run covers;
+    # 257x311, smaller than the input, is the conversion check's own, above).
     # Against the graph as written: the SavedModel folds batch norm as a TF1 session does, so two
     # detections of one class whose scores differ by ~1e-7 can come in the other order (a tie,
     # which compare_detections matches; measured on the 2018 graph at 257x311).
@@ -85,7 +96,7 @@ def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, reques
                                exact_arithmetic=True)
     with open(os.path.join(out, "model_config.json")) as f:
         config = json.load(f)
-    for shape in [(2, 257, 311), (1, 480, 640)]:
+    for shape in [(1, 480, 640)]:
         imgs = random_images(11, *shape)
         expected = runner.run(imgs, {k: f"{k}:0" for k in DETECTION_OUTPUTS})
         got = {k: v.numpy() for k, v in serve(input_tensor=tf.constant(imgs)).items()}
@@ -298,10 +309,10 @@ def test_checkpoint_of_another_model(tmp_path, capsys):
 
 @needs_shared
 @pytest.mark.slow
-def test_quantization_aware_model_converts_to_a_faithful_saved_model(quantized_fixture, tmp_path):
+def test_quantization_aware_model_converts_to_a_faithful_saved_model(zoo_dir_converted):
     # Every layer's FakeQuant ranges are weights; the bits come from the graph and pipeline.config.
-    out = str(tmp_path / "out")
-    assert main(["convert", quantized_fixture, "--out", out, "--quiet"]) == 0
+    # (The session's conversion of the whole directory, as test_each_source_form_... reads it.)
+    quantized_fixture, out = zoo_dir_converted(QUANTIZED)
     with open(os.path.join(out, "model_config.json")) as f:
         config = json.load(f)
     assert (config["weight_bits"], config["activation_bits"]) == (8, 8)
@@ -431,9 +442,8 @@ def test_moving_average_shadows_are_taken_only_when_asked(zoo_fixture, tmp_path)
 
 @needs_shared
 @pytest.mark.slow
-def test_report_records_the_tf_release_that_wrote_the_graph(zoo_fixture, tmp_path):
-    out = str(tmp_path / "out")
-    assert main(["convert", zoo_fixture(TF13), "--out", out, "--quiet", "--trust-weights"]) == 0
+def test_report_records_the_tf_release_that_wrote_the_graph(zoo_dir_converted):
+    _, out = zoo_dir_converted(TF13)  # `convert DIR --trust-weights`, shared with the source-form test
     with open(os.path.join(out, "conversion_report.json")) as f:
         source = json.load(f)["source"]
     assert source["tensorflow_version"] == "1.3.0" and source["graph_def_version"] == 24

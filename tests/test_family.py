@@ -225,6 +225,7 @@ def test_preprocessing_order_from_every_source_form(built, tmp_path, form):
         assert config.to_dict() == FAMILY[NORMALIZE_FIRST].to_dict()
 
 
+@pytest.mark.slow
 def test_normalize_first_graph_converts_with_its_check_on_the_loop_output(built, tmp_path):
     """convert's check compares the resize loop's output (not Preprocessor/sub, the full-size
     image in this order) at the graph's size and at 257x311: bit for bit."""
@@ -485,7 +486,9 @@ def test_another_feature_extractor_is_refused_naming_it(tmp_path, capsys, form, 
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("form", ["frozen_inference_graph.pb", "model.ckpt.meta", "directory"])
+# Each form is a conversion with its check (~6 s): the directory stays in the fast tier.
+@pytest.mark.parametrize("form", [pytest.param("frozen_inference_graph.pb", marks=pytest.mark.slow),
+                                  pytest.param("model.ckpt.meta", marks=pytest.mark.slow), "directory"])
 def test_anchors_taken_as_written_convert_in_every_source_form(built, tmp_path, form):
     """The rounded scales' graph converts with its self-check on (every stage and the detections
     against the TF1 graph, at the tolerances) from each form that holds the graph; the report and

@@ -2,7 +2,8 @@
 
 Broken conversions are real converted directories edited the way a converter bug would
 break them (box code channels permuted, one layer's batch norm lost, a class dropped), or
-a TF1 source with one mid-network weight scaled (the fixture's `--perturb`).
+a TF1 source with one mid-network weight scaled (the zoo fixture's frozen graph with one
+weight constant scaled by 1.5, as make_zoo_fixture's `--perturb` scales it before freezing).
 """
 
 import glob
@@ -31,15 +32,26 @@ FE = "FeatureExtractor/MobilenetV1/"
 PERTURBED = FE + "Conv2d_7_pointwise"
 
 
-def _convert(src, out):
-    assert main(["convert", src, "--out", str(out), "--quiet"]) == 0
-    return str(out)
-
-
 @pytest.fixture(scope="module")
 def zoo(zoo_converted):
     """(TF1 fixture dir, its conversion) of the 2018 zoo graph, shared by the session."""
     return zoo_converted
+
+
+@pytest.fixture(scope="module")
+def perturbed(zoo_fixture, tmp_path_factory):
+    """The zoo fixture's frozen graph with PERTURBED's weights scaled by 1.5 (what the fixture
+    tool's `--perturb` does before it freezes; here on the frozen graph's constant, in this
+    process), beside the fixture's pipeline.config: a TF1 source one mid-network layer off."""
+    fx = zoo_fixture(ZOO_2018)
+    graph_def = read_graph_def(os.path.join(fx, "frozen_inference_graph.pb"))
+    (node,) = [n for n in graph_def.node if n.name == PERTURBED + "/weights" and n.op == "Const"]
+    value = tensor_util.MakeNdarray(node.attr["value"].tensor)
+    node.attr["value"].tensor.CopyFrom(tensor_util.make_tensor_proto(value * np.float32(1.5)))
+    folder = tmp_path_factory.mktemp("verify_perturbed")
+    (folder / "frozen_inference_graph.pb").write_bytes(graph_def.SerializeToString())
+    shutil.copy(os.path.join(fx, "pipeline.config"), folder)
+    return str(folder)
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +61,15 @@ def small_images(tmp_path_factory):
     images = list(random_images(5, 2, 200, 240)) + list(random_images(6, 1, 300, 300))
     for i, image in enumerate(images):
         tf.io.write_file(str(folder / f"im{i}.png"), tf.io.encode_png(image))
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def one_image(tmp_path_factory):
+    """A folder of one 300x300 PNG (small_images' third): enough for a broken conversion's first
+    divergence, at about two thirds of small_images' time."""
+    folder = tmp_path_factory.mktemp("verify_one_image")
+    tf.io.write_file(str(folder / "im0.png"), tf.io.encode_png(random_images(6, 1, 300, 300)[0]))
     return str(folder)
 
 
@@ -154,9 +175,8 @@ def _side_by_side_shape(height: int, width: int) -> tuple:
 
 @needs_shared
 @pytest.mark.slow
-def test_custom_checkpoint_with_meta_graph_passes(zoo_fixture, tmp_path, small_images):
-    fx = zoo_fixture(DEPTHWISE)
-    converted = _convert(fx, tmp_path / "custom_tf2")
+def test_custom_checkpoint_with_meta_graph_passes(zoo_dir_converted, tmp_path, small_images):
+    fx, converted = zoo_dir_converted(DEPTHWISE)  # the session's `convert DIR` (test_convert reads it too)
     # Naming the .meta file: the graph comes from it, its variables from the checkpoint.
     png = tmp_path / "png"
     report = verify.verify(os.path.join(fx, "model.ckpt.meta"), converted, images=[small_images], batch=2,
@@ -200,11 +220,10 @@ def test_xla_mode_compares_the_network_after_tf_preprocessing(zoo, tmp_path):
 # ---- broken conversions fail, at the right place ------------------------------------------------
 
 @needs_shared
-def test_perturbed_mid_network_layer_is_named(zoo, zoo_fixture, tmp_path, small_images, capsys):
+def test_perturbed_mid_network_layer_is_named(zoo, perturbed, tmp_path, one_image, capsys):
     _, converted = zoo
-    perturbed = zoo_fixture(ZOO_2018, perturb=PERTURBED + "/weights")
     out = tmp_path / "report.json"
-    code = main(["verify", perturbed, converted, "--images", small_images, "--mode", "eager", "--no-measure",
+    code = main(["verify", perturbed, converted, "--images", one_image, "--mode", "eager", "--no-measure",
                  "--json", str(out)])
     assert code == 1
     assert f"FIRST DIVERGENCE  {PERTURBED}" in capsys.readouterr().out
@@ -215,7 +234,7 @@ def test_perturbed_mid_network_layer_is_named(zoo, zoo_fixture, tmp_path, small_
 
 
 @needs_shared
-def test_swapped_box_coordinates_are_caught(zoo, tmp_path, small_images):
+def test_swapped_box_coordinates_are_caught(zoo, tmp_path, one_image):
     def swap_ty_tx(model):
         # Each anchor's 4 box code channels come out as [tx, ty, th, tw].
         for var in _weights(model, "BoxEncodingPredictor/weights") + _weights(model, "BoxEncodingPredictor/biases"):
@@ -224,7 +243,7 @@ def test_swapped_box_coordinates_are_caught(zoo, tmp_path, small_images):
             var.assign(codes[..., [1, 0, 2, 3]].reshape(value.shape))
         return model
     broken = _edited_copy(zoo[1], tmp_path / "swapped", swap_ty_tx)
-    report = verify.verify(zoo[0], broken, images=[small_images], mode="eager", measure=False)
+    report = verify.verify(zoo[0], broken, images=[one_image], mode="eager", measure=False)
     assert not report.passed and report.first_divergence["name"] == "concat"
     _check_ok_before(report, "concat")
     assert not all(d["ok"] for d in report.detections)
@@ -245,14 +264,14 @@ def no_bn(zoo, tmp_path_factory):
 
 
 @needs_shared
-def test_dropped_batch_norm_is_caught(zoo, no_bn, small_images):
-    report = verify.verify(zoo[0], no_bn, images=[small_images], mode="eager", measure=False)
+def test_dropped_batch_norm_is_caught(zoo, no_bn, one_image):
+    report = verify.verify(zoo[0], no_bn, images=[one_image], mode="eager", measure=False)
     assert not report.passed and report.first_divergence["name"] == NO_BN
     _check_ok_before(report, NO_BN)
 
 
 @needs_shared
-def test_wrong_class_count_is_caught(zoo, tmp_path, small_images):
+def test_wrong_class_count_is_caught(zoo, tmp_path, one_image):
     def drop_last_class(model):
         fewer = SSDMobileNetV1(model.config.replace(num_classes=model.config.num_classes - 1))
         old = {v.path: v.numpy() for v in model.weights}
@@ -264,7 +283,7 @@ def test_wrong_class_count_is_caught(zoo, tmp_path, small_images):
             var.assign(value)
         return fewer
     broken = _edited_copy(zoo[1], tmp_path / "89_classes", drop_last_class)
-    report = verify.verify(zoo[0], broken, images=[small_images], mode="eager", measure=False)
+    report = verify.verify(zoo[0], broken, images=[one_image], mode="eager", measure=False)
     assert not report.passed and report.first_divergence["name"] == "concat_1"
     assert "shape" in report.first_divergence["note"]
     _check_ok_before(report, "concat_1")
@@ -299,12 +318,12 @@ def _graph_writing_a_file(fx, directory, evidence):
 
 
 @needs_shared
-def test_unknown_ops_are_refused_unless_allowed(zoo, tmp_path, small_images, capsys):
+def test_unknown_ops_are_refused_unless_allowed(zoo, tmp_path, one_image, capsys):
     fx, converted = zoo
     evidence = tmp_path / "written_by_the_graph.txt"
     src = _graph_writing_a_file(fx, tmp_path / "evil", str(evidence))
     json_out = tmp_path / "report.json"
-    args = ["verify", src, converted, "--images", small_images, "--mode", "eager", "--no-measure", "--quiet"]
+    args = ["verify", src, converted, "--images", one_image, "--mode", "eager", "--no-measure", "--quiet"]
     assert main(args + ["--json", str(json_out)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "WriteFile" in err and "--allow-ops WriteFile" in err
@@ -402,6 +421,7 @@ def test_mixed_precision_detection_matching():
 
 
 @needs_shared
+@pytest.mark.slow  # 8.0 s in the fresh-clone run (b1fafbe), over the marker's ~5 s
 def test_mixed_bfloat16_faithful_conversion_passes_with_a_trace(zoo, small_images, tmp_path, capsys,
                                                                without_reduced_precision_units):
     fx, converted = zoo
@@ -437,12 +457,11 @@ def test_mixed_bfloat16_faithful_conversion_passes_with_a_trace(zoo, small_image
 
 @needs_shared
 @pytest.mark.slow
-def test_mixed_bfloat16_still_names_the_broken_layer(zoo, zoo_fixture, no_bn, small_images):
+def test_mixed_bfloat16_still_names_the_broken_layer(zoo, perturbed, no_bn, one_image):
     fx, converted = zoo
-    perturbed = zoo_fixture(ZOO_2018, perturb=PERTURBED + "/weights")
     rtol = verify.MIXED_TOLERANCES["mixed_bfloat16"]["rtol"]
     for src, model, layer in ((perturbed, converted, PERTURBED), (fx, no_bn, NO_BN)):
-        report = verify.verify(src, model, images=[small_images], measure=False, precision="mixed_bfloat16")
+        report = verify.verify(src, model, images=[one_image], measure=False, precision="mixed_bfloat16")
         assert not report.passed and report.first_divergence["name"] == layer, verify.format_report(report)
         # Far outside the bfloat16 tolerance, not at its edge.
         assert report.first_divergence["max_rel_err"] > 4 * rtol
@@ -470,16 +489,17 @@ def test_too_small_a_memory_limit_fails_in_one_line(zoo, tmp_path):
 
 
 @needs_shared
-def test_png_folder_is_replaced_whole_with_force(zoo, small_images, tmp_path):
+def test_png_folder_is_replaced_whole_with_force(zoo, one_image, tmp_path):
     fx, converted = zoo
     drawn = tmp_path / "drawn"
     drawn.mkdir()
     (drawn / "old.png").write_bytes(b"stale")
-    report = verify.verify(fx, converted, images=[small_images], mode="eager", measure=False,
+    # (One picture per image at several sizes: test_custom_checkpoint_with_meta_graph_passes.)
+    report = verify.verify(fx, converted, images=[one_image], mode="eager", measure=False,
                            png_dir=str(drawn), force=True)
     assert report.passed
     names = sorted(os.listdir(drawn))
-    assert "old.png" not in names and len(names) == 3 and all(n.endswith(".png") for n in names)
+    assert "old.png" not in names and len(names) == 1 and all(n.endswith(".png") for n in names)
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]
 
 
@@ -612,12 +632,11 @@ def test_tflite_bad_input(zoo, zoo_tflite, tmp_path, capsys):
 
 @needs_shared
 @pytest.mark.filterwarnings(TFLITE_WARNING)
-def test_tflite_file_of_other_weights_fails_at_the_detections(zoo, zoo_fixture, zoo_tflite, small_images):
-    """The zoo file against the TF1 graph with Conv2d_7_pointwise's weights scaled (the fixture's
-    `--perturb`): same model, same size, other weights; a file has no stages, so the mismatch is
-    named at its detections."""
-    perturbed = zoo_fixture(ZOO_2018, perturb=PERTURBED + "/weights")
-    report = verify.verify(perturbed, zoo[1], images=[small_images], tflite=zoo_tflite["per-class"], measure=False)
+def test_tflite_file_of_other_weights_fails_at_the_detections(zoo, perturbed, zoo_tflite, one_image):
+    """The zoo file against the TF1 graph with Conv2d_7_pointwise's weights scaled (`perturbed`):
+    same model, same size, other weights; a file has no stages, so the mismatch is named at its
+    detections."""
+    report = verify.verify(perturbed, zoo[1], images=[one_image], tflite=zoo_tflite["per-class"], measure=False)
     assert not report.passed and report.first_divergence["name"] == "detections of the TFLite file"
     assert "without a TF2 counterpart" in report.first_divergence["note"]
     assert not any(d["ok"] for d in report.detections)

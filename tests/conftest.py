@@ -199,19 +199,22 @@ CONVERT_STDERR = "convert_stderr.txt"
 def zoo_converted(zoo_fixture, tmp_path_factory):
     """(TF1 fixture dir, its conversion by `python -m migrate convert`) of the 2018 zoo graph,
     once per session; tests read the conversion and write elsewhere."""
+    src = zoo_fixture(ZOO_2018)
+    return src, os.path.join(built_once(tmp_path_factory, "zoo_converted",
+                                        lambda folder: _convert_with_console(src, folder, "zoo_tf2")), "zoo_tf2")
+
+
+def _convert_with_console(src, folder, name: str, *extra) -> None:
+    """`python -m migrate convert SRC --out folder/name --quiet [extra]` in this process, what the
+    console showed written beside it (`CONVERT_STDERR`, read by test_convert)."""
     import contextlib
     import io
 
     from migrate.cli import main
-    src = zoo_fixture(ZOO_2018)
-
-    def build(folder):
-        console = io.StringIO()
-        with contextlib.redirect_stderr(console):
-            assert main(["convert", src, "--out", str(folder / "zoo_tf2"), "--quiet"]) == 0
-        (folder / CONVERT_STDERR).write_text(console.getvalue())  # what the console showed (test_convert)
-
-    return src, os.path.join(built_once(tmp_path_factory, "zoo_converted", build), "zoo_tf2")
+    console = io.StringIO()
+    with contextlib.redirect_stderr(console):
+        assert main(["convert", src, "--out", str(folder / name), "--quiet", *extra]) == 0, console.getvalue()
+    (folder / CONVERT_STDERR).write_text(console.getvalue())
 
 
 # The OD API exporter's own FPN, PPN and plain SSD exports (their README says how they were made).
@@ -390,10 +393,6 @@ def zoo_dir_converted(zoo_fixture, tmp_path_factory, request):
     --trust-weights, its config's class count being wrong), once per run, its console beside
     (CONVERT_STDERR). The 2018 zoo graph's is `zoo_converted`; the quantization-aware graph's
     source is `quantized_fixture`."""
-    import contextlib
-    import io
-
-    from migrate.cli import main
     if not shared_available():
         pytest.skip(f"ground truth not found at {SHARED}")
 
@@ -401,14 +400,8 @@ def zoo_dir_converted(zoo_fixture, tmp_path_factory, request):
         if name == ZOO_2018:
             return request.getfixturevalue("zoo_converted")
         src = request.getfixturevalue("quantized_fixture") if name == QUANTIZED else zoo_fixture(name)
-
-        def build(folder):
-            console = io.StringIO()
-            args = ["convert", src, "--out", str(folder / "tf2"), "--quiet"]
-            with contextlib.redirect_stderr(console):
-                assert main(args + (["--trust-weights"] if name == TF13 else [])) == 0, console.getvalue()
-            (folder / CONVERT_STDERR).write_text(console.getvalue())
-
+        extra = ["--trust-weights"] if name == TF13 else []
         folder = "zoo_dir_converted_" + re.sub(r"\W", "_", name)
-        return src, os.path.join(built_once(tmp_path_factory, folder, build), "tf2")
+        return src, os.path.join(built_once(tmp_path_factory, folder,
+                                            lambda out: _convert_with_console(src, out, "tf2", *extra)), "tf2")
     return get

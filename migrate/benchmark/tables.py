@@ -373,9 +373,7 @@ def write_markdown(report: dict, path: str, command: str, force: bool = False, p
               f"(median {sorted(spreads)[len(spreads) // 2]:.0%}). "
               "On a machine shared with other jobs it runs to tens of percent: compare ratios, not times, "
               "and rerun on a quiet machine before drawing conclusions from a few percent.", "",
-              ""]
-    family = family_section(os.path.dirname(path)) if os.path.basename(path) == "benchmarks.md" else []
-    lines += (family + [""] if family else []) + ["## Sides", ""]
+              "## Sides", ""]
     lines += [f"- `{name}`: {text}" for name, text in _SIDE_TEXT.items() if name in report["sides"]]
     lines += ["", _NOTES]
     atomic_write.write_text(path, "\n".join(lines) + "\n")

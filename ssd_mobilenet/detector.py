@@ -119,12 +119,21 @@ class Detector:
         # The Python function too: `ssd_mobilenet.export` traces it into a SavedModel's own function.
         self.serve = serve
         self.function = tf.function(serve, input_signature=INPUT_SIGNATURE)
-        self.concrete_function = self.function.get_concrete_function()
+        self._concrete_function = None
         self._resized_function = None
 
     def _network(self, images):
         return self.model.predict_raw(images, self.slice_size, constant_weights=self.weights_frozen,
                                       concurrent_slices=self.concurrent_slices)
+
+    @property
+    def concrete_function(self):
+        """`function` traced for uint8 [N, H, W, 3], on first use: a SavedModel export traces
+        `serve` into its own function and never calls this one (a trace of the whole pipeline,
+        about a second, saved)."""
+        if self._concrete_function is None:
+            self._concrete_function = self.function.get_concrete_function()
+        return self._concrete_function
 
     def __call__(self, images) -> dict:
         images = image_io.image_batch(images)
@@ -149,9 +158,7 @@ class Detector:
     def empty_outputs(self) -> dict:
         """The outputs of a batch of 0 images: zeros [0, ...] in every output's dtype and shape;
         unknown inner sizes (the per-anchor outputs' row count) are the anchor count."""
-        anchors = len(self.model.anchors)
-        return {k: tf.zeros([0] + [anchors if d is None else d for d in spec.shape[1:]], spec.dtype)
-                for k, spec in self.concrete_function.structured_outputs.items()}
+        return postprocessing.empty_outputs(self.config, len(self.model.anchors))
 
 
 def constants_keep_rounding(config: SSDConfig) -> bool:

@@ -169,6 +169,17 @@ def postprocess_image(boxes, multiclass_scores, config: SSDConfig, columns_by_tr
     return _postprocess_image(boxes, multiclass_scores, config, columns_by_transpose)
 
 
+def empty_outputs(config: SSDConfig, num_anchors: int) -> dict:
+    """What `postprocess` gives for a batch of 0 images: float32 zeros [0, ...] in each output's
+    shape, the per-anchor outputs' rows `num_anchors` (the convolutions reject an empty batch,
+    and so does the TF1 graph, so a batch of none never reaches the network)."""
+    d, slots = config.max_total_detections, config.num_class_slots
+    shapes = {"detection_boxes": [d, 4], "detection_scores": [d], "detection_classes": [d], "num_detections": [],
+              "raw_detection_boxes": [num_anchors, 4], "raw_detection_scores": [num_anchors, slots],
+              "detection_multiclass_scores": [d, slots], "detection_anchor_indices": [d]}
+    return {k: tf.zeros([0] + shapes[k], tf.float32) for k in OUTPUT_KEYS}
+
+
 def postprocess(box_encodings_decoded, class_logits, config: SSDConfig) -> dict:
     """Detections from decoded boxes and class logits.
 

@@ -373,9 +373,11 @@ def check_conversion(source, model, config, allow_ops=(), progress=None, deploye
       source: the opened `sources.Source`, which holds a graph (the caller skips sources without).
       model: the converted Keras model (as written), config: its `SSDConfig`.
       allow_ops: op types to run although outside the SSD inference op set.
-      deployed: (uint8 images -> detections, precision) of the SavedModel as written: its
-        detections on the same images are checked against the graph's too (the report's
-        `saved_model`; the stages are the Keras model's).
+      deployed: (write, precision): `write()` writes the SavedModel and returns its uint8 images
+        -> detections function. It is called once the stages and post-processing have passed
+        (a conversion that fails there never pays for the SavedModel), and its detections on
+        the same images are checked against the graph's too (the report's `saved_model`; the
+        stages are the Keras model's).
     Raises:
       CheckFailed: the first divergent stage, what differs there and the fields likely behind it.
       inference_graph.VerifyInputError: the graph cannot run (ops outside the allowlist, no image_tensor).
@@ -403,20 +405,25 @@ def check_conversion(source, model, config, allow_ops=(), progress=None, deploye
         say("checking post-processing on crafted box encodings and class logits")
         postprocessing = check_postprocessing(runner, model, config, atol, rtol)
         order_failure = _preprocessing_order_failure(runner, resolved, per_stage, batches, config)
-        if deployed is not None:
-            say(f"checking the SavedModel as written ({deployed[1]}) on the same images")
-            saved_model = _check_deployed(runner, deployed, batches, config)
+        tensors = summarise(resolved, per_stage)
+        failure = order_failure or _first_failure(tensors, detections, postprocessing)
+        saved_model, writing = None, 0.0
+        if deployed is not None and failure is None:
+            write, precision = deployed
+            t = time.perf_counter()
+            serve = write()
+            writing = time.perf_counter() - t  # the export's, not the check's
+            say(f"checking the SavedModel as written ({precision}) on the same images")
+            saved_model = _check_deployed(runner, (serve, precision), batches, config)
     finally:
         runner.close()
-    tensors = summarise(resolved, per_stage)
     report = {
         "ran": True, "graph": graph_from, "tolerances": {"atol": atol, "rtol": rtol},
         "images": [d["image"] for d in detections], "tensors": tensors, "detections": detections,
         "postprocessing": postprocessing, "not_compared": [s for s in stages if s not in resolved],
-        "seconds": round(time.perf_counter() - t0, 2),
+        "seconds": round(time.perf_counter() - t0 - writing, 2),
     }
-    failure = order_failure or _first_failure(tensors, detections, postprocessing)
-    if deployed is not None:
+    if saved_model is not None:
         report["saved_model"] = {"precision": deployed[1], "detections": saved_model}
         bad = next((d for d in saved_model if not d["ok"]), None)
         if failure is None and bad is not None:

@@ -347,7 +347,7 @@ def _first_failure(tensors: list, detections: list, postprocessing: dict):
     return None
 
 
-def _check_deployed(runner, deployed, batches, config) -> list:
+def _check_deployed(runner, deployed, batches, config, tf1_outputs: list) -> list:
     """The written SavedModel's detections on the check's images against the TF1 graph's:
     exact in float32 (as `verify`), by class and IoU in a mixed precision (`verify --mode
     saved_model`'s comparison: detections only).
@@ -362,7 +362,7 @@ def _check_deployed(runner, deployed, batches, config) -> list:
     serve, precision = deployed
     criterion = "mixed_bfloat16" if config.weight_bits and precision == "float32" else precision
     _, detections, _ = compare_batches(runner, {}, None, serve, batches, config, DEFAULT_ATOL, DEFAULT_RTOL,
-                                       MIXED_TOLERANCES.get(criterion))
+                                       MIXED_TOLERANCES.get(criterion), tf1_outputs=tf1_outputs)
     return detections
 
 
@@ -401,7 +401,9 @@ def check_conversion(source, model, config, allow_ops=(), progress=None, deploye
         say("checking every stage against the TF1 graph on generated images: "
             + ", ".join(f"{b[1].shape[1]}x{b[1].shape[2]}" for b in batches))
         atol, rtol = DEFAULT_ATOL, DEFAULT_RTOL
-        per_stage, detections, _ = compare_batches(runner, resolved, network, detect, batches, config, atol, rtol)
+        tf1_outputs = []  # the graph's outputs per batch, read again for the SavedModel's detections
+        per_stage, detections, _ = compare_batches(runner, resolved, network, detect, batches, config, atol, rtol,
+                                                   tf1_outputs=tf1_outputs)
         say("checking post-processing on crafted box encodings and class logits")
         postprocessing = check_postprocessing(runner, model, config, atol, rtol)
         order_failure = _preprocessing_order_failure(runner, resolved, per_stage, batches, config)
@@ -414,7 +416,7 @@ def check_conversion(source, model, config, allow_ops=(), progress=None, deploye
             serve = write()
             writing = time.perf_counter() - t  # the export's, not the check's
             say(f"checking the SavedModel as written ({precision}) on the same images")
-            saved_model = _check_deployed(runner, (serve, precision), batches, config)
+            saved_model = _check_deployed(runner, (serve, precision), batches, config, tf1_outputs)
     finally:
         runner.close()
     report = {

@@ -33,7 +33,7 @@ def saved_model_detector(converted: str):
 
 
 def compare_batches(runner, resolved: dict, network, detect, batches, config, atol: float, rtol: float,
-                    mixed: dict = None, say=None):
+                    mixed: dict = None, say=None, tf1_outputs: list = None):
     """Runs both sides on every batch of uint8 images and compares them.
 
     Args:
@@ -43,6 +43,8 @@ def compare_batches(runner, resolved: dict, network, detect, batches, config, at
         detect: uint8 images -> detections.
       batches: [(names, uint8 [N, H, W, 3])].
       mixed: `MIXED_TOLERANCES[precision]` to match detections by class and IoU; None: exact.
+      tf1_outputs: a list that an earlier call on the same `batches` filled (the graph's outputs
+        per batch, read instead of running the graph again), or an empty one to fill; None: run.
     Returns:
       (per_stage {stage: [compare_tensor result per batch]}, detections [per image: {"image", ...}],
       drawn [(name, image, TF1 detections, TF2 detections)], each `drawn_detections`).
@@ -50,11 +52,16 @@ def compare_batches(runner, resolved: dict, network, detect, batches, config, at
     import tensorflow as tf
     per_stage = {s: [] for s in resolved}
     detections, drawn = [], []
-    for names, imgs in batches:
+    for b, (names, imgs) in enumerate(batches):
         if say:
             say(f"comparing {imgs.shape[0]} image(s) of {imgs.shape[1]}x{imgs.shape[2]}")
-        ref = runner.run(imgs, {**{s: t for s, (_, t) in resolved.items()},
-                                **{k: f"{k}:0" for k in frozen_graph.DETECTION_OUTPUTS}})
+        if tf1_outputs is not None and b < len(tf1_outputs):
+            ref = tf1_outputs[b]
+        else:
+            ref = runner.run(imgs, {**{s: t for s, (_, t) in resolved.items()},
+                                    **{k: f"{k}:0" for k in frozen_graph.DETECTION_OUTPUTS}})
+            if tf1_outputs is not None:
+                tf1_outputs.append(ref)
         ours = {k: np.asarray(v, np.float32) for k, v in network(tf.constant(imgs)).items()} if network else {}
         for stage, (key, _) in (resolved.items() if network else ()):
             per_stage[stage].append(compare_tensor(ours[key], ref[stage], atol, rtol))

@@ -18,11 +18,10 @@ import warnings
 import numpy as np
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, write_small_model_pair
 from migrate import cli
 from migrate.common import console
 from migrate.common.measure import MeasureError, measure_isolated
-from migrate.tf1_builder import write_model_dir
 from ssd_mobilenet import SSDConfig, runtime
 
 # TensorFlow's lines: absl's pre-init notice, C++ log lines (I0000/W0000 prefixes, the oneDNN
@@ -61,27 +60,27 @@ def _foreign_lines(stderr: str) -> list:
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
-    """(TF1 model directory, stderr of `convert` on it, its converted directory)."""
-    root = tmp_path_factory.mktemp("console")
-    src, out = str(root / "small"), str(root / "small_tf2")
-    write_model_dir(SSDConfig(num_classes=2, image_height=128, image_width=128, depth_multiplier=0.25), src, seed=0)
-    proc = _cli("convert", src, "--out", out)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.startswith("converted ")
-    return src, proc.stderr, out
+    """(TF1 model directory, its converted directory): a small model, and its weights assigned and
+    saved as `convert` does, in this process (`write_small_model_pair`; `convert` in a process of
+    its own is test_convert_prints_only_the_projects_lines' subject, not the other tests')."""
+    return write_small_model_pair(tmp_path_factory.mktemp("console"),
+                                  SSDConfig(num_classes=2, image_height=128, image_width=128, depth_multiplier=0.25))
 
 
 @pytest.mark.slow
-def test_convert_prints_only_the_projects_lines(small):
-    _, stderr, _ = small
-    assert "[migrate] reading " in stderr  # progress still shows
-    assert _foreign_lines(stderr) == []
+def test_convert_prints_only_the_projects_lines(small, tmp_path):
+    src, _ = small
+    proc = _cli("convert", src, "--out", str(tmp_path / "small_tf2"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("converted ")
+    assert "[migrate] reading " in proc.stderr  # progress still shows
+    assert _foreign_lines(proc.stderr) == []
 
 
 @pytest.mark.slow
 def test_verify_with_measurement_prints_only_the_projects_lines(small):
     # Measured: the TF1 and TF2 sides run in worker processes of their own.
-    src, _, out = small
+    src, out = small
     proc = _cli("verify", src, out, "--repeats", "2")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "PASSED" in proc.stdout and "peak RSS" in proc.stdout
@@ -92,7 +91,7 @@ def test_verify_with_measurement_prints_only_the_projects_lines(small):
 @pytest.mark.parametrize("command", ["convert", "verify"])
 @pytest.mark.parametrize("problem", ["missing", "corrupt"])
 def test_bad_input_prints_one_error_line_and_nothing_of_tensorflow(small, tmp_path, command, problem):
-    _, _, converted = small
+    _, converted = small
     src = tmp_path / "model"
     if problem == "corrupt":
         src.mkdir()
@@ -107,7 +106,7 @@ def test_bad_input_prints_one_error_line_and_nothing_of_tensorflow(small, tmp_pa
 
 @pytest.mark.slow
 def test_verbose_shows_tensorflows_lines(small):
-    src, _, out = small
+    src, out = small
     proc = _cli("verify", src, out, "--no-measure", "--quiet", "--verbose")
     assert proc.returncode == 0, proc.stderr[-3000:]
     # Its Python log (the TF1 graph is pruned with the deprecated extract_sub_graph) and, on
@@ -134,7 +133,7 @@ def test_every_command_has_verbose():
 def test_missing_paths_are_refused_before_tensorflow_loads(small, tmp_path):
     """Every path argument of every command, missing, in one line naming it, exit 2, before
     `import tensorflow` (seconds); a swapped `verify CONVERTED SOURCE` likewise, with the order."""
-    src, _, converted = small
+    src, converted = small
     image = tmp_path / "image.jpg"
     image.write_bytes(b"")  # present (what is in it is checked later)
     record = tmp_path / "train.record"
@@ -193,7 +192,7 @@ def test_missing_paths_are_refused_before_tensorflow_loads(small, tmp_path):
 
 
 def test_a_checkpoint_prefix_is_not_a_missing_path(small):
-    src, _, converted = small
+    src, converted = small
     prefix = os.path.join(src, "model.ckpt")  # exists only as model.ckpt.index + .data-*
     assert not os.path.exists(prefix)
     for args in (["convert", prefix], ["verify", prefix, converted], ["verify"], ["convert"]):

@@ -132,19 +132,19 @@ def test_tensor_tolerance_scales_with_the_tensor_range():
 
 @needs_shared
 @pytest.mark.slow
-def test_zoo_conversion_passes_with_memory_and_latency(zoo, tmp_path, capsys):
+def test_zoo_conversion_passes_on_the_generated_set(zoo, tmp_path, capsys):
     fx, converted = zoo
     out = tmp_path / "report.json"
-    # Only the converted directory: the source comes from its conversion_report.json. A memory
-    # limit far above the need: it reaches both measurement processes and changes nothing else.
-    code = main(["verify", converted, "--json", str(out), "--repeats", "2", "--batch", "3", "--memory-limit", "2048"])
+    # Only the converted directory: the source comes from its conversion_report.json. (The
+    # measurement, a memory limit reaching both its processes, latency at batch 1 and 3: the
+    # suite's one measured verify, tests/common/test_console.py's
+    # test_verify_with_measurement_prints_only_the_projects_lines.)
+    code = main(["verify", converted, "--json", str(out), "--batch", "3", "--no-measure"])
     printed = capsys.readouterr()
     assert code == 0, printed.out
     report = json.loads(out.read_text())
     assert report["passed"] and report["first_divergence"] is None
-    assert report["memory"] == {"memory_growth": False, "memory_limit_mb": 2048}
-    for side in ("tf1", "tf2"):
-        assert 0 < report[side]["peak_memory_bytes"] <= 2048 * 2**20
+    assert report["tf1"]["measured"] is False and report["tf2"]["measured"] is False
     assert report["src"] == os.path.abspath(fx)
     model = detector.load_model(converted)
     # The preprocessed image, every feature extractor layer, both heads and the decoded boxes.
@@ -156,15 +156,9 @@ def test_zoo_conversion_passes_with_memory_and_latency(zoo, tmp_path, capsys):
         "generated:300x300", "generated:257x311", "generated:480x640"}
     assert len(report["detections"]) == 5 and all(d["ok"] for d in report["detections"])
     assert sum(d["num_tf1"] for d in report["detections"]) > 0
-    for side in ("tf1", "tf2"):
-        figures = report[side]
-        assert figures["device"] == ("GPU:0" if tf.config.list_physical_devices("GPU") else "CPU:0")
-        assert figures["peak_memory_bytes"] > 0 and figures["peak_rss_bytes"] > 0
-        assert set(figures["latency_ms"]) == {"batch_1", "batch_3"}
-        assert all(lat["median"] > 0 and lat["p90"] >= lat["median"] for lat in figures["latency_ms"].values())
     assert report["tf2"]["mode"] == "function" and report["tolerances"]["atol"] == verify.DEFAULT_ATOL
     assert report["versions"]["tensorflow"] == tf.__version__
-    assert "PASSED" in printed.out and "allocator peak" in printed.out
+    assert "PASSED" in printed.out
 
 
 def _side_by_side_shape(height: int, width: int) -> tuple:
@@ -474,7 +468,8 @@ def test_mixed_bfloat16_still_names_the_broken_layer(zoo, perturbed, no_bn, one_
 @pytest.mark.slow
 def test_too_small_a_memory_limit_fails_in_one_line(zoo, tmp_path):
     fx, converted = zoo
-    # (A limit that fits is applied in both processes: test_zoo_conversion_passes_with_memory_and_latency.)
+    # (A limit that fits is applied in both processes: tests/common/test_console.py::
+    # test_verify_with_measurement_prints_only_the_projects_lines.)
     # Far too small a limit: the TF2 worker fails at its first allocation beyond it (on a CPU,
     # TensorFlow's BFC allocator cap), reported as one line. (The TF1 worker, measured first by
     # `verify`, waits out the allocator's retries for minutes before failing, so it is not used here.)

@@ -78,14 +78,29 @@ def test_convert_prints_only_the_projects_lines(small, tmp_path):
 
 
 @pytest.mark.slow
-def test_verify_with_measurement_prints_only_the_projects_lines(small):
+def test_verify_with_measurement_prints_only_the_projects_lines(small, tmp_path):
     # Measured: the TF1 and TF2 sides run in worker processes of their own.
     src, out = small
-    proc = _cli("verify", src, out, "--repeats", "2")
+    # With a memory limit far above the need and two batch sizes: the measurement's figures are
+    # checked here too (the one verify run of the suite that measures; the 2018 zoo conversion
+    # passes verify in tests/test_verify.py's test_zoo_conversion_passes_on_the_generated_set).
+    json_path = tmp_path / "report.json"
+    proc = _cli("verify", src, out, "--repeats", "2", "--batch", "3", "--memory-limit", "2048", "--json",
+                str(json_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "PASSED" in proc.stdout and "peak RSS" in proc.stdout
+    assert "PASSED" in proc.stdout and "peak RSS" in proc.stdout and "allocator peak" in proc.stdout
     assert "[migrate] measuring TF2" in proc.stderr
     assert _foreign_lines(proc.stderr) == []
+    report = json.loads(json_path.read_text())
+    # The limit reaches both measurement processes and changes nothing else.
+    assert report["passed"] and report["memory"] == {"memory_growth": False, "memory_limit_mb": 2048}
+    import tensorflow as tf
+    for side in ("tf1", "tf2"):
+        figures = report[side]
+        assert figures["device"] == ("GPU:0" if tf.config.list_physical_devices("GPU") else "CPU:0")
+        assert 0 < figures["peak_memory_bytes"] <= 2048 * 2**20 and figures["peak_rss_bytes"] > 0
+        assert set(figures["latency_ms"]) == {"batch_1", "batch_3"}
+        assert all(lat["median"] > 0 and lat["p90"] >= lat["median"] for lat in figures["latency_ms"].values())
 
 
 @pytest.mark.parametrize("command", ["convert", "verify"])

@@ -175,7 +175,14 @@ def test_family_member_reads_back_and_matches_its_tf1_graph(built, name):
     runner.close()
 
 
-@pytest.mark.parametrize("name", list(FAMILY))
+# Full-depth members of 257..321 px, which no other fast case builds: 6..7 s each with their
+# build (write_model_dir), slow; the fast tier keeps the other eight (FPN and PPN among them).
+FULL_SIZE = ("depth_0.75_320_tf1.12_export", "explicit_padding_depthwise_kernel3_pad_to_8",
+             "tf1.3_export_softmax_portrait_pad_to_16")
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name in FULL_SIZE else name
+                                  for name in FAMILY])
 def test_frozen_graph_alone_gives_the_same_network(built, tmp_path, name):
     """Without pipeline.config the graph shows the anchors (each layer's scale and aspect-ratio
     constants), box coder scales and resize op; the weights the rest. The config read back may

@@ -17,8 +17,7 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.framework import tensor_util
 
-from tests.conftest import (DEPTHWISE, ZOO_2018, needs_shared, random_images, warnings_in, write_small_model_pair,
-                            zoo_path)
+from tests.conftest import DEPTHWISE, ZOO_2018, needs_shared, random_images, warnings_in, zoo_path
 from migrate import verify
 from migrate.cli import main
 from migrate.common import draw
@@ -357,12 +356,10 @@ def test_bad_input(zoo, tmp_path, capsys, small_images):
 
 
 @pytest.mark.slow
-def test_an_unreadable_image_is_skipped_with_a_warning_and_counted(tmp_path, capsys):
+def test_an_unreadable_image_is_skipped_with_a_warning_and_counted(small_pair, tmp_path, capsys):
     """As `predict` does: a broken JPEG among `--images` is a warning, the others are compared, and
     the report says how many were; with no image left, one error line."""
-    from ssd_mobilenet import SSDConfig
-    src, converted = write_small_model_pair(tmp_path, SSDConfig(num_classes=2, image_height=128, image_width=128,
-                                                                depth_multiplier=0.25))
+    src, converted = small_pair
     folder = tmp_path / "images"
     folder.mkdir()
     for i, image in enumerate(random_images(7, 2, 96, 120)):

@@ -18,11 +18,11 @@ import warnings
 import numpy as np
 import pytest
 
-from tests.conftest import REPO, write_small_model_pair
+from tests.conftest import REPO
 from migrate import cli
 from migrate.common import console
 from migrate.common.measure import MeasureError, measure_isolated
-from ssd_mobilenet import SSDConfig, runtime
+from ssd_mobilenet import runtime
 
 # TensorFlow's lines: absl's pre-init notice, C++ log lines (I0000/W0000 prefixes, the oneDNN
 # and CPU-feature notices), its Python log and deprecation notices.
@@ -59,12 +59,11 @@ def _foreign_lines(stderr: str) -> list:
 
 
 @pytest.fixture(scope="module")
-def small(tmp_path_factory):
+def small(small_pair):
     """(TF1 model directory, its converted directory): a small model, and its weights assigned and
-    saved as `convert` does, in this process (`write_small_model_pair`; `convert` in a process of
+    saved as `convert` does, in this process (conftest's `small_pair`; `convert` in a process of
     its own is test_convert_prints_only_the_projects_lines' subject, not the other tests')."""
-    return write_small_model_pair(tmp_path_factory.mktemp("console"),
-                                  SSDConfig(num_classes=2, image_height=128, image_width=128, depth_multiplier=0.25))
+    return small_pair
 
 
 @pytest.mark.slow

@@ -324,20 +324,15 @@ def test_checkpoint_of_another_model(tmp_path, capsys):
 @pytest.mark.slow
 def test_quantization_aware_model_converts_to_a_faithful_saved_model(zoo_dir_converted):
     # Every layer's FakeQuant ranges are weights; the bits come from the graph and pipeline.config.
-    # (The session's conversion of the whole directory, as test_each_source_form_... reads it.)
+    # (The session's conversion of the whole directory, as test_each_source_form_... reads it; its
+    # SavedModel's detections against the graph's reference run are checked there.)
     quantized_fixture, out = zoo_dir_converted(QUANTIZED)
     with open(os.path.join(out, "model_config.json")) as f:
         config = json.load(f)
     assert (config["weight_bits"], config["activation_bits"]) == (8, 8)
-    serve = tf.saved_model.load(os.path.join(out, "saved_model")).signatures["serving_default"]
     images = np.load(os.path.join(quantized_fixture, "inputs.npz"))["images"]
     ref = np.load(os.path.join(quantized_fixture, "reference.npz"))
-    got = {k: v.numpy() for k, v in serve(input_tensor=tf.constant(images)).items()}
     assert ref["num_detections"].min() > 0
-    np.testing.assert_array_equal(got["num_detections"], ref["num_detections"])
-    np.testing.assert_array_equal(got["detection_classes"], ref["detection_classes"])
-    np.testing.assert_allclose(got["detection_boxes"], ref["detection_boxes"], rtol=0, atol=1e-4)
-    np.testing.assert_allclose(got["detection_scores"], ref["detection_scores"], rtol=0, atol=1e-4)
     # The inference copy `load` gives: batch norm folded and each kernel rounded once at load
     # (not on every call), the same detections.
     detector = ssd_mobilenet.load(out)

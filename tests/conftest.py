@@ -405,3 +405,13 @@ def zoo_dir_converted(zoo_fixture, tmp_path_factory, request):
         return src, os.path.join(built_once(tmp_path_factory, folder,
                                             lambda out: _convert_with_console(src, out, "tf2", *extra)), "tf2")
     return get
+
+
+@pytest.fixture(scope="session")
+def small_pair(tmp_path_factory):
+    """(TF1 model directory, converted directory) of a small model (2 classes, 128x128, depth
+    0.25; `write_small_model_pair`), once per run, for tests that read both and write elsewhere."""
+    from ssd_mobilenet import SSDConfig
+    config = SSDConfig(num_classes=2, image_height=128, image_width=128, depth_multiplier=0.25)
+    folder = built_once(tmp_path_factory, "small_pair", lambda out: write_small_model_pair(out, config))
+    return os.path.join(folder, "tf1"), os.path.join(folder, "tf2")

@@ -20,7 +20,11 @@ ATOL = 1e-5
 # QUANTIZED: the quantization-aware zoo graph with trained-looking FakeQuant ranges
 # (`quantized_fixture`); its FakeQuant outputs sit on a grid, so the same tolerance means the
 # same grid points, not just nearby values.
-GRAPHS = [ZOO_2018, ZOO_2017, DEPTHWISE, TF13, QUANTIZED]
+# The fast tier compares the 2018 zoo graph and the quantization-aware one, whose fixtures its
+# other cases (test_convert, test_verify) build anyway; the three others each cost a fixture of
+# their own (make_zoo_fixture in a child process, then the model): 9..13 s a graph, slow.
+GRAPHS = [ZOO_2018, pytest.param(ZOO_2017, marks=pytest.mark.slow), pytest.param(DEPTHWISE, marks=pytest.mark.slow),
+          pytest.param(TF13, marks=pytest.mark.slow), QUANTIZED]
 
 
 @pytest.fixture(scope="module")

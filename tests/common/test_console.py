@@ -22,8 +22,7 @@ from tests.conftest import REPO
 from migrate import cli
 from migrate.common import console
 from migrate.common.measure import MeasureError, measure_isolated
-from migrate.tf1_builder import write_model_dir
-from ssd_mobilenet import SSDConfig, runtime
+from ssd_mobilenet import runtime
 
 # TensorFlow's lines: absl's pre-init notice, C++ log lines (I0000/W0000 prefixes, the oneDNN
 # and CPU-feature notices), its Python log and deprecation notices.
@@ -60,39 +59,53 @@ def _foreign_lines(stderr: str) -> list:
 
 
 @pytest.fixture(scope="module")
-def small(tmp_path_factory):
-    """(TF1 model directory, stderr of `convert` on it, its converted directory)."""
-    root = tmp_path_factory.mktemp("console")
-    src, out = str(root / "small"), str(root / "small_tf2")
-    write_model_dir(SSDConfig(num_classes=2, image_height=128, image_width=128, depth_multiplier=0.25), src, seed=0)
-    proc = _cli("convert", src, "--out", out)
+def small(small_pair):
+    """(TF1 model directory, its converted directory): a small model, and its weights assigned and
+    saved as `convert` does, in this process (conftest's `small_pair`; `convert` in a process of
+    its own is test_convert_prints_only_the_projects_lines' subject, not the other tests')."""
+    return small_pair
+
+
+@pytest.mark.slow
+def test_convert_prints_only_the_projects_lines(small, tmp_path):
+    src, _ = small
+    proc = _cli("convert", src, "--out", str(tmp_path / "small_tf2"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.startswith("converted ")
-    return src, proc.stderr, out
+    assert "[migrate] reading " in proc.stderr  # progress still shows
+    assert _foreign_lines(proc.stderr) == []
 
 
 @pytest.mark.slow
-def test_convert_prints_only_the_projects_lines(small):
-    _, stderr, _ = small
-    assert "[migrate] reading " in stderr  # progress still shows
-    assert _foreign_lines(stderr) == []
-
-
-@pytest.mark.slow
-def test_verify_with_measurement_prints_only_the_projects_lines(small):
+def test_verify_with_measurement_prints_only_the_projects_lines(small, tmp_path):
     # Measured: the TF1 and TF2 sides run in worker processes of their own.
-    src, _, out = small
-    proc = _cli("verify", src, out, "--repeats", "2")
+    src, out = small
+    # With a memory limit far above the need and two batch sizes: the measurement's figures are
+    # checked here too (the one verify run of the suite that measures; the 2018 zoo conversion
+    # passes verify in tests/test_verify.py's test_zoo_conversion_passes_on_the_generated_set).
+    json_path = tmp_path / "report.json"
+    proc = _cli("verify", src, out, "--repeats", "2", "--batch", "3", "--memory-limit", "2048", "--json",
+                str(json_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "PASSED" in proc.stdout and "peak RSS" in proc.stdout
+    assert "PASSED" in proc.stdout and "peak RSS" in proc.stdout and "allocator peak" in proc.stdout
     assert "[migrate] measuring TF2" in proc.stderr
     assert _foreign_lines(proc.stderr) == []
+    report = json.loads(json_path.read_text())
+    # The limit reaches both measurement processes and changes nothing else.
+    assert report["passed"] and report["memory"] == {"memory_growth": False, "memory_limit_mb": 2048}
+    import tensorflow as tf
+    for side in ("tf1", "tf2"):
+        figures = report[side]
+        assert figures["device"] == ("GPU:0" if tf.config.list_physical_devices("GPU") else "CPU:0")
+        assert 0 < figures["peak_memory_bytes"] <= 2048 * 2**20 and figures["peak_rss_bytes"] > 0
+        assert set(figures["latency_ms"]) == {"batch_1", "batch_3"}
+        assert all(lat["median"] > 0 and lat["p90"] >= lat["median"] for lat in figures["latency_ms"].values())
 
 
 @pytest.mark.parametrize("command", ["convert", "verify"])
 @pytest.mark.parametrize("problem", ["missing", "corrupt"])
 def test_bad_input_prints_one_error_line_and_nothing_of_tensorflow(small, tmp_path, command, problem):
-    _, _, converted = small
+    _, converted = small
     src = tmp_path / "model"
     if problem == "corrupt":
         src.mkdir()
@@ -107,7 +120,7 @@ def test_bad_input_prints_one_error_line_and_nothing_of_tensorflow(small, tmp_pa
 
 @pytest.mark.slow
 def test_verbose_shows_tensorflows_lines(small):
-    src, _, out = small
+    src, out = small
     proc = _cli("verify", src, out, "--no-measure", "--quiet", "--verbose")
     assert proc.returncode == 0, proc.stderr[-3000:]
     # Its Python log (the TF1 graph is pruned with the deprecated extract_sub_graph) and, on
@@ -134,7 +147,7 @@ def test_every_command_has_verbose():
 def test_missing_paths_are_refused_before_tensorflow_loads(small, tmp_path):
     """Every path argument of every command, missing, in one line naming it, exit 2, before
     `import tensorflow` (seconds); a swapped `verify CONVERTED SOURCE` likewise, with the order."""
-    src, _, converted = small
+    src, converted = small
     image = tmp_path / "image.jpg"
     image.write_bytes(b"")  # present (what is in it is checked later)
     record = tmp_path / "train.record"
@@ -193,7 +206,7 @@ def test_missing_paths_are_refused_before_tensorflow_loads(small, tmp_path):
 
 
 def test_a_checkpoint_prefix_is_not_a_missing_path(small):
-    src, _, converted = small
+    src, converted = small
     prefix = os.path.join(src, "model.ckpt")  # exists only as model.ckpt.index + .data-*
     assert not os.path.exists(prefix)
     for args in (["convert", prefix], ["verify", prefix, converted], ["verify"], ["convert"]):

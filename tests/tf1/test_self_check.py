@@ -157,9 +157,11 @@ def test_a_normalize_first_graph_is_compared_at_its_preprocessed_image(tmp_path,
     out = tmp_path / "out"
     assert main(["convert", src, "--out", str(out), "--quiet"]) == 0
     with open(out / "conversion_report.json") as f:
-        pre = json.load(f)["check"]["tensors"][0]
+        report = json.load(f)
+    assert report["config"]["normalize_before_resize"] is True and report["check"]["passed"]
+    pre = report["check"]["tensors"][0]
     assert (pre["name"], pre["tf1_tensor"]) == ("Preprocessor", "Preprocessor/map/TensorArrayStack/TensorArrayGatherV3:0")
-    assert pre["max_abs_err"] == 0.0
+    assert pre["shape"] == [1, 128, 128, 3] and pre["max_abs_err"] == 0.0
     real = config_inference.infer_config
     monkeypatch.setattr(config_inference, "infer_config",
                         lambda *a, **k: (real(*a, **k)[0].replace(normalize_before_resize=False), real(*a, **k)[1]))

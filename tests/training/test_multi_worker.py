@@ -27,7 +27,7 @@ import pytest
 
 from tests.training.training_pipeline import pipeline
 
-from tests.conftest import REPO, run_cli, save_synthetic_model
+from tests.conftest import REPO, save_synthetic_model
 from migrate.cli import main
 from ssd_mobilenet import detector
 from ssd_mobilenet.config import SSDConfig
@@ -59,16 +59,23 @@ def setup(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def reference(setup):
-    """The one-process run's folder after `SHORT` steps (in this process, without TF_CONFIG)."""
+    """The one-process run's folder after `SHORT` steps (in this process, without TF_CONFIG):
+    `trainer.train` with the workers' settings, which is `train`'s run without its SavedModel
+    export (the one-device side of test_distribute's comparison with `train`'s run)."""
     import tensorflow as tf
+
+    from ssd_mobilenet.training import trainer
+    from ssd_mobilenet.training.train_config import TrainingConfig
     out = setup["root"] / "one_process"
     # tf.data's shuffle combines its seed with TensorFlow's global seed, which another test of this
     # process may have set: none, as in the workers' fresh processes.
     tf.random.set_seed(None)
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv("TF_CONFIG", raising=False)
-        code, _, err = run_cli([*_argv(setup, out, SHORT), "--quiet"])
-    assert code == 0, err[-2000:]
+        result = trainer.train(detector.load_model(setup["converted"]),
+                               TrainingConfig.from_pipeline_config(setup["config"]), [setup["records"]], str(out),
+                               steps=SHORT, batch_size=8, freeze_batch_norm=True, checkpoint_every=2)
+    assert result["step"] == SHORT
     return str(out)
 
 

@@ -1,7 +1,7 @@
 """training.trainer on the generated shapes dataset: the loss falls, gradient accumulation gives the
-large batch's update, frozen batch norm stays frozen. (A resumed run ends where an uninterrupted one
-does: tests/test_train.py, a `train` process killed and started again.) Small models (depth 0.25,
-128x128), written into tmp_path once per module."""
+large batch's update, frozen batch norm stays frozen (on the accumulation test's steps). (A resumed
+run ends where an uninterrupted one does: tests/test_train.py, a `train` process killed and started
+again.) Small models (depth 0.25, 128x128), written into tmp_path once per module."""
 
 from __future__ import annotations
 
@@ -78,18 +78,27 @@ def _images_with_equal_matches(trainer, shapes):
 
 
 @pytest.mark.slow
-def test_accumulating_two_micro_batches_gives_the_batch_update(shapes):
+def test_accumulating_two_micro_batches_gives_the_batch_update_and_frozen_batch_norm_stays(shapes):
     # Batch norm frozen: in training mode each micro-batch would be normalised with its own two
-    # images' statistics, not the four's, and the forward passes would differ.
+    # images' statistics, not the four's, and the forward passes would differ. Both trainers'
+    # steps (the whole batch's and the accumulated one's) also show frozen batch norm frozen: its
+    # gamma, beta and moving statistics are not trained and do not move.
     model = new_model()
     initial = values(model.weights)
     whole = Trainer(model, config(), accumulate=1, freeze_batch_norm=True)
+    norms = batch_norm_parameters(model)
+    statistics = [v for v in model.non_trainable_variables if "moving_" in v.path]
+    assert len(statistics) == len(norms) and norms
+    assert len(whole.variables) == len(model.trainable_variables) - len(norms)
+    assert not {id(v) for v in norms} & {id(v) for v in whole.variables}
     four = _images_with_equal_matches(whole, shapes)
     halves = [{k: v[:2] for k, v in four.items()}, {k: v[2:] for k, v in four.items()}]
     split_model = new_model(seed=1)
     split_model.set_weights(initial)
     split = Trainer(split_model, config(), accumulate=2, freeze_batch_norm=True)
     start = values(whole.variables)
+    frozen = [values(batch_norm_parameters(m)) + values([v for v in m.non_trainable_variables if "moving_" in v.path])
+              for m in (model, split_model)]
     for _ in range(2):
         whole.train_step(four)
         split.train_step(halves[0])
@@ -104,27 +113,14 @@ def test_accumulating_two_micro_batches_gives_the_batch_update(shapes):
         np.testing.assert_allclose(b, a, rtol=1e-6, atol=5e-9, err_msg=v.path)
     for a, b in zip(whole.moving_average.shadows, split.moving_average.shadows):
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-6, atol=5e-9)
-
-
-@pytest.mark.slow
-def test_frozen_batch_norm_keeps_statistics_and_trains_no_gamma_beta(shapes):
-    model = new_model()
-    trainer = Trainer(model, config(), freeze_batch_norm=True)
-    norms = batch_norm_parameters(model)
-    statistics = [v for v in model.non_trainable_variables if "moving_" in v.path]
-    assert len(statistics) == len(norms) and norms
-    assert len(trainer.variables) == len(model.trainable_variables) - len(norms)
-    assert not {id(v) for v in norms} & {id(v) for v in trainer.variables}
-    before_norms, before_statistics, before = values(norms), values(statistics), values(trainer.variables)
-    batches = iter(data.make_dataset(os.path.join(shapes, "train.record"), model.config, BATCH))
-    for _ in range(3):
-        trainer.train_step(next(batches))
-    for a, b in zip(before_norms + before_statistics, values(norms + statistics)):
-        np.testing.assert_array_equal(b, a)
+    for m, before in zip((model, split_model), frozen):
+        after = values(batch_norm_parameters(m)) + values([v for v in m.non_trainable_variables if "moving_" in v.path])
+        for a, b in zip(before, after, strict=True):
+            np.testing.assert_array_equal(b, a)
     # Every kernel moves (the L2 term alone moves them); a head's bias may see no gradient yet when
     # mining selects none of its anchors.
-    kernels = [i for i, v in enumerate(trainer.variables) if v.path.endswith("weights")]
-    assert all(not np.array_equal(before[i], trainer.variables[i].numpy()) for i in kernels)
+    kernels = [i for i, v in enumerate(whole.variables) if v.path.endswith("weights")]
+    assert all(not np.array_equal(start[i], whole.variables[i].numpy()) for i in kernels)
 
 
 @pytest.mark.parametrize("ssd_extra, train_flag, frozen", [

@@ -132,6 +132,7 @@ def test_float16_loss_scale_skips_overflowing_steps_and_is_checkpointed(setup, t
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow  # two trainers traced on both sides: 12-15 s
 def test_recompute_gives_the_plain_losses_gradients_and_moving_statistics(setup):
     _check_recompute(setup)
 

@@ -165,6 +165,7 @@ def _umask():
 
 
 @needs_shared
+@pytest.mark.slow  # two predicts on the zoo model, each built and traced: ~10 s
 def test_a_label_map_short_of_the_models_classes_is_named_in_one_warning(converted, folder, tmp_path, capsys):
     """The issue's case: the 37-class pets label map on the 90-class zoo model. One warning names
     the ids it leaves without a name; their detections have "label": null, the others a name.
@@ -194,6 +195,7 @@ class _Terminal(io.StringIO):
 
 
 @needs_shared
+@pytest.mark.slow  # two predicts on the zoo model, each built and traced: ~10 s
 def test_a_terminal_gets_a_line_per_image_and_a_pipe_the_json(converted, folder, tmp_path, monkeypatch):
     """Without --out, a terminal gets one summary line per image (the best detections that fit
     in 100 columns), a file or pipe the JSON lines; `--out -` asks for the JSON on a terminal."""
@@ -399,6 +401,7 @@ def test_precision_flag_reaches_the_model(converted, folder, tmp_path):
 
 
 @needs_shared
+@pytest.mark.slow  # a traced predict of three images under the profiler: ~7 s
 def test_trace_writes_a_profiler_trace(converted, folder, tmp_path):
     three = images.list_images([folder])[:3]
     trace = tmp_path / "trace"

@@ -28,6 +28,7 @@ def _run(args, cwd):
                           text=True, timeout=BOUND_S, env={**os.environ, "PYTHONPATH": REPO})
 
 
+@pytest.mark.slow  # a Beam pipeline in a child process: ~9 s
 def test_onnx_file_in_a_beam_pipeline_gives_predicts_lines(tmp_path):
     from PIL import Image
     model = save_synthetic_model(str(tmp_path / "converted"), CONFIG)

@@ -75,16 +75,10 @@ def assumed_fields(source, config) -> dict:
     return {k: getattr(config, k) for k in fields}
 
 
-def _check(source, tmp: str, config, check: bool, allow_ops, say, precision: str, write_saved_model) -> dict:
-    """The report's `check`: `self_check.check_conversion` on the model as written to `tmp` (its
-    checkpoint stage by stage, then its SavedModel on detections), or why not. `write_saved_model()`
-    writes the SavedModel into `tmp`: after the checkpoint's stages have passed, or at once when
-    nothing is checked."""
-    from migrate.tf1 import graph_traits, self_check
-    from migrate.tf1.inference_graph import VerifyInputError
-    from migrate.tf1.side_by_side import saved_model_detector
-    if not check or source.graph_def is None or graph_traits.is_tflite_export(source.graph_def):
-        write_saved_model()
+def _unchecked(source, config, check: bool, say):
+    """The report's `check` when nothing is checked (--no-check, no graph, a TFLite export graph),
+    or None when the check runs."""
+    from migrate.tf1 import graph_traits
     if not check:
         return {"ran": False, "reason": "--no-check"}
     if source.graph_def is None:
@@ -95,10 +89,26 @@ def _check(source, tmp: str, config, check: bool, allow_ops, say, precision: str
                 "assumed": {k: list(v) if isinstance(v, tuple) else v for k, v in assumed.items()}}
     if graph_traits.is_tflite_export(source.graph_def):
         return {"ran": False, "reason": f"{source.graph_from}: {graph_traits.TFLITE_REFUSAL}"}
+    return None
+
+
+def _check(source, tmp: str, config, check: bool, allow_ops, say, precision: str, write_saved_model) -> dict:
+    """The report's `check`: `self_check.check_conversion` on the model as written to `tmp` (its
+    checkpoint stage by stage, then its SavedModel on detections), or why not. `write_saved_model()`
+    writes the SavedModel into `tmp`: after the checkpoint's stages have passed, or at once when
+    nothing is checked."""
+    from migrate.tf1 import self_check
+    from migrate.tf1.inference_graph import VerifyInputError
+    from migrate.tf1.side_by_side import saved_model_detector
+    unchecked = _unchecked(source, config, check, say)
+    if unchecked is not None:
+        write_saved_model()
+        return unchecked
+
+    def write():
+        write_saved_model()
+        return saved_model_detector(tmp)
     try:
-        def write():
-            write_saved_model()
-            return saved_model_detector(tmp)
         return self_check.check_conversion(source, detector_lib.load_model(tmp), config, allow_ops, say,
                                            deployed=(write, precision))
     except VerifyInputError as e:

@@ -9,12 +9,10 @@ computes what was asked for, and builds a `Detector` otherwise.
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import warnings
 
-import numpy as np
 import tensorflow as tf
 
 from ssd_mobilenet import image_io, postprocessing
@@ -129,8 +127,8 @@ class Detector:
     @property
     def concrete_function(self):
         """`function` traced for uint8 [N, H, W, 3], on first use: a SavedModel export traces
-        `serve` into its own function and never calls this one (a trace of the whole pipeline,
-        about a second, saved)."""
+        `serve` into its own function and never calls this one (a trace of the whole pipeline
+        saved)."""
         if self._concrete_function is None:
             self._concrete_function = self.function.get_concrete_function()
         return self._concrete_function

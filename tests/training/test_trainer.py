@@ -77,6 +77,11 @@ def _images_with_equal_matches(trainer, shapes):
     pytest.fail(f"no four images with equal matched-anchor sums in pairs: {matched}")
 
 
+def _moving_statistics(model) -> list:
+    """The batch norm layers' moving means and variances."""
+    return [v for v in model.non_trainable_variables if "moving_" in v.path]
+
+
 @pytest.mark.slow
 def test_accumulating_two_micro_batches_gives_the_batch_update_and_frozen_batch_norm_stays(shapes):
     # Batch norm frozen: in training mode each micro-batch would be normalised with its own two
@@ -87,8 +92,7 @@ def test_accumulating_two_micro_batches_gives_the_batch_update_and_frozen_batch_
     initial = values(model.weights)
     whole = Trainer(model, config(), accumulate=1, freeze_batch_norm=True)
     norms = batch_norm_parameters(model)
-    statistics = [v for v in model.non_trainable_variables if "moving_" in v.path]
-    assert len(statistics) == len(norms) and norms
+    assert len(_moving_statistics(model)) == len(norms) and norms
     assert len(whole.variables) == len(model.trainable_variables) - len(norms)
     assert not {id(v) for v in norms} & {id(v) for v in whole.variables}
     four = _images_with_equal_matches(whole, shapes)
@@ -97,8 +101,7 @@ def test_accumulating_two_micro_batches_gives_the_batch_update_and_frozen_batch_
     split_model.set_weights(initial)
     split = Trainer(split_model, config(), accumulate=2, freeze_batch_norm=True)
     start = values(whole.variables)
-    frozen = [values(batch_norm_parameters(m)) + values([v for v in m.non_trainable_variables if "moving_" in v.path])
-              for m in (model, split_model)]
+    frozen = [values(batch_norm_parameters(m) + _moving_statistics(m)) for m in (model, split_model)]
     for _ in range(2):
         whole.train_step(four)
         split.train_step(halves[0])
@@ -114,8 +117,7 @@ def test_accumulating_two_micro_batches_gives_the_batch_update_and_frozen_batch_
     for a, b in zip(whole.moving_average.shadows, split.moving_average.shadows):
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-6, atol=5e-9)
     for m, before in zip((model, split_model), frozen):
-        after = values(batch_norm_parameters(m)) + values([v for v in m.non_trainable_variables if "moving_" in v.path])
-        for a, b in zip(before, after, strict=True):
+        for a, b in zip(before, values(batch_norm_parameters(m) + _moving_statistics(m)), strict=True):
             np.testing.assert_array_equal(b, a)
     # Every kernel moves (the L2 term alone moves them); a head's bias may see no gradient yet when
     # mining selects none of its anchors.

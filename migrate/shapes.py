@@ -180,8 +180,8 @@ def write(out_dir: str, force: bool = False, progress=None, num_train: int = TRA
             with open(os.path.join(images, name), "wb") as f:
                 f.write(features["image/encoded"].numpy())
         config = MODELS[model]
-        say(f"building a small TF1 {config.feature_extractor_type} (3 classes, depth 0.25, 128x128, "
-            f"synthetic weights)")
+        # Within 100 columns for the longest type's name (ssd_mobilenet_v1_ppn): 98.
+        say(f"building the TF1 {config.feature_extractor_type}: 3 classes, depth 0.25, 128x128, synthetic weights")
         builder.write_model_dir(config, os.path.join(tmp, "tf1_model"), seed=MODEL_SEED)
         with open(os.path.join(tmp, "train.config"), "w", encoding="utf-8") as f:
             f.write(train_config_text(config))

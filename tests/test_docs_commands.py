@@ -15,6 +15,8 @@ of the suite), ../shared's photos, label map and TFRecords, and the clone's own 
   exit 0 (or `EXPECTED_EXIT`) and leave the outputs it names.
 - A block's lines run in order, in its folder. `CONTINUES` names the blocks that go on in an earlier
   block's folder, because they read what it wrote.
+- A `migrate` line (in this process or a device's) prints every line within 100 columns on a
+  terminal 1000 columns wide (`check_widths`; tests/test_cli.py runs the commands' other forms).
 - A block whose steps begin another's (the README's short forms of the guides' examples) runs as
   part of that one: the same lines on the same layout give the same results (`plan`).
 - Installs are checked, not run: the project is the target and the extra exists in pyproject.toml
@@ -448,6 +450,16 @@ def check_outputs(folder, line, paths, started):
             raise LineFailed(f"`{line}` exited 0 but did not write {path}")
 
 
+def check_widths(line, printed):
+    """A `migrate` line prints every line within 100 columns (tests/test_cli.py holds the commands the
+    guides do not run to the same); the terminal is 1000 columns wide (`test_block_runs_as_written`),
+    so that only the notes a command wraps on purpose are wrapped."""
+    from migrate.commands.common import COLUMNS
+    too_long = [text for text in printed.splitlines() if len(text) > COLUMNS]
+    if too_long:
+        raise LineFailed(f"`{line}` printed lines over {COLUMNS} columns:\n" + "\n".join(too_long))
+
+
 def run_bash_line(line, folder, stub):
     run_line, _ = SUBSTITUTED.get(line, (line, None))
     words = shlex.split(run_line)
@@ -471,6 +483,8 @@ def run_bash_line(line, folder, stub):
         code, out, err = proc.returncode, proc.stdout, proc.stderr
     if code != expected:
         raise LineFailed(f"`{run_line}` exited {code}, not {expected}:\n{err[-3000:]}\n{out[-1000:]}")
+    if kind(line) in ("migrate", "device"):
+        check_widths(run_line, out + err)
     if code == 0:
         check_outputs(folder, run_line, outputs, started)
 
@@ -496,6 +510,7 @@ def test_block_runs_as_written(run, layout, no_tensorflow, tmp_path, monkeypatch
     wall and CPU time is printed (`-s`, `-rP`) for the suite's budget."""
     folder = make_folder(tmp_path, layout, written_entries(run))
     monkeypatch.chdir(folder)
+    monkeypatch.setenv("COLUMNS", "1000")  # no wrapping to the terminal hides a long line (`check_widths`)
     times = []
     for block in run.blocks:
         for lang, step in block.steps():

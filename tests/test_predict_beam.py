@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.conftest import REPO, save_synthetic_model, smooth_noise, write_image_folder
+from tests.conftest import REPO, save_synthetic_model, smooth_noise, unwrapped, write_image_folder
 from migrate.cli import main
 from migrate.common import console
 from ssd_mobilenet import detector
@@ -66,10 +66,11 @@ def _lines(path):
 
 
 def _pipeline(args, cwd):
-    """`python -m migrate predict ... --engine beam` in a fresh process: (exit code, stderr lines)."""
+    """`python -m migrate predict ... --engine beam` in a fresh process: (exit code, stderr lines, the
+    lines it wrapped joined: a long OUT wraps the last one)."""
     run = subprocess.run([sys.executable, "-m", "migrate", "predict", *args, "--engine", "beam"], cwd=cwd,
                          capture_output=True, text=True, timeout=BOUND_S, env={**os.environ, "PYTHONPATH": REPO})
-    return run.returncode, run.stderr.splitlines()
+    return run.returncode, unwrapped(run.stderr).splitlines()
 
 
 def _shard_lines(out: str) -> dict:

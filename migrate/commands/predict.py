@@ -205,5 +205,7 @@ def _summary(args, summary, out=None) -> int:
     say = progress(args.quiet)
     say(f"{summary['images']} images ({summary['failed']} unreadable), {summary['detections']} detections in "
         f"{summary['seconds']:.1f} s, {summary['images_per_s']:.1f} images/s")
-    say(f"{summary['runtime']}, batch {summary['batch_size']}" + (f" -> {out}" if out else ""))
+    # Wrapped: a long OUT (or Beam's runner and its shards) goes on the next line, within 100 columns.
+    progress(args.quiet, wrap=True)(f"{summary['runtime']}, batch {summary['batch_size']}"
+                                    + (f" -> {out}" if out else ""))
     return EXIT_OK if summary["images"] - summary["failed"] else EXIT_FAIL

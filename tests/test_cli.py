@@ -2,17 +2,19 @@
 columns (docs/guides/contributing.md), whatever the terminal's width.
 
 The widths are held twice: the line formatters at their widest (long stage names, many digits,
-every report variant; fast), and every command run in this process on the training demo's small
-model, its output read line by line (slow). The terminal is set 1000 columns wide for both, so
-that no wrapping to the terminal hides a long line: only the notes the commands wrap on purpose
-(`common.wrapped`, at most 100 columns) are wrapped.
+every report variant; fast), and every command run, its output read line by line (slow): here
+each form of verify, export, predict and bench in this process on a small model; `shapes`,
+`convert`, `evaluate` and `train` as the guides run them (tests/test_docs_commands.py, the training
+demo and the zoo model); a measured verify's figures in a fresh process
+(tests/common/test_console.py). The terminal is set 1000 columns wide for all, so that no wrapping
+to the terminal hides a long line: only the notes the commands wrap on purpose (`common.wrapped`,
+at most 100 columns) are wrapped.
 """
 
 from __future__ import annotations
 
 import ast
 import contextlib
-import functools
 import io
 import json
 import os
@@ -171,13 +173,16 @@ def test_train_step_lines_fit():
 
 # ---- every command, run (slow) ----------------------------------------------------------------------
 
-# Every command on the training demo (`shapes`: a 3-class model at depth 0.25, 128x128), its files
-# beside it, with relative paths as a user in that folder types them. Measured once (verify's table);
-# bench's tables at their widest are `test_bench_tables_fit`'s.
+# Every form of verify, export, predict and bench on a small model (`small_pair`: 2 classes, depth
+# 0.25, 128x128) with its images and label map beside it, with relative paths as a user in that folder
+# types them. The commands the guides show run there and are held to the same width
+# (tests/test_docs_commands.py's runs: `shapes demo` and `--model ppn`, `convert`, `evaluate` and
+# `train --eval --labels` of the training demo; `convert`, `verify`, `export`, `predict` and
+# `evaluate` of the zoo model); a measured verify's memory and latency lines are
+# tests/common/test_console.py's (a fresh process, held to the same width); bench's tables at their
+# widest are `test_bench_tables_fit`'s.
 COMMANDS = [
-    "shapes demo",
-    "convert demo/tf1_model --out demo/converted",
-    "verify demo/tf1_model demo/converted --repeats 1 --batch 2 --json verify.json",
+    "verify demo/tf1_model demo/converted --no-measure --json verify.json",
     "export demo/converted --tflite m.tflite",
     "export demo/converted --onnx m.onnx",
     "verify demo/tf1_model demo/converted --tflite m.tflite --no-measure",
@@ -186,9 +191,6 @@ COMMANDS = [
     "predict m.tflite demo/images --out p.jsonl --force --labels demo/label_map.pbtxt",
     "predict m.onnx demo/images --out p.jsonl --force",
     "predict m.onnx demo/images --labels demo/label_map.pbtxt --terminal",
-    "evaluate demo/converted --records demo/eval.record --labels demo/label_map.pbtxt",
-    "train demo/converted --config demo/train.config --train demo/train.record --eval demo/eval.record "
-    "--labels demo/label_map.pbtxt --steps 2 --batch 2",
     "bench demo/tf1_model demo/converted --batch 1 --size 128x128 --repeats 1 --warmup 0 --sides tf1_session,tflite "
     "--no-memory",
     "verify demo/converted demo/tf1_model",
@@ -202,18 +204,28 @@ class _Terminal(io.StringIO):
 
 
 @pytest.fixture(scope="module")
-def every_command(tmp_path_factory):
+def every_command(small_pair, tmp_path_factory):
     """{command line: (exit code, stdout, stderr)} of `COMMANDS`, in-process (`migrate.cli.main`)
     in a folder of their own, the terminal 1000 columns wide; `--terminal`: stdout is a terminal.
-    The demo's record files are the small ones of the test suite (`shapes.write`'s counts)."""
-    from migrate import shapes
+    demo/: the small pair (links: nothing writes there), four JPEGs of smoothed noise, a label map
+    of its two classes; broken.jpg: a JPEG header and nothing else."""
+    import numpy as np
+    from PIL import Image
+
+    from tests.conftest import smooth_noise
     folder = tmp_path_factory.mktemp("every_command")
+    (folder / "demo" / "images").mkdir(parents=True)
+    os.symlink(small_pair[0], folder / "demo" / "tf1_model")
+    os.symlink(small_pair[1], folder / "demo" / "converted")
+    rng = np.random.default_rng(5)
+    for i, (h, w) in enumerate([(128, 128), (96, 160), (200, 150), (128, 128)]):
+        Image.fromarray(smooth_noise(rng, h, w)).save(folder / "demo" / "images" / f"shape_{i}.jpg", quality=90)
+    (folder / "demo" / "label_map.pbtxt").write_text("item { id: 1 name: 'circle' }\nitem { id: 2 name: 'square' }\n")
     (folder / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0" + bytes(100))
     results = {}
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(folder)
         patch.setenv("COLUMNS", "1000")
-        patch.setattr(shapes, "write", functools.partial(shapes.write, num_train=8, num_eval=6))
         for command in COMMANDS:
             argv = [arg for arg in command.split() if arg != "--terminal"]
             out, err = _Terminal() if "--terminal" in command else io.StringIO(), io.StringIO()

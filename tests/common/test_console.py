@@ -20,6 +20,7 @@ import pytest
 
 from tests.conftest import REPO
 from migrate import cli
+from migrate.commands import common as cli_common
 from migrate.common import console
 from migrate.common.measure import MeasureError, measure_isolated
 from ssd_mobilenet import runtime
@@ -34,8 +35,11 @@ PROJECT_WARNINGS = ("no GPU visible: the memory settings apply to the CPU alloca
                     "quantization-aware model under XLA or mixed precision")
 
 
-def _cli(*args, timeout=300) -> subprocess.CompletedProcess:
+def _cli(*args, timeout=300, columns=None) -> subprocess.CompletedProcess:
+    """`python -m migrate ARGS` in a fresh process; `columns`: the terminal's width it is told (COLUMNS)."""
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", console.QUIET_ENV)}
+    if columns:
+        env["COLUMNS"] = str(columns)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, os.environ.get("PYTHONPATH")) if p)
     return subprocess.run([sys.executable, "-m", "migrate", *args], capture_output=True, text=True, env=env,
                           cwd=REPO, timeout=timeout)
@@ -82,14 +86,17 @@ def test_verify_with_measurement_prints_only_the_projects_lines(small, tmp_path)
     src, out = small
     # With a memory limit far above the need and two batch sizes: the measurement's figures are
     # checked here too (the one verify run of the suite that measures; the 2018 zoo conversion
-    # passes verify in tests/test_verify.py's test_zoo_conversion_passes_on_the_generated_set).
+    # passes verify in tests/test_verify.py's test_zoo_conversion_passes_on_the_generated_set), and
+    # every line it prints within 100 columns on a terminal 1000 wide (tests/test_cli.py's
+    # every-command check runs verify's other forms without measuring).
     json_path = tmp_path / "report.json"
     proc = _cli("verify", src, out, "--repeats", "2", "--batch", "3", "--memory-limit", "2048", "--json",
-                str(json_path))
+                str(json_path), columns=1000)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "PASSED" in proc.stdout and "peak RSS" in proc.stdout and "allocator peak" in proc.stdout
     assert "[migrate] measuring TF2" in proc.stderr
     assert _foreign_lines(proc.stderr) == []
+    assert [line for line in (proc.stdout + proc.stderr).splitlines() if len(line) > cli_common.COLUMNS] == []
     report = json.loads(json_path.read_text())
     # The limit reaches both measurement processes and changes nothing else.
     assert report["passed"] and report["memory"] == {"memory_growth": False, "memory_limit_mb": 2048}

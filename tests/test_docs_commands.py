@@ -119,10 +119,16 @@ SUBSTITUTED = {
     ".venv/bin/python -m migrate train demo/converted --config demo/train.config --train demo/train.record --eval "
     "demo/eval.record --labels demo/label_map.pbtxt --steps 100": (
         ".venv/bin/python -m migrate train demo/converted --config demo/train.config --train demo/train.record "
-        "--eval demo/eval.record --labels demo/label_map.pbtxt --steps 20",
+        "--eval demo/eval.record --labels demo/label_map.pbtxt --steps 2",
         "100 steps of 16 images are the guide's quick look at the losses, which this test does not read (54 of "
-        "the run's 80 CPU seconds); 20 run the same chain (the config, the records, checkpoints, the held-out "
-        "evaluation, the model the predict line reads), as the PPN demo's line does"),
+        "the run's 80 CPU seconds); 2 run the same chain (the config, the records, the checkpoint, the held-out "
+        "evaluation, the model the predict line reads); tests/test_train.py holds what training does to them"),
+    ".venv/bin/python -m migrate train demo_ppn/converted --config demo_ppn/train.config --train "
+    "demo_ppn/train.record --steps 20": (
+        ".venv/bin/python -m migrate train demo_ppn/converted --config demo_ppn/train.config --train "
+        "demo_ppn/train.record --steps 2",
+        "the same: the guide's 20 steps of 16 images show the focal loss at work, which this test does not read; "
+        "2 run the PPN's chain (tests/test_shapes_demo.py checks that two steps move its weights)"),
     ".venv/bin/python scripts/kernels.py": (
         ".venv/bin/python scripts/kernels.py --src small_tf1_model --sides saved_model --size 128x128 --calls 2",
         "the same: the small model, one side and two calls"),

@@ -295,26 +295,23 @@ BAD_INPUTS = [
 
 
 @pytest.fixture(scope="session")
-def bad_inputs(tmp_path_factory):
+def bad_inputs(small_pair, tmp_path_factory):
     """The folder of `BAD_INPUTS`: the small model (2 classes, 128x128, depth 0.25) as a TF1
-    directory and as a converted one (no `convert` run: `write_small_model_pair`), one whose
-    checkpoint lost its data, a pipeline.config with a misspelt field, files that are not what
-    their names say, an image."""
+    directory and as a converted one (copies of conftest's `small_pair`: no `convert` run), one
+    whose checkpoint lost its data, a pipeline.config with a misspelt field, files that are not
+    what their names say, an image."""
     import pathlib
     import shutil
 
     from PIL import Image
 
-    from ssd_mobilenet import SSDConfig
-    from tests.conftest import built_once, write_small_model_pair
+    from tests.conftest import built_once
 
     def build(folder):
         root = pathlib.Path(folder)
-        config = SSDConfig(num_classes=2, image_height=128, image_width=128, depth_multiplier=0.25)
-        src, out = write_small_model_pair(root, config)
         (root / "models").mkdir()
-        shutil.move(src, root / TF1)
-        shutil.move(out, root / TF2)
+        shutil.copytree(small_pair[0], root / TF1)
+        shutil.copytree(small_pair[1], root / TF2)
         shutil.copytree(root / TF2, root / "models/ssd_mobilenet_broken_tf2")
         for data in (root / "models/ssd_mobilenet_broken_tf2/checkpoint").glob("*.data-*"):
             data.write_bytes(data.read_bytes()[:100])

@@ -47,7 +47,7 @@ import traceback
 
 import pytest
 
-from tests.conftest import REPO, SHARED, ZOO_2018, built_once, run_cli
+from tests.conftest import REPO, SHARED, ZOO_2018, run_cli
 
 PAGES = ["README.md", "docs/index.md", *sorted(os.path.relpath(p, REPO) for p in
                                                glob.glob(os.path.join(REPO, "docs", "guides", "*.md")))]
@@ -61,7 +61,8 @@ LAYOUT = {
     "photos": "../shared/photos: seven real JPEG photos (and a README.md, which predict and verify pass over)",
     "label_map.pbtxt": "../shared/records/pet_label_map.pbtxt: a real OD API label map",
     "eval.record": "../shared/records/pets_examples.record: ten of the OD API's own TFRecords",
-    "small_tf1_model": "a TF1 model directory of the small model (depth 0.25, 128x128, 3 classes), for SUBSTITUTED",
+    "small_tf1_model": "a TF1 model directory of the small model (depth 0.25, 128x128, 2 classes; conftest.small_pair), "
+                       "for SUBSTITUTED",
     ".venv": "this venv (sys.prefix)",
     "pyproject.toml": "the clone's own (a link)",
     "migrate": "the clone's own (a link)",
@@ -402,19 +403,15 @@ def test_synopses_name_options_the_commands_have():
 # --- The runs (slow) ---
 
 @pytest.fixture(scope="module")
-def layout(zoo_fixture, zoo_converted, tmp_path_factory):
+def layout(zoo_fixture, zoo_converted, small_pair):
     """{LAYOUT entry: the path it links to or copies}."""
-    from migrate.tf1 import builder
-    from ssd_mobilenet import SSDConfig
-    small = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
     paths = {
         "ssd_mobilenet_v1_coco_2018_01_28": zoo_fixture(ZOO_2018),
         "converted": zoo_converted[1],
         "photos": os.path.join(SHARED, "photos"),
         "label_map.pbtxt": os.path.join(SHARED, "records", "pet_label_map.pbtxt"),
         "eval.record": os.path.join(SHARED, "records", "pets_examples.record"),
-        "small_tf1_model": built_once(tmp_path_factory, "docs_small_tf1_model",
-                                      lambda out: builder.write_model_dir(small, str(out))),
+        "small_tf1_model": small_pair[0],
         ".venv": sys.prefix,
         **{name: os.path.join(REPO, name) for name in ("pyproject.toml", "migrate", "ssd_mobilenet", "scripts",
                                                           "docs", "mkdocs.yml")},

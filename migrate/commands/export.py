@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from migrate.commands.common import (EXIT_OK, add_verbose, bad_input, missing, missing_inputs, print_wrapped,
                                      progress, tensorflow_command, warn)
 from migrate.common.console import shown
@@ -113,6 +115,8 @@ def _run_web(args) -> int:
     except export_inputs.ExportInputError as e:
         return bad_input(e)
     runtime = ", ".join(f"{name} {version}" for name, version in sorted(result["runtime"].items()))
-    print(f"exported a web page: {result['max_detections']} detections, {len(result['files'])} files, "
-          f"{result['bytes'] / 2 ** 20:.1f} MiB ({runtime}) -> {result['out']}")
+    # Two lines within 100 columns (the runtime's names and versions, then a long OUT, wrap on their own).
+    print_wrapped(f"exported a web page: {result['max_detections']} detections, {len(result['files'])} files, "
+                  f"{result['bytes'] / 2 ** 20:.1f} MiB -> {shown(result['out'])}", file=sys.stdout)
+    print_wrapped(f"the page runs {runtime}", file=sys.stdout)
     return EXIT_OK

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import sys
 
 import numpy as np
@@ -90,15 +91,9 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys):
     assert main(["bench", str(tmp_path), str(tmp_path), "--size", "300", "--quiet"]) == 2
 
 
-@pytest.fixture(scope="module")
-def converted(zoo_converted):
-    return zoo_converted
-
-
-@needs_shared
 @pytest.mark.slow
-def test_existing_outputs_are_not_replaced_without_force(converted, tmp_path, capsys, monkeypatch):
-    src, out = converted
+def test_existing_outputs_are_not_replaced_without_force(small, tmp_path, capsys, monkeypatch):
+    src, out = small
     existing = tmp_path / "bench.json"
     existing.write_text("keep")
     assert main(["bench", src, out, "--json", str(existing), "--quiet"]) == 2
@@ -209,11 +204,16 @@ def test_bench_measures_every_side_against_the_tf1_session(every_side_run):
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 20_000
 
 
-@needs_shared
 @pytest.mark.slow
-def test_runners_give_the_tf1_detections(converted, tmp_path):
-    src, out = converted
-    images = random_images(5, 2, 300, 300)
+def test_runners_give_the_tf1_detections(small, tmp_path):
+    # On the small model: the runners load and feed what bench measures; the zoo graph's SavedModels
+    # against its TF1 graph are test_export's and test_verify's subject (the same exports).
+    src, small_out = small
+    from ssd_mobilenet import export
+    out = str(tmp_path / "converted")  # the small pair's converted directory with convert's default SavedModel
+    shutil.copytree(small_out, out)
+    export.export_saved_model(detector.load_model(out), os.path.join(out, "saved_model"), export.FAST, "float32")
+    images = random_images(5, 2, 128, 128)
     ref = bench.runner("tf1_session", src, out)(images)
     assert ref["num_detections"].min() > 0
     for side in ("tf1_wrap_function", "saved_model"):

@@ -23,15 +23,6 @@ from ssd_mobilenet.model import fold_batch_norm
 SMALL = SSDConfig(num_classes=3, image_height=96, image_width=96)
 
 
-def _run_python(code: str, env: dict = None) -> subprocess.CompletedProcess:
-    environ = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": REPO, **(env or {})}
-    for key in ("TF_CPU_ALLOCATOR_USE_BFC", "TF_CPU_BFC_MEM_LIMIT_IN_MB"):
-        if env is None or key not in env:
-            environ.pop(key, None)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          env=environ, timeout=300)
-
-
 @pytest.fixture(scope="module")
 def zoo(zoo_fixture):
     model, graph_def = model_for_fixture(zoo_fixture(ZOO_2018))
@@ -182,56 +173,102 @@ def test_configure_after_devices_exist_is_refused():
         runtime.configure(memory_growth=True, memory_limit_mb=100)
 
 
+# The settings that must precede TensorFlow's devices (a CPU allocator limit, the oneDNN weight
+# cache) in two fresh processes serving three cases: both configure the same limit (generous: the
+# budgeted batch runs under it), the second also the weight cache; both first run the same seeded
+# model's detections (the weight cache case compares them), then the first goes on with the budgeted
+# batch size and the limit's refusal. One TensorFlow start per setting, not four.
+LIMIT_MB = 1024
+SETTINGS_RUN = """
+    import sys, warnings
+    import numpy as np, keras, tensorflow as tf
+    from ssd_mobilenet import SSDConfig, SSDMobileNetV1, detector, runtime
+    cache, detections = sys.argv[1] == "1", sys.argv[2]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        applied = runtime.configure(memory_limit_mb=%d, onednn_weight_cache=cache)
+    assert applied["device"] == "CPU" and applied["memory_limit_mb"] == %d, applied
+    assert applied["onednn_weight_cache"] == cache, applied
+    assert any("CPU" in str(w.message) for w in caught), "the CPU fallback must be said"
+
+    # The weight cache case: the same seeded model across batch sizes (the slice loop and its
+    # one-slice branch) and after a first call with other images.
+    keras.utils.set_random_seed(0)
+    det = detector.Detector(SSDMobileNetV1(SSDConfig(num_classes=3, image_height=96, image_width=96)),
+                            fold_batch_norm=True)
+    rng = np.random.default_rng(1)
+    out = {}
+    for i, n in enumerate([1, 3, 1, 5]):
+        images = rng.integers(0, 256, (n, 120, 160, 3), dtype=np.uint8)
+        for k, v in det(images).items():
+            out[f"{i}/{k}"] = v.numpy()
+    np.savez(detections, **out)
+    if cache:
+        sys.exit(0)
+
+    # The budgeted batch size.
+    det = detector.Detector(SSDMobileNetV1(SSDConfig(num_classes=3, image_height=192, image_width=192)),
+                            slice_size=None)
+
+    def peak(n):  # measured as max_batch_size measures it (same images, the highest of 3 runs)
+        images = tf.constant(np.random.default_rng(0).integers(0, 256, (n, 240, 320, 3), dtype=np.uint8))
+        run = lambda: [t.numpy() for t in det(images).values()]
+        run()
+        return max(runtime.measure_peak(run) for _ in range(3))
+
+    peaks = {n: peak(n) for n in range(1, 7)}
+    # The peak grows by the BFC allocator's chunks, in uneven steps (0.1 to 9 MB here), and
+    # moves by up to ~1 MB between runs and processes (batch 3 measured below batch 2 once),
+    # so the budget goes halfway across the widest gap between all batches <= k and all > k.
+    def gap(k):
+        return min(peaks[j] for j in range(k + 1, 7)) - max(peaks[j] for j in range(1, k + 1))
+    k = max(range(2, 6), key=gap)
+    assert gap(k) > 2**20, peaks
+    budget = max(peaks[j] for j in range(1, k + 1)) + gap(k) // 2
+    n = runtime.max_batch_size(det, budget, image_size=(240, 320), limit=16)
+    print("n", n == k, peak(n) <= budget, peak(n + 1) > budget, n, k, peaks)
+    print("none fits", runtime.max_batch_size(det, 1024, image_size=(240, 320)))
+
+    # The limit, last (an allocation it refuses).
+    small = tf.random.uniform([4 * 2**20])              # 16 MiB: fits
+    print("small", runtime.memory_info()["current"] >= 16 * 2**20)
+    try:
+        big = tf.random.uniform([512 * 2**20])         # 2 GiB: over the limit
+        print("big allocated")
+    except tf.errors.ResourceExhaustedError:
+        print("big refused")
+""" % (LIMIT_MB, LIMIT_MB)
+
+
+@pytest.fixture(scope="module")
+def settings_runs(tmp_path_factory):
+    """{"0": (process, detections npz), "1": ...}: `SETTINGS_RUN` without and with the weight cache."""
+    root = tmp_path_factory.mktemp("runtime_settings")
+    environ = {k: v for k, v in os.environ.items() if k not in (runtime.WEIGHT_CACHE_ENV, runtime.BFC_ENV,
+                                                                  runtime.BFC_LIMIT_ENV)}
+    runs = {}
+    for cache in ("0", "1"):
+        path = str(root / f"cache{cache}.npz")
+        proc = subprocess.run([sys.executable, "-c", textwrap.dedent(SETTINGS_RUN), cache, path],
+                              capture_output=True, text=True, timeout=600,
+                              env={**environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"})
+        runs[cache] = (proc, path)
+    return runs
+
+
 @pytest.mark.slow
-def test_memory_limit_is_honoured_on_the_cpu():
-    proc = _run_python("""
-        import warnings
-        import tensorflow as tf
-        from ssd_mobilenet import runtime
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            applied = runtime.configure(memory_limit_mb=64)
-        assert applied["device"] == "CPU" and applied["memory_limit_mb"] == 64, applied
-        assert any("CPU" in str(w.message) for w in caught), "the CPU fallback must be said"
-        small = tf.random.uniform([4 * 2**20])          # 16 MiB: fits
-        print("small", runtime.memory_info()["current"] >= 16 * 2**20)
-        try:
-            big = tf.random.uniform([32 * 2**20])      # 128 MiB: over the limit
-            print("big allocated")
-        except tf.errors.ResourceExhaustedError:
-            print("big refused")
-    """)
+def test_memory_limit_is_honoured_on_the_cpu(settings_runs):
+    proc, _ = settings_runs["0"]
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "small True" in proc.stdout and "big refused" in proc.stdout
 
 
 @pytest.mark.slow
-def test_onednn_weight_cache_keeps_the_detections(tmp_path):
+def test_onednn_weight_cache_keeps_the_detections(settings_runs):
     # The cache (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS, read once per process) must not change what the
-    # detector computes, across batch sizes (the slice loop and its one-slice branch) and after
-    # a first call with other images; the same seeded model runs with and without it.
-    code = """
-        import sys, numpy as np, keras
-        from ssd_mobilenet import SSDConfig, SSDMobileNetV1, detector, runtime
-        applied = runtime.configure(onednn_weight_cache=sys.argv[1] == "1")
-        assert applied["onednn_weight_cache"] == (sys.argv[1] == "1"), applied
-        keras.utils.set_random_seed(0)
-        det = detector.Detector(SSDMobileNetV1(SSDConfig(num_classes=3, image_height=96, image_width=96)),
-                                fold_batch_norm=True)
-        rng = np.random.default_rng(1)
-        out = {}
-        for i, n in enumerate([1, 3, 1, 5]):
-            images = rng.integers(0, 256, (n, 120, 160, 3), dtype=np.uint8)
-            for k, v in det(images).items():
-                out[f"{i}/{k}"] = v.numpy()
-        np.savez(sys.argv[2], **out)
-    """
+    # detector computes; the same seeded model runs with and without it.
     results = {}
-    environ = {k: v for k, v in os.environ.items() if k != runtime.WEIGHT_CACHE_ENV}
-    for cache in ("0", "1"):
-        path = str(tmp_path / f"cache{cache}.npz")
-        proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code), cache, path], capture_output=True,
-                              text=True, timeout=300, env={**environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    for cache, (proc, path) in settings_runs.items():
         assert proc.returncode == 0, proc.stderr[-2000:]
         results[cache] = dict(np.load(path))
     assert results["0"].keys() == results["1"].keys() and len(results["0"]) == 4 * 8
@@ -253,32 +290,8 @@ def test_memory_info_needs_the_bfc_allocator_on_the_cpu(monkeypatch):
 
 
 @pytest.mark.slow
-def test_max_batch_size_stays_under_the_budget():
-    proc = _run_python("""
-        import numpy as np, tensorflow as tf
-        from ssd_mobilenet import SSDConfig, SSDMobileNetV1, detector, runtime
-        det = detector.Detector(SSDMobileNetV1(SSDConfig(num_classes=3, image_height=192, image_width=192)),
-                                slice_size=None)
-
-        def peak(n):  # measured as max_batch_size measures it (same images, the highest of 3 runs)
-            images = tf.constant(np.random.default_rng(0).integers(0, 256, (n, 240, 320, 3), dtype=np.uint8))
-            run = lambda: [t.numpy() for t in det(images).values()]
-            run()
-            return max(runtime.measure_peak(run) for _ in range(3))
-
-        peaks = {n: peak(n) for n in range(1, 7)}
-        # The peak grows by the BFC allocator's chunks, in uneven steps (0.1 to 9 MB here), and
-        # moves by up to ~1 MB between runs and processes (batch 3 measured below batch 2 once),
-        # so the budget goes halfway across the widest gap between all batches <= k and all > k.
-        def gap(k):
-            return min(peaks[j] for j in range(k + 1, 7)) - max(peaks[j] for j in range(1, k + 1))
-        k = max(range(2, 6), key=gap)
-        assert gap(k) > 2**20, peaks
-        budget = max(peaks[j] for j in range(1, k + 1)) + gap(k) // 2
-        n = runtime.max_batch_size(det, budget, image_size=(240, 320), limit=16)
-        print("n", n == k, peak(n) <= budget, peak(n + 1) > budget, n, k, peaks)
-        print("none fits", runtime.max_batch_size(det, 1024, image_size=(240, 320)))
-    """, env={"TF_CPU_ALLOCATOR_USE_BFC": "true"})
+def test_max_batch_size_stays_under_the_budget(settings_runs):
+    proc, _ = settings_runs["0"]
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "n True True True" in proc.stdout and "none fits 0" in proc.stdout, proc.stdout
 

@@ -29,21 +29,46 @@ def zoo(zoo_fixture):
     return model, graph_def
 
 
+@pytest.fixture(scope="module")
+def folded(zoo):
+    """`folded(freeze_weights) -> Detector`: the zoo model's folded detector, made once per setting
+    (the mixed precision case compares with the float32 one)."""
+    model, _ = zoo
+    made = {}
+
+    def get(freeze_weights):
+        if freeze_weights not in made:
+            made[freeze_weights] = detector.Detector(model, fold_batch_norm=True, freeze_weights=freeze_weights)
+        return made[freeze_weights]
+    return get
+
+
+@pytest.fixture(scope="module")
+def session_detections(zoo):
+    """[(images, the TF1 session's detections)] at two shapes, the session run once for both settings."""
+    _, graph_def = zoo
+    runner = FrozenGraphRunner(graph_def)
+    out = []
+    for shape in [(2, 300, 300), (1, 480, 640)]:
+        images = random_images(sum(shape) + 1, *shape)
+        out.append((images, runner.run(images, {k: f"{k}:0" for k in DETECTION_OUTPUTS})))
+    runner.close()
+    return out
+
+
 @needs_shared
 @pytest.mark.parametrize("freeze_weights", [False, True])
-def test_folded_detector_matches_the_tf1_session_with_default_optimisations(zoo, freeze_weights):
-    model, graph_def = zoo
+def test_folded_detector_matches_the_tf1_session_with_default_optimisations(zoo, folded, session_detections,
+                                                                              freeze_weights):
+    model, _ = zoo
     # The TF1 session folds batch norm the same way, so the folded model (heads merged; with
     # freeze_weights its weights graph constants, as the TF1 frozen graph's are) is held to
     # it, at 1e-5, with exact counts and classes; the exact model stays the reference.
-    runner = FrozenGraphRunner(graph_def)
-    det = detector.Detector(model, fold_batch_norm=True, freeze_weights=freeze_weights)
+    det = folded(freeze_weights)
     assert det.model.batch_norm_folded and not model.batch_norm_folded
     assert det.weights_frozen == freeze_weights
     assert len(det.model.weights) < len(model.weights)
-    for shape in [(2, 300, 300), (1, 480, 640)]:
-        images = random_images(sum(shape) + 1, *shape)
-        ref = runner.run(images, {k: f"{k}:0" for k in DETECTION_OUTPUTS})
+    for images, ref in session_detections:
         out = {k: v.numpy() for k, v in det(images).items()}
         np.testing.assert_array_equal(out["num_detections"], ref["num_detections"])
         np.testing.assert_array_equal(out["detection_classes"], ref["detection_classes"])
@@ -142,10 +167,10 @@ def _iou(a, b):
 
 @needs_shared
 @pytest.mark.parametrize("precision", ["mixed_bfloat16"])
-def test_mixed_precision_detections_agree_with_float32(zoo, precision):
+def test_mixed_precision_detections_agree_with_float32(zoo, folded, precision):
     model, _ = zoo
     images = random_images(21, 2, 300, 300)
-    ref = {k: v.numpy() for k, v in detector.Detector(model, fold_batch_norm=True)(images).items()}
+    ref = {k: v.numpy() for k, v in folded(False)(images).items()}
     det = detector.Detector(model, precision=precision, fold_batch_norm=True)
     out = {k: v.numpy() for k, v in det(images).items()}
     assert all(v.dtype == np.float32 for v in out.values())

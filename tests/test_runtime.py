@@ -124,34 +124,45 @@ def test_folded_copy_runs_plain_conv_heads_as_one_conv(heads):
             predictors[0].merge_from(predictors[1])
 
 
-@pytest.mark.parametrize("slice_size, freeze_weights", [(1, False), (3, False), (3, True)])
-def test_batch_slices_give_the_whole_batch_result(slice_size, freeze_weights):
+@pytest.fixture(scope="module")
+def whole_batches():
+    """(model of `SMALL`, {n: (images uint8 [n, 120, 90, 3], the whole-batch detector's outputs)})
+    for n = 5 and 2: the reference of the slicing cases, traced and run once for all of them."""
     model = SSDMobileNetV1(SMALL)
     whole = detector.Detector(model, slice_size=None)
+    out = {}
+    for n in (5, 2):
+        images = random_images(n + 10, n, 120, 90)
+        out[n] = images, {k: v.numpy() for k, v in whole(images).items()}
+    return model, out
+
+
+@pytest.mark.parametrize("slice_size, freeze_weights", [(1, False), (3, False), (3, True)])
+def test_batch_slices_give_the_whole_batch_result(whole_batches, slice_size, freeze_weights):
+    model, wholes = whole_batches
     sliced = detector.Detector(model, slice_size=slice_size, freeze_weights=freeze_weights, concurrent_slices=1)
     # With frozen weights every weight is a constant of the graph, inside the loop too.
     assert len(sliced.concrete_function.captured_inputs) == (0 if freeze_weights else len(model.weights))
     # 5 images: the last slice is shorter; 2 images: one slice of 3, run without the loop.
     for n in (5, 2) if slice_size > 1 else (5,):
-        images = random_images(n + slice_size, n, 120, 90)
-        a, b = whole(images), sliced(images)
+        images, a = wholes[n]
+        b = sliced(images)
         for key in a:
-            np.testing.assert_allclose(b[key].numpy(), a[key].numpy(), rtol=0, atol=1e-6, err_msg=f"{n} {key}")
+            np.testing.assert_allclose(b[key].numpy(), a[key], rtol=0, atol=1e-6, err_msg=f"{n} {key}")
     with pytest.raises(ValueError, match="slice_size"):
         detector.Detector(model, slice_size=0)
     # XLA compiles the batch whole (it cannot compile the slice loop over a dynamic batch).
     assert detector.Detector(model, jit_compile=True, slice_size=2).slice_size is None
 
 
-def test_concurrent_slices_give_the_whole_batch_result():
-    model = SSDMobileNetV1(SMALL)
-    whole = detector.Detector(model, slice_size=None)
+def test_concurrent_slices_give_the_whole_batch_result(whole_batches):
+    model, wholes = whole_batches
     # 5 slices of 1 image, 3 in flight at a time, the weights constants made inside the loop.
     concurrent = detector.Detector(model, slice_size=1, concurrent_slices=3, freeze_weights=True)
-    images = random_images(3, 5, 120, 90)
-    a, b = whole(images), concurrent(images)
+    images, a = wholes[5]
+    b = concurrent(images)
     for key in a:
-        np.testing.assert_allclose(b[key].numpy(), a[key].numpy(), rtol=0, atol=1e-6, err_msg=key)
+        np.testing.assert_allclose(b[key].numpy(), a[key], rtol=0, atol=1e-6, err_msg=key)
     with pytest.raises(ValueError, match="concurrent_slices"):
         detector.Detector(model, concurrent_slices=0)
 

@@ -2,13 +2,14 @@
 
 import json
 import os
+import shutil
 import sys
 
 import numpy as np
 import pytest
 
-from tests.conftest import (SHARED, SKYLAKE_SP, check_detections, needs_shared, random_images, unwrapped,
-                            write_small_model_pair)
+from tests.conftest import (SHARED, SKYLAKE_SP, check_detections, needs_shared, random_images, run_cli,
+                            unwrapped)
 from migrate import bench
 from migrate.cli import main
 from ssd_mobilenet import detector, hardware, runtime
@@ -90,15 +91,9 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys):
     assert main(["bench", str(tmp_path), str(tmp_path), "--size", "300", "--quiet"]) == 2
 
 
-@pytest.fixture(scope="module")
-def converted(zoo_converted):
-    return zoo_converted
-
-
-@needs_shared
 @pytest.mark.slow
-def test_existing_outputs_are_not_replaced_without_force(converted, tmp_path, capsys, monkeypatch):
-    src, out = converted
+def test_existing_outputs_are_not_replaced_without_force(small, tmp_path, capsys, monkeypatch):
+    src, out = small
     existing = tmp_path / "bench.json"
     existing.write_text("keep")
     assert main(["bench", src, out, "--json", str(existing), "--quiet"]) == 2
@@ -123,30 +118,52 @@ def test_existing_outputs_are_not_replaced_without_force(converted, tmp_path, ca
         assert err.startswith("error: ") and len(err.splitlines()) == 1 and bad[0] in err, err
 
 
-@needs_shared
-@pytest.mark.slow
-def test_bench_measures_every_side_against_the_tf1_session(small, tmp_path, capsys):
-    # The small model (what is measured is bench's machinery: six fresh processes, each loading the
-    # model; the zoo model's runners: test_runners_give_the_tf1_detections).
+# One bench run of every kind of side on the small model, read by the two cases below: the TF1
+# session, the library's detector and a SavedModel bench exports (saved_model_exact), and the TFLite
+# files (exported by the same export process), at two sizes and batches 1 and 2, with cold starts over
+# two photos. The other runners' outputs: test_runners_give_the_tf1_detections.
+TF_SIDES = ("tf1_session", "detector", "saved_model_exact")
+EVERY_SIDE = TF_SIDES + bench.TFLITE_SIDES
+SIZES = ((128, 128), (96, 160))
+
+
+@pytest.fixture(scope="module")
+def every_side_run(small, tmp_path_factory):
+    """{"report", "printed", "md", "png", "src"} of `bench` over `EVERY_SIDE`, `SIZES`, batches 1
+    and 2, with --photos (two of the shared photos), --json, --markdown and --plot."""
+    if not PHOTOS:
+        pytest.skip(f"ground truth not found at {SHARED}")
     src, out = small
-    json_path, md_path, png_path = tmp_path / "bench.json", tmp_path / "benchmarks.md", tmp_path / "bench.png"
-    # The other runners' outputs: test_runners_give_the_tf1_detections. The exact SavedModel is
-    # exported by bench itself.
-    sides = "tf1_session,detector,saved_model_exact"
-    photos = tmp_path / "photos"
+    root = tmp_path_factory.mktemp("bench_every_side")
+    json_path, md_path, png_path = root / "bench.json", root / "benchmarks.md", root / "bench.png"
+    photos = root / "photos"
     photos.mkdir()
     for photo in PHOTOS[1:3]:  # 1352x900 and 800x450
         os.symlink(photo, photos / os.path.basename(photo))
-    assert main(["bench", src, out, "--batch", "1,2", "--size", "300x300", "--sides", sides, "--repeats", "2",
-                 "--warmup", "1", "--json", str(json_path), "--markdown", str(md_path), "--plot", str(png_path),
-                 "--photos", str(photos), "--cold-runs", "1", "--quiet"]) == 0
-    table = capsys.readouterr().out
-    report = json.loads(json_path.read_text())
+    code, printed, err = run_cli(["bench", src, out, "--batch", "1,2", "--size", "128x128,96x160", "--sides",
+                                  ",".join(EVERY_SIDE), "--repeats", "2", "--warmup", "1", "--json", str(json_path),
+                                  "--markdown", str(md_path), "--plot", str(png_path), "--photos", str(photos),
+                                  "--cold-runs", "1", "--quiet"])
+    assert code == 0, err
+    return {"report": json.loads(json_path.read_text()), "printed": printed, "md": md_path.read_text(),
+            "png": png_path.read_bytes(), "src": src}
+
+
+@needs_shared
+@pytest.mark.slow
+def test_bench_measures_every_side_against_the_tf1_session(every_side_run):
+    report, table, md = every_side_run["report"], every_side_run["printed"], every_side_run["md"]
     rows = report["rows"]
-    assert {(r["side"], r["batch"]) for r in rows} == {(s, b) for s in sides.split(",") for b in (1, 2)}
+    assert {(r["side"], tuple(r["size"]), r["batch"]) for r in rows if r["side"] in TF_SIDES} == {
+        (s, size, b) for s in TF_SIDES for size in SIZES for b in (1, 2)}
     for r in rows:
         assert r["rounds"] == {1: 4, 2: 2}[r["batch"]]  # twice the rounds at half the batch
         assert r["latency_ms"]["median"] > 0 and r["latency_ms"]["p90"] >= r["latency_ms"]["median"]
+        lo, hi = r["latency_ratio_ci95"]
+        assert lo <= r["latency_ratio"] <= hi
+        assert r["side"] in table
+        if r["side"] not in TF_SIDES:
+            continue  # the TFLite sides' rows: test_tflite_sides_run_at_batch_1_and_every_size
         # Every side in its own process: real allocator and RSS figures, the baseline's ratio 1.
         assert r["alloc_transient_bytes"] > 0 and r["peak_rss_bytes"] >= r["rss_bytes"] > 100 * 2**20
         # Loading the model and its first call, in that process: more than a timed run of the batch.
@@ -155,13 +172,10 @@ def test_bench_measures_every_side_against_the_tf1_session(small, tmp_path, caps
         if r["side"] == "tf1_session":
             assert r["latency_ratio"] == 1.0 and r["alloc_ratio"] == 1.0
             assert r["latency_ratio_ci95"] == [1.0, 1.0]
-        lo, hi = r["latency_ratio_ci95"]
-        assert lo <= r["latency_ratio"] <= hi
-        assert r["side"] in table
     # The allocator peak grows with the batch for the TF1 graph (one activation set per image).
-    peak = {r["batch"]: r["alloc_transient_bytes"] for r in rows if r["side"] == "tf1_session"}
+    peak = {r["batch"]: r["alloc_transient_bytes"] for r in rows if r["side"] == "tf1_session"
+            and r["size"] == [128, 128]}
     assert peak[2] > peak[1]
-    md = md_path.read_text()
     assert "python -m migrate bench" in md and "| tf1_session |" in md and "## Targets" in md
     assert "interleaved rounds per batch: 4 at batch 1, 2 at batch 2" in md
     assert report["env"]["TF_CPU_ALLOCATOR_USE_BFC"] == "true"
@@ -175,25 +189,31 @@ def test_bench_measures_every_side_against_the_tf1_session(small, tmp_path, caps
     cold = report["cold"]
     assert [p["width"] for p in cold["photos"]] == [1352, 800] and cold["runs"] == 1
     assert "TF_CPU_ALLOCATOR_USE_BFC" not in cold["env"]
-    assert [r["side"] for r in cold["rows"]] == sides.split(",")
+    assert [r["side"] for r in cold["rows"]] == list(EVERY_SIDE)
     for r in cold["rows"]:
-        assert 0 < r["first_detections_s"] < r["wall_s"] and r["peak_rss_bytes"] > 300 * 2**20
-        assert r["tensorflow_imported"]
+        assert 0 < r["first_detections_s"] < r["wall_s"]
+        if r["side"] in TF_SIDES:
+            assert r["tensorflow_imported"] and r["peak_rss_bytes"] > 300 * 2**20
         if r["side"] == "tf1_session":
             assert r["wall_s_ratio"] == r["first_detections_s_ratio"] == r["peak_rss_bytes_ratio"] == 1.0
     assert "## Cold start on photos" in md and "| detector | " in md.split("## Cold start on photos")[1]
     assert "`detector` cold on photos, peak RSS: <= 0.85x TF1" in md
     assert "| first detections s |" in table
     # The plot (matplotlib is in the dev extra): a PNG of a real figure, not an empty canvas.
-    data = png_path.read_bytes()
+    data = every_side_run["png"]
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 20_000
 
 
-@needs_shared
 @pytest.mark.slow
-def test_runners_give_the_tf1_detections(converted, tmp_path):
-    src, out = converted
-    images = random_images(5, 2, 300, 300)
+def test_runners_give_the_tf1_detections(small, tmp_path):
+    # On the small model: the runners load and feed what bench measures; the zoo graph's SavedModels
+    # against its TF1 graph are test_export's and test_verify's subject (the same exports).
+    src, small_out = small
+    from ssd_mobilenet import export
+    out = str(tmp_path / "converted")  # the small pair's converted directory with convert's default SavedModel
+    shutil.copytree(small_out, out)
+    export.export_saved_model(detector.load_model(out), os.path.join(out, "saved_model"), export.FAST, "float32")
+    images = random_images(5, 2, 128, 128)
     ref = bench.runner("tf1_session", src, out)(images)
     assert ref["num_detections"].min() > 0
     for side in ("tf1_wrap_function", "saved_model"):
@@ -217,13 +237,12 @@ def test_runners_give_the_tf1_detections(converted, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def small(tmp_path_factory):
-    """(TF1 model directory, converted directory) of a small model (depth 0.25, 128x128, 3
-    classes) for the TFLite sides: the TF1 builder's directory with seeded synthetic weights,
-    and the same weights assigned as `convert` assigns them, saved as a converted directory
-    (config and checkpoint: what bench exports the TFLite files from)."""
-    config = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
-    return write_small_model_pair(tmp_path_factory.mktemp("bench_small"), config)
+def small(small_pair):
+    """(TF1 model directory, converted directory) of the small model (`conftest.small_pair`: depth
+    0.25, 128x128, 2 classes, built once per run): the TF1 builder's directory with seeded synthetic
+    weights, and the same weights assigned as `convert` assigns them, saved as a converted directory
+    (config and checkpoint: what bench exports the TFLite files from). Read only."""
+    return small_pair
 
 
 @pytest.fixture(scope="module")
@@ -233,20 +252,15 @@ def tflite_path(small, tmp_path_factory):
     return bench.export_sides(out, str(tmp_path_factory.mktemp("bench_tflite")), ["tflite"])["tflite"]
 
 
+@needs_shared
 @pytest.mark.slow
-def test_tflite_sides_run_at_batch_1_and_every_size(small, tmp_path, capsys):
-    src, out = small
-    json_path, md_path = tmp_path / "bench.json", tmp_path / "benchmarks.md"
-    assert main(["bench", src, out, "--sides", "tf1_session,tflite,tflite_int8", "--size", "128x128,96x160",
-                 "--batch", "1,2", "--repeats", "1", "--warmup", "1", "--json", str(json_path),
-                 "--markdown", str(md_path), "--quiet"]) == 0
-    printed = capsys.readouterr().out
-    report = json.loads(json_path.read_text())
+def test_tflite_sides_run_at_batch_1_and_every_size(every_side_run):
+    report, printed, src = every_side_run["report"], every_side_run["printed"], every_side_run["src"]
     cells = {(r["side"], tuple(r["size"]), r["batch"]) for r in report["rows"]}
-    everywhere = {(s, b) for s in ((128, 128), (96, 160)) for b in (1, 2)}
-    # The TF1 session everywhere; the TFLite files (one photo of any size per call) at batch 1, every size.
-    assert cells == {("tf1_session", *c) for c in everywhere} | {
-        (side, size, 1) for side in ("tflite", "tflite_int8") for size in ((128, 128), (96, 160))}
+    everywhere = {(s, b) for s in SIZES for b in (1, 2)}
+    # The TF sides everywhere; the TFLite files (one photo of any size per call) at batch 1, every size.
+    assert cells == {(side, *c) for side in TF_SIDES for c in everywhere} | {
+        (side, size, 1) for side in ("tflite", "tflite_int8") for size in SIZES}
     assert report["tflite"] == {"threads": os.cpu_count(), "model_size": [128, 128], "any_size": True, "batch": 1,
                                 "quantization_aware": False, "not_measured": ["128x128/b2", "96x160/b2"]}
     frozen = os.path.getsize(os.path.join(src, "frozen_inference_graph.pb"))
@@ -259,7 +273,7 @@ def test_tflite_sides_run_at_batch_1_and_every_size(small, tmp_path, capsys):
         for side in ("tflite", "tflite_int8"):
             r = rows[side]
             # Interleaved with the session in the same rounds: paired times, a ratio with its interval.
-            assert r["rounds"] == rows["tf1_session"]["rounds"] == 2
+            assert r["rounds"] == rows["tf1_session"]["rounds"] == 4
             lo, hi = r["latency_ratio_ci95"]
             assert r["latency_ratio"] > 0 and lo <= r["latency_ratio"] <= hi
             # Its own process, without TensorFlow: no allocator peak (the interpreter's arena is its own),
@@ -280,9 +294,14 @@ def test_tflite_sides_run_at_batch_1_and_every_size(small, tmp_path, capsys):
     printed = unwrapped(printed)  # the settings note, wrapped to 100 columns
     assert settings in printed and "batch 1 at every size" in printed and "measured at 128x128" not in printed
     assert "process without TensorFlow" in printed and "not at 128x128/b2, 96x160/b2" in printed
-    md = md_path.read_text()
+    md = every_side_run["md"]
     assert settings in md and "- `tflite`: " in md and "- `tflite_int8`: " in md and "XNNPACK" in md
     assert "never imports TensorFlow" in md and "a process that imported TensorFlow" not in md
+    # Their cold start over the photos: a process without TensorFlow, holding less than the TF1 session's.
+    cold = {r["side"]: r for r in report["cold"]["rows"]}
+    for side in ("tflite", "tflite_int8"):
+        assert cold[side]["tensorflow_imported"] is False
+        assert 0 < cold[side]["peak_rss_bytes_ratio"] < 1 and 0 < cold[side]["first_detections_s"]
 
 
 def test_tflite_sides_need_batch_1_and_any_size_will_do(small, tmp_path, capsys, monkeypatch):

@@ -23,36 +23,52 @@ from ssd_mobilenet.model import fold_batch_norm
 SMALL = SSDConfig(num_classes=3, image_height=96, image_width=96)
 
 
-def _run_python(code: str, env: dict = None) -> subprocess.CompletedProcess:
-    environ = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": REPO, **(env or {})}
-    for key in ("TF_CPU_ALLOCATOR_USE_BFC", "TF_CPU_BFC_MEM_LIMIT_IN_MB"):
-        if env is None or key not in env:
-            environ.pop(key, None)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          env=environ, timeout=300)
-
-
 @pytest.fixture(scope="module")
 def zoo(zoo_fixture):
     model, graph_def = model_for_fixture(zoo_fixture(ZOO_2018))
     return model, graph_def
 
 
+@pytest.fixture(scope="module")
+def folded(zoo):
+    """`folded(freeze_weights) -> Detector`: the zoo model's folded detector, made once per setting
+    (the mixed precision case compares with the float32 one)."""
+    model, _ = zoo
+    made = {}
+
+    def get(freeze_weights):
+        if freeze_weights not in made:
+            made[freeze_weights] = detector.Detector(model, fold_batch_norm=True, freeze_weights=freeze_weights)
+        return made[freeze_weights]
+    return get
+
+
+@pytest.fixture(scope="module")
+def session_detections(zoo):
+    """[(images, the TF1 session's detections)] at two shapes, the session run once for both settings."""
+    _, graph_def = zoo
+    runner = FrozenGraphRunner(graph_def)
+    out = []
+    for shape in [(2, 300, 300), (1, 480, 640)]:
+        images = random_images(sum(shape) + 1, *shape)
+        out.append((images, runner.run(images, {k: f"{k}:0" for k in DETECTION_OUTPUTS})))
+    runner.close()
+    return out
+
+
 @needs_shared
 @pytest.mark.parametrize("freeze_weights", [False, True])
-def test_folded_detector_matches_the_tf1_session_with_default_optimisations(zoo, freeze_weights):
-    model, graph_def = zoo
+def test_folded_detector_matches_the_tf1_session_with_default_optimisations(zoo, folded, session_detections,
+                                                                              freeze_weights):
+    model, _ = zoo
     # The TF1 session folds batch norm the same way, so the folded model (heads merged; with
     # freeze_weights its weights graph constants, as the TF1 frozen graph's are) is held to
     # it, at 1e-5, with exact counts and classes; the exact model stays the reference.
-    runner = FrozenGraphRunner(graph_def)
-    det = detector.Detector(model, fold_batch_norm=True, freeze_weights=freeze_weights)
+    det = folded(freeze_weights)
     assert det.model.batch_norm_folded and not model.batch_norm_folded
     assert det.weights_frozen == freeze_weights
     assert len(det.model.weights) < len(model.weights)
-    for shape in [(2, 300, 300), (1, 480, 640)]:
-        images = random_images(sum(shape) + 1, *shape)
-        ref = runner.run(images, {k: f"{k}:0" for k in DETECTION_OUTPUTS})
+    for images, ref in session_detections:
         out = {k: v.numpy() for k, v in det(images).items()}
         np.testing.assert_array_equal(out["num_detections"], ref["num_detections"])
         np.testing.assert_array_equal(out["detection_classes"], ref["detection_classes"])
@@ -108,34 +124,45 @@ def test_folded_copy_runs_plain_conv_heads_as_one_conv(heads):
             predictors[0].merge_from(predictors[1])
 
 
-@pytest.mark.parametrize("slice_size, freeze_weights", [(1, False), (3, False), (3, True)])
-def test_batch_slices_give_the_whole_batch_result(slice_size, freeze_weights):
+@pytest.fixture(scope="module")
+def whole_batches():
+    """(model of `SMALL`, {n: (images uint8 [n, 120, 90, 3], the whole-batch detector's outputs)})
+    for n = 5 and 2: the reference of the slicing cases, traced and run once for all of them."""
     model = SSDMobileNetV1(SMALL)
     whole = detector.Detector(model, slice_size=None)
+    out = {}
+    for n in (5, 2):
+        images = random_images(n + 10, n, 120, 90)
+        out[n] = images, {k: v.numpy() for k, v in whole(images).items()}
+    return model, out
+
+
+@pytest.mark.parametrize("slice_size, freeze_weights", [(1, False), (3, False), (3, True)])
+def test_batch_slices_give_the_whole_batch_result(whole_batches, slice_size, freeze_weights):
+    model, wholes = whole_batches
     sliced = detector.Detector(model, slice_size=slice_size, freeze_weights=freeze_weights, concurrent_slices=1)
     # With frozen weights every weight is a constant of the graph, inside the loop too.
     assert len(sliced.concrete_function.captured_inputs) == (0 if freeze_weights else len(model.weights))
     # 5 images: the last slice is shorter; 2 images: one slice of 3, run without the loop.
     for n in (5, 2) if slice_size > 1 else (5,):
-        images = random_images(n + slice_size, n, 120, 90)
-        a, b = whole(images), sliced(images)
+        images, a = wholes[n]
+        b = sliced(images)
         for key in a:
-            np.testing.assert_allclose(b[key].numpy(), a[key].numpy(), rtol=0, atol=1e-6, err_msg=f"{n} {key}")
+            np.testing.assert_allclose(b[key].numpy(), a[key], rtol=0, atol=1e-6, err_msg=f"{n} {key}")
     with pytest.raises(ValueError, match="slice_size"):
         detector.Detector(model, slice_size=0)
     # XLA compiles the batch whole (it cannot compile the slice loop over a dynamic batch).
     assert detector.Detector(model, jit_compile=True, slice_size=2).slice_size is None
 
 
-def test_concurrent_slices_give_the_whole_batch_result():
-    model = SSDMobileNetV1(SMALL)
-    whole = detector.Detector(model, slice_size=None)
+def test_concurrent_slices_give_the_whole_batch_result(whole_batches):
+    model, wholes = whole_batches
     # 5 slices of 1 image, 3 in flight at a time, the weights constants made inside the loop.
     concurrent = detector.Detector(model, slice_size=1, concurrent_slices=3, freeze_weights=True)
-    images = random_images(3, 5, 120, 90)
-    a, b = whole(images), concurrent(images)
+    images, a = wholes[5]
+    b = concurrent(images)
     for key in a:
-        np.testing.assert_allclose(b[key].numpy(), a[key].numpy(), rtol=0, atol=1e-6, err_msg=key)
+        np.testing.assert_allclose(b[key].numpy(), a[key], rtol=0, atol=1e-6, err_msg=key)
     with pytest.raises(ValueError, match="concurrent_slices"):
         detector.Detector(model, concurrent_slices=0)
 
@@ -151,10 +178,10 @@ def _iou(a, b):
 
 @needs_shared
 @pytest.mark.parametrize("precision", ["mixed_bfloat16"])
-def test_mixed_precision_detections_agree_with_float32(zoo, precision):
+def test_mixed_precision_detections_agree_with_float32(zoo, folded, precision):
     model, _ = zoo
     images = random_images(21, 2, 300, 300)
-    ref = {k: v.numpy() for k, v in detector.Detector(model, fold_batch_norm=True)(images).items()}
+    ref = {k: v.numpy() for k, v in folded(False)(images).items()}
     det = detector.Detector(model, precision=precision, fold_batch_norm=True)
     out = {k: v.numpy() for k, v in det(images).items()}
     assert all(v.dtype == np.float32 for v in out.values())
@@ -182,56 +209,102 @@ def test_configure_after_devices_exist_is_refused():
         runtime.configure(memory_growth=True, memory_limit_mb=100)
 
 
+# The settings that must precede TensorFlow's devices (a CPU allocator limit, the oneDNN weight
+# cache) in two fresh processes serving three cases: both configure the same limit (generous: the
+# budgeted batch runs under it), the second also the weight cache; both first run the same seeded
+# model's detections (the weight cache case compares them), then the first goes on with the budgeted
+# batch size and the limit's refusal. One TensorFlow start per setting, not four.
+LIMIT_MB = 1024
+SETTINGS_RUN = """
+    import sys, warnings
+    import numpy as np, keras, tensorflow as tf
+    from ssd_mobilenet import SSDConfig, SSDMobileNetV1, detector, runtime
+    cache, detections = sys.argv[1] == "1", sys.argv[2]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        applied = runtime.configure(memory_limit_mb=%d, onednn_weight_cache=cache)
+    assert applied["device"] == "CPU" and applied["memory_limit_mb"] == %d, applied
+    assert applied["onednn_weight_cache"] == cache, applied
+    assert any("CPU" in str(w.message) for w in caught), "the CPU fallback must be said"
+
+    # The weight cache case: the same seeded model across batch sizes (the slice loop and its
+    # one-slice branch) and after a first call with other images.
+    keras.utils.set_random_seed(0)
+    det = detector.Detector(SSDMobileNetV1(SSDConfig(num_classes=3, image_height=96, image_width=96)),
+                            fold_batch_norm=True)
+    rng = np.random.default_rng(1)
+    out = {}
+    for i, n in enumerate([1, 3, 1, 5]):
+        images = rng.integers(0, 256, (n, 120, 160, 3), dtype=np.uint8)
+        for k, v in det(images).items():
+            out[f"{i}/{k}"] = v.numpy()
+    np.savez(detections, **out)
+    if cache:
+        sys.exit(0)
+
+    # The budgeted batch size.
+    det = detector.Detector(SSDMobileNetV1(SSDConfig(num_classes=3, image_height=192, image_width=192)),
+                            slice_size=None)
+
+    def peak(n):  # measured as max_batch_size measures it (same images, the highest of 3 runs)
+        images = tf.constant(np.random.default_rng(0).integers(0, 256, (n, 240, 320, 3), dtype=np.uint8))
+        run = lambda: [t.numpy() for t in det(images).values()]
+        run()
+        return max(runtime.measure_peak(run) for _ in range(3))
+
+    peaks = {n: peak(n) for n in range(1, 7)}
+    # The peak grows by the BFC allocator's chunks, in uneven steps (0.1 to 9 MB here), and
+    # moves by up to ~1 MB between runs and processes (batch 3 measured below batch 2 once),
+    # so the budget goes halfway across the widest gap between all batches <= k and all > k.
+    def gap(k):
+        return min(peaks[j] for j in range(k + 1, 7)) - max(peaks[j] for j in range(1, k + 1))
+    k = max(range(2, 6), key=gap)
+    assert gap(k) > 2**20, peaks
+    budget = max(peaks[j] for j in range(1, k + 1)) + gap(k) // 2
+    n = runtime.max_batch_size(det, budget, image_size=(240, 320), limit=16)
+    print("n", n == k, peak(n) <= budget, peak(n + 1) > budget, n, k, peaks)
+    print("none fits", runtime.max_batch_size(det, 1024, image_size=(240, 320)))
+
+    # The limit, last (an allocation it refuses).
+    small = tf.random.uniform([4 * 2**20])              # 16 MiB: fits
+    print("small", runtime.memory_info()["current"] >= 16 * 2**20)
+    try:
+        big = tf.random.uniform([512 * 2**20])         # 2 GiB: over the limit
+        print("big allocated")
+    except tf.errors.ResourceExhaustedError:
+        print("big refused")
+""" % (LIMIT_MB, LIMIT_MB)
+
+
+@pytest.fixture(scope="module")
+def settings_runs(tmp_path_factory):
+    """{"0": (process, detections npz), "1": ...}: `SETTINGS_RUN` without and with the weight cache."""
+    root = tmp_path_factory.mktemp("runtime_settings")
+    environ = {k: v for k, v in os.environ.items() if k not in (runtime.WEIGHT_CACHE_ENV, runtime.BFC_ENV,
+                                                                  runtime.BFC_LIMIT_ENV)}
+    runs = {}
+    for cache in ("0", "1"):
+        path = str(root / f"cache{cache}.npz")
+        proc = subprocess.run([sys.executable, "-c", textwrap.dedent(SETTINGS_RUN), cache, path],
+                              capture_output=True, text=True, timeout=600,
+                              env={**environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"})
+        runs[cache] = (proc, path)
+    return runs
+
+
 @pytest.mark.slow
-def test_memory_limit_is_honoured_on_the_cpu():
-    proc = _run_python("""
-        import warnings
-        import tensorflow as tf
-        from ssd_mobilenet import runtime
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            applied = runtime.configure(memory_limit_mb=64)
-        assert applied["device"] == "CPU" and applied["memory_limit_mb"] == 64, applied
-        assert any("CPU" in str(w.message) for w in caught), "the CPU fallback must be said"
-        small = tf.random.uniform([4 * 2**20])          # 16 MiB: fits
-        print("small", runtime.memory_info()["current"] >= 16 * 2**20)
-        try:
-            big = tf.random.uniform([32 * 2**20])      # 128 MiB: over the limit
-            print("big allocated")
-        except tf.errors.ResourceExhaustedError:
-            print("big refused")
-    """)
+def test_memory_limit_is_honoured_on_the_cpu(settings_runs):
+    proc, _ = settings_runs["0"]
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "small True" in proc.stdout and "big refused" in proc.stdout
 
 
 @pytest.mark.slow
-def test_onednn_weight_cache_keeps_the_detections(tmp_path):
+def test_onednn_weight_cache_keeps_the_detections(settings_runs):
     # The cache (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS, read once per process) must not change what the
-    # detector computes, across batch sizes (the slice loop and its one-slice branch) and after
-    # a first call with other images; the same seeded model runs with and without it.
-    code = """
-        import sys, numpy as np, keras
-        from ssd_mobilenet import SSDConfig, SSDMobileNetV1, detector, runtime
-        applied = runtime.configure(onednn_weight_cache=sys.argv[1] == "1")
-        assert applied["onednn_weight_cache"] == (sys.argv[1] == "1"), applied
-        keras.utils.set_random_seed(0)
-        det = detector.Detector(SSDMobileNetV1(SSDConfig(num_classes=3, image_height=96, image_width=96)),
-                                fold_batch_norm=True)
-        rng = np.random.default_rng(1)
-        out = {}
-        for i, n in enumerate([1, 3, 1, 5]):
-            images = rng.integers(0, 256, (n, 120, 160, 3), dtype=np.uint8)
-            for k, v in det(images).items():
-                out[f"{i}/{k}"] = v.numpy()
-        np.savez(sys.argv[2], **out)
-    """
+    # detector computes; the same seeded model runs with and without it.
     results = {}
-    environ = {k: v for k, v in os.environ.items() if k != runtime.WEIGHT_CACHE_ENV}
-    for cache in ("0", "1"):
-        path = str(tmp_path / f"cache{cache}.npz")
-        proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code), cache, path], capture_output=True,
-                              text=True, timeout=300, env={**environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    for cache, (proc, path) in settings_runs.items():
         assert proc.returncode == 0, proc.stderr[-2000:]
         results[cache] = dict(np.load(path))
     assert results["0"].keys() == results["1"].keys() and len(results["0"]) == 4 * 8
@@ -240,45 +313,21 @@ def test_onednn_weight_cache_keeps_the_detections(tmp_path):
         np.testing.assert_array_equal(results["1"][key], value, err_msg=key)
 
 
-def test_memory_info_needs_the_bfc_allocator_on_the_cpu():
-    proc = _run_python("""
-        from ssd_mobilenet import runtime
-        try:
-            runtime.memory_info("CPU:0")
-        except runtime.RuntimeConfigError as e:
-            print("refused:", e)
-    """)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "refused:" in proc.stdout and "TF_CPU_ALLOCATOR_USE_BFC" in proc.stdout
+def test_memory_info_needs_the_bfc_allocator_on_the_cpu(monkeypatch):
+    # The refusal is read from the environment TensorFlow's CPU allocator was chosen by, so this
+    # process (whatever its allocator) asks as a process started without TF_CPU_ALLOCATOR_USE_BFC would.
+    monkeypatch.delenv(runtime.BFC_ENV, raising=False)
+    assert not runtime.memory_stats_available("CPU:0")
+    with pytest.raises(runtime.RuntimeConfigError, match="CPU:0: the allocator keeps no statistics; set "
+                                                         "TF_CPU_ALLOCATOR_USE_BFC=true first"):
+        runtime.memory_info("CPU:0")
+    with pytest.raises(runtime.RuntimeConfigError, match="TF_CPU_ALLOCATOR_USE_BFC"):
+        runtime.measure_peak(lambda: None, "CPU:0")
 
 
 @pytest.mark.slow
-def test_max_batch_size_stays_under_the_budget():
-    proc = _run_python("""
-        import numpy as np, tensorflow as tf
-        from ssd_mobilenet import SSDConfig, SSDMobileNetV1, detector, runtime
-        det = detector.Detector(SSDMobileNetV1(SSDConfig(num_classes=3, image_height=192, image_width=192)),
-                                slice_size=None)
-
-        def peak(n):  # measured as max_batch_size measures it (same images, the highest of 3 runs)
-            images = tf.constant(np.random.default_rng(0).integers(0, 256, (n, 240, 320, 3), dtype=np.uint8))
-            run = lambda: [t.numpy() for t in det(images).values()]
-            run()
-            return max(runtime.measure_peak(run) for _ in range(3))
-
-        peaks = {n: peak(n) for n in range(1, 7)}
-        # The peak grows by the BFC allocator's chunks, in uneven steps (0.1 to 9 MB here), and
-        # moves by up to ~1 MB between runs and processes (batch 3 measured below batch 2 once),
-        # so the budget goes halfway across the widest gap between all batches <= k and all > k.
-        def gap(k):
-            return min(peaks[j] for j in range(k + 1, 7)) - max(peaks[j] for j in range(1, k + 1))
-        k = max(range(2, 6), key=gap)
-        assert gap(k) > 2**20, peaks
-        budget = max(peaks[j] for j in range(1, k + 1)) + gap(k) // 2
-        n = runtime.max_batch_size(det, budget, image_size=(240, 320), limit=16)
-        print("n", n == k, peak(n) <= budget, peak(n + 1) > budget, n, k, peaks)
-        print("none fits", runtime.max_batch_size(det, 1024, image_size=(240, 320)))
-    """, env={"TF_CPU_ALLOCATOR_USE_BFC": "true"})
+def test_max_batch_size_stays_under_the_budget(settings_runs):
+    proc, _ = settings_runs["0"]
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "n True True True" in proc.stdout and "none fits 0" in proc.stdout, proc.stdout
 

@@ -31,6 +31,7 @@ def failing_runner():
     raise RuntimeError("factory exploded on purpose")
 
 
+@pytest.mark.slow  # a fresh process importing TensorFlow (7.5 s in the fast tier of 97db5d3)
 def test_memory_and_latency_of_a_real_computation(tmp_path):
     rng = np.random.default_rng(1)
     small, large = (rng.integers(0, 256, (n, 96, 128, 3)).astype(np.uint8) for n in (1, 8))
@@ -61,6 +62,7 @@ def test_memory_and_latency_of_a_real_computation(tmp_path):
         np.testing.assert_allclose(out["1/features"], expected, rtol=0, atol=1e-6)
 
 
+@pytest.mark.slow  # a fresh process importing TensorFlow before the factory fails (7.3 s, ibid.)
 def test_worker_failure_comes_back_with_its_stderr():
     with pytest.raises(MeasureError, match="factory exploded on purpose"):
         measure_isolated("test_measure:failing_runner", {}, [np.zeros((1, 8, 8, 3), np.uint8)], env=ENV)

@@ -14,20 +14,18 @@ import pytest
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
-from tests.conftest import check_detections, random_images, unwrapped, write_small_model_pair  # noqa: E402
+from tests.conftest import check_detections, random_images, unwrapped  # noqa: E402
 from migrate import bench  # noqa: E402
 from migrate.cli import main  # noqa: E402
-from ssd_mobilenet.config import SSDConfig  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def small(tmp_path_factory):
-    """(TF1 model directory, converted directory, {side: exported file}) of a small model (depth
-    0.25, 128x128, 3 classes) with the TF1 builder's seeded synthetic weights."""
-    root = tmp_path_factory.mktemp("bench_onnx")
-    config = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
-    src, out = write_small_model_pair(root, config)
-    files = bench.export_sides(out, str(root / "exported"), ["onnx", "onnx_int8"])
+def small(small_pair, tmp_path_factory):
+    """(TF1 model directory, converted directory, {side: exported file}) of the small model
+    (`conftest.small_pair`: depth 0.25, 128x128, 2 classes, the TF1 builder's seeded synthetic
+    weights, built once per run) and the two ONNX files bench exports from it."""
+    src, out = small_pair
+    files = bench.export_sides(out, str(tmp_path_factory.mktemp("bench_onnx") / "exported"), ["onnx", "onnx_int8"])
     return src, out, files
 
 
@@ -67,6 +65,7 @@ def test_onnx_memory_process_never_imports_tensorflow(small, tmp_path):
     assert result["peak_rss_bytes"] >= result["rss_bytes"] > 0 and result["peak_memory_bytes"] is None
 
 
+@pytest.mark.slow  # two fresh processes, one importing TensorFlow (6.4 s in the fast tier of 97db5d3)
 def test_photo_memory_runs_predict_over_the_photos_beside_the_tf1_session(small, tmp_path):
     from PIL import Image
 

@@ -51,10 +51,11 @@ TENSORRT_INITIALIZER_INPUTS = {"Conv": [1], "TopK": [1], "Slice": [3], "Squeeze"
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    """{"uint8": path, "float32": path}: the small model's default file and its fixed-size float32 one."""
+    """{"uint8": path, "float32": path, "converted": directory}: the small model's default file and its
+    fixed-size float32 one, and the converted directory they were exported from."""
     root = tmp_path_factory.mktemp("onnx_runtimes")
     model = save_synthetic_model(str(root / "converted"), CONFIG)
-    paths = {}
+    paths = {"converted": str(root / "converted")}
     for input_type in ("uint8", "float32"):
         paths[input_type] = str(root / f"{input_type}.onnx")
         onnx_export.export_onnx(model, paths[input_type], input_type=input_type)
@@ -150,8 +151,7 @@ def test_verify_onnx_passes_the_2018_zoo_conversions_file_on_the_shared_photos(z
 def test_verify_onnx_bad_input_is_one_line(files, tmp_path, capsys, case):
     fake_src = tmp_path / "src"
     fake_src.mkdir()
-    converted = str(tmp_path / "converted")
-    save_synthetic_model(converted, CONFIG)
+    converted = files["converted"]  # read only: verify writes nothing there
     foreign = tmp_path / "foreign.onnx"
     foreign.write_bytes(b"\x08\x07" + bytes(50))
     args, expected = {

@@ -27,16 +27,11 @@ import time
 import numpy as np
 import pytest
 
-from tests.training.training_pipeline import pipeline
-
-from tests.conftest import REPO, save_synthetic_model
+from tests.conftest import REPO
 from migrate.cli import main
 from ssd_mobilenet import detector
-from ssd_mobilenet.config import SSDConfig
-from ssd_mobilenet.training import shapes_dataset
 from ssd_mobilenet.training.trainer import CHECKPOINT_DIR
 
-SMALL = dict(depth_multiplier=0.25, image_height=128, image_width=128, score_threshold=0.05)
 # Long enough that a worker killed at step 2 never outruns the kill; every checkpoint (one every 2
 # steps, the last 3 kept) stays.
 STEPS = 6
@@ -46,17 +41,11 @@ TIMEOUT_S = 240
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
+def setup(small_training_inputs, tmp_path_factory):
     """A converted model (the TF1 builder's seeded weights, assigned as `convert` assigns them),
-    records and training config."""
-    root = tmp_path_factory.mktemp("multi_worker")
-    converted = str(root / "tf2")
-    save_synthetic_model(converted, SSDConfig(num_classes=3, **SMALL))
-    data = shapes_dataset.write_shapes_dataset(str(root / "shapes"), num_train=24, num_eval=6, image_size=128,
-                                               seed=1)
-    (root / "train.config").write_text(pipeline(**SMALL))
-    return {"converted": converted, "records": os.path.join(data, "train.record"),
-            "config": str(root / "train.config"), "root": root}
+    records and training config (once per run: `small_training_inputs`), and a folder of this
+    module's own."""
+    return {**small_training_inputs, "root": tmp_path_factory.mktemp("multi_worker")}
 
 
 @pytest.fixture(scope="module")

@@ -415,3 +415,29 @@ def small_pair(tmp_path_factory):
     config = SSDConfig(num_classes=2, image_height=128, image_width=128, depth_multiplier=0.25)
     folder = built_once(tmp_path_factory, "small_pair", lambda out: write_small_model_pair(out, config))
     return os.path.join(folder, "tf1"), os.path.join(folder, "tf2")
+
+
+# --- The training group's shared inputs (tests/test_train.py, tests/training/test_multi_worker.py) ---
+
+@pytest.fixture(scope="session")
+def small_training_inputs(tmp_path_factory) -> dict:
+    """What `train` reads, once per run, for tests that read it and write elsewhere: "converted", a
+    converted directory of a small model (3 classes, depth 0.25, 128x128, score threshold 0.05;
+    `save_synthetic_model`, seed 3); "records" and "eval", the shapes set's training and eval
+    records (24 and 6 images of 128 px, seed 1), "labels" its label map; "config", a training
+    pipeline.config of the model (`tests/training/training_pipeline.pipeline`)."""
+    from ssd_mobilenet import SSDConfig
+    from ssd_mobilenet.training import shapes_dataset
+    from tests.training.training_pipeline import pipeline
+    small = dict(depth_multiplier=0.25, image_height=128, image_width=128, score_threshold=0.05)
+
+    def build(out):
+        save_synthetic_model(str(out / "converted"), SSDConfig(num_classes=3, **small))
+        shapes_dataset.write_shapes_dataset(str(out / "shapes"), num_train=24, num_eval=6, image_size=128, seed=1)
+        (out / "train.config").write_text(pipeline(**small))
+
+    folder = built_once(tmp_path_factory, "small_training_inputs", build)
+    shapes = os.path.join(folder, "shapes")
+    return {"converted": os.path.join(folder, "converted"), "records": os.path.join(shapes, "train.record"),
+            "eval": os.path.join(shapes, "eval.record"), "labels": os.path.join(shapes, "label_map.pbtxt"),
+            "config": os.path.join(folder, "train.config")}

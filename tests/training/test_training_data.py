@@ -181,20 +181,24 @@ def test_eval_dataset_is_the_models_preprocessing(tmp_path):
     assert [s.decode() for s in first["source_id"].numpy()] == ["s0", "s1"]
 
 
-def test_training_dataset_is_seeded_and_repeats(tmp_path):
-    path = _write(tmp_path / "t.record", [_record(s, boxes=[(0.2, 0.2, 0.6, 0.7)], source_id=f"s{s}")
-                                          for s in range(4)])
+def _training_batches(path, seed):
+    """Four training batches of 3 images (12 from 4 records) of `make_dataset`, as numpy."""
+    return [{k: v.numpy() for k, v in b.items()}
+            for b in data.make_dataset(path, CONFIG, 3, seed=seed, shuffle_buffer=8).take(4)]
 
-    def take(seed):
-        return [{k: v.numpy() for k, v in b.items()}
-                for b in data.make_dataset(path, CONFIG, 3, seed=seed, shuffle_buffer=8).take(4)]
 
-    a, b, c = take(1), take(1), take(2)
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory):
+    """(records path, four training batches of seed 1): each dataset built costs 2-4 s (its
+    functions traced), so the fast tier builds one, the seeding case two more."""
+    path = _write(tmp_path_factory.mktemp("seeded") / "t.record",
+                  [_record(s, boxes=[(0.2, 0.2, 0.6, 0.7)], source_id=f"s{s}") for s in range(4)])
+    return path, _training_batches(path, 1)
+
+
+def test_training_dataset_repeats_and_augments(seeded):
+    _, a = seeded
     assert len(a) == 4  # 12 images from 4 records: the dataset repeats
-    for x, y in zip(a, b):
-        for k in x:
-            np.testing.assert_array_equal(x[k], y[k])
-    assert any(not np.array_equal(x["image"], z["image"]) for x, z in zip(a, c))
     for batch in a:
         assert batch["image"].shape == (3, 40, 48, 3) and batch["image"].dtype == np.float32
         assert batch["image"].min() >= -1.0 and batch["image"].max() <= 1.0
@@ -206,3 +210,13 @@ def test_training_dataset_is_seeded_and_repeats(tmp_path):
     plain = preprocessing.preprocess(np.stack([_image(s) for s in range(4)]), CONFIG).numpy()
     augmented = [img for batch in a for img in batch["image"]]
     assert sum(not any(np.array_equal(img, p) for p in plain) for img in augmented) > 0
+
+
+@pytest.mark.slow  # two more datasets built: 5 s
+def test_training_dataset_is_seeded(seeded):
+    path, a = seeded
+    b, c = _training_batches(path, 1), _training_batches(path, 2)
+    for x, y in zip(a, b, strict=True):
+        for k in x:
+            np.testing.assert_array_equal(x[k], y[k])
+    assert any(not np.array_equal(x["image"], z["image"]) for x, z in zip(a, c))

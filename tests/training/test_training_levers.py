@@ -80,7 +80,10 @@ def longest_path(config) -> int:
     return base + 2 * len(extra_layer_names(config)) + 1
 
 
-@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+# Each policy's trainer traces its step once (5-8 s), shared with the case after it that reads the
+# same policy: the fast tier keeps mixed_bfloat16's (this case's and the written model's), the slow
+# tier adds mixed_float16's (this case's and its loss scale's).
+@pytest.mark.parametrize("policy", [pytest.param("mixed_float16", marks=pytest.mark.slow), "mixed_bfloat16"])
 def test_a_mixed_precision_step_starts_at_the_float32_losses(setup, float32_losses, policy):
     trainer = mixed_trainer(setup, policy)
     assert trainer.model.compute_dtype == policy.split("_")[1]
@@ -106,6 +109,7 @@ def _weights(trainer) -> list:
     return [v.numpy() for v in trainer.variables]
 
 
+@pytest.mark.slow
 def test_float16_loss_scale_skips_overflowing_steps_and_is_checkpointed(setup, tmp_path):
     trainer = mixed_trainer(setup, "mixed_float16")
     scale, counter = trainer.optimizer.dynamic_scale, trainer.optimizer.step_counter

@@ -34,20 +34,23 @@ FORMS = {
 }
 
 
-# Every real graph in ../shared/zoo as the whole directory (the session's conversions, which other
-# tests read too) but the 2017 one, and each single form on three of them, so that every graph also
-# converts from one form alone and the TF 1.3 export from all three. The 2017 graph converts from
-# its frozen graph alone (its whole directory, read as convert reads it: pipeline.config, graph
-# traits, checkpoint weights, is test_parity's, every stage at three sizes; a whole directory
-# converts on the four others). The checkpoint form carries its .meta (the
-# graph as its release saved it, its variables frozen with the checkpoint's values): the
-# FakeQuant graph, the TF 1.3 export and the depthwise heads. The frozen graph alone (the weights
-# its constants): both zoo releases (TF 1.4 and 1.5 score paths) and the TF 1.3 export. Left out,
-# as the same readers on the same kind of graph: the quantization-aware frozen graph (its bits and
-# constants: test_quantization_aware_model_from_one_file), the depthwise frozen graph (depthwise
-# constants: test_family's frozen graphs), the 2017 and 2018 meta graphs (their score paths:
-# tests/tf1/test_graph_traits.py; a zoo .meta frozen for a check: the checkpoint cases here).
-SOURCE_FORMS = [(ZOO_2018, "frozen_graph"), (ZOO_2018, "zoo_dir"), (ZOO_2017, "frozen_graph"),
+# Every real graph in ../shared/zoo converts, each from one form at least, through every reader:
+# - The whole directory (the session's conversions, which other tests read too): the 2018 graph,
+#   the quantization-aware graph, the depthwise heads and the TF 1.3 export (with --trust-weights).
+# - The checkpoint with its .meta (the graph as its release saved it, its variables frozen with the
+#   checkpoint's values; no pipeline.config, so the score path is read off the graph alone): the
+#   FakeQuant graph (TF 1.9), the depthwise heads (TF 1.12) and the TF 1.3 export.
+# - The frozen graph alone (the weights its constants, every field read off the graph): the 2017
+#   graph (TF 1.4: slice before scale and convert) and the TF 1.3 export.
+# Left out, as the same readers on the same kind of graph: the 2017 whole directory (as convert
+# reads it, pipeline.config, graph traits and checkpoint weights: test_parity's 2017 case, every
+# stage at three sizes), the 2018 frozen graph alone (every field it shows is the 2017 graph's but
+# its score path, which its whole directory's conversion reads off the same frozen graph), the
+# quantization-aware frozen graph (its bits and constants: test_quantization_aware_model_from_one_file),
+# the depthwise frozen graph (depthwise constants: test_family's frozen graphs), the 2017 and 2018
+# meta graphs (their score paths: tests/tf1/test_graph_traits.py; a zoo .meta frozen for a check:
+# the checkpoint cases here).
+SOURCE_FORMS = [(ZOO_2018, "zoo_dir"), (ZOO_2017, "frozen_graph"),
                 (QUANTIZED, "checkpoint"), (QUANTIZED, "zoo_dir"), (DEPTHWISE, "checkpoint"), (DEPTHWISE, "zoo_dir"),
                 (TF13, "checkpoint"), (TF13, "frozen_graph"), (TF13, "zoo_dir")]
 
@@ -134,6 +137,27 @@ def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, zoo_di
     for k, v in empty.items():
         assert v.shape == (0,) + got[k].shape[1:] and v.dtype == got[k].dtype, k
 
+
+
+@needs_shared
+def test_the_2018_frozen_graph_alone_reads_as_its_whole_directory(zoo_fixture, tmp_path):
+    """What its conversion would start from is the whole directory's, whose conversion is the
+    session's (`zoo_converted`, checked against the same frozen graph): the config read off the
+    graph alone equals the one pipeline.config and the graph give, and the graph's constants are
+    the checkpoint's weights, bit for bit. (So the 2018 frozen graph alone is not converted
+    again in test_each_source_form_converts_to_a_faithful_saved_model.)"""
+    from migrate.tf1 import config_inference, sources
+    fx = zoo_fixture(ZOO_2018)
+    alone = sources.open_source(_only(fx, tmp_path / "alone", FORMS["frozen_graph"]))
+    whole = sources.open_source(fx)
+    assert alone.pipeline_config is None and whole.pipeline_config is not None
+    assert alone.graph_from.endswith("frozen_inference_graph.pb") and whole.graph_from == os.path.join(
+        fx, "frozen_inference_graph.pb")
+    assert whole.weights_from.endswith("model.ckpt.index") and alone.weights_from == alone.graph_from
+    assert config_inference.infer_config(alone)[0] == config_inference.infer_config(whole)[0]
+    assert set(alone.weights) == set(whole.weights) - {"global_step"} and len(alone.weights) == 199
+    for name, value in alone.weights.items():
+        np.testing.assert_array_equal(value, whole.weights[name], err_msg=name)
 
 @needs_shared
 def test_report_accounts_for_every_weight(zoo_converted):

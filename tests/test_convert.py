@@ -39,7 +39,9 @@ FORMS = {
 #   the quantization-aware graph, the depthwise heads and the TF 1.3 export (with --trust-weights).
 # - The checkpoint with its .meta (the graph as its release saved it, its variables frozen with the
 #   checkpoint's values; no pipeline.config, so the score path is read off the graph alone): the
-#   FakeQuant graph (TF 1.9), the depthwise heads (TF 1.12) and the TF 1.3 export.
+#   depthwise heads (TF 1.12) and the TF 1.3 export; the FakeQuant graph's (TF 1.9) reads as its
+#   whole directory, config, weights and the checked graph node for node
+#   (test_quantization_aware_checkpoint_with_its_meta_graph_reads_as_its_whole_directory).
 # - The frozen graph alone (the weights its constants, every field read off the graph): the 2017
 #   graph (TF 1.4: slice before scale and convert) and the TF 1.3 export.
 # Left out, as the same readers on the same kind of graph: the 2017 whole directory (as convert
@@ -51,7 +53,7 @@ FORMS = {
 # meta graphs (their score paths: tests/tf1/test_graph_traits.py; a zoo .meta frozen for a check:
 # the checkpoint cases here).
 SOURCE_FORMS = [(ZOO_2018, "zoo_dir"), (ZOO_2017, "frozen_graph"),
-                (QUANTIZED, "checkpoint"), (QUANTIZED, "zoo_dir"), (DEPTHWISE, "checkpoint"), (DEPTHWISE, "zoo_dir"),
+                (QUANTIZED, "zoo_dir"), (DEPTHWISE, "checkpoint"), (DEPTHWISE, "zoo_dir"),
                 (TF13, "checkpoint"), (TF13, "frozen_graph"), (TF13, "zoo_dir")]
 
 
@@ -368,6 +370,38 @@ def test_quantization_aware_model_converts_to_a_faithful_saved_model(zoo_dir_con
     assert len(layers) > 27 and all(layer.kernel_quantized for layer in layers)
     check_detections({k: v.numpy() for k, v in detector(images).items()}, dict(ref))
 
+
+@needs_shared
+@pytest.mark.slow  # in place of a slow-tier conversion (2.9 s at -n 0, load ~5)
+def test_quantization_aware_checkpoint_with_its_meta_graph_reads_as_its_whole_directory(quantized_fixture,
+                                                                                        tmp_path):
+    """The checkpoint with its .meta alone (no pipeline.config: the bits from the graph's FakeQuant
+    ops) gives what the whole directory gives: the same config, the same weights, and the same
+    graph for the check (the .meta frozen with the checkpoint's values is the directory's frozen
+    graph node for node, the fixture having frozen it with those values). Its conversion is then
+    the whole directory's, which test_each_source_form_converts_to_a_faithful_saved_model checks
+    (34.1 s of conversion in the fresh-clone log of 97db5d3 not done twice)."""
+    from migrate.tf1 import config_inference, frozen_graph, sources
+    from migrate.tf1.inference_graph import inference_graph_of
+    from ssd_mobilenet import SSDMobileNetV1
+
+    meta = sources.open_source(_only(quantized_fixture, tmp_path / "src", FORMS["checkpoint"]))
+    whole = sources.open_source(quantized_fixture)
+    assert meta.graph_from.endswith("model.ckpt.meta") and meta.pipeline_config is None
+    assert whole.graph_from.endswith("frozen_inference_graph.pb") and whole.pipeline_config is not None
+    config, _ = config_inference.infer_config(meta)
+    assert config == config_inference.infer_config(whole)[0] and (config.weight_bits, config.activation_bits) == (8, 8)
+    assert set(meta.weights) == set(whole.weights)
+    for name, value in meta.weights.items():
+        np.testing.assert_array_equal(value, whole.weights[name], err_msg=name)
+    # The graph the conversion check runs, with the stages it compares (self_check.check_conversion).
+    stages = frozen_graph.endpoint_candidates(SSDMobileNetV1(config))
+    stages[frozen_graph.DECODED_BOXES[0]] = frozen_graph.DECODED_BOXES[1]
+    nodes = [c.split(":")[0] for _, candidates in stages.values() for c in candidates]
+    ours, theirs = (inference_graph_of(s, nodes, config=config)[0] for s in (meta, whole))
+    assert sum(n.op == "FakeQuantWithMinMaxVars" for n in ours.node) > 50
+    ours, theirs = ({n.name: n.SerializeToString(deterministic=True) for n in g.node} for g in (ours, theirs))
+    assert ours == theirs
 
 @needs_shared
 @pytest.mark.parametrize("form", ["frozen_graph", "weights_only"])

@@ -105,7 +105,7 @@ class Detector:
         if jit_compile:
             # Preprocessing stays outside the cluster: XLA's legacy ResizeBilinear differs from
             # TensorFlow's kernel (by up to 1.9 on the [-1, 1] scale for 480x640 -> 300x300).
-            compiled = tf.function(self.model.predict_preprocessed, jit_compile=True)
+            compiled = tf.function(self.model.predict_preprocessed, jit_compile=True, autograph=False)
             network = lambda images: compiled(self.model.preprocess(images))  # noqa: E731
         else:
             network = self._network
@@ -115,8 +115,11 @@ class Detector:
             return postprocessing.postprocess(boxes, logits, self.config)
 
         # The Python function too: `ssd_mobilenet.export` traces it into a SavedModel's own function.
+        # No autograph, here or in the export: the pipeline's control flow is written as tf.cond and
+        # tf.while_loop, so autograph would only rewrite every Python function the trace calls
+        # (~1 s of each process's first trace; docs/measurements.md).
         self.serve = serve
-        self.function = tf.function(serve, input_signature=INPUT_SIGNATURE)
+        self.function = tf.function(serve, input_signature=INPUT_SIGNATURE, autograph=False)
         self._concrete_function = None
         self._resized_function = None
 
@@ -150,7 +153,7 @@ class Detector:
             config = self.config
             spec = tf.TensorSpec([None, config.image_height, config.image_width, 3], tf.float32,
                                  name="resized_images")
-            self._resized_function = tf.function(self.serve, input_signature=[spec])
+            self._resized_function = tf.function(self.serve, input_signature=[spec], autograph=False)
         return self._resized_function
 
     def empty_outputs(self) -> dict:

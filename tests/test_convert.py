@@ -34,18 +34,26 @@ FORMS = {
 }
 
 
-# Every real graph in ../shared/zoo as the whole directory (the session's conversions, which other
-# tests read too), and each single form on three of them, so that every graph also converts from
-# one form alone and the TF 1.3 export from all three. The checkpoint form carries its .meta (the
-# graph as its release saved it, its variables frozen with the checkpoint's values): the
-# FakeQuant graph, the TF 1.3 export and the depthwise heads. The frozen graph alone (the weights
-# its constants): both zoo releases (TF 1.4 and 1.5 score paths) and the TF 1.3 export. Left out,
-# as the same readers on the same kind of graph: the quantization-aware frozen graph (its bits and
-# constants: test_quantization_aware_model_from_one_file), the depthwise frozen graph (depthwise
-# constants: test_family's frozen graphs), the 2017 and 2018 meta graphs (their score paths:
-# tests/tf1/test_graph_traits.py; a zoo .meta frozen for a check: the checkpoint cases here).
-SOURCE_FORMS = [(ZOO_2018, "frozen_graph"), (ZOO_2018, "zoo_dir"), (ZOO_2017, "frozen_graph"), (ZOO_2017, "zoo_dir"),
-                (QUANTIZED, "checkpoint"), (QUANTIZED, "zoo_dir"), (DEPTHWISE, "checkpoint"), (DEPTHWISE, "zoo_dir"),
+# Every real graph in ../shared/zoo converts, each from one form at least, through every reader:
+# - The whole directory (the session's conversions, which other tests read too): the 2018 graph,
+#   the quantization-aware graph, the depthwise heads and the TF 1.3 export (with --trust-weights).
+# - The checkpoint with its .meta (the graph as its release saved it, its variables frozen with the
+#   checkpoint's values; no pipeline.config, so the score path is read off the graph alone): the
+#   depthwise heads (TF 1.12) and the TF 1.3 export; the FakeQuant graph's (TF 1.9) reads as its
+#   whole directory, config, weights and the checked graph node for node
+#   (test_quantization_aware_checkpoint_with_its_meta_graph_reads_as_its_whole_directory).
+# - The frozen graph alone (the weights its constants, every field read off the graph): the 2017
+#   graph (TF 1.4: slice before scale and convert) and the TF 1.3 export.
+# Left out, as the same readers on the same kind of graph: the 2017 whole directory (as convert
+# reads it, pipeline.config, graph traits and checkpoint weights: test_parity's 2017 case, every
+# stage at three sizes), the 2018 frozen graph alone (every field it shows is the 2017 graph's but
+# its score path, which its whole directory's conversion reads off the same frozen graph), the
+# quantization-aware frozen graph (its bits and constants: test_quantization_aware_model_from_one_file),
+# the depthwise frozen graph (depthwise constants: test_family's frozen graphs), the 2017 and 2018
+# meta graphs (their score paths: tests/tf1/test_graph_traits.py; a zoo .meta frozen for a check:
+# the checkpoint cases here).
+SOURCE_FORMS = [(ZOO_2018, "zoo_dir"), (ZOO_2017, "frozen_graph"),
+                (QUANTIZED, "zoo_dir"), (DEPTHWISE, "checkpoint"), (DEPTHWISE, "zoo_dir"),
                 (TF13, "checkpoint"), (TF13, "frozen_graph"), (TF13, "zoo_dir")]
 
 
@@ -97,10 +105,11 @@ def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, zoo_di
     np.testing.assert_array_equal(got["detection_classes"], ref["detection_classes"])
     np.testing.assert_allclose(got["detection_boxes"], ref["detection_boxes"], rtol=0, atol=1e-4)
     np.testing.assert_allclose(got["detection_scores"], ref["detection_scores"], rtol=0, atol=1e-4)
-    if form != "zoo_dir":
+    if form != "zoo_dir" and name != ZOO_2017:
         return
     # A larger image goes through the same legacy resize as the TF1 graph (checked once per
-    # model: the source form decides the weights and config, which the reference run covers;
+    # model, on its whole directory or the 2017 graph's one form: the source form decides the
+    # weights and config, which the reference run covers;
     # 257x311, smaller than the input, is the conversion check's own, above).
     # Against the graph as written: the SavedModel folds batch norm as a TF1 session does, so two
     # detections of one class whose scores differ by ~1e-7 can come in the other order (a tie,
@@ -130,6 +139,27 @@ def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, zoo_di
     for k, v in empty.items():
         assert v.shape == (0,) + got[k].shape[1:] and v.dtype == got[k].dtype, k
 
+
+
+@needs_shared
+def test_the_2018_frozen_graph_alone_reads_as_its_whole_directory(zoo_fixture, tmp_path):
+    """What its conversion would start from is the whole directory's, whose conversion is the
+    session's (`zoo_converted`, checked against the same frozen graph): the config read off the
+    graph alone equals the one pipeline.config and the graph give, and the graph's constants are
+    the checkpoint's weights, bit for bit. (So the 2018 frozen graph alone is not converted
+    again in test_each_source_form_converts_to_a_faithful_saved_model.)"""
+    from migrate.tf1 import config_inference, sources
+    fx = zoo_fixture(ZOO_2018)
+    alone = sources.open_source(_only(fx, tmp_path / "alone", FORMS["frozen_graph"]))
+    whole = sources.open_source(fx)
+    assert alone.pipeline_config is None and whole.pipeline_config is not None
+    assert alone.graph_from.endswith("frozen_inference_graph.pb") and whole.graph_from == os.path.join(
+        fx, "frozen_inference_graph.pb")
+    assert whole.weights_from.endswith("model.ckpt.index") and alone.weights_from == alone.graph_from
+    assert config_inference.infer_config(alone)[0] == config_inference.infer_config(whole)[0]
+    assert set(alone.weights) == set(whole.weights) - {"global_step"} and len(alone.weights) == 199
+    for name, value in alone.weights.items():
+        np.testing.assert_array_equal(value, whole.weights[name], err_msg=name)
 
 @needs_shared
 def test_report_accounts_for_every_weight(zoo_converted):
@@ -340,6 +370,38 @@ def test_quantization_aware_model_converts_to_a_faithful_saved_model(zoo_dir_con
     assert len(layers) > 27 and all(layer.kernel_quantized for layer in layers)
     check_detections({k: v.numpy() for k, v in detector(images).items()}, dict(ref))
 
+
+@needs_shared
+@pytest.mark.slow  # in place of a slow-tier conversion (2.9 s at -n 0, load ~5)
+def test_quantization_aware_checkpoint_with_its_meta_graph_reads_as_its_whole_directory(quantized_fixture,
+                                                                                        tmp_path):
+    """The checkpoint with its .meta alone (no pipeline.config: the bits from the graph's FakeQuant
+    ops) gives what the whole directory gives: the same config, the same weights, and the same
+    graph for the check (the .meta frozen with the checkpoint's values is the directory's frozen
+    graph node for node, the fixture having frozen it with those values). Its conversion is then
+    the whole directory's, which test_each_source_form_converts_to_a_faithful_saved_model checks
+    (34.1 s of conversion in the fresh-clone log of 97db5d3 not done twice)."""
+    from migrate.tf1 import config_inference, frozen_graph, sources
+    from migrate.tf1.inference_graph import inference_graph_of
+    from ssd_mobilenet import SSDMobileNetV1
+
+    meta = sources.open_source(_only(quantized_fixture, tmp_path / "src", FORMS["checkpoint"]))
+    whole = sources.open_source(quantized_fixture)
+    assert meta.graph_from.endswith("model.ckpt.meta") and meta.pipeline_config is None
+    assert whole.graph_from.endswith("frozen_inference_graph.pb") and whole.pipeline_config is not None
+    config, _ = config_inference.infer_config(meta)
+    assert config == config_inference.infer_config(whole)[0] and (config.weight_bits, config.activation_bits) == (8, 8)
+    assert set(meta.weights) == set(whole.weights)
+    for name, value in meta.weights.items():
+        np.testing.assert_array_equal(value, whole.weights[name], err_msg=name)
+    # The graph the conversion check runs, with the stages it compares (self_check.check_conversion).
+    stages = frozen_graph.endpoint_candidates(SSDMobileNetV1(config))
+    stages[frozen_graph.DECODED_BOXES[0]] = frozen_graph.DECODED_BOXES[1]
+    nodes = [c.split(":")[0] for _, candidates in stages.values() for c in candidates]
+    ours, theirs = (inference_graph_of(s, nodes, config=config)[0] for s in (meta, whole))
+    assert sum(n.op == "FakeQuantWithMinMaxVars" for n in ours.node) > 50
+    ours, theirs = ({n.name: n.SerializeToString(deterministic=True) for n in g.node} for g in (ours, theirs))
+    assert ours == theirs
 
 @needs_shared
 @pytest.mark.parametrize("form", ["frozen_graph", "weights_only"])

@@ -108,7 +108,9 @@ def tf2_side(model, mode: str, precision: str = "float32"):
         out["decoded_boxes"] = net.decode(tf.cast(out["box_encodings"], tf.float32))
         return out
 
-    compiled = network_stages if mode == "eager" else tf.function(network_stages, jit_compile=(mode == "xla"))
+    # autograph=False: the network's control flow is tf.cond/tf.while_loop as written (detector.py).
+    compiled = network_stages if mode == "eager" else tf.function(network_stages, jit_compile=(mode == "xla"),
+                                                                  autograph=False)
 
     def stages_of(images):
         pre = net.preprocess(images)
@@ -117,4 +119,4 @@ def tf2_side(model, mode: str, precision: str = "float32"):
     if mode == "eager":
         return detect, stages_of, notes
     from ssd_mobilenet.detector import INPUT_SIGNATURE
-    return detect, tf.function(stages_of, input_signature=INPUT_SIGNATURE), notes
+    return detect, tf.function(stages_of, input_signature=INPUT_SIGNATURE, autograph=False), notes

@@ -139,7 +139,7 @@ class DetectionModule(tf.Module):
         # The detector's computation on images `preprocessing.resize` brought to the input size:
         # its resize is then an exact identity (migrate.runtimes.tensorflow), so photos of mixed
         # sizes share a batch and each gets the detections it gets alone.
-        self.detect_resized = tf.function(self._guarded, input_signature=[resized])
+        self.detect_resized = tf.function(self._guarded, input_signature=[resized], autograph=False)
         if not config.normalize_before_resize:
             # `__call__` resizes, then runs `detect_resized`: the model's own resize of an image at
             # its input size is an exact identity, so this computes what the model computes on the
@@ -152,7 +152,7 @@ class DetectionModule(tf.Module):
         # The convolutions reject an empty batch; no images give empty outputs.
         return tf.cond(tf.shape(images)[0] > 0, lambda: self._run(images), self._empty)
 
-    @tf.function(input_signature=detector_lib.INPUT_SIGNATURE)
+    @tf.function(input_signature=detector_lib.INPUT_SIGNATURE, autograph=False)
     def __call__(self, input_tensor):
         if self._resize_first is not None:
             return self.detect_resized(preprocessing.resize(input_tensor, self._resize_first))

@@ -415,3 +415,36 @@ def small_pair(tmp_path_factory):
     config = SSDConfig(num_classes=2, image_height=128, image_width=128, depth_multiplier=0.25)
     folder = built_once(tmp_path_factory, "small_pair", lambda out: write_small_model_pair(out, config))
     return os.path.join(folder, "tf1"), os.path.join(folder, "tf2")
+
+
+# ---- suite time: the exports group (test_export*, tests/exports, tests/onnx's export and predict, tests/web) ----
+
+# The small model the export tests share: 3 classes, depth 0.25, 128x128, the zoo's post-processing
+# (score threshold 1e-8, 100 detections: NMS and the sort run on every image).
+SMALL_EXPORT_CONFIG = dict(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
+
+
+@pytest.fixture(scope="session")
+def small_converted(tmp_path_factory):
+    """A converted directory of `SMALL_EXPORT_CONFIG` with the TF1 builder's seeded synthetic
+    weights (`save_synthetic_model`, seed 3), once per run, for the export tests that read it and
+    write elsewhere."""
+    from ssd_mobilenet.config import SSDConfig
+    folder = built_once(tmp_path_factory, "small_converted",
+                        lambda out: save_synthetic_model(str(out / "converted"), SSDConfig(**SMALL_EXPORT_CONFIG)))
+    return os.path.join(folder, "converted")
+
+
+@pytest.fixture(scope="session")
+def small_onnx(small_converted, tmp_path_factory):
+    """(`small_converted`, its `.onnx` file as `python -m migrate export CONVERTED --onnx FILE` writes
+    it (in this process), the command's stdout, its stderr), once per run."""
+    def build(out):
+        code, stdout, stderr = run_cli(["export", small_converted, "--onnx", str(out / "model.onnx")])
+        assert code == 0, stderr
+        (out / "stdout.txt").write_text(stdout)
+        (out / "stderr.txt").write_text(stderr)
+
+    folder = built_once(tmp_path_factory, "small_onnx", build)
+    return (small_converted, os.path.join(folder, "model.onnx"), open(os.path.join(folder, "stdout.txt")).read(),
+            open(os.path.join(folder, "stderr.txt")).read())

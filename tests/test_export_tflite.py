@@ -4,8 +4,9 @@ LiteRT's interpreter (`ai-edge-litert`) through the file's serving signature.
 One small model (depth 0.25, 128x128, 3 classes, the zoo's post-processing: score threshold 1e-8,
 100 detections, so NMS and the sort are exercised on every image) with the TF1 builder's seeded
 synthetic weights assigned as `convert` assigns them, saved as a converted directory (config and
-checkpoint, what `ssd_mobilenet.load` reads) once per module; the images are the shapes set's
-(gradient backgrounds, noise, solid shapes).
+checkpoint, what `ssd_mobilenet.load` reads) once per run (`conftest.small_converted`, which the
+ONNX and web export tests read too); the images are the shapes set's (gradient backgrounds, noise,
+solid shapes).
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ import pytest
 import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 
-from tests.conftest import SHARED, check_detections, save_synthetic_model
+from tests.conftest import SHARED, SMALL_EXPORT_CONFIG, check_detections
 from ssd_mobilenet import SSDMobileNetV1, detector, preprocessing
 from ssd_mobilenet.config import SSDConfig
 from ssd_mobilenet.export import tflite
 from ssd_mobilenet.training import shapes_dataset
 
-CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
+CONFIG = SSDConfig(**SMALL_EXPORT_CONFIG)
 # What "the same detections" allows: TFLite's kernels round differently from oneDNN's in the
 # last bits of float32 (measured: 3e-7 on scores and boxes); the project's parity tolerance.
 ATOL = 1e-5
@@ -34,10 +35,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*tf.lite.Interpreter is depreca
 
 
 @pytest.fixture(scope="module")
-def converted(tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("tflite_converted"))
-    save_synthetic_model(out, CONFIG)
-    return out
+def converted(small_converted):
+    return small_converted
 
 
 @pytest.fixture(scope="module")

@@ -448,3 +448,30 @@ def small_onnx(small_converted, tmp_path_factory):
     folder = built_once(tmp_path_factory, "small_onnx", build)
     return (small_converted, os.path.join(folder, "model.onnx"), open(os.path.join(folder, "stdout.txt")).read(),
             open(os.path.join(folder, "stderr.txt")).read())
+
+
+@pytest.fixture(scope="session")
+def quantized_converted(quantized_fixture, tmp_path_factory):
+    """(`quantized_fixture`, a converted directory of it): the weights assigned as `convert`
+    assigns them (`model_for_fixture`), saved as `ssd_mobilenet.load` reads them (no SavedModel and
+    no self-check: test_convert converts the same directory with both), once per run."""
+    def build(out):
+        from ssd_mobilenet import detector
+        model, _ = model_for_fixture(quantized_fixture)
+        (out / "converted").mkdir()
+        detector.save(model, str(out / "converted"))
+
+    return quantized_fixture, os.path.join(built_once(tmp_path_factory, "quantized_converted", build), "converted")
+
+
+@pytest.fixture(scope="session")
+def quantized_tflite(quantized_converted, tmp_path_factory):
+    """The integer `.tflite` file of `quantized_converted` as `python -m migrate export CONVERTED
+    --tflite FILE --quiet` writes it (in this process), once per run."""
+    _, converted = quantized_converted
+
+    def build(out):
+        code, _, stderr = run_cli(["export", converted, "--tflite", str(out / "model.tflite"), "--quiet"])
+        assert code == 0, stderr
+
+    return os.path.join(built_once(tmp_path_factory, "quantized_tflite", build), "model.tflite")

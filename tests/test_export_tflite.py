@@ -142,7 +142,8 @@ def test_photos_of_any_size_get_the_converted_models_detections(converted, expor
         check_detections(file.detect(image), ref, atol=ATOL)
 
 
-def test_cli_writes_the_file_and_refuses_bad_input_in_one_line(converted, images, reference, tmp_path, capsys):
+@pytest.mark.slow  # an export (the per-class float32 file's numerics: test_per_class_tflite_...[float32])
+def test_cli_writes_the_file_it_is_asked_for(converted, images, reference, tmp_path, capsys):
     from migrate.cli import main
     out = tmp_path / "out" / "model.tflite"
     argv = ["export", converted, "--tflite", str(out), "--input", "float32", "--max-detections", "5", "--quiet"]
@@ -155,15 +156,23 @@ def test_cli_writes_the_file_and_refuses_bad_input_in_one_line(converted, images
     assert ours["detection_boxes"].shape == (1, 5, 4) and ours["num_detections"][0] == 5
     for key in ("detection_boxes", "detection_scores", "detection_classes"):
         np.testing.assert_allclose(ours[key][0], ref[key][0, :5], rtol=0, atol=ATOL)
-    before = out.read_bytes()
+
+
+def test_cli_refuses_bad_input_in_one_line(converted, tmp_path, capsys):
+    """Refused before anything is converted or written: an existing file without --force (kept as it
+    was), no converted directory, an unreadable checkpoint, a bad option, a folder as the file."""
+    from migrate.cli import main
+    out = tmp_path / "out" / "model.tflite"
+    out.parent.mkdir()
+    out.write_bytes(b"keep")
 
     def refused(argv, *words):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: ") and all(w in err[0] for w in words), err
 
-    refused(argv, str(out), "--force")
-    assert out.read_bytes() == before
+    refused(["export", converted, "--tflite", str(out), "--quiet"], str(out), "--force")
+    assert out.read_bytes() == b"keep"
     target = tmp_path / "new.tflite"
     refused(["export", str(tmp_path / "none"), "--tflite", str(target)], str(tmp_path / "none"), "no such directory")
     folder = tmp_path / "folder"
@@ -221,6 +230,7 @@ def test_custom_op_modes_carry_the_tf1_op_and_agree_with_the_per_class_model(con
     assert rates[0.0]["rate"] > (0.9 if nms == tflite.REGULAR else 0.5)
 
 
+@pytest.mark.slow  # a file of its own: 7.1 s in 97db5d3's fast tier
 def test_detections_per_class_reaches_the_op(converted, images):
     """The converter drops `detections_per_class`; the written options carry it and the
     kernel applies it: regular NMS with 2 per class gives at most 2 of each class."""

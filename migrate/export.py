@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from migrate.common import console
 from migrate.export_drift import DRIFT_IMAGES, drift_notes, drift_of
-from migrate.export_inputs import ExportInputError, calibration_images, load_converted
+from migrate.export_inputs import ExportInputError, calibration_images, converted_config, load_converted
 from ssd_mobilenet import atomic_write
 from ssd_mobilenet import detector as detector_lib
 from ssd_mobilenet.export import tflite as tflite_lib
@@ -94,10 +94,10 @@ def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_t
         raise ExportInputError(f"--max-detections {max_detections}: must be >= 1")
     if calibration is not None and not int8:
         raise ExportInputError("--calibration: calibrates the --int8 quantization; add --int8")
-    model = load_converted(converted)
-    aware = bool(model.config.weight_bits)
+    aware = bool(converted_config(converted).weight_bits)
     if aware:
-        _check_quantization_aware(converted, nms, input_type, int8)
+        _check_quantization_aware(converted, nms, input_type, int8)  # before the weights are loaded
+    model = load_converted(converted)
     max_detections = max_detections or model.config.max_total_detections
     names, images = calibration_images(calibration, model.config) if int8 else ([], None)
     say(f"converting to TFLite: {nms} NMS, {input_type} input, {max_detections} detections")

@@ -20,12 +20,26 @@ class ExportInputError(ValueError):
     """A converted directory that cannot be read, an output that may not be written, a bad option."""
 
 
-def load_converted(converted: str):
-    """The Keras model of a converted directory, or `ExportInputError` naming the directory."""
+def _check_converted(converted: str) -> None:
     if not os.path.isdir(converted):
         raise ExportInputError(f"{converted}: no such directory (expected the output of `migrate convert`)")
     if not os.path.isfile(os.path.join(converted, detector_lib.CONFIG_FILE)):
         raise ExportInputError(f"{converted}: not a converted model directory (no {detector_lib.CONFIG_FILE})")
+
+
+def converted_config(converted: str):
+    """The `SSDConfig` of a converted directory, read without its weights (an option the model
+    does not take is refused before they are loaded), or `ExportInputError` naming the directory."""
+    _check_converted(converted)
+    try:
+        return detector_lib.read_config(converted)
+    except (OSError, ValueError) as e:
+        raise ExportInputError(error_about(converted, e, "cannot load it")) from None
+
+
+def load_converted(converted: str):
+    """The Keras model of a converted directory, or `ExportInputError` naming the directory."""
+    _check_converted(converted)
     try:
         return detector_lib.load_model(converted)
     # A truncated tensor data file: the checkpoint reader raises IndexError ("Read less bytes

@@ -13,7 +13,7 @@ import os
 import time
 
 from migrate.export_drift import DRIFT_IMAGES, drift_notes, drift_of
-from migrate.export_inputs import ExportInputError, calibration_images, load_converted
+from migrate.export_inputs import ExportInputError, calibration_images, converted_config, load_converted
 from ssd_mobilenet import atomic_write
 
 
@@ -95,17 +95,18 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
                                "'ssd-mobilenet-migrate[onnx-export]'") from None
     if input_type not in onnx_lib.INPUT_TYPES:
         raise ExportInputError(f"--input {input_type}: one of {', '.join(onnx_lib.INPUT_TYPES)}")
-    model = load_converted(converted)
-    aware = bool(model.config.weight_bits)
+    config = converted_config(converted)  # the options the model does not take, before its weights are loaded
+    aware = bool(config.weight_bits)
     if aware and int8:
         # Its ONNX file is int8 QDQ on the ranges its checkpoint holds, without calibration.
         raise ExportInputError("--int8: a quantization-aware model exports as int8 without it")
     if aware:
         from ssd_mobilenet.export import onnx_aware
         try:
-            onnx_aware.check_bits(model.config)
+            onnx_aware.check_bits(config)
         except ValueError as e:
             raise ExportInputError(f"{converted}: {e}") from None
+    model = load_converted(converted)
     max_detections = max_detections or model.config.max_total_detections
     names, images = [], []
     if int8:

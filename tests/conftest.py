@@ -441,3 +441,63 @@ def small_training_inputs(tmp_path_factory) -> dict:
     return {"converted": os.path.join(folder, "converted"), "records": os.path.join(shapes, "train.record"),
             "eval": os.path.join(shapes, "eval.record"), "labels": os.path.join(shapes, "label_map.pbtxt"),
             "config": os.path.join(folder, "train.config")}
+
+
+# ---- suite time: the exports group (test_export*, tests/exports, tests/onnx's export and predict, tests/web) ----
+
+# The small model the export tests share: 3 classes, depth 0.25, 128x128, the zoo's post-processing
+# (score threshold 1e-8, 100 detections: NMS and the sort run on every image).
+SMALL_EXPORT_CONFIG = dict(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
+
+
+@pytest.fixture(scope="session")
+def small_converted(tmp_path_factory):
+    """A converted directory of `SMALL_EXPORT_CONFIG` with the TF1 builder's seeded synthetic
+    weights (`save_synthetic_model`, seed 3), once per run, for the export tests that read it and
+    write elsewhere."""
+    from ssd_mobilenet.config import SSDConfig
+    folder = built_once(tmp_path_factory, "small_converted",
+                        lambda out: save_synthetic_model(str(out / "converted"), SSDConfig(**SMALL_EXPORT_CONFIG)))
+    return os.path.join(folder, "converted")
+
+
+@pytest.fixture(scope="session")
+def small_onnx(small_converted, tmp_path_factory):
+    """(`small_converted`, its `.onnx` file as `python -m migrate export CONVERTED --onnx FILE` writes
+    it (in this process), the command's stdout, its stderr), once per run."""
+    def build(out):
+        code, stdout, stderr = run_cli(["export", small_converted, "--onnx", str(out / "model.onnx")])
+        assert code == 0, stderr
+        (out / "stdout.txt").write_text(stdout)
+        (out / "stderr.txt").write_text(stderr)
+
+    folder = built_once(tmp_path_factory, "small_onnx", build)
+    return (small_converted, os.path.join(folder, "model.onnx"), open(os.path.join(folder, "stdout.txt")).read(),
+            open(os.path.join(folder, "stderr.txt")).read())
+
+
+@pytest.fixture(scope="session")
+def quantized_converted(quantized_fixture, tmp_path_factory):
+    """(`quantized_fixture`, a converted directory of it): the weights assigned as `convert`
+    assigns them (`model_for_fixture`), saved as `ssd_mobilenet.load` reads them (no SavedModel and
+    no self-check: test_convert converts the same directory with both), once per run."""
+    def build(out):
+        from ssd_mobilenet import detector
+        model, _ = model_for_fixture(quantized_fixture)
+        (out / "converted").mkdir()
+        detector.save(model, str(out / "converted"))
+
+    return quantized_fixture, os.path.join(built_once(tmp_path_factory, "quantized_converted", build), "converted")
+
+
+@pytest.fixture(scope="session")
+def quantized_tflite(quantized_converted, tmp_path_factory):
+    """The integer `.tflite` file of `quantized_converted` as `python -m migrate export CONVERTED
+    --tflite FILE --quiet` writes it (in this process), once per run."""
+    _, converted = quantized_converted
+
+    def build(out):
+        code, _, stderr = run_cli(["export", converted, "--tflite", str(out / "model.tflite"), "--quiet"])
+        assert code == 0, stderr
+
+    return os.path.join(built_once(tmp_path_factory, "quantized_tflite", build), "model.tflite")

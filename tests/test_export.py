@@ -15,10 +15,12 @@ import sys
 import numpy as np
 import pytest
 
-from tests.conftest import ZOO_2018, needs_shared, warnings_in
+from PIL import Image
+
+from tests.conftest import needs_shared, random_images, run_cli, warnings_in
 from migrate import verify
 from migrate.cli import main
-from ssd_mobilenet import export
+from ssd_mobilenet import converted_dir, export
 
 SAVED_MODEL_CLI = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
 
@@ -156,16 +158,32 @@ def test_saved_model_cli_shows_and_runs_it(exported, variant, tmp_path):
         assert r["ok"], r
 
 
-@needs_shared
-def test_saved_models_hold_their_weights_as_their_variant_says(exported):
+@pytest.fixture(scope="module")
+def small_variants(small_pair, tmp_path_factory):
+    """{variant: converted dir} of the small model's TF1 directory (`conftest.small_pair`: the zoo
+    model's layers at depth 0.25, 128x128, 2 classes), `convert --no-check` with each variant's
+    options: what the SavedModel holds is the subject here, the check of each variant on the zoo
+    graph is test_written_saved_model_runs_in_the_od_api_client_and_serving_signature's."""
+    src, _ = small_pair
+    root = tmp_path_factory.mktemp("variants")
+    out = {}
+    for variant, args in VARIANTS.items():
+        out[variant] = str(root / variant)
+        code, _, err = run_cli(["convert", src, "--out", out[variant], "--quiet", "--no-check", *args])
+        assert code == 0, err
+    return out
+
+
+def test_saved_models_hold_their_weights_as_their_variant_says(small_variants):
     import tensorflow as tf
-    _, converted = exported
+    converted = small_variants
 
     def stored(variant):
         prefix = os.path.join(converted[variant], "saved_model", "variables", "variables")
         return [n for n, _ in tf.train.list_variables(prefix) if n.endswith("VARIABLE_VALUE")]
     # Fast float32: one variable per weight of the folded model (batch norm folded into the
-    # convolutions, each map's two heads merged: the zoo model's 199 weights become 82).
+    # convolutions, each map's two heads merged: the zoo model's 199 weights, which the small
+    # model has layer for layer, become 82).
     assert len(stored("fast")) == 82
     # Mixed precision: graph constants, their casts folded.
     assert stored("mixed_bfloat16") == []
@@ -176,7 +194,9 @@ def test_saved_models_hold_their_weights_as_their_variant_says(exported):
         with open(os.path.join(converted[variant], "saved_model", "assets.extra", "ssd_mobilenet.json")) as f:
             metadata = json.load(f)
         assert metadata["weights"] == weights and metadata["detect_resized"] == (weights == "variables")
-        assert metadata["source"]["checkpoint_data_bytes"] > 27e6
+        # The converted directory's own config and checkpoint, as `load` checks the SavedModel against them.
+        assert metadata["source"] == converted_dir.source_fingerprint(converted[variant])
+        assert metadata["source"]["checkpoint_data_bytes"] > 1e6
 
 
 @pytest.mark.parametrize("other", [["--precision", "mixed_bfloat16"], ["--constant-weights"]])
@@ -190,10 +210,28 @@ def test_exact_saved_model_is_float32_with_variables_only(tmp_path, capsys, othe
 
 # ---- verify --mode saved_model -----------------------------------------------------------------
 
+def _perturbed_source(src, folder) -> str:
+    """`folder` holding `src`'s frozen graph with Conv2d_7_pointwise's weights scaled by 1.5 (in this
+    process, on the graph's constant) and its pipeline.config: a TF1 source one mid-network layer off."""
+    import shutil
+
+    from tensorflow.python.framework import tensor_util
+
+    from migrate.tf1.sources import read_graph_def
+    graph_def = read_graph_def(os.path.join(src, "frozen_inference_graph.pb"))
+    (node,) = [n for n in graph_def.node
+               if n.name == "FeatureExtractor/MobilenetV1/Conv2d_7_pointwise/weights" and n.op == "Const"]
+    value = tensor_util.MakeNdarray(node.attr["value"].tensor)
+    node.attr["value"].tensor.CopyFrom(tensor_util.make_tensor_proto(value * np.float32(1.5)))
+    folder.mkdir()
+    (folder / "frozen_inference_graph.pb").write_bytes(graph_def.SerializeToString())
+    shutil.copy(os.path.join(src, "pipeline.config"), folder)
+    return str(folder)
+
+
 @needs_shared
 @pytest.mark.slow
-def test_verify_saved_model_mode_passes_the_conversion_and_fails_a_perturbed_source(exported, zoo_fixture,
-                                                                                   tmp_path, capsys,
+def test_verify_saved_model_mode_passes_the_conversion_and_fails_a_perturbed_source(exported, tmp_path, capsys,
                                                                                    without_reduced_precision_units):
     src, converted = exported
     # As on a CPU without bfloat16 units: the bfloat16 SavedModel's own precision (no --precision
@@ -213,9 +251,13 @@ def test_verify_saved_model_mode_passes_the_conversion_and_fails_a_perturbed_sou
         assert report["mode"] == "saved_model" and report["tensors"] == []
         assert report["precision"] == ("mixed_bfloat16" if variant == "mixed_bfloat16" else "float32")
         assert "not compared (a SavedModel shows its detections only)" in printed
-    perturbed = zoo_fixture(ZOO_2018, perturb="FeatureExtractor/MobilenetV1/Conv2d_7_pointwise/weights")
+    perturbed = _perturbed_source(src, tmp_path / "perturbed")
+    # One image is enough for the divergence to show in the detections.
+    (tmp_path / "image").mkdir()
+    Image.fromarray(random_images(6, 1, 300, 300)[0]).save(tmp_path / "image" / "im0.png")
     out = tmp_path / "perturbed.json"
-    code = main(["verify", perturbed, converted["fast"], "--mode", "saved_model", "--no-measure", "--json", str(out)])
+    code = main(["verify", perturbed, converted["fast"], "--mode", "saved_model", "--images", str(tmp_path / "image"),
+                 "--no-measure", "--json", str(out)])
     assert code == 1
     assert "FIRST DIVERGENCE  detections of the SavedModel" in capsys.readouterr().out
     assert json.loads(out.read_text())["first_divergence"]["name"] == "detections of the SavedModel"

@@ -5,16 +5,18 @@ post-processing, and its agreement with the TF1 quantization-aware graph on real
 
 The model: the zoo's `ssd_mobilenet_v1_quantized_300x300_coco14_sync` graph with trained-looking
 ranges (`conftest.quantized_fixture`), converted as `convert` assigns it (no self-check: test_convert
-covers that), once per module."""
+covers that; `conftest.quantized_converted`), and its integer file written by the command
+(`conftest.quantized_tflite`, which tests/onnx/test_export_onnx_aware.py reads too), once per run."""
 
 import glob
 import os
+import shutil
 
 import numpy as np
 import pytest
 from ai_edge_litert.interpreter import Interpreter
 
-from tests.conftest import SHARED, model_for_fixture, needs_shared
+from tests.conftest import SHARED, needs_shared
 from migrate import verify
 from migrate.cli import main
 from ssd_mobilenet import detector
@@ -24,21 +26,11 @@ from ssd_mobilenet.litert import file_format
 PHOTOS = os.path.join(SHARED, "photos")
 
 
-@pytest.fixture(scope="module")
-def quantized(quantized_fixture, tmp_path_factory):
-    """(TF1 model dir, converted dir, the exported integer file)."""
-    model, _ = model_for_fixture(quantized_fixture)
-    converted = str(tmp_path_factory.mktemp("quantized_converted"))
-    detector.save(model, converted)
-    out = str(tmp_path_factory.mktemp("quantized_tflite") / "model.tflite")
-    assert main(["export", converted, "--tflite", out, "--quiet"]) == 0
-    return quantized_fixture, converted, out
-
-
 @needs_shared
 @pytest.mark.slow
-def test_integer_file_holds_int8_convolutions_on_the_checkpoints_ranges(quantized, capsys):
-    _, converted, path = quantized
+def test_integer_file_holds_int8_convolutions_on_the_checkpoints_ranges(quantized_converted, quantized_tflite):
+    _, converted = quantized_converted
+    path = quantized_tflite
     data = open(path, "rb").read()
     assert file_format.read_metadata(data)["quantization"] == "aware"
     interpreter = Interpreter(model_content=data)
@@ -64,9 +56,9 @@ def test_integer_file_holds_int8_convolutions_on_the_checkpoints_ranges(quantize
 
 
 @needs_shared
-def test_weight_ranges_keep_the_tf1_grid_where_it_fits(quantized):
+def test_weight_ranges_keep_the_tf1_grid_where_it_fits(quantized_converted):
     """A channel whose rounded weights lie within 127 steps of zero keeps the TF1 step as its scale."""
-    _, converted, _ = quantized
+    _, converted = quantized_converted
     from ssd_mobilenet.model import fold_batch_norm
     folded = fold_batch_norm(detector.load_model(converted))
     exact = total = 0
@@ -84,13 +76,14 @@ def test_weight_ranges_keep_the_tf1_grid_where_it_fits(quantized):
 
 
 @needs_shared
+@pytest.mark.slow  # the file's export (conftest.quantized_tflite): ~12 CPU s
 @pytest.mark.skipif(not glob.glob(os.path.join(PHOTOS, "*.jpg")), reason=f"no photos at {PHOTOS}")
-def test_integer_file_agrees_with_the_tf1_quantized_graph_on_photos(quantized):
+def test_integer_file_agrees_with_the_tf1_quantized_graph_on_photos(quantized_converted, quantized_tflite):
     """`verify --tflite`: the file fed each photo at its own size, the TF1 graph the same photo;
     detections scoring >= 0.5 matched by class and IoU >= 0.5 (the figures are printed, pytest -s).
     Measured when this was written: 673 of 700 (0.961) on the seven photos."""
-    src, converted, path = quantized
-    report = verify.verify(src, converted, images=[PHOTOS], tflite=path, threads=2, measure=False)
+    src, converted = quantized_converted
+    report = verify.verify(src, converted, images=[PHOTOS], tflite=quantized_tflite, threads=2, measure=False)
     printed = verify.format_report(report)
     print(printed)
     assert report.passed, printed
@@ -103,25 +96,36 @@ def test_integer_file_agrees_with_the_tf1_quantized_graph_on_photos(quantized):
 @pytest.mark.parametrize("flags, words", [(["--int8"], "--int8: a quantization-aware model exports as int8 without it"),
                                           (["--nms", "regular"], "--nms regular: not for a quantization-aware model"),
                                           (["--input", "float32"], "--input float32: not for a quantization-aware")])
-def test_options_an_integer_file_does_not_take_are_refused(quantized, tmp_path, capsys, flags, words):
-    _, converted, _ = quantized
+def test_options_an_integer_file_does_not_take_are_refused(quantized_converted, tmp_path, capsys, flags, words):
+    _, converted = quantized_converted
+    # Refused from the model's config, before its weights are loaded: a directory of the config alone
+    # gets the same line.
+    config_only = tmp_path / "config_only"
+    config_only.mkdir()
+    shutil.copy(os.path.join(converted, detector.CONFIG_FILE), config_only)
     out = tmp_path / "x.tflite"
-    assert main(["export", converted, "--tflite", str(out), *flags]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: ") and words in err[0], err
-    assert not out.exists()
+    for directory in (converted, str(config_only)):
+        assert main(["export", directory, "--tflite", str(out), *flags]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: ") and words in err[0], err
+        assert not out.exists()
+
+
+@needs_shared
+def test_the_library_refuses_calibration_images_for_it(quantized_converted):
+    _, converted = quantized_converted
     with pytest.raises(ValueError, match="no calibration"):
         tflite.convert(detector.load_model(converted), representative_images=np.zeros([1, 8, 8, 3], np.uint8))
 
 
 @needs_shared
-def test_bench_takes_the_integer_files_as_its_tflite_and_onnx_sides(quantized):
+def test_bench_takes_the_integer_files_as_its_tflite_and_onnx_sides(quantized_converted):
     """bench's `tflite` and `onnx` sides of a quantization-aware conversion are its integer files
     (the ONNX one: tests/onnx/test_export_onnx_aware.py); there is no post-training `tflite_int8`
     or `onnx_int8` of it, and no float32 file for the `openvino` side."""
     from migrate import bench
     from migrate.benchmark import inputs
-    _, converted, _ = quantized
+    _, converted = quantized_converted
     assert inputs.check_tflite(converted, ["tflite", "onnx"], [(300, 300)], [1]) == ((300, 300), True, True)
     with pytest.raises(bench.BenchInputError, match=r"^--sides tflite_int8: none of a quantization-aware model \(its "
                                                     r"tflite side is int8\)$"):

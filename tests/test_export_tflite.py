@@ -4,8 +4,9 @@ LiteRT's interpreter (`ai-edge-litert`) through the file's serving signature.
 One small model (depth 0.25, 128x128, 3 classes, the zoo's post-processing: score threshold 1e-8,
 100 detections, so NMS and the sort are exercised on every image) with the TF1 builder's seeded
 synthetic weights assigned as `convert` assigns them, saved as a converted directory (config and
-checkpoint, what `ssd_mobilenet.load` reads) once per module; the images are the shapes set's
-(gradient backgrounds, noise, solid shapes).
+checkpoint, what `ssd_mobilenet.load` reads) once per run (`conftest.small_converted`, which the
+ONNX and web export tests read too); the images are the shapes set's (gradient backgrounds, noise,
+solid shapes).
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ import pytest
 import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 
-from tests.conftest import SHARED, check_detections, save_synthetic_model
+from tests.conftest import SHARED, SMALL_EXPORT_CONFIG, check_detections
 from ssd_mobilenet import SSDMobileNetV1, detector, preprocessing
 from ssd_mobilenet.config import SSDConfig
 from ssd_mobilenet.export import tflite
 from ssd_mobilenet.training import shapes_dataset
 
-CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
+CONFIG = SSDConfig(**SMALL_EXPORT_CONFIG)
 # What "the same detections" allows: TFLite's kernels round differently from oneDNN's in the
 # last bits of float32 (measured: 3e-7 on scores and boxes); the project's parity tolerance.
 ATOL = 1e-5
@@ -34,10 +35,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*tf.lite.Interpreter is depreca
 
 
 @pytest.fixture(scope="module")
-def converted(tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("tflite_converted"))
-    save_synthetic_model(out, CONFIG)
-    return out
+def converted(small_converted):
+    return small_converted
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +142,8 @@ def test_photos_of_any_size_get_the_converted_models_detections(converted, expor
         check_detections(file.detect(image), ref, atol=ATOL)
 
 
-def test_cli_writes_the_file_and_refuses_bad_input_in_one_line(converted, images, reference, tmp_path, capsys):
+@pytest.mark.slow  # an export (the per-class float32 file's numerics: test_per_class_tflite_...[float32])
+def test_cli_writes_the_file_it_is_asked_for(converted, images, reference, tmp_path, capsys):
     from migrate.cli import main
     out = tmp_path / "out" / "model.tflite"
     argv = ["export", converted, "--tflite", str(out), "--input", "float32", "--max-detections", "5", "--quiet"]
@@ -156,15 +156,23 @@ def test_cli_writes_the_file_and_refuses_bad_input_in_one_line(converted, images
     assert ours["detection_boxes"].shape == (1, 5, 4) and ours["num_detections"][0] == 5
     for key in ("detection_boxes", "detection_scores", "detection_classes"):
         np.testing.assert_allclose(ours[key][0], ref[key][0, :5], rtol=0, atol=ATOL)
-    before = out.read_bytes()
+
+
+def test_cli_refuses_bad_input_in_one_line(converted, tmp_path, capsys):
+    """Refused before anything is converted or written: an existing file without --force (kept as it
+    was), no converted directory, an unreadable checkpoint, a bad option, a folder as the file."""
+    from migrate.cli import main
+    out = tmp_path / "out" / "model.tflite"
+    out.parent.mkdir()
+    out.write_bytes(b"keep")
 
     def refused(argv, *words):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: ") and all(w in err[0] for w in words), err
 
-    refused(argv, str(out), "--force")
-    assert out.read_bytes() == before
+    refused(["export", converted, "--tflite", str(out), "--quiet"], str(out), "--force")
+    assert out.read_bytes() == b"keep"
     target = tmp_path / "new.tflite"
     refused(["export", str(tmp_path / "none"), "--tflite", str(target)], str(tmp_path / "none"), "no such directory")
     folder = tmp_path / "folder"
@@ -222,6 +230,7 @@ def test_custom_op_modes_carry_the_tf1_op_and_agree_with_the_per_class_model(con
     assert rates[0.0]["rate"] > (0.9 if nms == tflite.REGULAR else 0.5)
 
 
+@pytest.mark.slow  # a file of its own: 7.1 s in 97db5d3's fast tier
 def test_detections_per_class_reaches_the_op(converted, images):
     """The converter drops `detections_per_class`; the written options carry it and the
     kernel applies it: regular NMS with 2 per class gives at most 2 of each class."""

@@ -216,10 +216,17 @@ class _Export(tf.Module):
         function = tf.function(lambda **kw: serve(kw[INPUT_NAMES[input_type]]))
         self.max_detections = max_detections
         self.concrete_function = function.get_concrete_function(**{INPUT_NAMES[input_type]: spec})
-        # The concrete function holds the folded copy's variables weakly: once this returns, a
-        # garbage collection before `convert` would delete them ("Called a function referencing
-        # variables which have been deleted"). The module keeps the copy alive.
-        self.folded = folded
+        # The folded copy lives as long as the module (the function was traced from it), but
+        # untracked: the converter saves what it is given to a temporary SavedModel, and the copy's
+        # variables (not in the file: the weights are constants) would be saved there for nothing.
+        self._keep = _Untracked(folded)
+
+
+class _Untracked:
+    """Holds an object without a tf.Module's dependency tracking seeing it."""
+
+    def __init__(self, value):
+        self.value = value
 
 
 def metadata(config, nms: str, input_type: str, max_detections: int, int8: bool) -> dict:

@@ -5,7 +5,8 @@ boxes and scores: the boundary cases (a score at the threshold, an IoU at the li
 clip leaves empty, equal scores) on ONNX Runtime and on OpenVINO.
 
 Small models (depth 0.25, 128x128, 3 classes) with the TF1 builder's seeded synthetic weights,
-saved as converted directories once per module.
+saved as converted directories: the default one and its file by `migrate export --onnx` once per
+run (`conftest.small_onnx`, which the predict and int8 cases read too), the other once per module.
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ ort = pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (
 import onnx  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from tests.conftest import check_detections, random_images, save_synthetic_model  # noqa: E402
+from tests.conftest import SMALL_EXPORT_CONFIG, check_detections, random_images, save_synthetic_model  # noqa: E402
 from ssd_mobilenet import detector, postprocessing  # noqa: E402
 from ssd_mobilenet.config import BACKGROUND_SLICE_LOGITS, NMS_CLIP_AFTER, NMS_CLIP_BEFORE, SSDConfig  # noqa: E402
 from ssd_mobilenet.export import onnx as onnx_export  # noqa: E402
 from ssd_mobilenet.export import onnx_postprocessing  # noqa: E402
 
-CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
+CONFIG = SSDConfig(**SMALL_EXPORT_CONFIG)
 # The other branches of the graph in one model: the nearest-neighbour resize after the scaling,
 # softmax with a logit scale over the class columns only (2017 graphs), NMS before the clip.
 OTHER = CONFIG.replace(resize_method="NEAREST_NEIGHBOR", normalize_before_resize=True, score_converter="SOFTMAX",
@@ -42,20 +43,18 @@ def _session(model_bytes: bytes):
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    """{name: (converted directory, .onnx path, onnx.ModelProto)} for CONFIG and OTHER."""
+def exported(small_onnx, tmp_path_factory):
+    """{name: (converted directory, .onnx path)} for CONFIG (`conftest.small_onnx`) and OTHER."""
     root = tmp_path_factory.mktemp("onnx_export")
-    files = {}
-    for name, config in {"default": CONFIG, "other": OTHER}.items():
-        converted = str(root / name)
-        model = save_synthetic_model(converted, config)
-        path = str(root / f"{name}.onnx")
-        files[name] = (converted, path, onnx_export.export_onnx(model, path))
-    return files
+    converted = str(root / "other")
+    model = save_synthetic_model(converted, OTHER)
+    path = str(root / "other.onnx")
+    onnx_export.export_onnx(model, path)
+    return {"default": small_onnx[:2], "other": (converted, path)}
 
 
 def test_file_is_a_checked_static_graph_of_opset_13_with_a_uint8_input_of_any_size(exported):
-    _, path, proto = exported["default"]
+    _, path = exported["default"]
     model = onnx.load(path)
     onnx.checker.check_model(model, full_check=True)
     assert [(o.domain, o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")] == [("", 13)]
@@ -79,7 +78,7 @@ def test_file_is_a_checked_static_graph_of_opset_13_with_a_uint8_input_of_any_si
 
 @pytest.mark.parametrize("name", ["default", "other"])
 def test_detections_are_the_converted_models_on_photos_of_any_size(exported, name):
-    converted, path, _ = exported[name]
+    converted, path = exported[name]
     session = _session(path)
     model = detector.load(converted)
     totals = 0
@@ -96,7 +95,7 @@ def test_detections_are_the_converted_models_on_photos_of_any_size(exported, nam
 
 
 def test_float32_input_is_a_fixed_size_scaled_image(exported, tmp_path):
-    converted, _, _ = exported["default"]
+    converted, _ = exported["default"]
     from ssd_mobilenet.litert import preprocess
     model = detector.load_model(converted)
     proto = onnx_export.convert(model, input_type="float32", max_detections=30)

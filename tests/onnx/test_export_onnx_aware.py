@@ -5,12 +5,14 @@ FakeQuant variables, its weights are the integer file's, and `verify --onnx` mat
 detections with the TF1 quantization-aware graph's on the shared photos.
 
 The model: the zoo's quantization-aware graph with trained-looking ranges (`conftest.quantized_fixture`,
-skipped without ../shared), converted as `convert` assigns it, once per module."""
+skipped without ../shared), converted as `convert` assigns it (`conftest.quantized_converted`, once per
+run), its ONNX file written by the command once per module."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import numpy as np
 import onnx
@@ -20,7 +22,7 @@ from onnx import numpy_helper
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
-from tests.conftest import SHARED, model_for_fixture, run_cli, unwrapped  # noqa: E402
+from tests.conftest import SHARED, run_cli, unwrapped  # noqa: E402
 from migrate import export_drift, verify  # noqa: E402
 from ssd_mobilenet import detector, onnx_file  # noqa: E402
 from ssd_mobilenet.export import onnx as onnx_export  # noqa: E402
@@ -38,14 +40,20 @@ def test_only_8_bit_ranges_are_taken():
 
 
 @pytest.fixture(scope="module")
-def aware_file(quantized_fixture, tmp_path_factory):
+def aware_command(quantized_converted, tmp_path_factory):
+    """(TF1 model dir, converted dir, its ONNX file as `python -m migrate export CONVERTED --onnx FILE`
+    writes it, in this process, the command's stdout, its stderr)."""
+    src, converted = quantized_converted
+    path = str(tmp_path_factory.mktemp("onnx_aware") / "aware.onnx")
+    code, out, err = run_cli(["export", converted, "--onnx", path])
+    assert code == 0, err
+    return src, converted, path, out, err
+
+
+@pytest.fixture(scope="module")
+def aware_file(aware_command):
     """(TF1 model dir, converted dir, its ONNX file as `export --onnx` writes it)."""
-    model, _ = model_for_fixture(quantized_fixture)
-    converted = str(tmp_path_factory.mktemp("onnx_aware"))
-    detector.save(model, converted)
-    path = os.path.join(converted, "aware.onnx")
-    onnx_export.export_onnx(model, path)
-    return quantized_fixture, converted, path
+    return aware_command[:3]
 
 
 def _graph(model):
@@ -80,25 +88,27 @@ def test_nudged_ranges_are_tensorflows_fake_quant_grid(lo, hi, narrow):
     assert away_from_ties.mean() > 0.99
 
 
-@pytest.mark.slow
-def test_export_reports_the_drift_and_refuses_int8(aware_file, tmp_path):
+def test_export_reports_the_drift_and_refuses_int8(aware_command, tmp_path):
     """The command: the file compared with the converted model on generated images (a note, no
     per-image warnings), its size; --int8 refused, as for the integer `.tflite` file."""
-    _, converted, _ = aware_file
-    path = tmp_path / "aware.onnx"
-    code, out, err = run_cli(["export", converted, "--onnx", str(path)])
-    assert code == 0, err
+    _, converted, path, out, err = aware_command
     assert out.startswith("exported ONNX opset 13, uint8 input, int8 QDQ, 100 detections")
     notes = [line for line in unwrapped(err).splitlines() if line.startswith("[migrate] int8: ")]
     assert len(notes) == 1 and "on 16 generated images kept" in notes[0], err
     assert not [line for line in err.splitlines() if line.startswith("warning:")], err
     assert os.path.getsize(path) < 0.35 * 27e6  # int8 weights: about a quarter of the float file
+    # Refused from the model's config, before its weights are loaded: a directory of the config alone
+    # gets the same line.
+    config_only = tmp_path / "config_only"
+    config_only.mkdir()
+    shutil.copy(os.path.join(converted, detector.CONFIG_FILE), config_only)
     target = tmp_path / "x.onnx"
-    code, _, err = run_cli(["export", converted, "--onnx", str(target), "--int8"])
-    lines = err.strip().splitlines()
-    assert code == 2 and lines == ["error: --int8: a quantization-aware model exports as int8 without it"], err
-    assert not target.exists()
-    assert "int8 QDQ (quantization-aware)" in onnx_file.OnnxFile(str(path), threads=1).kind
+    for directory in (converted, str(config_only)):
+        code, _, err = run_cli(["export", directory, "--onnx", str(target), "--int8"])
+        lines = err.strip().splitlines()
+        assert code == 2 and lines == ["error: --int8: a quantization-aware model exports as int8 without it"], err
+        assert not target.exists()
+    assert "int8 QDQ (quantization-aware)" in onnx_file.OnnxFile(path, threads=1).kind
 
 
 def test_file_holds_qdq_on_the_checkpoints_activation_ranges(aware_file):
@@ -186,20 +196,18 @@ def test_verify_onnx_matches_the_tf1_quantized_graph_on_photos(aware_file):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not PHOTOS, reason=f"no photos at {os.path.join(SHARED, 'photos')}")
-def test_float32_input_file_agrees_with_the_integer_tflite_file(aware_file, tmp_path):
-    """The fixed-size float32-input file (`--input float32`) against the integer `.tflite` file on
-    the same prepared photos: two integer files of one model, matched by class and IoU."""
-    _, converted, _ = aware_file
+def test_float32_input_file_agrees_with_the_integer_tflite_file(quantized_converted, quantized_tflite, tmp_path):
+    """The fixed-size float32-input file (`--input float32`) against the integer `.tflite` file
+    (`export --tflite`'s, `conftest.quantized_tflite`) on the same prepared photos: two integer
+    files of one model, matched by class and IoU."""
+    _, converted = quantized_converted
     from ssd_mobilenet.litert import model_file
     from ssd_mobilenet.litert.images import read_image
-    from ssd_mobilenet.export import tflite
-    model = detector.load_model(converted)
-    tflite_path, onnx_path = tmp_path / "aware.tflite", tmp_path / "aware_f32.onnx"
-    tflite_path.write_bytes(tflite.convert(model))  # what `export --tflite` writes for it
-    onnx_export.export_onnx(model, str(onnx_path), input_type="float32")
+    onnx_path = tmp_path / "aware_f32.onnx"
+    onnx_export.export_onnx(detector.load_model(converted), str(onnx_path), input_type="float32")
     ours = onnx_file.OnnxFile(str(onnx_path), threads=2)
     assert ours.metadata["input"] == "float32" and ours.metadata["int8"]
-    theirs = model_file.ModelFile(str(tflite_path), threads=2)
+    theirs = model_file.ModelFile(quantized_tflite, threads=2)
     pairs = [(theirs.detect(image), ours.detect(image)) for image in map(read_image, PHOTOS)]
     joined = [{k: np.concatenate([p[i][k] for p in pairs]) for k in onnx_file.OUTPUT_KEYS} for i in (0, 1)]
     a = export_drift.agreement(*joined)

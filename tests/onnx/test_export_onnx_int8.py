@@ -16,23 +16,18 @@ from onnx import numpy_helper
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
-from tests.conftest import SHARED, run_cli, save_synthetic_model, shared_available, unwrapped  # noqa: E402
+from tests.conftest import SHARED, run_cli, shared_available, unwrapped  # noqa: E402
 from migrate.cli import main  # noqa: E402
 from ssd_mobilenet import onnx_file  # noqa: E402
-from ssd_mobilenet.config import SSDConfig  # noqa: E402
 from tests.onnx.test_onnx_runtimes import PHOTOS, TENSORRT_OPS  # noqa: E402
-
-CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
 
 
 @pytest.fixture(scope="module")
-def int8_file(tmp_path_factory):
-    """(converted directory, float file, int8 file calibrated on generated images, export's stderr)."""
-    root = tmp_path_factory.mktemp("onnx_int8")
-    converted = str(root / "converted")
-    save_synthetic_model(converted, CONFIG)
-    float_path, int8_path = str(root / "float.onnx"), str(root / "int8.onnx")
-    assert run_cli(["export", converted, "--onnx", float_path, "--quiet"])[0] == 0
+def int8_file(small_onnx, tmp_path_factory):
+    """(converted directory, float file (`conftest.small_onnx`), int8 file calibrated on generated
+    images, export's stderr)."""
+    converted, float_path = small_onnx[:2]
+    int8_path = str(tmp_path_factory.mktemp("onnx_int8") / "int8.onnx")
     code, out, err = run_cli(["export", converted, "--onnx", int8_path, "--int8"])
     assert code == 0, err
     assert out.startswith("exported ONNX opset 13, uint8 input, int8 QDQ, 100 detections")

@@ -15,11 +15,8 @@ pytest.importorskip("apache_beam", reason="Apache Beam is not installed (pip ins
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
-from tests.conftest import REPO, random_images, save_synthetic_model  # noqa: E402
-from ssd_mobilenet.config import SSDConfig  # noqa: E402
-from ssd_mobilenet.export import onnx as onnx_export  # noqa: E402
+from tests.conftest import REPO, random_images  # noqa: E402
 
-CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
 BOUND_S = 300
 
 
@@ -29,11 +26,9 @@ def _run(args, cwd):
 
 
 @pytest.mark.slow  # a Beam pipeline in a child process: ~9 s
-def test_onnx_file_in_a_beam_pipeline_gives_predicts_lines(tmp_path):
+def test_onnx_file_in_a_beam_pipeline_gives_predicts_lines(small_onnx, tmp_path):
     from PIL import Image
-    model = save_synthetic_model(str(tmp_path / "converted"), CONFIG)
-    path = str(tmp_path / "model.onnx")
-    onnx_export.export_onnx(model, path)
+    path = small_onnx[1]  # the small model's file by `migrate export --onnx`
     images = tmp_path / "images"
     images.mkdir()
     for i, (h, w) in enumerate([(128, 128), (90, 200), (300, 170)]):

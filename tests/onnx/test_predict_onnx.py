@@ -17,26 +17,20 @@ import pytest
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
-from tests.conftest import (json_lines, same_predict_lines, mixed_image_folder, run_cli,  # noqa: E402
-                            save_synthetic_model, unwrapped, without_tensorflow)
+from tests.conftest import (SMALL_EXPORT_CONFIG, json_lines, same_predict_lines, mixed_image_folder,  # noqa: E402
+                            run_cli, unwrapped, without_tensorflow)
 from migrate import predict  # noqa: E402
 from ssd_mobilenet import onnx_file  # noqa: E402
-from ssd_mobilenet.config import SSDConfig  # noqa: E402
-
-CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
 ATOL = 1e-5  # the project's parity tolerance: ONNX Runtime's kernels round otherwise than oneDNN's
 LABELS = "item { id: 1 name: 'cat' }\nitem { id: 2 name: 'dog' }\nitem { id: 3 name: 'bird' }\n"
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    """(converted directory, its `.onnx` file written by `migrate export --onnx`, a label map)."""
+def model(small_onnx, tmp_path_factory):
+    """(converted directory, its `.onnx` file written by `migrate export --onnx` (`conftest.small_onnx`),
+    a label map)."""
     root = tmp_path_factory.mktemp("onnx_predict")
-    converted = str(root / "converted")
-    save_synthetic_model(converted, CONFIG)
-    path = str(root / "model.onnx")
-    code, out, err = run_cli(["export", converted, "--onnx", path])
-    assert code == 0, err
+    converted, path, out, err = small_onnx
     assert out.startswith("exported ONNX opset 13, uint8 input, float32, 100 detections") and path in out
     # The console shows the project's lines only (tf2onnx's log is hidden without --verbose).
     assert all(line.startswith("[migrate] ") for line in err.splitlines()), err
@@ -172,6 +166,6 @@ def test_the_class_count_is_read_from_the_files_metadata_without_a_runtime(model
     converted, path, _ = model
     meta = json.loads({p.key: p.value for p in onnx.load(path).metadata_props}[onnx_file.METADATA_NAME])
     assert onnx_file.read_metadata(path) == meta
-    assert model_classes(path) == model_classes(converted) == meta["num_classes"] == CONFIG.num_classes
+    assert model_classes(path) == model_classes(converted) == meta["num_classes"] == SMALL_EXPORT_CONFIG["num_classes"]
     (tmp_path / "cut.onnx").write_bytes(open(path, "rb").read()[:64])
     assert model_classes(str(tmp_path / "cut.onnx")) is None

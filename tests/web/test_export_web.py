@@ -18,10 +18,9 @@ import shutil
 import numpy as np
 import pytest
 
-from tests.conftest import SHARED, json_lines, run_cli, same_predict_lines, save_synthetic_model, shared_available
+from tests.conftest import SHARED, json_lines, run_cli, same_predict_lines, shared_available
 from migrate import export_web, predict
 from migrate.benchmark import browser
-from ssd_mobilenet.config import SSDConfig
 
 PHOTOS = sorted(glob.glob(os.path.join(SHARED, "photos", "*.jpg")))
 # `predict`'s rule for a runtime that is not the converted model's own: counts and classes exact,
@@ -181,18 +180,10 @@ def test_the_runtime_is_the_lockfiles(tmp_path):
         assert json.load(f)["dependencies"] == pinned  # exact versions, no ranges
 
 
-@pytest.fixture(scope="module")
-def small(tmp_path_factory):
-    root = tmp_path_factory.mktemp("web_small")
-    save_synthetic_model(str(root / "converted"), SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128,
-                                                            image_width=128))
-    return root
-
-
 @pytest.mark.parametrize("case", ["exists", "int8", "nms", "float32", "labels_with_onnx", "bad_labels",
                                   "no_labels_file", "not_converted", "parent_is_file"])
-def test_export_web_bad_input_is_one_line_exit_2_and_nothing_written(small, tmp_path, case):
-    converted, out = str(small / "converted"), tmp_path / "page"
+def test_export_web_bad_input_is_one_line_exit_2_and_nothing_written(small_converted, tmp_path, case):
+    converted, out = small_converted, tmp_path / "page"
     args = ["export", converted, "--web", str(out)]
     if case == "exists":
         out.mkdir()
@@ -229,8 +220,8 @@ def test_export_web_bad_input_is_one_line_exit_2_and_nothing_written(small, tmp_
 
 
 @pytest.mark.slow
-def test_export_web_writes_the_folder_whole_and_replaces_it_with_force(small, tmp_path, monkeypatch):
-    converted, out = str(small / "converted"), tmp_path / "page"
+def test_export_web_writes_the_folder_whole_and_replaces_it_with_force(small_converted, tmp_path, monkeypatch):
+    converted, out = small_converted, tmp_path / "page"
     code, stdout, err = run_cli(["export", converted, "--web", str(out), "--quiet"])
     assert code == 0 and err == "", err
     files = sorted(os.listdir(out))
@@ -254,7 +245,7 @@ def test_export_web_writes_the_folder_whole_and_replaces_it_with_force(small, tm
     assert not (out / "mine.txt").exists() and sorted(os.listdir(out)) == files
 
 
-def test_a_runtime_not_installed_is_one_line(small, tmp_path, monkeypatch):
+def test_a_runtime_not_installed_is_one_line(tmp_path, monkeypatch):
     web = tmp_path / "web"
     web.mkdir()
     shutil.copy(os.path.join(export_web.WEB_DIR, "package-lock.json"), web)

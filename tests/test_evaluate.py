@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 
-import numpy as np
 import pytest
 
 from migrate import convert, evaluate

@@ -161,6 +161,7 @@ def test_the_2018_frozen_graph_alone_reads_as_its_whole_directory(zoo_fixture, t
     for name, value in alone.weights.items():
         np.testing.assert_array_equal(value, whole.weights[name], err_msg=name)
 
+
 @needs_shared
 def test_report_accounts_for_every_weight(zoo_converted):
     _, out = zoo_converted

@@ -213,7 +213,9 @@ class _Export(tf.Module):
         size = [None, None] if any_size(config, input_type) else [config.image_height, config.image_width]
         spec = tf.TensorSpec([1, *size, 3], dtype, name=INPUT_NAMES[input_type])
         # The keyword names the signature's input.
-        function = tf.function(lambda **kw: serve(kw[INPUT_NAMES[input_type]]))
+        # No autograph (as in `detector`): the branches above are on Python values, the graph's control
+        # flow is written as tf ops, so autograph would only rewrite every function the trace calls.
+        function = tf.function(lambda **kw: serve(kw[INPUT_NAMES[input_type]]), autograph=False)
         self.max_detections = max_detections
         self.concrete_function = function.get_concrete_function(**{INPUT_NAMES[input_type]: spec})
         # The folded copy lives as long as the module (the function was traced from it), but

@@ -143,7 +143,7 @@ class ModelFile:
                                  f"{self.input_type} [1, h, w, 3]")
         try:
             self.metadata = ff.read_metadata(data)
-        except (ValueError, UnicodeDecodeError) as e:
+        except (ValueError, UnicodeDecodeError):
             raise ModelFileError(f"{name}: its {ff.METADATA_NAME} metadata is not JSON") from None
         meta = self.metadata or {}
         if meta.get("version", 1) > ff.METADATA_VERSION:

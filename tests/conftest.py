@@ -417,7 +417,7 @@ def small_pair(tmp_path_factory):
     return os.path.join(folder, "tf1"), os.path.join(folder, "tf2")
 
 
-# --- The training group's shared inputs (tests/test_train.py, tests/training/test_multi_worker.py) ---
+# --- What `train` reads (tests/test_train.py, tests/training/test_multi_worker.py) ---
 
 @pytest.fixture(scope="session")
 def small_training_inputs(tmp_path_factory) -> dict:
@@ -443,7 +443,7 @@ def small_training_inputs(tmp_path_factory) -> dict:
             "config": os.path.join(folder, "train.config")}
 
 
-# ---- suite time: the exports group (test_export*, tests/exports, tests/onnx's export and predict, tests/web) ----
+# --- The small converted models the exports read (test_export*, tests/exports, tests/onnx, tests/web) ---
 
 # The small model the export tests share: 3 classes, depth 0.25, 128x128, the zoo's post-processing
 # (score threshold 1e-8, 100 detections: NMS and the sort run on every image).

@@ -382,8 +382,9 @@ def test_quantization_aware_checkpoint_with_its_meta_graph_reads_as_its_whole_di
     graph node for node, the fixture having frozen it with those values). Its conversion is then
     the whole directory's, which test_each_source_form_converts_to_a_faithful_saved_model checks
     (34.1 s of conversion in the fresh-clone log of 97db5d3 not done twice)."""
-    from migrate.tf1 import config_inference, frozen_graph, sources
+    from migrate.tf1 import config_inference, sources
     from migrate.tf1.inference_graph import inference_graph_of
+    from migrate.tf1.self_check import checked_stages
     from ssd_mobilenet import SSDMobileNetV1
 
     meta = sources.open_source(_only(quantized_fixture, tmp_path / "src", FORMS["checkpoint"]))
@@ -396,9 +397,7 @@ def test_quantization_aware_checkpoint_with_its_meta_graph_reads_as_its_whole_di
     for name, value in meta.weights.items():
         np.testing.assert_array_equal(value, whole.weights[name], err_msg=name)
     # The graph the conversion check runs, with the stages it compares (self_check.check_conversion).
-    stages = frozen_graph.endpoint_candidates(SSDMobileNetV1(config))
-    stages[frozen_graph.DECODED_BOXES[0]] = frozen_graph.DECODED_BOXES[1]
-    nodes = [c.split(":")[0] for _, candidates in stages.values() for c in candidates]
+    _, nodes = checked_stages(SSDMobileNetV1(config))
     ours, theirs = (inference_graph_of(s, nodes, config=config)[0] for s in (meta, whole))
     assert sum(n.op == "FakeQuantWithMinMaxVars" for n in ours.node) > 50
     ours, theirs = ({n.name: n.SerializeToString(deterministic=True) for n in g.node} for g in (ours, theirs))

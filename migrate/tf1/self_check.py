@@ -366,6 +366,14 @@ def _check_deployed(runner, deployed, batches, config, tf1_outputs: list) -> lis
     return detections
 
 
+def checked_stages(model) -> tuple:
+    """({stage: its TF1 tensor candidates}, the graph's node names they need): the stages the check
+    compares, the decoded boxes among them; the inference graph is cut to those nodes."""
+    stages = frozen_graph.endpoint_candidates(model)
+    stages[frozen_graph.DECODED_BOXES[0]] = frozen_graph.DECODED_BOXES[1]
+    return stages, [c.split(":")[0] for _, candidates in stages.values() for c in candidates]
+
+
 def check_conversion(source, model, config, allow_ops=(), progress=None, deployed=None) -> dict:
     """Runs the checks; returns the report's `check` section. Raises `CheckFailed` on a mismatch.
 
@@ -384,9 +392,7 @@ def check_conversion(source, model, config, allow_ops=(), progress=None, deploye
     """
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
-    stages = frozen_graph.endpoint_candidates(model)
-    stages[frozen_graph.DECODED_BOXES[0]] = frozen_graph.DECODED_BOXES[1]
-    stage_nodes = [c.split(":")[0] for _, candidates in stages.values() for c in candidates]
+    stages, stage_nodes = checked_stages(model)
     graph_def, graph_from = inference_graph_of(source, stage_nodes, allow_ops, config=config)
     runner = frozen_graph.FrozenGraphRunner(graph_def, exact_arithmetic=True)
     try:

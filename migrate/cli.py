@@ -103,7 +103,8 @@ class _Parser(argparse.ArgumentParser):
             return super()._check_value(action, value)
         hint = _did_you_mean(value, action.choices)
         if action.dest == "command":  # the eight names would not fit the line: --help lists them with their use
-            raise argparse.ArgumentError(None, f"{value}: no such command" + (hint or f" ({self.prog} --help lists them)"))
+            hint = hint or f" ({self.prog} --help lists them)"
+            raise argparse.ArgumentError(None, f"{value}: no such command{hint}")
         name = action.option_strings[-1] if action.option_strings else action.metavar or action.dest
         raise argparse.ArgumentError(None, f"{name} {value}: no such choice" + (hint or " (the usage line lists them)"))
 

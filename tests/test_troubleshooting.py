@@ -1,13 +1,15 @@
-"""Every error line docs/guides/troubleshooting.md quotes is the line a command prints: each is
-produced here (`CASES`: the command line that prints it, run in a folder of real models) and
-matched against the page's text, or named with the test that produces it (`ELSEWHERE`). A line
-the page quotes that is in neither table fails, so a new line in the page comes with its case.
+"""Every error line the docs quote (docs/guides/troubleshooting.md above all, the other guides and
+the README) is the line a command prints: each is produced here (`CASES`: the command line that
+prints it, run in a folder of real models) and matched against the page's text, or named with
+the test that produces it (`ELSEWHERE`). A quoted line in neither table fails, so a new line in
+the docs comes with its case.
 
-The page's placeholders (PATH, DIR, N, MAX, X, ...: words in capitals) stand for any text and
-`...` for any rest; everything else must be printed as written (`iou_treshold`, `105`, `x`)."""
+The placeholders (PATH, DIR, N, MAX, X, ...: words in capitals) stand for any text and `...` for
+any rest; everything else must be printed as written (`iou_treshold`, `105`, `x`)."""
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import shutil
@@ -18,16 +20,25 @@ from migrate import cli
 from tests.conftest import REPO, SHARED
 
 PAGE = os.path.join(REPO, "docs", "guides", "troubleshooting.md")
+# The pages that quote error lines: troubleshooting.md, and the guides and README where a line is shown.
+PAGES = [os.path.join(REPO, "README.md"), *sorted(glob.glob(os.path.join(REPO, "docs", "guides", "*.md")))]
 CONTROL = os.path.join(SHARED, "zoo", "odapi_exports", "control_small")  # its pipeline.config: fields on lines 105, 109
 
 
 def quoted_lines() -> list:
-    """The page's quoted error lines: code spans (`...` or ``...``) that are an `error:` line, an
-    argparse error or its closest-name hint; the generic `error: ...` forms left out."""
-    with open(PAGE, encoding="utf-8") as f:
-        page = f.read()
-    spans = [" ".join(m.group(2).split()) for m in re.finditer(r"(``?)(?!`)(.+?)(?<!`)\1(?!`)", page, re.S)]
-    lines = [s for s in spans if s.startswith("error: ") or ": error: " in s or "(did you mean " in s]
+    """The pages' quoted error lines: code spans (`...` or ``...``) and lines of fenced blocks that
+    are an `error:` line, an argparse error or its closest-name hint; the generic `error: ...`
+    forms left out."""
+    lines = []
+    for path in PAGES:
+        with open(path, encoding="utf-8") as f:
+            page = f.read()
+        fenced = re.compile(r"^[ \t]*```.*?^[ \t]*```", re.M | re.S)
+        lines += [line.strip() for block in fenced.findall(page) for line in block.splitlines()
+                  if line.strip().startswith("error: ")]
+        spans = [" ".join(m.group(2).split()) for m in re.finditer(r"(``?)(?!`)(.+?)(?<!`)\1(?!`)",
+                                                                    fenced.sub("", page), re.S)]
+        lines += [s for s in spans if s.startswith("error: ") or ": error: " in s or "(did you mean " in s]
     return sorted(set(s for s in lines if s not in ("error: ...", "python -m migrate COMMAND: error: ...")))
 
 
@@ -105,6 +116,8 @@ CASES = {
 ELSEWHERE = {
     "error: COMMAND needs TensorFlow: pip install 'ssd-mobilenet-migrate[cpu]' (or [gpu])":
         "tests/test_device_install.py",
+    "error: convert needs TensorFlow: pip install 'ssd-mobilenet-migrate[cpu]' (or [gpu])":
+        "tests/test_device_install.py",
     'error: a converted directory needs TensorFlow: ...': "tests/test_device_install.py",
     "error: --engine beam: apache_beam is not installed: pip install 'ssd-mobilenet-migrate[beam]'":
         "migrate/commands/predict.py (_run_engine)",
@@ -114,6 +127,8 @@ ELSEWHERE = {
     "error: the pipeline failed: ... (--verbose shows the runner's log)": "tests/engines/test_beam.py",
     'error: the converted model differs from GRAPH first at STAGE: DETAIL; likely FIELD': "tests/test_self_check.py",
     'error: worker 0 lost worker 1 (HOST:PORT) after step N: start every worker again to resume at ckpt-K':
+        "tests/training/test_multi_worker.py",
+    'error: worker 0 lost worker 1 (127.0.0.1:PORT) after step N: start every worker again to resume at ckpt-K':
         "tests/training/test_multi_worker.py",
     '--sides X: no such side (did you mean Y?)': "tests/test_cli.py (bad input)",
 }

@@ -10,7 +10,8 @@ of the suite), ../shared's photos, label map and TFRecords, and the clone's own 
 
 - `.venv/bin/python -m migrate ARGS` runs in this process, `migrate.cli.main(ARGS)`: one TensorFlow
   import for every line. `python -m migrate ARGS` is a device's Python with the `litert` or `onnx`
-  extra: this venv's Python in a child process where `import tensorflow` fails. Any other
+  extra: this venv's Python in a child process where TensorFlow and its companions are not found
+  (tests/device_install.py). Any other
   `.venv/bin/...` line runs in a child process, with this venv as the folder's `.venv`. A line must
   exit 0 (or `EXPECTED_EXIT`) and leave the outputs it names.
 - A block's lines run in order, in its folder. `CONTINUES` names the blocks that go on in an earlier
@@ -463,7 +464,7 @@ def check_widths(line, printed):
         raise LineFailed(f"`{line}` printed lines over {COLUMNS} columns:\n" + "\n".join(too_long))
 
 
-def run_bash_line(line, folder, stub):
+def run_bash_line(line, folder):
     run_line, _ = SUBSTITUTED.get(line, (line, None))
     words = shlex.split(run_line)
     expected, _ = EXPECTED_EXIT.get(line, (0, None))
@@ -475,8 +476,9 @@ def run_bash_line(line, folder, stub):
     else:
         env = dict(os.environ, PYTHONPATH=folder, SSD_MIGRATE_SHARED=SHARED)
         if kind(line) == "device":
-            words = [sys.executable, *words[1:]]
-            env["PYTHONPATH"] = stub  # `python -m` puts the folder (its migrate/) first
+            # Where TensorFlow and what comes with it cannot be imported (tests/device_install.py);
+            # the folder on PYTHONPATH holds the clone's migrate/ and ssd_mobilenet/.
+            words = [sys.executable, os.path.join(REPO, "tests", "device_install.py"), *words[3:]]
             outputs = migrate_outputs(parsed(shlex.split(run_line)))
         else:
             words = [os.path.join(folder, words[0]), *words[1:]]
@@ -508,7 +510,7 @@ def cpu_seconds() -> float:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("run", [r for r in RUNS if r.executes()], ids=lambda r: r.name)
-def test_block_runs_as_written(run, layout, no_tensorflow, tmp_path, monkeypatch):
+def test_block_runs_as_written(run, layout, tmp_path, monkeypatch):
     """The run's lines and snippets, in order, in a folder laid out as the docs assume; each line's
     wall and CPU time is printed (`-s`, `-rP`) for the suite's budget."""
     folder = make_folder(tmp_path, layout, written_entries(run))
@@ -524,7 +526,7 @@ def test_block_runs_as_written(run, layout, no_tensorflow, tmp_path, monkeypatch
                 if lang == "python":
                     run_python(step, block.name)
                 else:
-                    run_bash_line(step, folder, no_tensorflow)
+                    run_bash_line(step, folder)
             except LineFailed as e:
                 covered = "".join(f", {r.name}" for r in run.covers)
                 raise AssertionError(f"{block.name} (the run of {run.name}{covered}): {e}") from None

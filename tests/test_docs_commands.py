@@ -11,9 +11,8 @@ of the suite), ../shared's photos, label map and TFRecords, and the clone's own 
 - `.venv/bin/python -m migrate ARGS` runs in this process, `migrate.cli.main(ARGS)`: one TensorFlow
   import for every line. `python -m migrate ARGS` is a device's Python with the `litert` or `onnx`
   extra: this venv's Python in a child process where TensorFlow and its companions are not found
-  (tests/device_install.py). Any other
-  `.venv/bin/...` line runs in a child process, with this venv as the folder's `.venv`. A line must
-  exit 0 (or `EXPECTED_EXIT`) and leave the outputs it names.
+  (tests/device_install.py). Any other `.venv/bin/...` line runs in a child process, with this venv
+  as the folder's `.venv`. A line must exit 0 (or `EXPECTED_EXIT`) and leave the outputs it names.
 - A block's lines run in order, in its folder. `CONTINUES` names the blocks that go on in an earlier
   block's folder, because they read what it wrote.
 - A `migrate` line (in this process or a device's) prints every line within 100 columns on a

@@ -16,7 +16,6 @@ import shutil
 
 import pytest
 
-from migrate import cli
 from tests.conftest import REPO, SHARED
 
 PAGE = os.path.join(REPO, "docs", "guides", "troubleshooting.md")

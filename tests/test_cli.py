@@ -88,6 +88,39 @@ def test_version_says_where_tensorflow_is_not_installed(monkeypatch, capsys):
     assert printed.endswith("; no TensorFlow)\n") and "TensorFlow " not in printed and "LiteRT " in printed
 
 
+# ---- --help and argparse's own errors -----------------------------------------------------------
+
+def test_help_says_what_the_tool_does(wide_terminal, capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m migrate [-h] [--version] COMMAND ...\n\nConvert a TF1 Object Detection")
+    assert "main(argv)" not in out and "`python -m migrate COMMAND --help` shows a command's arguments." in out
+
+
+# A misspelt option, choice or command: (command line, the error line; troubleshooting.md shows the first
+# form of each).
+MISSPELT = [
+    ("convert SRC --ouput x", "python -m migrate convert: error: unrecognized arguments: --ouput x (did you mean --out?)"),
+    ("convert SRC --ouput=x", "python -m migrate convert: error: unrecognized arguments: --ouput=x (did you mean --out?)"),
+    ("predict M I --precision floa32",
+     "python -m migrate predict: error: --precision floa32: no such choice (did you mean float32?)"),
+    ("predict M I --precision half", "python -m migrate predict: error: --precision half: no such choice (the usage "
+                                     "line lists them)"),
+    ("conver SRC", "python -m migrate: error: conver: no such command (did you mean convert?)"),
+    ("frobnicate", "python -m migrate: error: frobnicate: no such command (python -m migrate --help lists them)"),
+]
+
+
+@pytest.mark.parametrize("command, line", MISSPELT, ids=[c for c, _ in MISSPELT])
+def test_a_misspelt_word_is_the_commands_error_naming_the_closest(wide_terminal, capsys, command, line):
+    with pytest.raises(SystemExit) as exited:
+        cli.main(command.split())
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.startswith("usage: ")
+    assert err.splitlines()[-1] == line and len(line) <= WIDTH
+
+
 # ---- the line formatters at their widest (fast) ------------------------------------------------
 
 def test_help_fits_whatever_the_terminal(wide_terminal, capsys):

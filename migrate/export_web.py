@@ -161,11 +161,12 @@ def _filled(html_text: str, marker: str, content: str) -> str:
 
 
 def _caption(record: dict) -> str:
-    """The example's caption until the page has run the model itself (app.js's `caption` then)."""
+    """The example's caption (HTML) until the page has run the model itself (app.js's `caption`
+    then); its `pending` part goes when the model cannot load."""
     drawn = sum(d["score"] >= DRAW_MIN_SCORE for d in record["detections"])
-    return (f"{record['image']}: {record['width']}x{record['height']}, {drawn} of {record['num_detections']} "
-            f"detections drawn (score {DRAW_MIN_SCORE:g} or more), as found when this page was made; "
-            "running the model in this browser…")
+    return html.escape(f"{record['image']}: {record['width']}x{record['height']}, {drawn} of "
+                       f"{record['num_detections']} detections drawn (score {DRAW_MIN_SCORE:g} or more), as found "
+                       "when this page was made") + '<span class="pending">; running the model in this browser…</span>'
 
 
 def _page_html(template: str, name: str, model_bytes: int, example: dict | None) -> str:
@@ -179,7 +180,7 @@ def _page_html(template: str, name: str, model_bytes: int, example: dict | None)
         figure = (f'<figure id="example" data-photo="{html.escape(example["photo"])}">'
                   f'<img src="{EXAMPLE_DRAWN}" width="{record["width"]}" height="{record["height"]}" '
                   f'alt="The example photo with the detections found on it">'
-                  f"<figcaption>{html.escape(_caption(record))}</figcaption></figure>")
+                  f"<figcaption>{_caption(record)}</figcaption></figure>")
         page = _filled(page, '<section id="results" aria-live="polite"></section>',
                        f'<section id="results" aria-live="polite">{figure}</section>')
     return page

@@ -228,8 +228,27 @@ def test_a_folder_missing_a_file_is_one_message_on_the_page(zoo_web, chromium, t
             assert "export" not in message and "migrate" not in message, message
             assert page.locator("#status").text_content() == "The model could not be loaded."
             assert any("export it again" in line for line in console), console
+            # The example drawn at export stays, no longer said to be running here.
+            caption = page.locator("#example figcaption").text_content()
+            assert "as found when this page was made" in caption and "running" not in caption, caption
         finally:
             page.close()
+
+
+@pytest.mark.slow
+@needs_photos
+def test_a_page_opened_as_a_file_says_to_serve_it(zoo_web, chromium):
+    """Opened as a file, the browser refuses the page's module scripts: the page says that it must
+    be served, not that its folder is incomplete."""
+    _, _, root = zoo_web
+    page = chromium.new_page()
+    try:
+        page.goto((root / "web" / "index.html").as_uri())
+        page.wait_for_selector("#message:not([hidden])", timeout=30000)
+        message = page.locator("#message").text_content()
+        assert message.startswith("This page runs only when served over HTTP") and "incomplete" not in message
+    finally:
+        page.close()
 
 
 def test_the_runtime_is_the_lockfiles(tmp_path):

@@ -168,9 +168,9 @@ async function loadModel() {
     cross_origin_isolated: isolated, model: manifest.model, image_size: manifest.image_size,
   };
   $("model-name").textContent = `(${manifest.name})`;
-  $("status").textContent = `Ready: the model (${h}x${w} input, ${manifest.num_classes} classes) runs in this ` +
-    `browser on ONNX Runtime Web ${manifest.runtime.version} (WebAssembly SIMD, ${threads} ` +
-    `thread${threads > 1 ? "s" : ""}); photos of any size.`;
+  $("status").textContent = `Ready: choose photos of any size. The model (${h}x${w}, ${manifest.num_classes} ` +
+    `classes) runs in this browser (ONNX Runtime Web ${manifest.runtime.version}, ${threads} ` +
+    `thread${threads > 1 ? "s" : ""}).`;
   if (!isolated && threads === 1) {
     hint("one thread: the page is not cross-origin isolated. Served with the headers Cross-Origin-Opener-Policy: " +
       "same-origin and Cross-Origin-Embedder-Policy: require-corp, it runs on min(cores, 4) threads " +
@@ -397,6 +397,7 @@ async function showExample() {
 window.modelReady = loadModel().then(wireInputs, (error) => {
   showMessage(describe(error));
   $("status").textContent = "The model could not be loaded.";
+  document.querySelectorAll(".pending").forEach((part) => part.remove()); // the example's "running the model"
   throw error instanceof PageError ? error : new PageError(describe(error));
 });
 window.modelReady.catch(() => {}); // shown on the page above; detect() callers get the rejection

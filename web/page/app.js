@@ -104,7 +104,8 @@ async function checkPresent(names) {
     }
   }));
   if (missing.length) {
-    hint(`${missing.sort().join(", ")}: HTTP 404: ${EXPORT_AGAIN}`);
+    missing.sort();
+    hint(`${missing.join(", ")}: not found: ${EXPORT_AGAIN}`);
     throw new PageError(`${missing.join(", ")} ${missing.length > 1 ? "are" : "is"} missing from this page's ` +
       "folder: the page is incomplete and cannot run.");
   }

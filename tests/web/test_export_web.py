@@ -322,6 +322,11 @@ def test_export_web_writes_the_folder_whole_and_replaces_it_with_force(small_con
     assert manifest["image_size"] == [128, 128] and manifest["num_classes"] == 3 and not manifest["has_labels"]
     assert all(os.path.getsize(out / name) == size for name, size in manifest["files"].items())
     assert json.loads((out / "labels.json").read_text()) == {}
+    # Without --example the page's first paint names the model and its download, and holds no figure.
+    page = (out / "index.html").read_text()
+    model_mb = os.path.getsize(out / "model.onnx") / 1e6
+    assert '<span id="model-name">(converted)</span>' in page and f"Loading the model ({model_mb:.1f} MB)" in page
+    assert "<figure" not in page and "example" not in manifest
     # A failure half-way leaves the old folder as it was, and no temporary folder beside it.
     (out / "mine.txt").write_text("kept")
 

@@ -11,8 +11,8 @@ import pytest
 import tensorflow as tf
 
 import ssd_mobilenet
-from tests.conftest import (CONVERT_STDERR, DEPTHWISE, QUANTIZED, TF13, ZOO_2017, ZOO_2018, check_detections,
-                      needs_shared, random_images, unwrapped, zoo_path)
+from tests.conftest import (CONVERT_STDERR, DEPTHWISE, ODAPI_EXPORTS, QUANTIZED, TF13, ZOO_2017, ZOO_2018,
+                            check_detections, needs_shared, random_images, unwrapped, zoo_path)
 from migrate.cli import main
 from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner
 from migrate.tf1.sources import read_graph_def
@@ -217,6 +217,31 @@ def test_console_says_what_the_graph_gave_in_lines_that_fit_the_terminal(zoo_con
     short, full = config_inference.graph_field_notes(traits)
     assert short == "from the graph: 3 fields, 1 other than the zoo defaults: image_height=512"
     assert full == config_inference.EVERY_GRAPH_FIELD + "image_height=512, iou_threshold=0.6, score_threshold=1e-08"
+
+
+@needs_shared
+@pytest.mark.slow  # an FPN conversion: 30 s on a loaded 2-core machine
+def test_a_checkpoint_alone_console_states_the_size_and_thresholds_model_config_json_holds(tmp_path, capsys):
+    """FPN's checkpoint without its .meta or pipeline.config takes its zoo config's 640x640: the
+    console says that size once (the written one, not 300x300) and the thresholds as
+    model_config.json's float32 values read (1e-08 and 0.6, not their float64 spelling)."""
+    from ssd_mobilenet.config import float_text
+    src = tmp_path / "fpn_checkpoint"
+    src.mkdir()
+    for name in ("checkpoint", "model.ckpt.index", "model.ckpt.data-00000-of-00001"):
+        shutil.copy(os.path.join(ODAPI_EXPORTS, "fpn_small", name), src)
+    out = tmp_path / "tf2"
+    assert main(["convert", str(src), "--out", str(out)]) == 0
+    printed = unwrapped(capsys.readouterr().err)
+    with open(out / "model_config.json") as f:
+        written = json.load(f)
+    assert (written["image_height"], written["image_width"]) == (640, 640)
+    assert re.findall(r"\b(\d+)x(\d+)\b", printed) == [("640", "640")], printed
+    assert "image size 640x640 assumed" in printed and "image_height" not in printed
+    for key in ("score_threshold", "iou_threshold"):
+        (stated,) = re.findall(rf"\b{key}=([^,\s]+)", printed)
+        assert stated == float_text(written[key]) and np.float32(stated) == np.float32(written[key])
+    assert "score_threshold=1e-08" in printed and "iou_threshold=0.6," in printed
 
 
 def test_long_notes_are_wrapped_to_the_terminal(capsys):

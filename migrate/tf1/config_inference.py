@@ -528,7 +528,8 @@ def infer_config(source, trust_weights=False, image_size=None):
         config = config.replace(image_height=image_size[0], image_width=image_size[1])
         notes.append(f"image size {image_size[0]}x{image_size[1]} from --image-size")
     elif source.graph_def is None and source.pipeline_config is None:
-        notes.append("image size 300x300 assumed (no graph, no pipeline.config): override with --image-size H W")
+        notes.append(f"image size {config.image_height}x{config.image_width} assumed ({zoo}'s; no graph, no "
+                     "pipeline.config): override with --image-size H W")
     config = _check_quantization(source, config, notes)
     held = architecture.predictor_anchors(source.weights, config.num_feature_maps)
     if held is not None and held != config.anchors_per_location():

@@ -1,14 +1,17 @@
 """`python -m migrate verify`: faithful conversions pass, broken ones fail at the layer that is wrong.
 
 Broken conversions are real converted directories edited the way a converter bug would
-break them (box code channels permuted, one layer's batch norm lost, a class dropped), or
-a TF1 source with one mid-network weight scaled (the zoo fixture's frozen graph with one
-weight constant scaled by 1.5, as make_zoo_fixture's `--perturb` scales it before freezing).
+break them (box code channels permuted, one layer's batch norm lost), or a TF1 source with one
+mid-network weight scaled (the zoo fixture's frozen graph with one weight constant scaled by
+1.5, as make_zoo_fixture's `--perturb` scales it before freezing). A converted model of another
+network (a class dropped, another input size, depth or anchors) is refused in one line before
+either side runs.
 """
 
 import glob
 import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -17,7 +20,8 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.framework import tensor_util
 
-from tests.conftest import DEPTHWISE, ZOO_2018, needs_shared, random_images, warnings_in, zoo_path
+from tests.conftest import (DEPTHWISE, ZOO_2018, needs_shared, random_images, save_synthetic_model, warnings_in,
+                            zoo_path)
 from migrate import verify
 from migrate.cli import main
 from migrate.common import draw
@@ -268,10 +272,47 @@ def test_wrong_class_count_is_caught(zoo, tmp_path, one_image):
             var.assign(value)
         return fewer
     broken = _edited_copy(zoo[1], tmp_path / "89_classes", drop_last_class)
-    report = verify.verify(zoo[0], broken, images=[one_image], mode="eager", measure=False)
-    assert not report.passed and report.first_divergence["name"] == "concat_1"
-    assert "shape" in report.first_divergence["note"]
-    _check_ok_before(report, "concat_1")
+    # Another class count is another network: refused before either side runs, not compared.
+    with pytest.raises(verify.VerifyInputError, match="classes 89, TF1 90: not a conversion of this model"):
+        verify.verify(zoo[0], broken, images=[one_image], mode="eager", measure=False)
+
+
+def _checkpoint_alone(tf1_dir, folder) -> str:
+    """The checkpoint of a TF1 model directory copied alone into `folder`: no .meta, graph or
+    pipeline.config beside it."""
+    folder.mkdir()
+    for name in ("checkpoint", "model.ckpt.index", "model.ckpt.data-00000-of-00001"):
+        shutil.copy(os.path.join(tf1_dir, name), folder)
+    return str(folder)
+
+
+@pytest.mark.slow  # 18 s on a loaded 2-core machine: a conversion, verify up to its TF1 config
+def test_a_conversion_at_another_input_size_is_refused_in_one_line(small_pair, tmp_path, capsys):
+    # A checkpoint converted alone takes the zoo's 300x300; its TF1 graph resizes to 128x128.
+    src, _ = small_pair
+    out = tmp_path / "at_300"
+    assert main(["convert", _checkpoint_alone(src, tmp_path / "ckpt"), "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    json_out = tmp_path / "report.json"
+    code = main(["verify", src, str(out), "--no-measure", "--quiet", "--json", str(json_out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and err.startswith("error: "), err
+    assert "image size 300x300, TF1 128x128" in err and "convert again with --image-size 128 128" in err
+    assert not json_out.exists()
+
+
+@pytest.mark.slow  # 13 s on a loaded 2-core machine: a converted model written, verify up to its TF1 config
+def test_another_network_is_refused_in_one_line_naming_each_difference(small_pair, tmp_path, capsys):
+    # small_pair's TF1 model: 2 classes, depth 0.25, the zoo's anchors (3 on the first layer, then 6).
+    src, converted = small_pair
+    other = tmp_path / "other"
+    save_synthetic_model(str(other), detector.load_model(converted).config.replace(
+        num_classes=3, depth_multiplier=0.5, aspect_ratios=(1.0, 2.0, 0.5)))
+    code = main(["verify", src, str(other), "--no-measure", "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert ("depth multiplier 0.5, TF1 0.25; classes 3, TF1 2; anchors per location [3 4 4 4 4 4], TF1 [3 6 6 6 6 6]: "
+            "not a conversion of this model") in err
 
 
 # ---- safety: ops outside the SSD inference set are not run ----------------------------------------

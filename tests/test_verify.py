@@ -162,6 +162,14 @@ def test_zoo_conversion_passes_on_the_generated_set(zoo, tmp_path, capsys):
     assert report["tf2"]["mode"] == "function" and report["tolerances"]["atol"] == verify.DEFAULT_ATOL
     assert report["versions"]["tensorflow"] == tf.__version__
     assert "PASSED" in printed.out
+    # The table says the bound as it is applied and the largest error beside the bound at its own
+    # tensor, so that a pass reads as one (the Detector's largest error, ~1.1e-5, is over atol alone).
+    n = len(report["tensors"])
+    assert f"tensors      {n}/{n} within atol + rtol * max|TF1| (atol 1e-05, rtol 1e-05)" in printed.out
+    worst = max(report["tensors"], key=lambda t: t["max_abs_err"])
+    (error, stage, allowed), = re.findall(r"largest error (\S+) at\s+(\S+)\s+\(allowed there (\S+)\)", printed.out)
+    assert stage == worst["name"] and float(error) == pytest.approx(worst["max_abs_err"], rel=1e-2)
+    assert float(allowed) == pytest.approx(worst["allowed"], rel=1e-2) and float(error) <= float(allowed)
 
 
 def _side_by_side_shape(height: int, width: int) -> tuple:

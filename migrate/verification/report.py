@@ -151,12 +151,16 @@ def format_report(report: VerifyReport) -> str:
         lines.append(f"tensors      not compared ({f'{kind.article} {kind.file}' if kind else 'a SavedModel'} "
                      "shows its detections only)")
     else:
-        lines.append(f"tensors      {ok_tensors}/{len(report.tensors)} within atol {report.tolerances['atol']:g} "
-                     f"rtol {report.tolerances['rtol']:g}"
-                     + (f", largest error {worst['max_abs_err']:.3g} at" if worst and worst["max_abs_err"] is not None
-                        else ""))
+        # The bound as it is applied, per tensor of its range (`parity.compare_tensor`), and the
+        # largest error beside the bound at its own tensor: the two read together.
+        lines.append(f"tensors      {ok_tensors}/{len(report.tensors)} within atol + rtol * max|TF1| (atol "
+                     f"{report.tolerances['atol']:g}, rtol {report.tolerances['rtol']:g})")
         if worst and worst["max_abs_err"] is not None:
-            lines.append(f"{'':13}{worst['name']}")
+            lines += _wrapped(f"largest error {worst['max_abs_err']:.3g} at {worst['name']}", " " * 13)
+            if worst.get("allowed") is not None:
+                allowed = f"(allowed there {worst['allowed']:.3g})"
+                fits = len(lines[-1]) + 1 + len(allowed) <= 100
+                lines[-1:] = [f"{lines[-1]} {allowed}"] if fits else [lines[-1], " " * 13 + allowed]
     ok_images = sum(d["ok"] for d in report.detections)
     total = sum(d["num_tf1"] for d in report.detections)
     if report.tolerances.get("criterion") == "agreement":

@@ -10,7 +10,9 @@ tolerance is the `first_divergence`.
 
 Cost (each side in its own fresh subprocess, `migrate.common.measure`): TensorFlow allocator peak,
 process peak RSS and latency per batch size. The TF1 side is measured as a user runs it: the
-frozen inference graph in a session with the default config.
+frozen inference graph in a session with the default config. A `.tflite` or `.onnx` file is
+measured as `bench` measures it, in a process without TensorFlow
+(`migrate.benchmark.litert_memory`): its peak RSS is the file's own footprint.
 
 Tolerance: `|tf2 - tf1| <= atol + rtol * max|tf1|` element-wise on every tensor (the range of
 the tensor, see `compare_tensor`), `atol + rtol` on boxes and scores (range 1); detection counts
@@ -343,8 +345,9 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
     if measure:
         tf1_result, tflite_result = _measure_tflite_sides(graph_def, info["file"], threads, drawn[0][1][None],
                                                           warmup, repeats, say, file_runtime)
-        notes.append(f"{kind.side} side: memory is the process's RSS "
-                     "(TensorFlow's allocator does not see the runtime's arena); both processes import TensorFlow")
+        notes.append(f"{kind.side} side: measured as bench measures it, in a fresh process with {kind.runtime} alone "
+                     "(no TensorFlow): its peak RSS is the file's footprint on a device; the TF1 side's process "
+                     "holds TensorFlow")
     report = VerifyReport(
         passed=first is None, first_divergence=first, tensors=[], detections=detections,
         tf1=_side_summary(tf1_result, "session (frozen graph, default ConfigProto)"),

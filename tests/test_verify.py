@@ -683,13 +683,13 @@ def test_tflite_file_of_other_weights_fails_at_the_detections(zoo, perturbed, zo
 @needs_shared
 @pytest.mark.filterwarnings(TFLITE_WARNING)
 @pytest.mark.slow  # zoo_tflite
-def test_tflite_side_is_measured_in_a_fresh_process(zoo_tflite, tmp_path):
-    """The file's side of `verify --tflite`'s measurement (the TF1 side's is the other modes'):
-    latency at batch 1 and process RSS, no allocator figures (the interpreter's arena is not
-    TensorFlow's)."""
-    images_npz = tmp_path / "images.npz"
-    np.savez(images_npz, batch_000=random_images(3, 1, 300, 300))
-    result = measuring._measure_tflite_side(zoo_tflite["per-class"], 1, str(images_npz), 0, 2)
+def test_tflite_side_is_measured_in_a_fresh_process_without_tensorflow(zoo_tflite):
+    """The file's side of `verify --tflite`'s measurement (the TF1 side's is the other modes'), as
+    bench measures its file sides: latency at batch 1 and the peak RSS of a process that holds
+    LiteRT and the file but never imports TensorFlow (the file's footprint, bench's figure); no
+    allocator figures (the interpreter's arena is not TensorFlow's)."""
+    result = measuring._measure_tflite_side(zoo_tflite["per-class"], 1, [random_images(3, 1, 300, 300)], 0, 2)
+    assert result["tensorflow_imported"] is False and result["runtime"].startswith("LiteRT ")
     summary = measuring._side_summary(result, "tflite")
     assert summary["measured"] and summary["device"] == "CPU (TFLite)" and summary["peak_rss_bytes"] > 0
     assert summary["peak_memory_bytes"] is None and summary["transient_peak_bytes"] is None

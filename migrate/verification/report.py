@@ -203,6 +203,9 @@ def format_report(report: VerifyReport) -> str:
                      f"{_mib(report.tf2['transient_peak_bytes']):>22}")
         lines.append(f"{'process peak RSS':24}{_mib(report.tf1['peak_rss_bytes']):>22}"
                      f"{_mib(report.tf2['peak_rss_bytes']):>22}")
+        if kind:
+            # Whose footprint each RSS is: the TF1 process holds TensorFlow, the file's does not.
+            lines.append(f"{'':24}{'(with TensorFlow)':>22}{f'({kind.runtime} alone)':>22}")
         for key, tf1_lat in report.tf1["latency_ms"].items():
             tf2_lat = report.tf2["latency_ms"][key]
             label = f"{key.replace('_', ' ')} median/p90"

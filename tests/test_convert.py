@@ -244,6 +244,18 @@ def test_a_checkpoint_alone_console_states_the_size_and_thresholds_model_config_
     assert "score_threshold=1e-08" in printed and "iou_threshold=0.6," in printed
 
 
+@pytest.mark.slow  # a conversion and its check: 20 s on a loaded 2-core machine
+def test_each_check_line_is_a_whole_statement(small_pair, tmp_path, capsys):
+    src, _ = small_pair
+    assert main(["convert", src, "--out", str(tmp_path / "tf2")]) == 0
+    printed = unwrapped(capsys.readouterr().err).splitlines()
+    passed = [line for line in printed if line.startswith("[migrate] check passed")]
+    assert passed[1].startswith("[migrate] check passed: post-processing on 2 crafted images (") and \
+        passed[1].endswith(" detections)"), passed
+    assert passed[2] == ("[migrate] check passed: the SavedModel as written (float32) agrees with the TF1 graph's "
+                         "detections on the 3 images"), passed
+
+
 def test_long_notes_are_wrapped_to_the_terminal(capsys):
     from migrate.commands.common import print_wrapped
     print_wrapped("[migrate] " + ", ".join(f"field_{i}=value" for i in range(40)))

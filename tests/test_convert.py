@@ -242,6 +242,8 @@ def test_a_checkpoint_alone_console_states_the_size_and_thresholds_model_config_
         (stated,) = re.findall(rf"\b{key}=([^,\s]+)", printed)
         assert stated == float_text(written[key]) and np.float32(stated) == np.float32(written[key])
     assert "score_threshold=1e-08" in printed and "iou_threshold=0.6," in printed
+    # One statement per fact: an assumed value is stated in the assumed fields only.
+    assert printed.count("clip_before_nms") == 1
 
 
 @pytest.mark.slow  # a conversion and its check: 20 s on a loaded 2-core machine

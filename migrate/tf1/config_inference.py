@@ -488,10 +488,10 @@ def infer_config(source, trust_weights=False, image_size=None):
         config = config.replace(**traits)
         notes += graph_field_notes(traits)
     else:
+        # The values themselves are on the console once, in the assumed fields (`convert._unchecked`).
         notes.append("no graph: NMS order, batch-norm kernel, preprocessing order, 2017-era padding/anchor "
-                     "order and the anchors' exact scales cannot be read off a graph and are assumed as in SSDConfig "
-                     f"defaults ({config.nms_variant}, resize before scaling, the ssd_anchor_generator formula for "
-                     "the interpolated scales); "
+                     "order and the anchors' exact scales cannot be read off a graph: SSDConfig's defaults are "
+                     "assumed for them (the interpolated scales by the ssd_anchor_generator formula); "
                      "convert with the .meta or frozen graph beside the checkpoint to be sure")
     config = _multiscale_anchors_from_graph(source, config, notes)
     layers = anchor_box_specs(source.graph_def) if source.graph_def is not None else None

@@ -81,10 +81,9 @@ def assumed_fields(source, config, image_size=None) -> dict:
 
 def _unchecked(source, config, check: bool, say, image_size=None):
     """The report's `check` when nothing is checked (--no-check, no graph, a TFLite export graph),
-    or None when the check runs."""
+    or None when the check runs. Without a graph the assumed fields are said (--no-check or not):
+    the console's one statement of their values."""
     from migrate.tf1 import graph_traits
-    if not check:
-        return {"ran": False, "reason": "--no-check"}
     if source.graph_def is None:
         assumed = assumed_fields(source, config, image_size)
         # Values as model_config.json's float32 fields read (0.6, not 0.6000000238418579); the
@@ -92,8 +91,11 @@ def _unchecked(source, config, check: bool, say, image_size=None):
         say(f"no graph to check the conversion against ({source.weights_from} alone): assumed "
             + ", ".join(f"{k}={config_inference._show(v)}" for k, v in assumed.items()
                         if k not in IMAGE_SIZE_FIELDS))
-        return {"ran": False, "reason": "no graph: a checkpoint alone has nothing to check against",
+        return {"ran": False,
+                "reason": "--no-check" if not check else "no graph: a checkpoint alone has nothing to check against",
                 "assumed": {k: list(v) if isinstance(v, tuple) else v for k, v in assumed.items()}}
+    if not check:
+        return {"ran": False, "reason": "--no-check"}
     if graph_traits.is_tflite_export(source.graph_def):
         return {"ran": False, "reason": f"{source.graph_from}: {graph_traits.TFLITE_REFUSAL}"}
     return None

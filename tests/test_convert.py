@@ -246,6 +246,22 @@ def test_a_checkpoint_alone_console_states_the_size_and_thresholds_model_config_
     assert printed.count("clip_before_nms") == 1
 
 
+@pytest.mark.slow  # a conversion: 15 s on a loaded 2-core machine
+def test_a_checkpoint_alone_with_no_check_still_states_what_it_assumed(small_pair, tmp_path, capsys):
+    # --no-check skips a check that a checkpoint alone cannot have anyway: what was assumed is said all the same.
+    src = tmp_path / "checkpoint"
+    src.mkdir()
+    for name in ("checkpoint", "model.ckpt.index", "model.ckpt.data-00000-of-00001"):
+        shutil.copy(os.path.join(small_pair[0], name), src)
+    out = tmp_path / "tf2"
+    assert main(["convert", str(src), "--out", str(out), "--no-check"]) == 0
+    printed = unwrapped(capsys.readouterr().err)
+    assert "alone): assumed nms_variant=clip_before_nms," in printed and "iou_threshold=0.6," in printed
+    with open(out / "conversion_report.json") as f:
+        check = json.load(f)["check"]
+    assert check["reason"] == "--no-check" and check["assumed"]["nms_variant"] == "clip_before_nms"
+
+
 @pytest.mark.slow  # a conversion and its check: 20 s on a loaded 2-core machine
 def test_each_check_line_is_a_whole_statement(small_pair, tmp_path, capsys):
     src, _ = small_pair

@@ -143,7 +143,7 @@ def test_verify_report_lines_fit(wide_terminal):
     from migrate.verification.report import VerifyReport, format_report
     stage = "FeatureExtractor/MobilenetV1/Conv2d_13_pointwise_2_Conv2d_2_3x3_s2_512"  # the longest of depth 1
     tensors = [{"name": stage, "tf1_tensor": stage + ":0", "max_abs_err": 2.384e-06, "max_rel_err": 1.3e-07,
-                "ok": False}]
+                "allowed": 1.6e-05, "ok": False}]
     latency = {f"batch_{b}": {"median": 12345.6, "p90": 23456.7} for b in (1, 64)}
     side = {"measured": True, "device": "CPU (ONNX Runtime)", "peak_memory_bytes": 123456 * 2**20,
             "transient_peak_bytes": 12345 * 2**20, "peak_rss_bytes": 123456 * 2**20, "latency_ms": latency}
@@ -168,8 +168,11 @@ def test_verify_report_lines_fit(wide_terminal):
                     "agreement": {"matched": 6399, "reference": 6400, "rate": 0.99984, "mean_iou": 0.98765}})
         text = format_report(report)
         assert not _too_long(text), criterion
-        assert stage in text.splitlines()[text.splitlines().index(next(
-            line for line in text.splitlines() if line.startswith("tensors"))) + 1]
+        lines = text.splitlines()
+        after = lines.index(next(line for line in lines if line.startswith("tensors"))) + 1
+        # The largest error's line, wrapped: the stage whole on a line of its own when it is long.
+        assert lines[after].startswith(" " * 13 + "largest error 2.38e-06 at") and lines[after + 1].strip() == stage
+        assert "(allowed there 1.6e-05)" in lines[after + 2]
 
 
 def test_bench_tables_fit(wide_terminal):

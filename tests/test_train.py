@@ -183,6 +183,16 @@ def test_a_killed_run_resumes_where_it_was(five, straight, tmp_path):
         np.testing.assert_array_equal(x.numpy(), y.numpy(), err_msg=x.path)
 
 
+@pytest.mark.slow  # a training step, then an evaluation
+def test_eval_names_the_model_it_evaluates(setup, tmp_path):
+    # `train --eval` evaluates the model it wrote (RUN/model), not the converted directory it began from.
+    from migrate.common.console import shown
+    out = tmp_path / "run"
+    code, _, stderr = run_cli(_argv(setup, out, 1, 3, "--eval", setup["eval"]))
+    assert code == 0, stderr[-2000:]
+    assert f"evaluating converted model ({shown(str(out / 'model'))}) on 1 record file(s)" in unwrapped(stderr)
+
+
 def test_bad_input_is_refused_in_one_line(setup, tmp_path, capsys):
     def refused(argv, words):
         assert main(argv) == 2

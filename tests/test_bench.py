@@ -458,7 +458,7 @@ def test_model_option_refuses_src_beside_it_and_a_missing_zoo_in_one_line(tmp_pa
     run = subprocess.run([sys.executable, SCRIPT, "--src", str(tmp_path), "--model", "ppn_300"],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "--src and --model exclude each other" in run.stderr
-    run = subprocess.run([sys.executable, SCRIPT, "--model", "fpn_640", "--out-dir", str(tmp_path)],
+    run = subprocess.run([sys.executable, SCRIPT, "--model", "fpn_640", "--out", str(tmp_path)],
                          capture_output=True, text=True, timeout=300,
                          env={**os.environ, "SSD_MIGRATE_SHARED": str(tmp_path / "no_shared")})
     lines = run.stderr.splitlines()

@@ -60,7 +60,8 @@ def source_and_conversion(src, tmp: str, progress, model: str | None = None) -> 
     return src, converted
 
 
-def main() -> int:
+def parse_args(argv=None) -> tuple:
+    """(the options, the files' default name); exits 2 on options that exclude each other."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     from migrate.benchmark import publish, zoo_models
     from migrate.commands.common import add_verbose
@@ -83,11 +84,17 @@ def main() -> int:
     p.add_argument("--name", help="the files' name: NAME.md, NAME.json, NAME.png (default: benchmarks, with "
                                   "--model fpn_640 or ppn_300 benchmarks_MODEL; e.g. benchmarks_eigen with --onednn 0)")
     add_verbose(p)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.src is not None and args.model is not None:
         p.error("--src and --model exclude each other: --model builds the TF1 model that --src names")
     default_name = "benchmarks" if args.model in (None, zoo_models.DEFAULT) else f"benchmarks_{args.model}"
     args.name = args.name or default_name
+    return args, default_name
+
+
+def main() -> int:
+    from migrate.benchmark import zoo_models
+    args, default_name = parse_args()
     if args.model is not None and zoo_models.missing(args.model, SHARED):  # before TensorFlow loads
         print(f"error: {zoo_models.missing(args.model, SHARED)}", file=sys.stderr)
         return 2
@@ -100,7 +107,6 @@ def run(args, default_name: str) -> int:
     """Builds and converts the model, measures it, prints the tables and writes the pages where
     `publish.destination` says (TensorFlow's output already set by `main`)."""
     from migrate import bench
-    from migrate.benchmark import publish
     from migrate.commands.bench import print_report
     from migrate.commands.common import progress
     say = progress(False, wrap=True)
@@ -116,10 +122,20 @@ def run(args, default_name: str) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 2
     print_report(report)
+    write_pages(report, args, default_name, say)
+    return 0
+
+
+def write_pages(report: dict, args, default_name: str, say) -> None:
+    """NAME.md, NAME.json (and NAME.png with two batches or more, where matplotlib is installed)
+    where `publish.destination` says, the FPN and PPN section of that folder's benchmarks.md
+    refreshed; nothing, and a line that says so, without --out or --publish."""
+    from migrate import bench
+    from migrate.benchmark import publish, tables
     out_dir = publish.destination(args, publish.DOCS)
     if out_dir is None:
         say(f"nothing written: --out DIR, or --publish for docs/, writes {args.name}.md (+ .json, .png)")
-        return 0
+        return
     os.makedirs(out_dir, exist_ok=True)
     bench.write_json(report, os.path.join(out_dir, f"{args.name}.json"), force=True)
     command = (f"python scripts/bench.py --batch {args.batch} --size {args.size} --repeats {args.repeats}"
@@ -139,10 +155,8 @@ def run(args, default_name: str) -> int:
         bench.write_plot(report, os.path.join(out_dir, plot), force=True)
     bench.write_markdown(report, os.path.join(out_dir, f"{args.name}.md"), command, force=True, plot=plot)
     # docs/benchmarks.md lists the FPN and PPN pages' rows: after their runs, and again after its own.
-    from migrate.benchmark import tables
     tables.refresh_family_section(os.path.join(out_dir, "benchmarks.md"))
     say(f"wrote {os.path.join(out_dir, args.name)}.md (+ .json{', .png' if plot else ''})")
-    return 0
 
 
 if __name__ == "__main__":

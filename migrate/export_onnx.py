@@ -21,9 +21,8 @@ def quantization_drift(float_bytes: bytes, int8_bytes: bytes, names, feeds) -> d
     """The int8 file's detections against the float file's on the same inputs, on ONNX Runtime:
     `export_drift.agreement` overall, plus per_image [(name, agreement)]. (The float file's detections
     are the converted model's: tests/onnx.)"""
-    import onnxruntime as ort
-
-    from ssd_mobilenet.onnx_file import OUTPUT_KEYS, session_options
+    from ssd_mobilenet.onnx_file import OUTPUT_KEYS, import_onnxruntime, session_options
+    ort = import_onnxruntime()
     sessions = [ort.InferenceSession(data, sess_options=session_options(None), providers=["CPUExecutionProvider"])
                 for data in (float_bytes, int8_bytes)]
     name = sessions[0].get_inputs()[0].name
@@ -36,11 +35,11 @@ def aware_drift(model, onnx_bytes: bytes, names, images, input_type: str) -> dic
     float32) on `images`, the model fed the same pixels (as `export.quantization_drift` does for
     the integer `.tflite` file), on ONNX Runtime: `drift_of`'s dict."""
     import numpy as np
-    import onnxruntime as ort
 
     from ssd_mobilenet import detector
     from ssd_mobilenet.export import network
-    from ssd_mobilenet.onnx_file import OUTPUT_KEYS, session_options
+    from ssd_mobilenet.onnx_file import OUTPUT_KEYS, import_onnxruntime, session_options
+    ort = import_onnxruntime()
     detect = detector.Detector(model, fold_batch_norm=True)
     session = ort.InferenceSession(onnx_bytes, sess_options=session_options(None), providers=["CPUExecutionProvider"])
     name = session.get_inputs()[0].name
@@ -89,6 +88,8 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
 
         from ssd_mobilenet.export import onnx as onnx_lib
         if int8:
+            from ssd_mobilenet.onnx_file import import_onnxruntime
+            import_onnxruntime()  # its telemetry off before the quantization tools load it
             import onnxruntime.quantization  # noqa: F401  (`onnx_integer.quantize`, `quantization_drift`)
     except ImportError as e:
         raise ExportInputError(f"--onnx: {(e.name or 'tf2onnx').split('.')[0]} is not installed: pip install "

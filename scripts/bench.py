@@ -3,20 +3,24 @@
     .venv/bin/python scripts/bench.py [--src TF1_DIR | --model ssd|fpn_640|ppn_300] [--batch 1,8,32]
         [--size 480x640] [--repeats 10] [--onednn 0|1|both] [--weight-cache]
         [--sides tf1_session,saved_model,...] [--photos DIR] [--cold-runs 3] [--no-cold]
+        [--out DIR | --publish] [--name NAME] [--verbose]
 
 Without --src it takes the 2018 zoo graph from ../shared (built into a full TF1 model directory
 with synthetic weights by ../shared/tools/make_zoo_fixture.py) when present, else the built-in
 default model (`migrate.default_model`). `--model fpn_640` / `ppn_300` take the zoo's FPN 640 or PPN
 300 COCO config from ../shared/zoo/sample_configs instead, built by the project's TF1 builder with
-synthetic weights (`migrate.benchmark.zoo_models`), and write docs/benchmarks_fpn_640.* or
-docs/benchmarks_ppn_300.* unless --name says otherwise (and their rows into docs/benchmarks.md's
-"FPN and PPN" section, which a run of the plain model keeps). It converts the model into a temporary directory,
-runs the benchmark of `python -m migrate bench` with every side but the TFLite ones (or `--sides`), and writes
-docs/benchmarks.md and docs/benchmarks.json, and docs/benchmarks.png where matplotlib is installed (replacing them;
-`--name benchmarks_eigen` writes docs/benchmarks_eigen.* instead, as for the run on Eigen's kernels, `--onednn 0`).
-The TFLite sides (`--sides ...,tflite,tflite_int8`) run on LiteRT at batch 1 only (at every `--size`: the
-exported file resizes photos itself), which `--batch` must then include; their memory is measured in a
-process that never imports TensorFlow.
+synthetic weights (`migrate.benchmark.zoo_models`). It converts the model into a temporary directory,
+runs the benchmark of `python -m migrate bench` with every side but the TFLite ones (or `--sides`) and
+prints its tables. The TFLite sides (`--sides ...,tflite,tflite_int8`) run on LiteRT at batch 1 only
+(at every `--size`: the exported file resizes photos itself), which `--batch` must then include; their
+memory is measured in a process that never imports TensorFlow.
+
+It writes nothing unless told where (`migrate.benchmark.publish`): `--out DIR` writes NAME.md,
+NAME.json and, where matplotlib is installed, NAME.png into DIR; `--publish` writes them into docs/,
+replacing the published figures. NAME is benchmarks, or benchmarks_fpn_640 / benchmarks_ppn_300 with
+`--model`, unless --name says otherwise (`--name benchmarks_eigen` for the run on Eigen's kernels,
+`--onednn 0`); the FPN and PPN runs' rows also go into the "FPN and PPN" section of the folder's
+benchmarks.md, which a run of the plain model keeps. TensorFlow's log lines show only with --verbose.
 """
 
 from __future__ import annotations
@@ -56,9 +60,11 @@ def source_and_conversion(src, tmp: str, progress, model: str | None = None) -> 
     return src, converted
 
 
-def main() -> int:
+def parse_args(argv=None) -> tuple:
+    """(the options, the files' default name); exits 2 on options that exclude each other."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    from migrate.benchmark import zoo_models
+    from migrate.benchmark import publish, zoo_models
+    from migrate.commands.common import add_verbose
     p.add_argument("--src", help="a TF1 model directory with frozen_inference_graph.pb")
     p.add_argument("--model", choices=sorted(zoo_models.MODELS),
                    help="the zoo model to build from ../shared (default: ssd, the 2018 zoo graph; fpn_640, ppn_300: "
@@ -74,56 +80,83 @@ def main() -> int:
                    help="photos each side starts cold over (default ../shared/photos when present)")
     p.add_argument("--cold-runs", type=int, default=3)
     p.add_argument("--no-cold", action="store_true", help="no cold start rows")
-    p.add_argument("--out-dir", default=os.path.join(REPO, "docs"))
+    publish.add_options(p, publish.DOCS, "write NAME.md, NAME.json and NAME.png into this folder")
     p.add_argument("--name", help="the files' name: NAME.md, NAME.json, NAME.png (default: benchmarks, with "
                                   "--model fpn_640 or ppn_300 benchmarks_MODEL; e.g. benchmarks_eigen with --onednn 0)")
-    args = p.parse_args()
+    add_verbose(p)
+    args = p.parse_args(argv)
     if args.src is not None and args.model is not None:
         p.error("--src and --model exclude each other: --model builds the TF1 model that --src names")
     default_name = "benchmarks" if args.model in (None, zoo_models.DEFAULT) else f"benchmarks_{args.model}"
     args.name = args.name or default_name
+    return args, default_name
+
+
+def main() -> int:
+    from migrate.benchmark import zoo_models
+    args, default_name = parse_args()
     if args.model is not None and zoo_models.missing(args.model, SHARED):  # before TensorFlow loads
         print(f"error: {zoo_models.missing(args.model, SHARED)}", file=sys.stderr)
         return 2
+    from migrate.common import console
+    with console.tensorflow_output(args.verbose):
+        return run(args, default_name)
+
+
+def run(args, default_name: str) -> int:
+    """Builds and converts the model, measures it, prints the tables and writes the pages where
+    `publish.destination` says (TensorFlow's output already set by `main`)."""
     from migrate import bench
-    progress = lambda msg: print(f"[bench] {msg}", file=sys.stderr, flush=True)
+    from migrate.commands.bench import print_report
+    from migrate.commands.common import progress
+    say = progress(False, wrap=True)
     with tempfile.TemporaryDirectory(prefix="ssd-bench-") as tmp:
-        src, converted = source_and_conversion(args.src, tmp, progress, args.model)
+        src, converted = source_and_conversion(args.src, tmp, say, args.model)
         try:
             report = bench.bench(src, converted, sizes=bench.parse_sizes(args.size),
                                  batches=bench.parse_batches(args.batch), repeats=args.repeats, onednn=args.onednn,
                                  sides=args.sides.split(",") if args.sides else bench.DEFAULT_SIDES,
-                                 weight_cache=args.weight_cache, progress=progress,
+                                 weight_cache=args.weight_cache, progress=say,
                                  photos=None if args.no_cold else args.photos, cold_runs=args.cold_runs)
         except bench.BenchInputError as e:  # e.g. TFLite sides without batch 1 in --batch
             print(f"error: {e}", file=sys.stderr)
             return 2
-        print(bench.format_table(report))
-        if report.get("tflite"):
-            print(bench.tflite_settings(report))
-        if report.get("cold"):
-            print(bench.cold_table(report))
-        os.makedirs(args.out_dir, exist_ok=True)
-        bench.write_json(report, os.path.join(args.out_dir, f"{args.name}.json"), force=True)
-        command = (f"python scripts/bench.py --batch {args.batch} --size {args.size} --repeats {args.repeats}"
-                   + (f" --onednn {args.onednn}" if args.onednn else "")
-                   + (" --weight-cache" if args.weight_cache else "")
-                   + (f" --sides {args.sides}" if args.sides else "")
-                   + ("" if args.src is None else f" --src {args.src}")
-                   + ("" if args.model is None else f" --model {args.model}")
-                   + ("" if args.name == default_name else f" --name {args.name}")
-                   + (" --no-cold" if args.no_cold or not args.photos else
-                      ("" if args.photos == PHOTOS else f" --photos {args.photos}")
-                      + ("" if args.cold_runs == 3 else f" --cold-runs {args.cold_runs}")))
-        plot = None
-        if bench.plot_available() and len(report["batches"]) > 1:  # matplotlib: the optional `plot` extra
-            plot = f"{args.name}.png"
-            bench.write_plot(report, os.path.join(args.out_dir, plot), force=True)
-        bench.write_markdown(report, os.path.join(args.out_dir, f"{args.name}.md"), command, force=True, plot=plot)
-        # docs/benchmarks.md lists the FPN and PPN pages' rows: after their runs, and again after its own.
-        from migrate.benchmark import tables
-        tables.refresh_family_section(os.path.join(args.out_dir, "benchmarks.md"))
+    print_report(report)
+    write_pages(report, args, default_name, say)
     return 0
+
+
+def write_pages(report: dict, args, default_name: str, say) -> None:
+    """NAME.md, NAME.json (and NAME.png with two batches or more, where matplotlib is installed)
+    where `publish.destination` says, the FPN and PPN section of that folder's benchmarks.md
+    refreshed; nothing, and a line that says so, without --out or --publish."""
+    from migrate import bench
+    from migrate.benchmark import publish, tables
+    out_dir = publish.destination(args, publish.DOCS)
+    if out_dir is None:
+        say(f"nothing written: --out DIR, or --publish for docs/, writes {args.name}.md (+ .json, .png)")
+        return
+    os.makedirs(out_dir, exist_ok=True)
+    bench.write_json(report, os.path.join(out_dir, f"{args.name}.json"), force=True)
+    command = (f"python scripts/bench.py --batch {args.batch} --size {args.size} --repeats {args.repeats}"
+               + (f" --onednn {args.onednn}" if args.onednn else "")
+               + (" --weight-cache" if args.weight_cache else "")
+               + (f" --sides {args.sides}" if args.sides else "")
+               + ("" if args.src is None else f" --src {args.src}")
+               + ("" if args.model is None else f" --model {args.model}")
+               + ("" if args.name == default_name else f" --name {args.name}")
+               + (" --no-cold" if args.no_cold or not args.photos else
+                  ("" if args.photos == PHOTOS else f" --photos {args.photos}")
+                  + ("" if args.cold_runs == 3 else f" --cold-runs {args.cold_runs}"))
+               + publish.option(args))
+    plot = None
+    if bench.plot_available() and len(report["batches"]) > 1:  # matplotlib: the optional `plot` extra
+        plot = f"{args.name}.png"
+        bench.write_plot(report, os.path.join(out_dir, plot), force=True)
+    bench.write_markdown(report, os.path.join(out_dir, f"{args.name}.md"), command, force=True, plot=plot)
+    # docs/benchmarks.md lists the FPN and PPN pages' rows: after their runs, and again after its own.
+    tables.refresh_family_section(os.path.join(out_dir, "benchmarks.md"))
+    say(f"wrote {os.path.join(out_dir, args.name)}.md (+ .json{', .png' if plot else ''})")
 
 
 if __name__ == "__main__":

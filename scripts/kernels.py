@@ -36,7 +36,16 @@ def main() -> int:
     p.add_argument("--size", default="480x640")
     p.add_argument("--calls", type=int, default=10)
     p.add_argument("--json", help="also write the summaries here")
+    from migrate.commands.common import add_verbose
+    add_verbose(p)
     args = p.parse_args()
+    from migrate.common import console
+    with console.tensorflow_output(args.verbose):
+        return run(args)
+
+
+def run(args) -> int:
+    """Profiles each side and prints its summary (TensorFlow's output already set by `main`)."""
     from bench import source_and_conversion
 
     from migrate import bench
@@ -52,7 +61,8 @@ def main() -> int:
     except bench.BenchInputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    progress = lambda msg: print(f"[kernels] {msg}", file=sys.stderr, flush=True)
+    from migrate.commands.common import progress as progress_lines
+    progress = progress_lines(False, wrap=True)
     summaries = []
     with tempfile.TemporaryDirectory(prefix="ssd-kernels-") as tmp:
         src, converted = source_and_conversion(args.src, tmp, progress)

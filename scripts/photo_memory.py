@@ -2,6 +2,7 @@
 docs/photo_memory.md.
 
     .venv/bin/python scripts/photo_memory.py [--src TF1_DIR] [--photos DIR] [--sides tflite,onnx,...]
+        [--out FILE | --publish]
 
 Converts the model (the 2018 zoo fixture from ../shared without --src, as scripts/bench.py does),
 exports the files `migrate export` writes by default, and runs `migrate predict` over the photos
@@ -9,7 +10,8 @@ exports the files `migrate export` writes by default, and runs `migrate predict`
 frozen graph's session over the same photos (`migrate.benchmark.photo_memory`). Sides:
 `tflite`, `tflite_int8`, `onnx`, `onnx_int8` (files), `saved_model` (the converted directory on
 TensorFlow). Each side runs `--repeats` times (default 3); the table keeps each side's median
-run and gives the spread.
+run and gives the spread. It prints the table, and writes the page to --out's file or, with
+--publish, to docs/photo_memory.md (`migrate.benchmark.publish`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ def main() -> int:
     p.add_argument("--photos", default=os.path.join(SHARED, "photos"))
     p.add_argument("--sides", default="tflite,tflite_int8,onnx,onnx_int8,saved_model")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--out", default=os.path.join(REPO, "docs", "photo_memory.md"))
+    from migrate.benchmark import publish
+    published = os.path.join(publish.DOCS, "photo_memory.md")
+    publish.add_options(p, published, "write the page to this file")
     args = p.parse_args()
     sides = args.sides.split(",")
     unknown = sorted(set(sides) - set(SIDES))
@@ -99,9 +103,11 @@ def main() -> int:
         "", "Peak RSS spread per side (MiB): " + "; ".join(f"{r['side']} {r['spread']}" for r in rows),
         "", "Time ratios per side, lowest-highest round (first detections; wall): "
         + "; ".join(f"{r['side']} {r['first_detections_s_range']}; {r['wall_s_range']}" for r in rows[1:]), ""])
-    with open(args.out, "w", encoding="utf-8") as f:
-        f.write(text)
     print(table)
+    out = publish.destination(args, published)
+    if out is not None:
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(text)
     return 0
 
 

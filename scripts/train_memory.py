@@ -1,7 +1,10 @@
-"""Measures the training memory levers and writes docs/training_memory.md.
+"""Measures the training memory levers for docs/training_memory.md.
 
     .venv/bin/python scripts/train_memory.py [--converted DIR] [--batch 8] [--steps 5] [--warmup 2]
-        [--levers float32,mixed_float16,...] [--out docs/training_memory.md]
+        [--levers float32,mixed_float16,...] [--out FILE | --publish]
+
+It prints each lever's figures as a JSON line, and writes the page to --out's file or, with
+--publish, to docs/training_memory.md (`migrate.benchmark.publish`).
 
 Every lever trains the same model (a converted directory; default: the built-in default model,
 `python -m migrate convert` without a source, converted first when missing) at the same images per
@@ -213,7 +216,9 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=5, help="measured steps per lever")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--levers", default=",".join(LEVERS))
-    p.add_argument("--out", default=os.path.join(REPO, "docs", "training_memory.md"))
+    from migrate.benchmark import publish
+    published = os.path.join(publish.DOCS, "training_memory.md")
+    publish.add_options(p, published, "write the page to this file")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--records", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -253,8 +258,12 @@ def main() -> int:
                 raise SystemExit(f"{lever}: worker failed")
             results[lever] = json.loads(proc.stdout.strip().splitlines()[-1])
             print(json.dumps(results[lever]), flush=True)
-    write_doc(args.out, results, args, config, load_before, os.getloadavg()[0], command)
-    print(f"-> {args.out}")
+    out = publish.destination(args, published)
+    if out is None:
+        print("nothing written: --out FILE, or --publish for docs/training_memory.md, writes the page")
+        return 0
+    write_doc(out, results, args, config, load_before, os.getloadavg()[0], command)
+    print(f"-> {out}")
     return 0
 
 

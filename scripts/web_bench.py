@@ -2,11 +2,14 @@
 one thread and on several, against the TF1 session in the same run, and the page's download size.
 
     .venv/bin/python scripts/web_bench.py [--src TF1_DIR] [--photo PHOTO] [--repeats 30] [--name benchmarks_web]
+        [--out DIR | --publish]
 
 Without --src it takes the 2018 zoo graph from ../shared (as scripts/bench.py), else the built-in
 default model; without --photo the first 300x300 photo of ../shared/photos, else a generated one.
 It converts the model and exports its page (`migrate export --web`) into a temporary folder, then
 runs `migrate.benchmark.web.measure` in Debian's headless Chromium (scripts/setup_env.sh installs it).
+It prints the page, and writes NAME.md and NAME.json into --out's folder or, with --publish, into
+docs/ (`migrate.benchmark.publish`).
 """
 
 from __future__ import annotations
@@ -89,7 +92,8 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=30)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--note", default="", help="a sentence about the run (e.g. the machine was shared)")
-    p.add_argument("--out-dir", default=os.path.join(REPO, "docs"))
+    from migrate.benchmark import publish
+    publish.add_options(p, publish.DOCS, "write NAME.md and NAME.json into this folder")
     p.add_argument("--name", default="benchmarks_web")
     args = p.parse_args()
     from bench import source_and_conversion
@@ -107,12 +111,14 @@ def main() -> int:
         report = web.measure(src, folder, _photo(args.photo, tmp), warmup=args.warmup, repeats=args.repeats,
                              progress=say)
     report.update(date=datetime.date.today().isoformat(), cpu=_cpu(), cores=os.cpu_count(), note=args.note)
-    os.makedirs(args.out_dir, exist_ok=True)
-    with open(os.path.join(args.out_dir, f"{args.name}.json"), "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=1)
-    with open(os.path.join(args.out_dir, f"{args.name}.md"), "w", encoding="utf-8") as f:
-        f.write(markdown(report))
     print(markdown(report))
+    out_dir = publish.destination(args, publish.DOCS)
+    if out_dir is not None:
+        os.makedirs(out_dir, exist_ok=True)
+        with open(os.path.join(out_dir, f"{args.name}.json"), "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=1)
+        with open(os.path.join(out_dir, f"{args.name}.md"), "w", encoding="utf-8") as f:
+            f.write(markdown(report))
     return 0
 
 

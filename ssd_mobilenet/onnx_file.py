@@ -28,6 +28,18 @@ OUTPUT_KEYS = ("detection_boxes", "detection_scores", "detection_classes", "num_
 METADATA_NAME = "ssd_mobilenet_migrate"
 # Readers refuse a larger version (a file of a newer project release).
 METADATA_VERSION = 1
+# ONNX Runtime (1.32 measured, on Linux) starts Microsoft's telemetry as it loads unless this is set:
+# it writes a device id and an SQLite store under ~/.cache/Microsoft/DeveloperTools and a `.ses` file
+# into the temporary folder, files outside the paths a command is given (tests/test_leftovers.py).
+TELEMETRY_ENV = "ORT_DISABLE_TELEMETRY"
+
+
+def import_onnxruntime():
+    """The `onnxruntime` module, loaded with its telemetry off (`TELEMETRY_ENV` set to 1 unless the
+    environment already sets it; read once, as the library loads). Raises ImportError without it."""
+    os.environ.setdefault(TELEMETRY_ENV, "1")
+    import onnxruntime
+    return onnxruntime
 
 
 class OnnxFileError(ValueError):
@@ -110,7 +122,7 @@ def session_options(threads: int | None):
     ran several times slower than without. A `predict` process decodes each photo between runs
     and shares its machine, so spinning is off there, and `bench` measures it as `predict` runs
     it."""
-    import onnxruntime as ort
+    ort = import_onnxruntime()
     options = ort.SessionOptions()
     options.intra_op_num_threads = int(threads or os.cpu_count() or 1)
     options.inter_op_num_threads = 1
@@ -148,7 +160,7 @@ class OnnxFile:
 
     def __init__(self, path: str, threads: int | None = None):
         try:
-            import onnxruntime as ort
+            ort = import_onnxruntime()
         except ImportError:
             # (or `pip install onnxruntime`)
             raise OnnxFileError("ONNX Runtime is not installed: pip install 'ssd-mobilenet-migrate[onnx]'") from None

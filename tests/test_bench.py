@@ -453,12 +453,38 @@ def test_bench_measures_fpn_and_ppn_beside_their_tf1_session(odapi_converted, tm
     assert all(r["latency_ms"]["median"] > 0 for r in rows)
 
 
+def test_script_writes_its_pages_only_where_told(tmp_path):
+    """scripts/bench.py's pages go into --out's folder, or nowhere without --out or --publish (a line
+    says so), and docs/, where --publish writes them, stays as it was. The report is the published
+    one (docs/benchmarks.json: batches 1 and 8, so a plot too)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("bench_script", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    docs = os.path.join(os.path.dirname(SCRIPT), os.pardir, "docs")
+    tree = lambda: {f: open(os.path.join(docs, f), "rb").read() for f in os.listdir(docs)  # noqa: E731
+                    if os.path.isfile(os.path.join(docs, f))}
+    before = tree()
+    report = json.loads(before["benchmarks.json"])
+    said = []
+    for argv in ([], ["--out", str(tmp_path / "pages")]):
+        args, default_name = script.parse_args(["--src", "tf1_dir", "--batch", "1,8", "--no-cold", *argv])
+        script.write_pages(report, args, default_name, said.append)
+    assert said[0].startswith("nothing written: --out DIR, or --publish for docs/, writes benchmarks.md")
+    assert os.listdir(tmp_path) == ["pages"]
+    assert sorted(os.listdir(tmp_path / "pages")) == ["benchmarks.json", "benchmarks.md", "benchmarks.png"]
+    assert f"--src tf1_dir --no-cold --out {tmp_path / 'pages'}\n" in (tmp_path / "pages" / "benchmarks.md").read_text()
+    assert tree() == before
+    with pytest.raises(SystemExit):
+        script.parse_args(["--out", str(tmp_path), "--publish"])
+
+
 def test_model_option_refuses_src_beside_it_and_a_missing_zoo_in_one_line(tmp_path):
     import subprocess
     run = subprocess.run([sys.executable, SCRIPT, "--src", str(tmp_path), "--model", "ppn_300"],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "--src and --model exclude each other" in run.stderr
-    run = subprocess.run([sys.executable, SCRIPT, "--model", "fpn_640", "--out-dir", str(tmp_path)],
+    run = subprocess.run([sys.executable, SCRIPT, "--model", "fpn_640", "--out", str(tmp_path)],
                          capture_output=True, text=True, timeout=300,
                          env={**os.environ, "SSD_MIGRATE_SHARED": str(tmp_path / "no_shared")})
     lines = run.stderr.splitlines()

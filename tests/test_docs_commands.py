@@ -15,8 +15,10 @@ of the suite), ../shared's photos, label map and TFRecords, and the clone's own 
   as the folder's `.venv`. A line must exit 0 (or `EXPECTED_EXIT`) and leave the outputs it names.
 - A block's lines run in order, in its folder. `CONTINUES` names the blocks that go on in an earlier
   block's folder, because they read what it wrote.
-- A `migrate` line (in this process or a device's) prints every line within 100 columns on a
-  terminal 1000 columns wide (`check_widths`; tests/test_cli.py runs the commands' other forms).
+- A `migrate` line (in this process or a device's) or a script prints every line within 100 columns
+  on a terminal 1000 columns wide (`check_widths`; tests/test_cli.py runs the commands' other forms);
+  a script prints the project's lines only (`check_own_lines`); no line changes docs/
+  (`check_docs_unchanged`).
 - A block whose steps begin another's (the README's short forms of the guides' examples) runs as
   part of that one: the same lines on the same layout give the same results (`plan`).
 - Installs are checked, not run: the project is the target and the extra exists in pyproject.toml
@@ -68,7 +70,8 @@ LAYOUT = {
     "migrate": "the clone's own (a link)",
     "ssd_mobilenet": "the clone's own (a link)",
     "scripts": "the clone's own (a link)",
-    "docs": "a copy of the clone's: scripts/bench.py rewrites docs/benchmarks.*",
+    "docs": "a copy of the clone's, which no line may change (`check_docs_unchanged`): scripts/bench.py writes "
+            "docs/ only with --publish",
     "mkdocs.yml": "a copy of the clone's: mkdocs writes site/ beside it",
 }
 COPIED = {"docs", "mkdocs.yml"}
@@ -103,7 +106,8 @@ SUBSTITUTED = {
         "without options it measures every side of the zoo model at three batch sizes and starts each side "
         "cold over the photos three times (a long run); the small model, two sides, one round and no cold "
         "rounds (six fresh processes: tests/test_bench.py's every-side case runs bench's cold rows) run the "
-        "same script end to end, into the folder's docs/"),
+        "same script end to end: the short run of docs/guides/speed-memory.md, on the small model; it prints "
+        "the tables within 100 columns, no TensorFlow line, and leaves docs/ as it was"),
     **{line: (line + " --src small_tf1_model",
               "builds the zoo's config at full size and measures eight sides (a long run, for a quiet machine): run "
               "with --src, the script parses every option of the line and refuses the pair in one line, exit 2 "
@@ -168,8 +172,9 @@ OUTPUTS = {"convert": ("out",), "export": ("tflite", "onnx"), "predict": ("out",
 TOOL_OUTPUTS = [
     (r"\.venv/bin/mkdocs build\b.*", "site/index.html"),
     (r".*saved_model_cli run .*--outdir (\S+).*", r"\1"),
-    (r"\.venv/bin/python scripts/bench\.py\b.*", "docs/benchmarks.md"),
 ]
+# The project's scripts: held to the commands' console (`check_widths`, `check_own_lines`).
+SCRIPT = re.compile(r"\.venv/bin/python scripts/\S+\.py\b.*")
 MIGRATE = [".venv/bin/python", "-m", "migrate"]
 DEVICE_PYTHON = ["python", "-m", "migrate"]
 SHELL_SYNTAX = set("|&;<>()`$*?~")
@@ -454,7 +459,7 @@ def check_outputs(folder, line, paths, started):
 
 
 def check_widths(line, printed):
-    """A `migrate` line prints every line within 100 columns (tests/test_cli.py holds the commands the
+    """A `migrate` line or a script prints every line within 100 columns (tests/test_cli.py holds the commands the
     guides do not run to the same); the terminal is 1000 columns wide (`test_block_runs_as_written`),
     so that only the notes a command wraps on purpose are wrapped."""
     from migrate.commands.common import COLUMNS
@@ -463,11 +468,40 @@ def check_widths(line, printed):
         raise LineFailed(f"`{line}` printed lines over {COLUMNS} columns:\n" + "\n".join(too_long))
 
 
+def check_own_lines(line, stderr):
+    """A script prints the project's lines only (`[migrate] ...`, `error: ...`): TensorFlow's only
+    with --verbose, as the commands (tests/common/test_console.py). A long progress line goes on in
+    lines indented by four spaces (`migrate.commands.common.wrapped`)."""
+    from migrate.common.console import PROJECT_LINE
+    foreign, previous = [], None
+    for text in stderr.splitlines():
+        own = PROJECT_LINE.match(text) or text.startswith("    ") and previous == "own"
+        foreign += [] if own else [text]
+        previous = "own" if own else None
+    if foreign:
+        raise LineFailed(f"`{line}` printed lines that are not the project's:\n" + "\n".join(foreign))
+
+
+def docs_state(folder) -> dict:
+    """{path below the folder's docs/: its bytes}."""
+    docs = os.path.join(folder, "docs")
+    return {os.path.relpath(os.path.join(root, name), docs): open(os.path.join(root, name), "rb").read()
+            for root, _, names in os.walk(docs) for name in names}
+
+
+def check_docs_unchanged(line, before, after):
+    """No line of the docs writes into docs/ (scripts/bench.py and the figure scripts: only with --publish)."""
+    changed = sorted(path for path in set(before) | set(after) if before.get(path) != after.get(path))
+    if changed:
+        raise LineFailed(f"`{line}` changed docs/: {', '.join(changed)}")
+
+
 def run_bash_line(line, folder):
     run_line, _ = SUBSTITUTED.get(line, (line, None))
     words = shlex.split(run_line)
     expected, _ = EXPECTED_EXIT.get(line, (0, None))
     expected = expected() if callable(expected) else expected
+    docs_before = docs_state(folder)
     started = time.time()
     if kind(line) == "migrate":
         code, out, err = run_cli(words[3:])
@@ -487,8 +521,11 @@ def run_bash_line(line, folder):
         code, out, err = proc.returncode, proc.stdout, proc.stderr
     if code != expected:
         raise LineFailed(f"`{run_line}` exited {code}, not {expected}:\n{err[-3000:]}\n{out[-1000:]}")
-    if kind(line) in ("migrate", "device"):
+    if kind(line) in ("migrate", "device") or SCRIPT.fullmatch(run_line):
         check_widths(run_line, out + err)
+    if SCRIPT.fullmatch(run_line):
+        check_own_lines(run_line, err)
+    check_docs_unchanged(run_line, docs_before, docs_state(folder))
     if code == 0:
         check_outputs(folder, run_line, outputs, started)
 

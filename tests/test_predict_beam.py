@@ -140,9 +140,13 @@ def test_tflite_file_on_patterns_gives_predicts_lines(converted, folder, tmp_pat
 
 
 @pytest.mark.parametrize("case", ["no_out", "workers_alone", "png", "no_match", "unknown_option", "cluster_workers",
-                                  "no_model_config", "shard_exists"])
-def test_bad_input_exits_2_with_one_line_and_writes_nothing(converted, folder, tmp_path, capsys, case):
+                                  "no_model_config", "shard_exists", "shard_exists_relative"])
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(converted, folder, tmp_path, capsys, monkeypatch, case):
     out = str(tmp_path / "out" / "results.jsonl")
+    if case == "shard_exists_relative":  # OUT a name in the working folder, which Beam matches to nothing
+        os.makedirs(os.path.dirname(out))
+        monkeypatch.chdir(os.path.dirname(out))
+        out = "results.jsonl"
     image = os.path.join(folder, "a_128x128.png")
     engine = ["--engine", "beam", "--out", out]
     argv, message = {
@@ -156,9 +160,10 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(converted, folder, t
                              "--runner=FlinkRunner"], "--workers: the local runner's; FlinkRunner counts its workers in --pipeline-options"),
         "no_model_config": ([str(tmp_path), image, *engine], "model_config.json: not found"),
         "shard_exists": ([converted, image, *engine], "results-00000-of-00001.jsonl: exists (use --force"),
+        "shard_exists_relative": ([converted, image, *engine], "results-00000-of-00001.jsonl: exists (use --force"),
     }[case]
-    if case == "shard_exists":
-        os.makedirs(os.path.dirname(out))
+    if case.startswith("shard_exists"):
+        os.makedirs(tmp_path / "out", exist_ok=True)
         with open(str(tmp_path / "out" / "results-00000-of-00001.jsonl"), "w") as f:
             f.write("keep me\n")
     before = sorted(os.listdir(tmp_path))
@@ -167,7 +172,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(converted, folder, t
     assert err[-1].startswith("error: ") and message in err[-1], err
     assert len([line for line in err if not line.startswith("[migrate]")]) == 1, err
     assert sorted(os.listdir(tmp_path)) == before
-    if case == "shard_exists":
+    if case.startswith("shard_exists"):
         assert os.listdir(tmp_path / "out") == ["results-00000-of-00001.jsonl"]
 
 

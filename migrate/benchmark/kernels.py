@@ -25,8 +25,9 @@ import sys
 
 START, END = "[kernels] start", "[kernels] end"
 VERBOSE_ENV = {"ONEDNN_VERBOSE": "1"}
-OFF = ("TensorFlow runs Eigen's kernels here, not oneDNN's (its default on CPUs without AVX-512 VNNI, BF16 or "
-       "AMX, or TF_ENABLE_ONEDNN_OPTS=0): no oneDNN primitives to count; TF_ENABLE_ONEDNN_OPTS=1 turns them on")
+# Within the console's 100 columns after `error: ` (scripts/kernels.py). Eigen's kernels are TensorFlow's
+# default on CPUs without AVX-512 VNNI, BF16 or AMX, and with TF_ENABLE_ONEDNN_OPTS=0.
+OFF = "Eigen's kernels run here, not oneDNN's: nothing to count (TF_ENABLE_ONEDNN_OPTS=1 for oneDNN)"
 
 
 def primitive_class(kind: str, problem: str) -> str:

@@ -74,7 +74,8 @@ def _worker(request: dict) -> dict:
     t = time.perf_counter()
     # The runtime's import, outside `build_s` (module docstring).
     if side in ("onnx", "onnx_int8"):
-        import onnxruntime  # noqa: F401
+        from ssd_mobilenet.onnx_file import import_onnxruntime
+        import_onnxruntime()
         package, runtime = "onnxruntime", "ONNX Runtime"
     elif side == "openvino":
         import openvino  # noqa: F401

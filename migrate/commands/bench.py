@@ -86,11 +86,7 @@ def run(args) -> int:
         lines = str(e).strip().splitlines()
         print(f"error: {lines[0] if lines else type(e).__name__}", file=sys.stderr)
         return EXIT_FAIL
-    print(bench.format_table(report))
-    if report.get("tflite"):
-        print(wrapped(bench.tflite_settings(report)))
-    if report.get("cold"):
-        print(bench.cold_table(report))
+    print_report(report)
     if args.json:
         bench.write_json(report, args.json, force=True)
     if args.markdown:
@@ -106,3 +102,14 @@ def run(args) -> int:
     if args.plot:
         bench.write_plot(report, args.plot, force=True)
     return EXIT_OK
+
+
+def print_report(report: dict) -> None:
+    """The report's tables on stdout, within `COLUMNS`: latency and memory, the TFLite sides'
+    settings (wrapped), the cold rows (scripts/bench.py prints the same)."""
+    from migrate import bench
+    print(bench.format_table(report))
+    if report.get("tflite"):
+        print(wrapped(bench.tflite_settings(report)))
+    if report.get("cold"):
+        print(bench.cold_table(report))

@@ -18,7 +18,7 @@
   them into a temporary folder and renames them into place when every bundle has finished.
 - An unreadable image is a line with its error (and a warning), never a failed pipeline.
 
-Runners: without `--runner` in the pipeline options, Beam's local runner with `workers`
+Runners: without `--runner` in the pipeline options, Beam's local runner (`LOCAL_RUNNER`) with `workers`
 processes (`direct_running_mode=multi_processing`), which share the machine's cores: each runs
 TensorFlow's or LiteRT's kernels on the CPU count over `workers` threads. On a cluster runner the model and the
 images must be at paths every worker can read, and the workers need this package installed
@@ -56,6 +56,7 @@ NAMESPACE = "ssd_mobilenet_migrate"
 PROGRESS_EVERY_S = 5.0
 _GLOB = re.compile(r"[*?\[]")
 _DIRECT_RUNNERS = ("directrunner", "direct", "fnapirunner", "prismrunner")
+LOCAL_RUNNER = "FnApiRunner"  # the local runner without --runner (`pipeline_options`)
 
 
 class EngineOptionError(ValueError):
@@ -259,7 +260,9 @@ def shard_names(out: str) -> tuple:
 
 
 def _existing_shards(prefix: str, suffix: str) -> dict:
-    """{shard path: its modification time} of the shards of OUT that exist."""
+    """{shard path: its modification time} of the shards of OUT that exist (local paths absolute)."""
+    if not _is_url(prefix):
+        prefix = os.path.abspath(prefix)  # Beam's local file system matches a relative pattern to nothing
     pattern = f"{prefix}-*-of-*{suffix}"
     try:
         return {m.path: m.last_updated_in_seconds for m in FileSystems.match([pattern])[0].metadata_list
@@ -284,7 +287,12 @@ def pipeline_options(workers: int | None, extra: str | None) -> tuple:
     local = None
     if runner is None or str(runner).lower() in _DIRECT_RUNNERS:
         local = workers or 1
-        args = [f"--direct_num_workers={local}", "--direct_running_mode=multi_processing", *args]
+        # Without --runner Beam's DirectRunner first tries its Prism runner, which downloads a binary
+        # into ~/.apache_beam and leaves beam-temp*, beam-requirements-cache and tmp* folders in the
+        # temporary folder, then falls back to the FnApiRunner that runs these worker processes:
+        # named, that one runs straight away and leaves nothing.
+        args = [*([] if runner else [f"--runner={LOCAL_RUNNER}"]), f"--direct_num_workers={local}",
+                "--direct_running_mode=multi_processing", *args]
         described = f"Beam's local runner ({local} worker{'s' if local > 1 else ''})"
     elif workers is not None:
         # Another runner counts its workers with its own option (--num_workers on Dataflow,

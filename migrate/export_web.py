@@ -27,7 +27,7 @@ import shutil
 import time
 
 from migrate.export_inputs import ExportInputError, load_converted
-from ssd_mobilenet import atomic_write
+from ssd_mobilenet import atomic_write, converted_dir
 
 # The repository's web/ folder: package.json and its lockfile, node_modules once installed, page/.
 WEB_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "web")
@@ -111,8 +111,9 @@ def export_web(converted: str, out: str, labels: str | None = None, max_detectio
     """Writes the web page folder of `converted` to `out` (module docstring).
 
     Args:
-      labels: a label map (`label_map.pbtxt` or a names file) whose names the page shows; without
-        one it shows `id N`.
+      labels: a label map (`label_map.pbtxt` or a names file, or `coco`) whose names the page
+        shows; default: the label map `converted` carries (`converted_dir.label_map_file`), else
+        the page shows `id N`.
       max_detections: rows of the model's outputs (default: the model's `max_total_detections`).
     Returns:
       dict: out, files ({name: bytes}), bytes (all files), model_bytes, runtime ({package: version}),
@@ -125,7 +126,7 @@ def export_web(converted: str, out: str, labels: str | None = None, max_detectio
     atomic_write.check_output(out, force, is_dir=True, flag="--web", error=ExportInputError)
     if max_detections is not None and max_detections < 1:
         raise ExportInputError(f"--max-detections {max_detections}: must be >= 1")
-    names = _labels(labels)
+    names = _labels(labels or converted_dir.label_map_file(converted))
     packages = installed_runtime()
     try:  # every package the export imports, here, so that a missing one is this one line
         import tf2onnx  # noqa: F401  (imported by `onnx_lib.convert`)

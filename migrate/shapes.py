@@ -158,7 +158,7 @@ def write(out_dir: str, force: bool = False, progress=None, num_train: int = TRA
     import tensorflow as tf
 
     from migrate.tf1 import builder
-    from ssd_mobilenet import atomic_write
+    from ssd_mobilenet import atomic_write, converted_dir
     from ssd_mobilenet.training import data, shapes_dataset
 
     say = progress or (lambda msg: None)
@@ -183,6 +183,7 @@ def write(out_dir: str, force: bool = False, progress=None, num_train: int = TRA
         # Within 100 columns for the longest type's name (ssd_mobilenet_v1_ppn): 98.
         say(f"building the TF1 {config.feature_extractor_type}: 3 classes, depth 0.25, 128x128, synthetic weights")
         builder.write_model_dir(config, os.path.join(tmp, "tf1_model"), seed=MODEL_SEED)
+        converted_dir.mark_synthetic(os.path.join(tmp, "tf1_model"))  # convert carries it; train drops it
         with open(os.path.join(tmp, "train.config"), "w", encoding="utf-8") as f:
             f.write(train_config_text(config))
     return out_dir

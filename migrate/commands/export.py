@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sys
 
-from migrate.commands.common import (EXIT_OK, add_verbose, bad_input, missing, missing_inputs, print_wrapped,
-                                     progress, tensorflow_command, warn)
+from migrate.commands.common import (EXIT_OK, add_labels, add_verbose, bad_input, labels_problem, missing,
+                                     missing_inputs, print_wrapped, progress, tensorflow_command, warn)
 from migrate.common.console import shown
 
 
@@ -36,8 +36,7 @@ def add_parser(sub) -> None:
                         "a quantization-aware model's file is int8 on its checkpoint's ranges without it")
     p.add_argument("--calibration", nargs="+", metavar="IMAGES",
                    help="JPEG/PNG files and folders to calibrate --int8 on (default: generated images)")
-    p.add_argument("--labels", metavar="FILE", help="--web: label_map.pbtxt or a names file (line N = class id N) "
-                   "whose names the page shows (default: `id N`)")
+    add_labels(p, "--web: the names the page shows (default: the label map CONVERTED carries, else `id N`)")
     p.add_argument("--force", action="store_true", help="replace an existing OUT or DIR")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
     add_verbose(p)
@@ -52,9 +51,7 @@ _NOT_WEB = {"--nms": "nms", "--int8": "int8", "--calibration": "calibration"}
 def missing_path(args):
     if missing(args.converted):
         return f"{args.converted}: no such directory (expected the output of `migrate convert`)"
-    if missing(args.labels):
-        return f"{args.labels}: no such file (--labels)"
-    return missing_inputs(args.calibration)
+    return labels_problem(args.labels) or missing_inputs(args.calibration)
 
 
 @tensorflow_command

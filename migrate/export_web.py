@@ -26,8 +26,8 @@ import os
 import shutil
 import time
 
-from migrate.export_inputs import ExportInputError, load_converted
-from ssd_mobilenet import atomic_write, converted_dir
+from migrate.export_inputs import ExportInputError, carried, load_converted
+from ssd_mobilenet import atomic_write
 
 # The repository's web/ folder: package.json and its lockfile, node_modules once installed, page/.
 WEB_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "web")
@@ -84,17 +84,6 @@ def installed_runtime(web_dir: str = WEB_DIR) -> dict:
     return found
 
 
-def _labels(path: str | None) -> dict:
-    """{class id (str): name} of a label map file, or {} without one."""
-    if path is None:
-        return {}
-    from ssd_mobilenet import label_map
-    try:
-        return {str(k): v for k, v in sorted(label_map.read(path).items())}
-    except label_map.LabelMapError as e:
-        raise ExportInputError(str(e)) from None
-
-
 def _licenses(packages: dict) -> str:
     lines = ["Third-party software in this folder (from the npm registry, copied by `migrate export --web`):", ""]
     for name, info in sorted(packages.items()):
@@ -112,8 +101,8 @@ def export_web(converted: str, out: str, labels: str | None = None, max_detectio
 
     Args:
       labels: a label map (`label_map.pbtxt` or a names file, or `coco`) whose names the page
-        shows; default: the label map `converted` carries (`converted_dir.label_map_file`), else
-        the page shows `id N`.
+        shows; default: the label map `converted` carries (`export_inputs.carried`), else the
+        page shows `id N`.
       max_detections: rows of the model's outputs (default: the model's `max_total_detections`).
     Returns:
       dict: out, files ({name: bytes}), bytes (all files), model_bytes, runtime ({package: version}),
@@ -126,7 +115,8 @@ def export_web(converted: str, out: str, labels: str | None = None, max_detectio
     atomic_write.check_output(out, force, is_dir=True, flag="--web", error=ExportInputError)
     if max_detections is not None and max_detections < 1:
         raise ExportInputError(f"--max-detections {max_detections}: must be >= 1")
-    names = _labels(labels or converted_dir.label_map_file(converted))
+    entry = carried(converted, labels)
+    names = entry.get("labels", {})
     packages = installed_runtime()
     try:  # every package the export imports, here, so that a missing one is this one line
         import tf2onnx  # noqa: F401  (imported by `onnx_lib.convert`)
@@ -152,7 +142,7 @@ def export_web(converted: str, out: str, labels: str | None = None, max_detectio
         "format": 1, "name": os.path.basename(os.path.normpath(converted)), "model": MODEL_FILE,
         "input": onnx_lib.INPUT_NAMES[network.UINT8], "image_size": [config.image_height, config.image_width],
         "num_classes": int(config.num_classes), "max_detections": int(max_detections),
-        "labels": LABELS_FILE, "has_labels": bool(names),
+        "labels": LABELS_FILE, "has_labels": bool(names), "synthetic": bool(entry.get("synthetic")),
         "runtime": {"package": ONNXRUNTIME_WEB, "version": versions[ONNXRUNTIME_WEB],
                     "script": "ort.wasm.min.mjs", "loader": "ort-wasm-simd-threaded.mjs",
                     "wasm": "ort-wasm-simd-threaded.wasm"},

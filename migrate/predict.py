@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from migrate.common import images
-from migrate.runtimes import model_classes, open_runtime
+from migrate.runtimes import model_classes, model_metadata, open_runtime
 from migrate.runtimes.base import (DEFAULT_BATCH, MAX_BATCH, BudgetError, ModelDirError, Result,  # noqa: F401
                                    RuntimeOptionError)
 from ssd_mobilenet import atomic_write, converted_dir
@@ -42,16 +42,19 @@ class OutputExistsError(FileExistsError):
 
 def model_labels(model: str, labels: str | None, warn) -> dict | None:
     """{class id: name} of `labels` (a label map file or `coco`) when given, else of the label map
-    a converted directory `model` carries (`converted_dir.label_map_file`); None without either.
-    One warning through `warn` when the map misses the model's upper class ids or names ids
-    beyond them (`label_map.coverage_warning`).
+    `model` carries: a converted directory's (`converted_dir.label_map_file`), a `.tflite` or
+    `.onnx` file's metadata `labels`; None without either. One warning through `warn` when a
+    `labels` map misses the model's upper class ids or names ids beyond them
+    (`label_map.coverage_warning`).
 
     Raises:
       label_map.LabelMapError: the map does not read.
     """
-    labels = labels or (converted_dir.label_map_file(model) if os.path.isdir(model) else None)
+    if labels is None and os.path.isdir(model):
+        labels = converted_dir.label_map_file(model)
     if labels is None:
-        return None
+        carried = model_metadata(model).get("labels") if os.path.isfile(model) else None
+        return {int(k): v for k, v in carried.items()} if isinstance(carried, dict) and carried else None
     names = label_map.read(labels)
     missed = label_map.coverage_warning(labels, names, model_classes(model), UNNAMED)
     if missed:
@@ -60,9 +63,10 @@ def model_labels(model: str, labels: str | None, warn) -> dict | None:
 
 
 def synthetic_note(model: str) -> str | None:
-    """The line that says `model`'s detections mean nothing, when it is a converted directory
-    marked as holding seeded synthetic weights (`converted_dir.synthetic_weights`), else None."""
-    if os.path.isdir(model) and converted_dir.synthetic_weights(model):
+    """The line that says `model`'s detections mean nothing, when it is marked as holding seeded
+    synthetic weights: a converted directory (`converted_dir.synthetic_weights`), a `.tflite` or
+    `.onnx` file exported from one (its metadata's `synthetic`); else None."""
+    if converted_dir.synthetic_weights(model) if os.path.isdir(model) else model_metadata(model).get("synthetic"):
         return "note: synthetic weights (seeded, not trained): these detections and labels mean nothing"
     return None
 

@@ -80,6 +80,25 @@ def mark_synthetic(directory: str) -> None:
         f.write(SYNTHETIC_TEXT)
 
 
+def carried(directory: str, labels: str | None = None) -> dict:
+    """What an exported file's metadata carries of a converted directory besides its config:
+    `labels`, {class id (str): name} of `labels` (a label map file or `coco`) or else of the
+    directory's label map, when there is one; `synthetic`, true when the directory is marked
+    (`synthetic_weights`). Keys without a value are left out.
+
+    Raises:
+      label_map.LabelMapError: the label map does not read.
+    """
+    from ssd_mobilenet import label_map
+    path = labels or label_map_file(directory)
+    entry = {}
+    if path is not None:
+        entry["labels"] = {str(k): v for k, v in sorted(label_map.read(path).items())}
+    if synthetic_weights(directory):
+        entry["synthetic"] = True
+    return entry
+
+
 def read_config(directory: str):
     """The `SSDConfig` of a converted directory's `model_config.json`.
 

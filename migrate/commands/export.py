@@ -36,7 +36,8 @@ def add_parser(sub) -> None:
                         "a quantization-aware model's file is int8 on its checkpoint's ranges without it")
     p.add_argument("--calibration", nargs="+", metavar="IMAGES",
                    help="JPEG/PNG files and folders to calibrate --int8 on (default: generated images)")
-    add_labels(p, "--web: the names the page shows (default: the label map CONVERTED carries, else `id N`)")
+    add_labels(p, "the class names the file's metadata (--web: the page) carries for predict (default: the label "
+               "map CONVERTED carries; without one, `id N`)")
     p.add_argument("--force", action="store_true", help="replace an existing OUT or DIR")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
     add_verbose(p)
@@ -59,15 +60,12 @@ def run(args) -> int:
     from migrate import export, export_inputs
     if args.web:
         return _run_web(args)
-    if args.labels is not None:
-        kind = "--onnx" if args.onnx else "--tflite"
-        return bad_input(f"--labels: names the classes on the --web page; {kind} files hold no class names")
     if args.onnx:
         return _run_onnx(args)
     try:
         result = export.export(args.converted, args.tflite, nms=args.nms or "per-class", input_type=args.input,
                                max_detections=args.max_detections, int8=args.int8, calibration=args.calibration,
-                               force=args.force, progress=progress(args.quiet), warn=warn)
+                               force=args.force, progress=progress(args.quiet), warn=warn, labels=args.labels)
     except export_inputs.ExportInputError as e:
         return bad_input(e)
     _result(result, f"{result['nms']} NMS, {result['input']} input, {'int8' if result['int8'] else 'float32'}")
@@ -91,7 +89,7 @@ def _run_onnx(args) -> int:
         result = export_onnx.export_onnx(args.converted, args.onnx, input_type=args.input,
                                          max_detections=args.max_detections, int8=args.int8,
                                          calibration=args.calibration, force=args.force, verbose=args.verbose,
-                                         progress=progress(args.quiet), warn=warn)
+                                         progress=progress(args.quiet), warn=warn, labels=args.labels)
     except export_inputs.ExportInputError as e:
         return bad_input(e)
     _result(result, f"ONNX opset {result['opset']}, {result['input']} input, "

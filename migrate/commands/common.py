@@ -96,14 +96,14 @@ def missing_records(paths, flag: str) -> str | None:
     return None
 
 
-# Every command's --labels takes the same values (`labels_problem`), with this help.
-LABELS_HELP = ("label_map.pbtxt or a names file (line N = class id N); `coco`: the COCO label map the package "
-               "ships, for the zoo's COCO models")
+# Every command's --labels takes the same values (`labels_problem`), said in its help.
+LABELS_HELP = ("a label_map.pbtxt, a names file (line N = class id N) or `coco`, the COCO label map the package "
+               "ships for the zoo's COCO models")
 
 
 def add_labels(p, what: str) -> None:
     """The `--labels` option; `what`: what the names are for in this command."""
-    p.add_argument("--labels", metavar="FILE", help=f"{LABELS_HELP}: {what}")
+    p.add_argument("--labels", metavar="FILE", help=f"{what}: {LABELS_HELP}")
 
 
 def labels_problem(value) -> str | None:

@@ -18,9 +18,8 @@ def add_parser(sub) -> None:
     p.add_argument("--train", nargs="+", required=True, metavar="RECORDS",
                    help="training TFRecords (files or globs) in the OD API's tf.Example format")
     p.add_argument("--eval", nargs="+", metavar="RECORDS", help="evaluate the trained model on these records")
-    add_labels(p, "the records' classes (default: the label map CONVERTED carries); its largest id is the class "
-               "count, and another count than the model's starts the class heads fresh; written into the trained "
-               "model")
+    add_labels(p, "the records' classes, written into the trained model (default: the label map CONVERTED "
+               "carries); a largest id other than the model's class count starts the class heads fresh")
     p.add_argument("--config", metavar="PIPELINE",
                    help="pipeline.config with the training settings (default: the source's, kept by convert)")
     p.add_argument("--steps", type=int, metavar="N", help="optimiser steps to reach (default: num_steps)")

@@ -42,6 +42,7 @@ def carried(converted: str, labels: str | None = None) -> dict:
     `labels` in its place; whether its weights are synthetic), or `ExportInputError` naming a
     label map that does not read."""
     from ssd_mobilenet import converted_dir, label_map
+    converted_config(converted)  # a directory that is not one is named as such, first
     try:
         return converted_dir.carried(converted, labels)
     except label_map.LabelMapError as e:

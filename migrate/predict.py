@@ -43,12 +43,12 @@ class OutputExistsError(FileExistsError):
 def model_labels(model: str, labels: str | None, warn) -> dict | None:
     """{class id: name} of `labels` (a label map file or `coco`) when given, else of the label map
     `model` carries: a converted directory's (`converted_dir.label_map_file`), a `.tflite` or
-    `.onnx` file's metadata `labels`; None without either. One warning through `warn` when a
-    `labels` map misses the model's upper class ids or names ids beyond them
-    (`label_map.coverage_warning`).
+    `.onnx` file's metadata `labels`; None without either. One warning through `warn` when the
+    map misses the model's upper class ids (`label_map.coverage_warning`).
 
     Raises:
-      label_map.LabelMapError: the map does not read.
+      label_map.LabelMapError: the map does not read, or names ids beyond the model's classes,
+        which it never gives (`label_map.fits`): the map of another model.
     """
     if labels is None and os.path.isdir(model):
         labels = converted_dir.label_map_file(model)
@@ -56,7 +56,10 @@ def model_labels(model: str, labels: str | None, warn) -> dict | None:
         carried = model_metadata(model).get("labels") if os.path.isfile(model) else None
         return {int(k): v for k, v in carried.items()} if isinstance(carried, dict) and carried else None
     names = label_map.read(labels)
-    missed = label_map.coverage_warning(labels, names, model_classes(model), UNNAMED)
+    num_classes = model_classes(model)
+    if num_classes:
+        label_map.fits(labels, names, num_classes)
+    missed = label_map.coverage_warning(labels, names, num_classes, UNNAMED)
     if missed:
         warn(missed)
     return names

@@ -87,13 +87,16 @@ def carried(directory: str, labels: str | None = None) -> dict:
     (`synthetic_weights`). Keys without a value are left out.
 
     Raises:
-      label_map.LabelMapError: the label map does not read.
+      label_map.LabelMapError: the label map does not read, or names ids beyond the model's
+        classes (`label_map.fits`).
     """
     from ssd_mobilenet import label_map
     path = labels or label_map_file(directory)
     entry = {}
     if path is not None:
-        entry["labels"] = {str(k): v for k, v in sorted(label_map.read(path).items())}
+        names = label_map.read(path)
+        label_map.fits(path, names, read_config(directory).num_classes)
+        entry["labels"] = {str(k): v for k, v in sorted(names.items())}
     if synthetic_weights(directory):
         entry["synthetic"] = True
     return entry

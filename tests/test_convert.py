@@ -584,3 +584,17 @@ def test_the_label_map_the_pipeline_config_names_travels_with_the_model(small_pa
     # A model not marked (a user's) is not said to mean nothing.
     assert main(["predict", out, _photo(tmp_path), "--out", results, "--force"]) == 0
     assert "note:" not in capsys.readouterr().err
+
+
+def test_the_default_model_is_marked_as_synthetic_weights(tmp_path, monkeypatch):
+    """The built-in default model's weights are generated: its TF1 directory is marked (also one
+    built before the mark existed), so that its conversion carries the mark and predict says that
+    its boxes mean nothing."""
+    from migrate import default_model
+    monkeypatch.setattr(default_model, "checkpoints_dir", lambda: str(tmp_path))
+    os.makedirs(default_model.tf1_dir())
+    # A default model built by an earlier release: its frozen graph there, no mark.
+    (tmp_path / default_model.NAME / "frozen_inference_graph.pb").write_bytes(b"")
+    assert default_model.ensure_tf1_model() == default_model.tf1_dir()
+    assert converted_dir.synthetic_weights(default_model.tf1_dir())
+    assert "not trained" in (tmp_path / default_model.NAME / converted_dir.SYNTHETIC_FILE).read_text()

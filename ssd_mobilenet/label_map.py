@@ -40,10 +40,6 @@ class LabelMapError(ValueError):
 _PBTXT_START = re.compile(r"\A(\s*#[^\n]*\n|\s)*item\s*\{")
 
 
-# A label map holds these, and only these (`string_int_label_map.proto`'s StringIntLabelMap).
-EXPECTED = "`item { id: N name: '...' }` items or one class name a line"
-
-
 def _is_text_message(text: str) -> bool:
     """Whether `text` is protobuf text format holding a message field (`name { ... }`): a
     `label_map.pbtxt` whose first item is not first, or another message (a `pipeline.config`)."""
@@ -65,7 +61,7 @@ def parse(text: str, path: str = "<label map>") -> dict:
     for n, line in enumerate(text.splitlines(), start=1):
         if "{" in line or "}" in line:
             # A names file's line is one class name: braces are a broken pbtxt or JSON.
-            raise LabelMapError(f"{path}: line {n} holds a brace: not a label map ({EXPECTED})")
+            raise LabelMapError(f"{path}: line {n}: a brace, in neither a label map nor a names file")
     return {i: name.strip() for i, name in enumerate(text.splitlines(), start=1) if name.strip()}
 
 
@@ -77,8 +73,8 @@ def _pbtxt_items(text: str, path: str) -> list:
         raise LabelMapError(f"{path}: not a valid label map: {e}") from None
     unknown = sorted(set(root) - {"item"})
     if unknown:
-        raise LabelMapError(f"{path}: not a label map: top-level field {unknown[0]!r}, where a label map has "
-                            "only `item { ... }`")
+        # A StringIntLabelMap (string_int_label_map.proto) has only `item`: a pipeline.config is not one.
+        raise LabelMapError(f"{path}: not a label map (top-level field {unknown[0]!r}, not `item`)")
     items, seen = [], {}
     for n, item in enumerate(root.get("item", []), start=1):
         if not isinstance(item, pipeline_text.TextMessage):

@@ -105,8 +105,8 @@ PIPELINE_CONFIG = "model {\n  ssd {\n    num_classes: 90\n  }\n}\ntrain_input_re
 
 
 @pytest.mark.parametrize("text, problem", [
-    (PIPELINE_CONFIG, "not a label map: top-level field 'model', where a label map has only `item { ... }`"),
-    ('{"1": "person", "2": "car"}\n', "line 1 holds a brace: not a label map"),
+    (PIPELINE_CONFIG, "not a label map (top-level field 'model', not `item`)"),
+    ('{"1": "person", "2": "car"}\n', "line 1: a brace, in neither a label map nor a names file"),
     ("# mine\nitem { id: 1 name: 'a' \n", 'expected "}"'),
     ("item { id: 0 name: 'person' }\n", "item 1 has id 0: class ids start at 1 (0 is only `background`)"),
     ("item { id: -2 name: 'a' }\n", "item 1 has id -2: class ids start at 1"),
@@ -149,6 +149,6 @@ def test_every_command_takes_the_same_labels_and_refuses_the_same_files(tmp_path
     assert capsys.readouterr().err == (f"error: {missing}: no such file (--labels): the model's label map, or "
                                        "`coco` for the COCO zoo's\n")
     assert cli.main(argv + ["--labels", str(config)]) == 2
-    assert capsys.readouterr().err == (f"error: {config}: not a label map: top-level field 'model', where a label "
-                                       "map has only `item { ... }`\n")
+    assert capsys.readouterr().err == (f"error: {config}: not a label map (top-level field "
+                                       "'model', not `item`)\n")
     assert sorted(os.listdir(tmp_path)) == ["IMAGE", "MODEL", "RECORD", "pipeline.config"]

@@ -361,7 +361,7 @@ def test_label_maps(tmp_path):
     for text, problem in [("item { id: 1 name: 'a' ", 'expected "}"'),
                           ("item { id: x name: 'a' }", "item 1 has no integer id (got 'x')"),
                           ("item { id: 2 }", "item 1 (id 2) has no quoted name"),
-                          ("item { id: 1 name: 'a' }\nother { }", "not a label map: top-level field 'other'"),
+                          ("item { id: 1 name: 'a' }\nother { }", "not a label map (top-level field 'other'"),
                           ("\n\n", "no class names")]:
         bad = tmp_path / "bad.pbtxt"
         bad.write_text(text)

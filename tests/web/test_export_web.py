@@ -197,7 +197,7 @@ def test_export_web_bad_input_is_one_line_exit_2_and_nothing_written(small_conve
         "labels_beyond": (["--labels", "coco"], "coco: ids 4..90 beyond the model's 3 classes"),
         "bad_labels": (["--labels", str(tmp_path / "labels.pbtxt")], f"{tmp_path / 'labels.pbtxt'}:"),
         "config_labels": (["--labels", str(tmp_path / "pipeline.config")],
-                          f"{tmp_path / 'pipeline.config'}: not a label map: top-level field 'model'"),
+                          f"{tmp_path / 'pipeline.config'}: not a label map (top-level field 'model'"),
         "no_labels_file": (["--labels", str(tmp_path / "nothing.pbtxt")],
                            f"{tmp_path / 'nothing.pbtxt'}: no such file (--labels): the model's label map, or `coco`"),
         "not_converted": (None, f"{tmp_path}: not a converted model directory"),

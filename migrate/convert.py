@@ -171,8 +171,7 @@ def kept_label_map(source, labels: str | None, num_classes: int) -> tuple:
     else:
         named = named_label_map(source)
         if named is None:
-            return None, ("no label map kept (none named by a pipeline.config): `--labels FILE` or "
-                          "`--labels coco` keeps one")
+            return None, "no label map kept (no pipeline.config names one): give one with `--labels FILE` or `coco`"
         path = _found_label_map(named, source.pipeline_config_from)
         if path is None:
             return None, (f"label map {named} (pipeline.config's label_map_path) not found: give it with "

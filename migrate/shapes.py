@@ -6,8 +6,9 @@ DIR gets:
   images/                                     the evaluation images as JPEG files, for `predict --png`
   tf1_model/                                  a small TF1 SSD MobileNet v1 for the shapes' three classes
                                               (depth multiplier 0.25, 128x128), built by `migrate.tf1.builder`
-                                              with seeded synthetic weights, in the zoo's layout; with
-                                              `--model ppn` the PPN (`PPN_MODEL_CONFIG`)
+                                              with seeded synthetic weights, in the zoo's layout, marked
+                                              so (`converted_dir.SYNTHETIC_FILE`); with `--model ppn` the
+                                              PPN (`PPN_MODEL_CONFIG`)
   train.config                                the pipeline.config to train it with (`--config`)
 
 The model starts from synthetic weights, not from a trained one, so its detections mean nothing

@@ -18,8 +18,8 @@ OUT (default `CONVERTED_trained`) holds `checkpoints/` (the resumable state: a r
 on the same OUT continues from its last checkpoint) and `model/`, the trained model as `convert`
 writes one (`model_config.json`, `checkpoint/`, `pipeline.config`, `saved_model/`, and the label
 map: `--labels`, else CONVERTED's), renamed into place when training ends. Its weights are trained:
-CONVERTED's mark of synthetic weights (`converted_dir.SYNTHETIC_FILE`) does not go along. An OUT that is not a training run's is refused unless `--force`,
-which also starts a run over.
+CONVERTED's mark of synthetic weights (`converted_dir.SYNTHETIC_FILE`) does not go along. An
+OUT that is not a training run's is refused unless `--force`, which also starts a run over.
 
 `--devices N` trains on N devices with `tf.distribute.MirroredStrategy`, each batch split evenly
 across them (`ssd_mobilenet.training.distribute`): N GPUs when there are GPUs (`all`: every

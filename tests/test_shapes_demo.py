@@ -59,7 +59,8 @@ def test_the_ppn_demo_trains(tmp_path, capsys):
                  os.path.join(out, "train.record"), "--steps", "2", "--batch", "2", "--out", run]) == 0
     assert "step 2/2: loss" in capsys.readouterr().err
     # The conversion carries the mark of synthetic weights; the trained model does not.
-    assert converted_dir.synthetic_weights(converted) and not converted_dir.synthetic_weights(os.path.join(run, "model"))
+    assert converted_dir.synthetic_weights(converted)
+    assert not converted_dir.synthetic_weights(os.path.join(run, "model"))
     before, after = detector.load_model(converted), detector.load_model(os.path.join(run, "model"))
     assert after.config.feature_extractor_type == shapes.PPN_MODEL_CONFIG.feature_extractor_type
     assert after.config.box_predictor_type == shapes.PPN_MODEL_CONFIG.box_predictor_type

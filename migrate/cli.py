@@ -8,6 +8,7 @@ runs the command.
 from __future__ import annotations
 
 import argparse
+import difflib
 import gc
 import importlib.metadata
 import importlib.util
@@ -17,7 +18,7 @@ import shutil
 import sys
 
 from migrate.commands import bench, convert, evaluate, export, predict, shapes, train, verify
-from migrate.commands.common import COLUMNS, EXIT_BAD_INPUT
+from migrate.commands.common import COLUMNS, EXIT_BAD_INPUT, tensorflow_missing
 
 # The subcommands, in the order `--help` lists them.
 COMMANDS = {"convert": convert, "predict": predict, "verify": verify, "bench": bench, "evaluate": evaluate,
@@ -81,23 +82,71 @@ class _HelpFormatter(argparse.HelpFormatter):
         super().__init__(prog, width=kwargs.pop("width", None) or width, **kwargs)
 
 
+def _did_you_mean(word: str, known) -> str:
+    """` (did you mean X?)` for the entry of `known` closest to a misspelt `word`, else ""."""
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser with `_HelpFormatter`; `add_subparsers` makes the commands' of this class."""
+    """An ArgumentParser with `_HelpFormatter` that names the closest choice to a misspelt one
+    (argparse does from Python 3.14 only, and in other words); `add_subparsers` makes the
+    commands' of this class."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(*args, **kwargs)
 
+    def _check_value(self, action, value):
+        # argparse's hook for a value outside `choices`: the command's name, or an option's (--precision).
+        if action.choices is None or value in action.choices:
+            return super()._check_value(action, value)
+        hint = _did_you_mean(value, action.choices)
+        if action.dest == "command":  # the eight names would not fit the line: --help lists them with their use
+            hint = hint or f" ({self.prog} --help lists them)"
+            raise argparse.ArgumentError(None, f"{value}: no such command{hint}")
+        name = action.option_strings[-1] if action.option_strings else action.metavar or action.dest
+        raise argparse.ArgumentError(None, f"{name} {value}: no such choice" + (hint or " (the usage line lists them)"))
+
+
+class _CommandParser(_Parser):
+    """A command's parser: an argument it does not know is its error (`python -m migrate
+    COMMAND: error: unrecognized arguments: --ouput x (did you mean --out?)`, with its usage), not
+    the top-level parser's, which argparse would report without the command."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            unknown = next((arg.split("=")[0] for arg in extras if arg.startswith("-")), None)
+            self.error(f"unrecognized arguments: {' '.join(extras)}"
+                       + (_did_you_mean(unknown, self._option_string_actions) if unknown else ""))
+        return namespace, extras
+
+
+# What `--help` says of the tool, above the commands (and docs/reference/cli.md, scripts/cli_reference.py).
+DESCRIPTION = ("Convert a TF1 Object Detection API SSD MobileNet v1 to a native TF2 model, check it against the "
+               "TF1 graph, then run, export, evaluate, train or benchmark it.")
+
 
 def _parser():
-    p = _Parser(prog="python -m migrate", description=__doc__.split("\n\n")[0])
+    p = _Parser(prog="python -m migrate", description=DESCRIPTION,
+                epilog="`python -m migrate COMMAND --help` shows a command's arguments.")
     p.add_argument("--version", action=_VersionAction,
                    help="show the package's version, Python's and the installed runtimes' (TensorFlow, LiteRT, "
                         "ONNX Runtime), and exit")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_CommandParser)
     for command in COMMANDS.values():
         command.add_parser(sub)
     return p
+
+
+def _missing_tensorflow(args):
+    """The message when the command runs TensorFlow (`common.tensorflow_command`) and it is not
+    installed (a device install, deploy.md), else None: said before a path, which the user would
+    otherwise fix only to learn this. `predict` checks by its MODEL (a file's runtime needs none)."""
+    if getattr(COMMANDS[args.command].run, "needs_tensorflow", False):
+        return tensorflow_missing(args.command)
+    return None
 
 
 def _missing_path(args):
@@ -123,7 +172,7 @@ def _values_attached(argv) -> list:
 
 def main(argv=None) -> int:
     args = _parser().parse_args(_values_attached(argv))
-    problem = _missing_path(args)
+    problem = _missing_tensorflow(args) or _missing_path(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT

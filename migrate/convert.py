@@ -76,32 +76,42 @@ class CheckRefusedError(ValueError):
     """The self-check cannot run the source's graph (ops outside the allowlist, no image input)."""
 
 
-def assumed_fields(source, config) -> dict:
-    """{field: value} of the config that neither a graph nor a pipeline.config stated."""
+IMAGE_SIZE_FIELDS = ("image_height", "image_width")
+
+
+def assumed_fields(source, config, image_size=None) -> dict:
+    """{field: value} of the config that neither a graph, a pipeline.config nor `--image-size`
+    (`image_size`) stated."""
     if source.graph_def is not None:
         return {}
     fields = GRAPH_ONLY_FIELDS + (() if source.pipeline_config is not None else CONFIG_OR_GRAPH_FIELDS)
-    return {k: getattr(config, k) for k in fields}
+    return {k: getattr(config, k) for k in fields if not (image_size is not None and k in IMAGE_SIZE_FIELDS)}
 
 
-def _unchecked(source, config, check: bool, say):
+def _unchecked(source, config, check: bool, say, image_size=None):
     """The report's `check` when nothing is checked (--no-check, no graph, a TFLite export graph),
-    or None when the check runs."""
+    or None when the check runs. Without a graph the assumed fields are said (--no-check or not):
+    the console's one statement of their values."""
     from migrate.tf1 import graph_traits
+    if source.graph_def is None:
+        assumed = assumed_fields(source, config, image_size)
+        # Values as model_config.json's float32 fields read (0.6, not 0.6000000238418579); the
+        # image size has a line of its own among the notes (`config_inference.infer_config`).
+        say(f"no graph to check the conversion against ({source.weights_from} alone): assumed "
+            + ", ".join(f"{k}={config_inference._show(v)}" for k, v in assumed.items()
+                        if k not in IMAGE_SIZE_FIELDS))
+        return {"ran": False,
+                "reason": "--no-check" if not check else "no graph: a checkpoint alone has nothing to check against",
+                "assumed": {k: list(v) if isinstance(v, tuple) else v for k, v in assumed.items()}}
     if not check:
         return {"ran": False, "reason": "--no-check"}
-    if source.graph_def is None:
-        assumed = assumed_fields(source, config)
-        say(f"no graph to check the conversion against ({source.weights_from} alone): assumed "
-            + ", ".join(f"{k}={v}" for k, v in assumed.items()))
-        return {"ran": False, "reason": "no graph: a checkpoint alone has nothing to check against",
-                "assumed": {k: list(v) if isinstance(v, tuple) else v for k, v in assumed.items()}}
     if graph_traits.is_tflite_export(source.graph_def):
         return {"ran": False, "reason": f"{source.graph_from}: {graph_traits.TFLITE_REFUSAL}"}
     return None
 
 
-def _check(source, tmp: str, config, check: bool, allow_ops, say, precision: str, write_saved_model) -> dict:
+def _check(source, tmp: str, config, check: bool, allow_ops, say, precision: str, write_saved_model,
+           image_size=None) -> dict:
     """The report's `check`: `self_check.check_conversion` on the model as written to `tmp` (its
     checkpoint stage by stage, then its SavedModel on detections), or why not. `write_saved_model()`
     writes the SavedModel into `tmp`: after the checkpoint's stages have passed, or at once when
@@ -109,7 +119,7 @@ def _check(source, tmp: str, config, check: bool, allow_ops, say, precision: str
     from migrate.tf1 import self_check
     from migrate.tf1.inference_graph import VerifyInputError
     from migrate.tf1.side_by_side import saved_model_detector
-    unchecked = _unchecked(source, config, check, say)
+    unchecked = _unchecked(source, config, check, say, image_size)
     if unchecked is not None:
         write_saved_model()
         return unchecked
@@ -272,7 +282,7 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
         t = time.perf_counter()
         # On the checkpoint and the SavedModel as written, reloaded; the SavedModel is written
         # once the checkpoint's stages pass (a failing conversion ends without paying for it).
-        check_report = _check(source, tmp, config, check, allow_ops, say, precision, write_saved_model)
+        check_report = _check(source, tmp, config, check, allow_ops, say, precision, write_saved_model, image_size)
         timings["check_s"] = time.perf_counter() - t - timings["saved_model_s"]
         timings["total_s"] = time.perf_counter() - t0
         report = {

@@ -53,7 +53,9 @@ def model_runner(model: str, allow_ops=()):
         def run(images):
             out = detector(images)  # once per image, not once per output
             return {k: out[k].numpy() for k in DETECTION_OUTPUTS}
-        return run, "converted (TF2)", detector.config.num_classes
+        from migrate.common.console import shown
+        # Named by its folder, as "TF1 graph (...)" is: `train --eval` evaluates the model it wrote.
+        return run, f"converted model ({shown(model)})", detector.config.num_classes
     from migrate.tf1 import config_inference, sources
     from migrate.tf1.frozen_graph import FrozenGraphRunner
     from migrate.tf1.inference_graph import VerifyInputError, inference_graph_of

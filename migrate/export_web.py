@@ -1,10 +1,13 @@
 """`export --web DIR`: a converted model as a static web page that detects objects in the browser.
 
-The folder holds the page (`web/page/`: index.html, app.js, jpeg.js, draw.js, style.css), the
-model's `.onnx` file (`ssd_mobilenet.export.onnx`, the uint8 photo of any size in), its label map
-as `labels.json`, `model.json` (what the page reads first: the files, the input's name, the
-model's size), and the browser runtime, copied from `web/node_modules` (npm, pinned by
-`web/package-lock.json`, installed by `scripts/setup_env.sh`):
+The folder holds the page (`web/page/`: index.html, with the model's name and size and the
+example written into it, app.js, jpeg.js, draw.js, style.css), the model's `.onnx` file
+(`ssd_mobilenet.export.onnx`, the uint8 photo of any size in), its label map as `labels.json`,
+`model.json` (what the page reads first: the files, the input's name, the model's size, the
+example's record), with `example` an example photo and the same photo with the converted model's
+detections drawn (`predict --png`'s drawing), which the page shows from its first paint and
+replaces by its own run once the model has loaded, and the browser runtime, copied from
+`web/node_modules` (npm, pinned by `web/package-lock.json`, installed by `scripts/setup_env.sh`):
 
 - ONNX Runtime Web (`onnxruntime-web`): its WebAssembly build with SIMD and threads, which run
   where the page is cross-origin isolated (served with COOP/COEP headers), else on one thread;
@@ -14,13 +17,15 @@ model's size), and the browser runtime, copied from `web/node_modules` (npm, pin
 
 Any static file server serves it; it fetches nothing from elsewhere. `export_web(converted, out,
 ...)` is the command as a library function. Bad input (no converted model, an existing DIR without
-`force`, a label map that does not read, an option that does not apply, the runtime not
-installed) raises `ExportInputError` with one line before anything is written; the folder is
+`force`, a label map that does not read, an example that is not an image, an option that does
+not apply, the runtime not installed) raises `ExportInputError` with one line before anything is written; the folder is
 written beside DIR and renamed into place.
 """
 
 from __future__ import annotations
 
+import html
+import io
 import json
 import os
 import shutil
@@ -37,6 +42,11 @@ MODEL_FILE = "model.onnx"
 LABELS_FILE = "labels.json"
 MANIFEST_FILE = "model.json"
 LICENSES_FILE = "third_party.txt"
+# The example photo (its own extension) and the same photo with the detections found at export time.
+EXAMPLE_STEM = "example"
+EXAMPLE_DRAWN = "example_drawn.jpg"
+# The page draws detections from this score (draw.js's MIN_SCORE, `predict --png-min-score`'s default).
+DRAW_MIN_SCORE = 0.5
 # scripts/setup_env.sh runs it.
 INSTALL_HINT = "npm ci --ignore-scripts --prefix web"
 
@@ -84,6 +94,87 @@ def installed_runtime(web_dir: str = WEB_DIR) -> dict:
     return found
 
 
+def _example_image(photo: str):
+    """The example photo as TensorFlow decodes it (`predict`'s pixels): uint8 [H, W, 3].
+
+    Raises:
+      ExportInputError: not an image TensorFlow reads, naming it and --example.
+    """
+    from migrate.common import images
+    try:
+        return images.read_image(photo)
+    except images.ImageError as e:
+        # TensorFlow's reason to its first sentence ("Unknown image file format"), within 100 columns.
+        raise ExportInputError(f"{str(e).split('. ')[0].rstrip('.')} (--example)") from None
+
+
+def _example(model, photo: str, image, names: dict, max_detections: int) -> dict:
+    """The example's part of the folder: the converted model's detections on `photo`, the TF1
+    graph's as `verify` checks them, found here so that the page shows them from its first paint.
+
+    Args:
+      model: the converted `SSDMobileNetV1`; image: the photo's pixels (`_example_image`);
+      names: {class id (str): name} (`export_inputs.carried`'s labels); max_detections: rows of
+      the page's `.onnx` file, which keeps the best that many.
+    Returns:
+      dict: photo (its name in the folder: `EXAMPLE_STEM` and the file's extension), data (the
+      file's bytes), record (`predict`'s JSON line of it), drawn (JPEG bytes of the photo with
+      the detections scoring >= `DRAW_MIN_SCORE` drawn as `predict --png` draws them).
+    """
+    import numpy as np
+    from PIL import Image
+
+    from migrate import predict
+    from migrate.common import draw
+    from migrate.runtimes.base import from_outputs
+    from ssd_mobilenet.detector import Detector
+    name = EXAMPLE_STEM + os.path.splitext(photo)[1].lower()
+    # Unsliced: the model is converted to ONNX afterwards, as loaded.
+    outputs = {k: v.numpy() for k, v in Detector(model, slice_size=None)(image[None]).items()}
+    outputs["num_detections"] = np.minimum(outputs["num_detections"], max_detections)
+    result = from_outputs(name, image.shape[0], image.shape[1], outputs)
+    labels = {int(k): v for k, v in names.items()} or None
+    drawn = io.BytesIO()
+    Image.fromarray(draw.draw_labelled(image, result.boxes, result.classes, result.scores, labels,
+                                       DRAW_MIN_SCORE)).save(drawn, format="JPEG", quality=90)
+    with open(photo, "rb") as f:
+        data = f.read()
+    return {"photo": name, "data": data, "record": predict.record(result, labels), "drawn": drawn.getvalue()}
+
+
+def _filled(html_text: str, marker: str, content: str) -> str:
+    """`html_text` with its one `marker` replaced by `content`."""
+    if html_text.count(marker) != 1:  # web/page/index.html changed without this module
+        raise RuntimeError(f"index.html: {marker!r} found {html_text.count(marker)} times, not once")
+    return html_text.replace(marker, content)
+
+
+def _caption(record: dict) -> str:
+    """The example's caption (HTML) until the page has run the model itself (app.js's `caption`
+    then); its `pending` part goes when the model cannot load."""
+    drawn = sum(d["score"] >= DRAW_MIN_SCORE for d in record["detections"])
+    return html.escape(f"{record['image']}: {record['width']}x{record['height']}, {drawn} of "
+                       f"{record['num_detections']} detections drawn (score {DRAW_MIN_SCORE:g} or more), as found "
+                       "when this page was made") + '<span class="pending">; running the model in this browser…</span>'
+
+
+def _page_html(template: str, name: str, model_bytes: int, example: dict | None) -> str:
+    """index.html with what the export knows written into it: the model's name and download size,
+    and the example photo with its detections drawn, which a browser paints before its load event
+    (a screenshot, a link preview) while app.js is still loading the model."""
+    page = _filled(template, '<span id="model-name"></span>', f'<span id="model-name">({html.escape(name)})</span>')
+    page = _filled(page, "Loading the model&hellip;", f"Loading the model ({model_bytes / 1e6:.1f} MB)&hellip;")
+    if example is not None:
+        record = example["record"]
+        figure = (f'<figure id="example" data-photo="{html.escape(example["photo"])}">'
+                  f'<img src="{EXAMPLE_DRAWN}" width="{record["width"]}" height="{record["height"]}" '
+                  f'alt="The example photo with the detections found on it">'
+                  f"<figcaption>{_caption(record)}</figcaption></figure>")
+        page = _filled(page, '<section id="results" aria-live="polite"></section>',
+                       f'<section id="results" aria-live="polite">{figure}</section>')
+    return page
+
+
 def _licenses(packages: dict) -> str:
     lines = ["Third-party software in this folder (from the npm registry, copied by `migrate export --web`):", ""]
     for name, info in sorted(packages.items()):
@@ -96,7 +187,7 @@ def _licenses(packages: dict) -> str:
 
 
 def export_web(converted: str, out: str, labels: str | None = None, max_detections: int | None = None,
-               force: bool = False, verbose: bool = False, progress=None) -> dict:
+               example: str | None = None, force: bool = False, verbose: bool = False, progress=None) -> dict:
     """Writes the web page folder of `converted` to `out` (module docstring).
 
     Args:
@@ -104,9 +195,11 @@ def export_web(converted: str, out: str, labels: str | None = None, max_detectio
         shows; default: the label map `converted` carries (`export_inputs.carried`), else the
         page shows `id N`.
       max_detections: rows of the model's outputs (default: the model's `max_total_detections`).
+      example: a photo the page shows with the converted model's detections from its first paint
+        (`_example`), then with its own; without one the page starts empty.
     Returns:
       dict: out, files ({name: bytes}), bytes (all files), model_bytes, runtime ({package: version}),
-      max_detections, seconds.
+      max_detections, example (its record, or None), seconds.
     Raises:
       ExportInputError: bad input, one line naming the path or option; nothing is written.
     """
@@ -117,6 +210,7 @@ def export_web(converted: str, out: str, labels: str | None = None, max_detectio
         raise ExportInputError(f"--max-detections {max_detections}: must be >= 1")
     entry = carried(converted, labels)
     names = entry.get("labels", {})
+    image = None if example is None else _example_image(example)
     packages = installed_runtime()
     try:  # every package the export imports, here, so that a missing one is this one line
         import tf2onnx  # noqa: F401  (imported by `onnx_lib.convert`)
@@ -135,6 +229,10 @@ def export_web(converted: str, out: str, labels: str | None = None, max_detectio
         # The page takes photos of any size, resized inside the file.
         raise ExportInputError(f"{converted}: resize_method {config.resize_method}: no ONNX form takes any size")
     max_detections = max_detections or config.max_total_detections
+    shown = None
+    if example is not None:
+        say(f"detecting objects in {example} (--example) with the converted model")
+        shown = _example(model, example, image, names, max_detections)
     say(f"converting to ONNX (opset {onnx_lib.OPSET}, uint8 input of any size, {max_detections} detections)")
     model_bytes = onnx_lib.convert(model, network.UINT8, max_detections, verbose=verbose).SerializeToString()
     versions = {name: info["version"] for name, info in packages.items()}
@@ -157,6 +255,10 @@ def export_web(converted: str, out: str, labels: str | None = None, max_detectio
             files[name] = len(data)
 
         for name in PAGE_FILES:
+            if name == "index.html":
+                with open(os.path.join(PAGE_DIR, name), encoding="utf-8") as f:
+                    put(name, _page_html(f.read(), manifest["name"], len(model_bytes), shown).encode("utf-8"))
+                continue
             shutil.copyfile(os.path.join(PAGE_DIR, name), os.path.join(folder, name))
             files[name] = os.path.getsize(os.path.join(folder, name))
         for package, inside, name in RUNTIME_FILES:
@@ -165,8 +267,13 @@ def export_web(converted: str, out: str, labels: str | None = None, max_detectio
         put(MODEL_FILE, model_bytes)
         put(LABELS_FILE, (json.dumps(names, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
         put(LICENSES_FILE, _licenses(packages).encode("utf-8"))
+        if shown is not None:
+            put(shown["photo"], shown["data"])
+            put(EXAMPLE_DRAWN, shown["drawn"])
+            manifest["example"] = {"photo": shown["photo"], "drawn": EXAMPLE_DRAWN, "record": shown["record"]}
         # The page checks that every file it will fetch is there before it fetches megabytes.
         manifest["files"] = {name: size for name, size in sorted(files.items()) if name not in PAGE_FILES}
         put(MANIFEST_FILE, (json.dumps(manifest, indent=1) + "\n").encode("utf-8"))
     return {"out": os.path.abspath(out), "files": files, "bytes": sum(files.values()), "model_bytes": len(model_bytes),
-            "runtime": versions, "max_detections": max_detections, "seconds": time.perf_counter() - start}
+            "runtime": versions, "max_detections": max_detections, "example": shown and shown["record"],
+            "seconds": time.perf_counter() - start}

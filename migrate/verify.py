@@ -10,7 +10,9 @@ tolerance is the `first_divergence`.
 
 Cost (each side in its own fresh subprocess, `migrate.common.measure`): TensorFlow allocator peak,
 process peak RSS and latency per batch size. The TF1 side is measured as a user runs it: the
-frozen inference graph in a session with the default config.
+frozen inference graph in a session with the default config. A `.tflite` or `.onnx` file is
+measured as `bench` measures it, in a process without TensorFlow
+(`migrate.benchmark.litert_memory`): its peak RSS is the file's own footprint.
 
 Tolerance: `|tf2 - tf1| <= atol + rtol * max|tf1|` element-wise on every tensor (the range of
 the tensor, see `compare_tensor`), `atol + rtol` on boxes and scores (range 1); detection counts
@@ -46,13 +48,14 @@ import platform
 
 import migrate
 from migrate.common.console import shown
-from migrate.tf1 import frozen_graph
+from migrate.tf1 import frozen_graph, sources
 from migrate.tf1.inference_graph import VerifyInputError, inference_graph_of, tf1_inference_graph
 from migrate.tf1.parity import (DEFAULT_ATOL, DEFAULT_RTOL, MATCH_IOU, MIXED_TOLERANCES, NMS_FLIP_BAND,
                                 compare_detections, compare_tensor, match_detections, summarise)
 from migrate.tf1.side_by_side import compare_batches, saved_model_detector, tf2_side
 from migrate.verification.inputs import (_check_outputs, file_images, generated_images, resolve_paths,
                                          saved_model_precision)
+from migrate.verification import same_network
 from migrate.verification.measuring import _measure_sides, _side_summary, _trace
 from migrate.verification.report import (RUNTIMES, VerifyReport, _first_divergence, _tolerances,
                                          _write_pngs, format_report)
@@ -190,9 +193,7 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
     stages = frozen_graph.endpoint_candidates(model)
     stages[frozen_graph.DECODED_BOXES[0]] = frozen_graph.DECODED_BOXES[1]
     stage_nodes = [c.split(":")[0] for _, candidates in stages.values() for c in candidates]
-    say(f"reading the TF1 model {src}")
-    graph_def, graph_from = tf1_inference_graph(src, stage_nodes, allow_ops,
-                                                image_size=(config.image_height, config.image_width))
+    graph_def, graph_from = _tf1_graph(src, converted, config, stage_nodes, allow_ops, say)
     skipped = []
     batches = file_images(images, batch, warn, skipped) if images else generated_images(config, batch)
 
@@ -247,6 +248,17 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
     return report
 
 
+def _tf1_graph(src: str, converted: str, config, stage_nodes, allow_ops, say):
+    """(frozen inference GraphDef, where it came from) of the TF1 model at `src`, after checking
+    that it is the converted model's network (`same_network`: else `VerifyInputError` in one line,
+    before anything runs); `stage_nodes` are kept in the graph as `inference_graph_of` keeps them."""
+    say(f"reading the TF1 model {src}")
+    source = sources.open_source(src)
+    tf1 = same_network.tf1_config(source, config)
+    same_network.check_same_network(tf1, config, converted, src)
+    return inference_graph_of(source, stage_nodes, allow_ops, config=tf1)
+
+
 def _exact_runner(graph_def, graph_from: str):
     """The TF1 graph in a session with Grappler off (`FrozenGraphRunner(exact_arithmetic=True)`), or
     `VerifyInputError` naming `graph_from` when it does not import (e.g. an op this TensorFlow lacks)."""
@@ -299,9 +311,7 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
     rtol = DEFAULT_RTOL if rtol is None else rtol
     if atol < 0 or rtol < 0:
         raise VerifyInputError("tolerances must be >= 0")
-    say(f"reading the TF1 model {src}")
-    graph_def, graph_from = tf1_inference_graph(src, [], allow_ops, image_size=(config.image_height,
-                                                                                config.image_width))
+    graph_def, graph_from = _tf1_graph(src, converted, config, [], allow_ops, say)
     # The verify image set as in the other modes; each image then goes through on its own.
     skipped = []
     batches = file_images(images, DEFAULT_BATCH, warn, skipped) if images else generated_images(config, DEFAULT_BATCH)
@@ -335,8 +345,9 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
     if measure:
         tf1_result, tflite_result = _measure_tflite_sides(graph_def, info["file"], threads, drawn[0][1][None],
                                                           warmup, repeats, say, file_runtime)
-        notes.append(f"{kind.side} side: memory is the process's RSS "
-                     "(TensorFlow's allocator does not see the runtime's arena); both processes import TensorFlow")
+        notes.append(f"{kind.side} side: measured as bench measures it, in a fresh process with {kind.runtime} alone "
+                     "(no TensorFlow): its peak RSS is the file's footprint on a device; the TF1 side's process "
+                     "holds TensorFlow")
     report = VerifyReport(
         passed=first is None, first_divergence=first, tensors=[], detections=detections,
         tf1=_side_summary(tf1_result, "session (frozen graph, default ConfigProto)"),

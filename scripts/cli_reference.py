@@ -77,6 +77,8 @@ def render() -> str:
         "",
         "<!-- Written by scripts/cli_reference.py from migrate.cli._parser(); do not edit by hand. -->",
         "",
+        parser.description,  # what `python -m migrate --help` says first
+        "",
         "Every command runs as `python -m migrate COMMAND ...` (or `ssd-migrate COMMAND ...` once the package "
         "is installed). Exit codes: 0 success, 1 a check that failed (a mismatch, a failed run), 2 bad input "
         "(one `error:` line, nothing written; see [Troubleshooting](../guides/troubleshooting.md)).",

@@ -7,7 +7,14 @@ Keras network and `detector` the `tf.function` inference wrapper; `load` (`loadi
 converted directory's SavedModel (`saved_model_detector`) or builds the Keras model.
 (`backbone`, `box_predictor` and `anchors` keep their old names for the same code.)
 Boxes are [ymin, xmin, ymax, xmax], normalised to the image, everywhere.
+
+`import ssd_mobilenet` loads no TensorFlow. The first name taken from the package that needs it
+(`ssd_mobilenet.load`, `from ssd_mobilenet import image_io`) imports TensorFlow without the
+lines its libraries print while they load (`tensorflow_start`); what TensorFlow logs afterwards
+is left as it is. The modules in `WITHOUT_TENSORFLOW` load without it.
 """
+
+import importlib.util
 
 from ssd_mobilenet.config import ConfigError, SSDConfig
 
@@ -15,19 +22,20 @@ __version__ = "0.1.0"
 
 __all__ = ["ConfigError", "SSDConfig", "SSDMobileNetV1", "count_parameters", "load", "Detector", "__version__"]
 
+# The modules that load without TensorFlow (the command line reads them before it loads
+# TensorFlow, or instead of it: a `.tflite` or `.onnx` file on a device).
+WITHOUT_TENSORFLOW = ("atomic_write", "config", "converted_dir", "hardware", "label_map", "label_maps", "litert",
+                      "onnx_file", "pipeline_messages", "pipeline_schema", "pipeline_text", "tensorflow_start")
+# The names loaded on first use: {name: module that defines it}.
+_ON_FIRST_USE = {"SSDMobileNetV1": "model", "count_parameters": "model", "load": "loading", "Detector": "detector"}
+
 
 def __getattr__(name):
-    # The model and the detector import TensorFlow: on first use, so that the package's light
-    # modules (config, pipeline_text, atomic_write, label_map) load without it, as the command
-    # line needs before it quiets TensorFlow's start-up lines.
-    if name in ("SSDMobileNetV1", "count_parameters"):
-        from ssd_mobilenet import model
-        return getattr(model, name)
-    if name == "load":
-        # The default path runs the converted directory's SavedModel: no Keras model is built.
-        from ssd_mobilenet import loading
-        return loading.load
-    if name == "Detector":
-        from ssd_mobilenet import detector
-        return detector.Detector
+    # Also asked by `from ssd_mobilenet import MODULE` before a module not yet imported is: the
+    # modules that need TensorFlow load it without its start-up lines first.
+    if name in _ON_FIRST_USE or (name not in WITHOUT_TENSORFLOW and importlib.util.find_spec(f"{__name__}.{name}")):
+        from ssd_mobilenet import tensorflow_start
+        tensorflow_start.import_quietly()
+        module = importlib.import_module(f"{__name__}.{_ON_FIRST_USE.get(name, name)}")
+        return getattr(module, name) if name in _ON_FIRST_USE else module
     raise AttributeError(name)

@@ -88,6 +88,39 @@ def test_version_says_where_tensorflow_is_not_installed(monkeypatch, capsys):
     assert printed.endswith("; no TensorFlow)\n") and "TensorFlow " not in printed and "LiteRT " in printed
 
 
+# ---- --help and argparse's own errors -----------------------------------------------------------
+
+def test_help_says_what_the_tool_does(wide_terminal, capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m migrate [-h] [--version] COMMAND ...\n\nConvert a TF1 Object Detection")
+    assert "main(argv)" not in out and "`python -m migrate COMMAND --help` shows a command's arguments." in out
+
+
+# A misspelt option, choice or command: (command line, the error line; troubleshooting.md shows the first
+# form of each).
+MISSPELT = [
+    ("convert SRC --ouput x", "python -m migrate convert: error: unrecognized arguments: --ouput x (did you mean --out?)"),
+    ("convert SRC --ouput=x", "python -m migrate convert: error: unrecognized arguments: --ouput=x (did you mean --out?)"),
+    ("predict M I --precision floa32",
+     "python -m migrate predict: error: --precision floa32: no such choice (did you mean float32?)"),
+    ("predict M I --precision half", "python -m migrate predict: error: --precision half: no such choice (the usage "
+                                     "line lists them)"),
+    ("conver SRC", "python -m migrate: error: conver: no such command (did you mean convert?)"),
+    ("frobnicate", "python -m migrate: error: frobnicate: no such command (python -m migrate --help lists them)"),
+]
+
+
+@pytest.mark.parametrize("command, line", MISSPELT, ids=[c for c, _ in MISSPELT])
+def test_a_misspelt_word_is_the_commands_error_naming_the_closest(wide_terminal, capsys, command, line):
+    with pytest.raises(SystemExit) as exited:
+        cli.main(command.split())
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.startswith("usage: ")
+    assert err.splitlines()[-1] == line and len(line) <= WIDTH
+
+
 # ---- the line formatters at their widest (fast) ------------------------------------------------
 
 def test_help_fits_whatever_the_terminal(wide_terminal, capsys):
@@ -110,7 +143,7 @@ def test_verify_report_lines_fit(wide_terminal):
     from migrate.verification.report import VerifyReport, format_report
     stage = "FeatureExtractor/MobilenetV1/Conv2d_13_pointwise_2_Conv2d_2_3x3_s2_512"  # the longest of depth 1
     tensors = [{"name": stage, "tf1_tensor": stage + ":0", "max_abs_err": 2.384e-06, "max_rel_err": 1.3e-07,
-                "ok": False}]
+                "allowed": 1.6e-05, "ok": False}]
     latency = {f"batch_{b}": {"median": 12345.6, "p90": 23456.7} for b in (1, 64)}
     side = {"measured": True, "device": "CPU (ONNX Runtime)", "peak_memory_bytes": 123456 * 2**20,
             "transient_peak_bytes": 12345 * 2**20, "peak_rss_bytes": 123456 * 2**20, "latency_ms": latency}
@@ -135,8 +168,11 @@ def test_verify_report_lines_fit(wide_terminal):
                     "agreement": {"matched": 6399, "reference": 6400, "rate": 0.99984, "mean_iou": 0.98765}})
         text = format_report(report)
         assert not _too_long(text), criterion
-        assert stage in text.splitlines()[text.splitlines().index(next(
-            line for line in text.splitlines() if line.startswith("tensors"))) + 1]
+        lines = text.splitlines()
+        after = lines.index(next(line for line in lines if line.startswith("tensors"))) + 1
+        # The largest error's line, wrapped: the stage whole on a line of its own when it is long.
+        assert lines[after].startswith(" " * 13 + "largest error 2.38e-06 at") and lines[after + 1].strip() == stage
+        assert "(allowed there 1.6e-05)" in lines[after + 2]
 
 
 def test_bench_tables_fit(wide_terminal):

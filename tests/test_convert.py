@@ -11,8 +11,8 @@ import pytest
 import tensorflow as tf
 
 import ssd_mobilenet
-from tests.conftest import (CONVERT_STDERR, DEPTHWISE, QUANTIZED, TF13, ZOO_2017, ZOO_2018, check_detections,
-                      needs_shared, random_images, unwrapped, zoo_path)
+from tests.conftest import (CONVERT_STDERR, DEPTHWISE, ODAPI_EXPORTS, QUANTIZED, TF13, ZOO_2017, ZOO_2018,
+                            check_detections, needs_shared, random_images, unwrapped, zoo_path)
 from migrate.cli import main
 from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner
 from migrate.tf1.sources import read_graph_def
@@ -218,6 +218,61 @@ def test_console_says_what_the_graph_gave_in_lines_that_fit_the_terminal(zoo_con
     short, full = config_inference.graph_field_notes(traits)
     assert short == "from the graph: 3 fields, 1 other than the zoo defaults: image_height=512"
     assert full == config_inference.EVERY_GRAPH_FIELD + "image_height=512, iou_threshold=0.6, score_threshold=1e-08"
+
+
+@needs_shared
+@pytest.mark.slow  # an FPN conversion: 30 s on a loaded 2-core machine
+def test_a_checkpoint_alone_console_states_the_size_and_thresholds_model_config_json_holds(tmp_path, capsys):
+    """FPN's checkpoint without its .meta or pipeline.config takes its zoo config's 640x640: the
+    console says that size once (the written one, not 300x300) and the thresholds as
+    model_config.json's float32 values read (1e-08 and 0.6, not their float64 spelling)."""
+    from ssd_mobilenet.config import float_text
+    src = tmp_path / "fpn_checkpoint"
+    src.mkdir()
+    for name in ("checkpoint", "model.ckpt.index", "model.ckpt.data-00000-of-00001"):
+        shutil.copy(os.path.join(ODAPI_EXPORTS, "fpn_small", name), src)
+    out = tmp_path / "tf2"
+    assert main(["convert", str(src), "--out", str(out)]) == 0
+    printed = unwrapped(capsys.readouterr().err)
+    with open(out / "model_config.json") as f:
+        written = json.load(f)
+    assert (written["image_height"], written["image_width"]) == (640, 640)
+    assert re.findall(r"\b(\d+)x(\d+)\b", printed) == [("640", "640")], printed
+    assert "image size 640x640 assumed" in printed and "image_height" not in printed
+    for key in ("score_threshold", "iou_threshold"):
+        (stated,) = re.findall(rf"\b{key}=([^,\s]+)", printed)
+        assert stated == float_text(written[key]) and np.float32(stated) == np.float32(written[key])
+    assert "score_threshold=1e-08" in printed and "iou_threshold=0.6," in printed
+    # One statement per fact: an assumed value is stated in the assumed fields only.
+    assert printed.count("clip_before_nms") == 1
+
+
+@pytest.mark.slow  # a conversion: 15 s on a loaded 2-core machine
+def test_a_checkpoint_alone_with_no_check_still_states_what_it_assumed(small_pair, tmp_path, capsys):
+    # --no-check skips a check that a checkpoint alone cannot have anyway: what was assumed is said all the same.
+    src = tmp_path / "checkpoint"
+    src.mkdir()
+    for name in ("checkpoint", "model.ckpt.index", "model.ckpt.data-00000-of-00001"):
+        shutil.copy(os.path.join(small_pair[0], name), src)
+    out = tmp_path / "tf2"
+    assert main(["convert", str(src), "--out", str(out), "--no-check"]) == 0
+    printed = unwrapped(capsys.readouterr().err)
+    assert "alone): assumed nms_variant=clip_before_nms," in printed and "iou_threshold=0.6," in printed
+    with open(out / "conversion_report.json") as f:
+        check = json.load(f)["check"]
+    assert check["reason"] == "--no-check" and check["assumed"]["nms_variant"] == "clip_before_nms"
+
+
+@pytest.mark.slow  # a conversion and its check: 20 s on a loaded 2-core machine
+def test_each_check_line_is_a_whole_statement(small_pair, tmp_path, capsys):
+    src, _ = small_pair
+    assert main(["convert", src, "--out", str(tmp_path / "tf2")]) == 0
+    printed = unwrapped(capsys.readouterr().err).splitlines()
+    passed = [line for line in printed if line.startswith("[migrate] check passed")]
+    assert passed[1].startswith("[migrate] check passed: post-processing on 2 crafted images (") and \
+        passed[1].endswith(" detections)"), passed
+    assert passed[2] == ("[migrate] check passed: the SavedModel as written (float32) agrees with the TF1 graph's "
+                         "detections on the 3 images"), passed
 
 
 def test_long_notes_are_wrapped_to_the_terminal(capsys):

@@ -10,9 +10,9 @@ of the suite), ../shared's photos, label map and TFRecords, and the clone's own 
 
 - `.venv/bin/python -m migrate ARGS` runs in this process, `migrate.cli.main(ARGS)`: one TensorFlow
   import for every line. `python -m migrate ARGS` is a device's Python with the `litert` or `onnx`
-  extra: this venv's Python in a child process where `import tensorflow` fails. Any other
-  `.venv/bin/...` line runs in a child process, with this venv as the folder's `.venv`. A line must
-  exit 0 (or `EXPECTED_EXIT`) and leave the outputs it names.
+  extra: this venv's Python in a child process where TensorFlow and its companions are not found
+  (tests/device_install.py). Any other `.venv/bin/...` line runs in a child process, with this venv
+  as the folder's `.venv`. A line must exit 0 (or `EXPECTED_EXIT`) and leave the outputs it names.
 - A block's lines run in order, in its folder. `CONTINUES` names the blocks that go on in an earlier
   block's folder, because they read what it wrote.
 - A `migrate` line (in this process or a device's) prints every line within 100 columns on a
@@ -463,7 +463,7 @@ def check_widths(line, printed):
         raise LineFailed(f"`{line}` printed lines over {COLUMNS} columns:\n" + "\n".join(too_long))
 
 
-def run_bash_line(line, folder, stub):
+def run_bash_line(line, folder):
     run_line, _ = SUBSTITUTED.get(line, (line, None))
     words = shlex.split(run_line)
     expected, _ = EXPECTED_EXIT.get(line, (0, None))
@@ -475,8 +475,9 @@ def run_bash_line(line, folder, stub):
     else:
         env = dict(os.environ, PYTHONPATH=folder, SSD_MIGRATE_SHARED=SHARED)
         if kind(line) == "device":
-            words = [sys.executable, *words[1:]]
-            env["PYTHONPATH"] = stub  # `python -m` puts the folder (its migrate/) first
+            # Where TensorFlow and what comes with it cannot be imported (tests/device_install.py);
+            # the folder on PYTHONPATH holds the clone's migrate/ and ssd_mobilenet/.
+            words = [sys.executable, os.path.join(REPO, "tests", "device_install.py"), *words[3:]]
             outputs = migrate_outputs(parsed(shlex.split(run_line)))
         else:
             words = [os.path.join(folder, words[0]), *words[1:]]
@@ -508,7 +509,7 @@ def cpu_seconds() -> float:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("run", [r for r in RUNS if r.executes()], ids=lambda r: r.name)
-def test_block_runs_as_written(run, layout, no_tensorflow, tmp_path, monkeypatch):
+def test_block_runs_as_written(run, layout, tmp_path, monkeypatch):
     """The run's lines and snippets, in order, in a folder laid out as the docs assume; each line's
     wall and CPU time is printed (`-s`, `-rP`) for the suite's budget."""
     folder = make_folder(tmp_path, layout, written_entries(run))
@@ -524,7 +525,7 @@ def test_block_runs_as_written(run, layout, no_tensorflow, tmp_path, monkeypatch
                 if lang == "python":
                     run_python(step, block.name)
                 else:
-                    run_bash_line(step, folder, no_tensorflow)
+                    run_bash_line(step, folder)
             except LineFailed as e:
                 covered = "".join(f", {r.name}" for r in run.covers)
                 raise AssertionError(f"{block.name} (the run of {run.name}{covered}): {e}") from None
@@ -532,3 +533,21 @@ def test_block_runs_as_written(run, layout, no_tensorflow, tmp_path, monkeypatch
     print(f"{run.name}, covering {', '.join(r.name for r in run.covers) or 'no other block'}:")
     for wall, cpu, what in times:
         print(f"{wall:6.1f} s wall {cpu:6.1f} s CPU  {what}")
+
+
+def test_readme_python_example_prints_only_its_own_lines(small_converted, tmp_path):
+    """The README's Python example, in a fresh process as a user runs it (`test_block_runs_as_written`
+    runs it in this one, whose TensorFlow is loaded): its two arrays on stdout and nothing on stderr,
+    TensorFlow's start-up lines included, without an environment variable the user would not set.
+    Its paths are the small converted model and a real photo, laid out as it names them."""
+    [example] = [b for b in read_blocks("README.md") if b.lang == "python" and "ssd_mobilenet.load(" in b.body]
+    os.symlink(small_converted, tmp_path / "converted")
+    (tmp_path / "photos").mkdir()
+    os.symlink(os.path.join(SHARED, "photos", "image1.jpg"), tmp_path / "photos" / "image1.jpg")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("TF_", "ABSL_", "GLOG_"))}
+    proc = subprocess.run([sys.executable, "-c", example.body], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env={**env, "PYTHONPATH": REPO})
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr[-3000:]
+    classes, scores = re.fullmatch(r"\[([^\]]*)\] \[([^\]]*)\]\n", proc.stdout).groups()
+    assert len(classes.split()) == len(scores.split()) == 5
+    assert all(0 <= float(s) <= 1 for s in scores.split())

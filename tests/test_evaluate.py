@@ -10,6 +10,7 @@ import pytest
 
 from migrate import convert, evaluate
 from migrate.cli import main
+from migrate.common.console import shown
 from migrate.tf1 import builder
 from ssd_mobilenet.config import SSDConfig
 from ssd_mobilenet.training import shapes_dataset
@@ -37,7 +38,7 @@ def test_tf1_graph_and_conversion_score_the_same(models, tmp_path):
     ref = evaluate.evaluate(tf1_dir, [records], labels=labels)
     ours = evaluate.evaluate(converted, [records], labels=labels, json_path=str(tmp_path / "m.json"))
     assert ref["images"] == ours["images"] == 12
-    assert ref["model"].startswith("TF1 graph") and ours["model"] == "converted (TF2)"
+    assert ref["model"].startswith("TF1 graph") and ours["model"] == f"converted model ({shown(converted)})"
     # The same detections give the same metrics; ports of the OD API compare them to 3 decimals.
     assert list(ours["metrics"]) == list(ref["metrics"])
     for name, value in ref["metrics"].items():

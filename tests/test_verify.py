@@ -1,14 +1,17 @@
 """`python -m migrate verify`: faithful conversions pass, broken ones fail at the layer that is wrong.
 
 Broken conversions are real converted directories edited the way a converter bug would
-break them (box code channels permuted, one layer's batch norm lost, a class dropped), or
-a TF1 source with one mid-network weight scaled (the zoo fixture's frozen graph with one
-weight constant scaled by 1.5, as make_zoo_fixture's `--perturb` scales it before freezing).
+break them (box code channels permuted, one layer's batch norm lost), or a TF1 source with one
+mid-network weight scaled (the zoo fixture's frozen graph with one weight constant scaled by
+1.5, as make_zoo_fixture's `--perturb` scales it before freezing). A converted model of another
+network (a class dropped, another input size, depth or anchors) is refused in one line before
+either side runs.
 """
 
 import glob
 import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -17,7 +20,8 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.framework import tensor_util
 
-from tests.conftest import DEPTHWISE, ZOO_2018, needs_shared, random_images, warnings_in, zoo_path
+from tests.conftest import (DEPTHWISE, ZOO_2018, needs_shared, random_images, save_synthetic_model, warnings_in,
+                            zoo_path)
 from migrate import verify
 from migrate.cli import main
 from migrate.common import draw
@@ -158,6 +162,14 @@ def test_zoo_conversion_passes_on_the_generated_set(zoo, tmp_path, capsys):
     assert report["tf2"]["mode"] == "function" and report["tolerances"]["atol"] == verify.DEFAULT_ATOL
     assert report["versions"]["tensorflow"] == tf.__version__
     assert "PASSED" in printed.out
+    # The table says the bound as it is applied and the largest error beside the bound at its own
+    # tensor, so that a pass reads as one (the Detector's largest error, ~1.1e-5, is over atol alone).
+    n = len(report["tensors"])
+    assert f"tensors      {n}/{n} within atol + rtol * max|TF1| (atol 1e-05, rtol 1e-05)" in printed.out
+    worst = max(report["tensors"], key=lambda t: t["max_abs_err"])
+    (error, stage, allowed), = re.findall(r"largest error (\S+) at\s+(\S+)\s+\(allowed there (\S+)\)", printed.out)
+    assert stage == worst["name"] and float(error) == pytest.approx(worst["max_abs_err"], rel=1e-2)
+    assert float(allowed) == pytest.approx(worst["allowed"], rel=1e-2) and float(error) <= float(allowed)
 
 
 def _side_by_side_shape(height: int, width: int) -> tuple:
@@ -268,10 +280,47 @@ def test_wrong_class_count_is_caught(zoo, tmp_path, one_image):
             var.assign(value)
         return fewer
     broken = _edited_copy(zoo[1], tmp_path / "89_classes", drop_last_class)
-    report = verify.verify(zoo[0], broken, images=[one_image], mode="eager", measure=False)
-    assert not report.passed and report.first_divergence["name"] == "concat_1"
-    assert "shape" in report.first_divergence["note"]
-    _check_ok_before(report, "concat_1")
+    # Another class count is another network: refused before either side runs, not compared.
+    with pytest.raises(verify.VerifyInputError, match="classes 89, TF1 90: not a conversion of this model"):
+        verify.verify(zoo[0], broken, images=[one_image], mode="eager", measure=False)
+
+
+def _checkpoint_alone(tf1_dir, folder) -> str:
+    """The checkpoint of a TF1 model directory copied alone into `folder`: no .meta, graph or
+    pipeline.config beside it."""
+    folder.mkdir()
+    for name in ("checkpoint", "model.ckpt.index", "model.ckpt.data-00000-of-00001"):
+        shutil.copy(os.path.join(tf1_dir, name), folder)
+    return str(folder)
+
+
+@pytest.mark.slow  # 18 s on a loaded 2-core machine: a conversion, verify up to its TF1 config
+def test_a_conversion_at_another_input_size_is_refused_in_one_line(small_pair, tmp_path, capsys):
+    # A checkpoint converted alone takes the zoo's 300x300; its TF1 graph resizes to 128x128.
+    src, _ = small_pair
+    out = tmp_path / "at_300"
+    assert main(["convert", _checkpoint_alone(src, tmp_path / "ckpt"), "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    json_out = tmp_path / "report.json"
+    code = main(["verify", src, str(out), "--no-measure", "--quiet", "--json", str(json_out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and err.startswith("error: "), err
+    assert "image size 300x300, TF1 128x128" in err and "convert again with --image-size 128 128" in err
+    assert not json_out.exists()
+
+
+@pytest.mark.slow  # 13 s on a loaded 2-core machine: a converted model written, verify up to its TF1 config
+def test_another_network_is_refused_in_one_line_naming_each_difference(small_pair, tmp_path, capsys):
+    # small_pair's TF1 model: 2 classes, depth 0.25, the zoo's anchors (3 on the first layer, then 6).
+    src, converted = small_pair
+    other = tmp_path / "other"
+    save_synthetic_model(str(other), detector.load_model(converted).config.replace(
+        num_classes=3, depth_multiplier=0.5, aspect_ratios=(1.0, 2.0, 0.5)))
+    code = main(["verify", src, str(other), "--no-measure", "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert ("depth multiplier 0.5, TF1 0.25; classes 3, TF1 2; anchors per location [3 4 4 4 4 4], TF1 [3 6 6 6 6 6]: "
+            "not a conversion of this model") in err
 
 
 # ---- safety: ops outside the SSD inference set are not run ----------------------------------------
@@ -634,13 +683,13 @@ def test_tflite_file_of_other_weights_fails_at_the_detections(zoo, perturbed, zo
 @needs_shared
 @pytest.mark.filterwarnings(TFLITE_WARNING)
 @pytest.mark.slow  # zoo_tflite
-def test_tflite_side_is_measured_in_a_fresh_process(zoo_tflite, tmp_path):
-    """The file's side of `verify --tflite`'s measurement (the TF1 side's is the other modes'):
-    latency at batch 1 and process RSS, no allocator figures (the interpreter's arena is not
-    TensorFlow's)."""
-    images_npz = tmp_path / "images.npz"
-    np.savez(images_npz, batch_000=random_images(3, 1, 300, 300))
-    result = measuring._measure_tflite_side(zoo_tflite["per-class"], 1, str(images_npz), 0, 2)
+def test_tflite_side_is_measured_in_a_fresh_process_without_tensorflow(zoo_tflite):
+    """The file's side of `verify --tflite`'s measurement (the TF1 side's is the other modes'), as
+    bench measures its file sides: latency at batch 1 and the peak RSS of a process that holds
+    LiteRT and the file but never imports TensorFlow (the file's footprint, bench's figure); no
+    allocator figures (the interpreter's arena is not TensorFlow's)."""
+    result = measuring._measure_tflite_side(zoo_tflite["per-class"], 1, [random_images(3, 1, 300, 300)], 0, 2)
+    assert result["tensorflow_imported"] is False and result["runtime"].startswith("LiteRT ")
     summary = measuring._side_summary(result, "tflite")
     assert summary["measured"] and summary["device"] == "CPU (TFLite)" and summary["peak_rss_bytes"] > 0
     assert summary["peak_memory_bytes"] is None and summary["transient_peak_bytes"] is None

@@ -1,10 +1,12 @@
 """What the commands share: exit codes, the --verbose option, progress lines, the path rule of
-`missing_path`, and TensorFlow's console (`tensorflow_command`)."""
+`missing_path`, and TensorFlow: whether it is installed (`tensorflow_missing`) and its console
+(`tensorflow_command`)."""
 
 from __future__ import annotations
 
 import functools
 import glob
+import importlib.util
 import os
 import sys
 
@@ -123,10 +125,25 @@ def labels_problem(value) -> str | None:
     return None
 
 
+# What a device install (the `litert` or `onnx` extra only, deploy.md) adds to run TensorFlow.
+TENSORFLOW_INSTALL = "pip install 'ssd-mobilenet-migrate[cpu]' (or [gpu])"
+
+
+def tensorflow_missing(what: str) -> str | None:
+    """The message when TensorFlow is not installed, for `what` (a command, "a converted
+    directory") that runs it, else None. Looked up without importing it (seconds), and before
+    anything imports the packages that come with it (absl: `tensorflow_output` does)."""
+    if importlib.util.find_spec("tensorflow") is not None:
+        return None
+    return f"{what} needs TensorFlow: {TENSORFLOW_INSTALL}"
+
+
 def tensorflow_command(run):
     """`run(args)` of a command that runs TensorFlow: TensorFlow's console output only under
     --verbose (`migrate.common.console.tensorflow_output`), the errors of reading a model that any
-    of them may meet (a TF1 source, a config) as bad input, and `warn_precision` after the run."""
+    of them may meet (a TF1 source, a config) as bad input, and `warn_precision` after the run.
+    The command line checks that TensorFlow is installed (`tensorflow_missing`) before any path
+    when the run's `needs_tensorflow` is set, as here."""
     @functools.wraps(run)
     def quieted(args) -> int:
         from migrate.common import console
@@ -140,6 +157,7 @@ def tensorflow_command(run):
             if code != EXIT_BAD_INPUT:
                 warn_precision(getattr(args, "precision", None))
             return code
+    quieted.needs_tensorflow = True
     return quieted
 
 

@@ -38,6 +38,8 @@ def add_parser(sub) -> None:
                    help="JPEG/PNG files and folders to calibrate --int8 on (default: generated images)")
     add_labels(p, "the class names the file's metadata (--web: the page) carries for predict (default: the label "
                "map CONVERTED carries; without one, `id N`)")
+    p.add_argument("--example", metavar="PHOTO", help="--web: a photo the page shows with the converted model's "
+                   "detections from its first paint, then runs the model on in the browser")
     p.add_argument("--force", action="store_true", help="replace an existing OUT or DIR")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
     add_verbose(p)
@@ -47,12 +49,19 @@ def add_parser(sub) -> None:
 _TFLITE_ONLY = {"--nms": "nms"}
 # Options the web page does not take (its file is the float32 .onnx file of a uint8 photo of any size).
 _NOT_WEB = {"--nms": "nms", "--int8": "int8", "--calibration": "calibration"}
+# The web page's options: refused with --tflite and --onnx.
+_WEB_ONLY = {"--example": "example"}
 
 
 def missing_path(args):
     if missing(args.converted):
         return f"{args.converted}: no such directory (expected the output of `migrate convert`)"
-    return labels_problem(args.labels) or missing_inputs(args.calibration)
+    problem = labels_problem(args.labels)
+    if problem:
+        return problem
+    if missing(args.example):
+        return f"{args.example}: no such file (--example)"
+    return missing_inputs(args.calibration)
 
 
 @tensorflow_command
@@ -60,6 +69,9 @@ def run(args) -> int:
     from migrate import export, export_inputs
     if args.web:
         return _run_web(args)
+    given = [flag for flag, name in _WEB_ONLY.items() if getattr(args, name) is not None]
+    if given:
+        return bad_input(f"{given[0]}: for the --web page only")
     if args.onnx:
         return _run_onnx(args)
     try:
@@ -106,7 +118,8 @@ def _run_web(args) -> int:
         return bad_input(f"{given[0]}: not for --web (the page runs the float32 .onnx file on the photo itself)")
     try:
         result = export_web.export_web(args.converted, args.web, labels=args.labels, max_detections=args.max_detections,
-                                       force=args.force, verbose=args.verbose, progress=progress(args.quiet))
+                                       example=args.example, force=args.force, verbose=args.verbose,
+                                       progress=progress(args.quiet))
     except export_inputs.ExportInputError as e:
         return bad_input(e)
     runtime = ", ".join(f"{name} {version}" for name, version in sorted(result["runtime"].items()))

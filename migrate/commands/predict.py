@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 
 from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_labels, add_verbose, bad_input, labels_problem, missing,
-                                     progress, warn_precision)
+                                     progress, tensorflow_missing, warn_precision)
 from migrate.common.console import shown
 
 
@@ -91,6 +91,11 @@ def missing_path(args):
 
 
 def run(args) -> int:
+    from migrate.runtimes import KINDS, runtime_kind
+    if runtime_kind(args.converted) is KINDS["tensorflow"]:  # also for an engine's workers
+        problem = tensorflow_missing(KINDS["tensorflow"].model)
+        if problem:
+            return bad_input(problem)
     if args.engine or args.workers is not None or args.pipeline_options:
         return _run_engine(args)  # the driver imports no TensorFlow; the workers do
     from migrate import predict

@@ -9,7 +9,9 @@ measured with TensorFlow 2.21 on a CPU):
    `TF_CPP_MIN_LOG_LEVEL=3`, `ABSL_MIN_LOG_LEVEL`, `GLOG_minloglevel` all leave them in
    (`TF_ENABLE_ONEDNN_OPTS=0` removes them by turning oneDNN off, which changes the numbers
    and the speed being measured). So `import tensorflow` runs with file descriptor 2 pointed
-   at a temporary file, and the file is written back to stderr if the import raises.
+   at a temporary file, written back to stderr if the import raises
+   (`ssd_mobilenet.tensorflow_start`, which the library uses too). Under --verbose the command
+   imports TensorFlow plainly first, so that neither holds them back.
 2. TensorFlow's C++ log once absl is set up (`cpu_feature_guard`'s instruction-set notice
    during the import, `MLIR V1 optimization pass is not enabled` when the default model is
    built): `TF_CPP_MIN_LOG_LEVEL=3`, in the environment before TensorFlow loads.
@@ -38,9 +40,10 @@ import logging
 import os
 import re
 import sys
-import tempfile
 import threading
 import warnings
+
+from ssd_mobilenet import tensorflow_start
 
 # Set for the processes a quiet command starts; `quiet_worker` reads it.
 QUIET_ENV = "SSD_MIGRATE_QUIET_TENSORFLOW"
@@ -66,6 +69,7 @@ def tensorflow_output(verbose: bool):
         # As before --verbose existed: C++ INFO and WARNING lines off unless the user says otherwise.
         with environment({"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}), \
                 project_warnings_as_lines():
+            import tensorflow  # noqa: F401 - here, not through the library, which would hold its start-up lines back
             yield
         return
     # 2.: read when the libraries load, so before the import.
@@ -73,7 +77,7 @@ def tensorflow_output(verbose: bool):
             project_warnings_as_lines():  # filters and warnings.showwarning put back
         restore_logs = _quiet_python_logs()  # 3. and 4.
         try:
-            import_tensorflow_quietly()  # 1.
+            tensorflow_start.import_quietly()  # 1.
             yield
         finally:
             restore_logs()
@@ -144,7 +148,7 @@ def quiet_worker() -> None:
     the process (a worker runs one job and exits)."""
     if os.environ.get(QUIET_ENV) == "1":
         _quiet_python_logs()
-        import_tensorflow_quietly()
+        tensorflow_start.import_quietly()
 
 
 def _quiet_python_logs():
@@ -165,54 +169,6 @@ def _quiet_python_logs():
     return restore
 
 
-def import_tensorflow_quietly() -> None:
-    """1.: `import tensorflow` with file descriptor 2 sent to a temporary file; what it caught
-    is written back to stderr if the import raises (a real error stays visible). A crash
-    inside the import (e.g. a CPU without the instructions the build needs) loses it: run
-    with --verbose to see it. Nothing to do when TensorFlow is already loaded."""
-    if "tensorflow" in sys.modules:
-        return
-    with _fd2_caught():
-        import tensorflow  # noqa: F401
-
-
-@contextlib.contextmanager
-def _fd2_caught():
-    """Within: file descriptor 2 goes to a temporary file, written back to stderr if the block
-    raises. Without a usable fd 2 (e.g. stderr closed) the block runs as is."""
-    saved = _saved_fd2()
-    if saved is None:
-        yield
-        return
-    with tempfile.TemporaryFile() as caught:
-        os.dup2(caught.fileno(), 2)
-        try:
-            yield
-        except BaseException:
-            _restore_fd2(saved)
-            caught.seek(0)
-            sys.stderr.write(caught.read().decode("utf-8", "replace"))
-            sys.stderr.flush()
-            raise
-        _restore_fd2(saved)
-
-
-def _saved_fd2() -> int | None:
-    """A duplicate of file descriptor 2 to put back later, after flushing what Python holds for
-    it; None without a usable one (e.g. stderr closed)."""
-    try:
-        sys.stderr.flush()
-        return os.dup(2)
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
-def _restore_fd2(saved: int) -> None:
-    sys.stderr.flush()
-    os.dup2(saved, 2)
-    os.close(saved)
-
-
 @contextlib.contextmanager
 def native_stderr_quieted():
     """In a quiet command (`QUIET_ENV` set by `tensorflow_output`): file descriptor 2 sent to a
@@ -222,7 +178,7 @@ def native_stderr_quieted():
     if os.environ.get(QUIET_ENV) != "1":
         yield
         return
-    with _fd2_caught():
+    with tensorflow_start.stderr_caught():
         yield
 
 
@@ -237,7 +193,7 @@ def only_project_lines(verbose: bool):
     only the project's own lines (`PROJECT_LINE`) reach the console, unless `verbose`. The
     workers inherit it, so their runner's, TensorFlow's and LiteRT's lines (tracebacks
     included: the command says what failed in one line) stay out whatever their log levels."""
-    saved = None if verbose else _saved_fd2()
+    saved = None if verbose else tensorflow_start.saved_stderr()
     if saved is None:
         yield
         return

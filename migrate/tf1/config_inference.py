@@ -488,10 +488,10 @@ def infer_config(source, trust_weights=False, image_size=None):
         config = config.replace(**traits)
         notes += graph_field_notes(traits)
     else:
+        # The values themselves are on the console once, in the assumed fields (`convert._unchecked`).
         notes.append("no graph: NMS order, batch-norm kernel, preprocessing order, 2017-era padding/anchor "
-                     "order and the anchors' exact scales cannot be read off a graph and are assumed as in SSDConfig "
-                     f"defaults ({config.nms_variant}, resize before scaling, the ssd_anchor_generator formula for "
-                     "the interpolated scales); "
+                     "order and the anchors' exact scales cannot be read off a graph: SSDConfig's defaults are "
+                     "assumed for them (the interpolated scales by the ssd_anchor_generator formula); "
                      "convert with the .meta or frozen graph beside the checkpoint to be sure")
     config = _multiscale_anchors_from_graph(source, config, notes)
     layers = anchor_box_specs(source.graph_def) if source.graph_def is not None else None
@@ -528,7 +528,8 @@ def infer_config(source, trust_weights=False, image_size=None):
         config = config.replace(image_height=image_size[0], image_width=image_size[1])
         notes.append(f"image size {image_size[0]}x{image_size[1]} from --image-size")
     elif source.graph_def is None and source.pipeline_config is None:
-        notes.append("image size 300x300 assumed (no graph, no pipeline.config): override with --image-size H W")
+        notes.append(f"image size {config.image_height}x{config.image_width} assumed ({zoo}'s; no graph, no "
+                     "pipeline.config): override with --image-size H W")
     config = _check_quantization(source, config, notes)
     held = architecture.predictor_anchors(source.weights, config.num_feature_maps)
     if held is not None and held != config.anchors_per_location():

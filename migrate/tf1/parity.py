@@ -41,7 +41,7 @@ def compare_tensor(ours, ref, atol: float, rtol: float) -> dict:
     in a conv output scale with the magnitude of the sums it accumulates, i.e. with the
     tensor's range, not with each element's own value (a near-zero element of a ReLU6 map
     carries the same absolute error as a large one). `max_rel_err` is the max abs error
-    relative to that range, `max|ref|`.
+    relative to that range, `max|ref|`; `allowed` that bound, `atol + rtol * max|ref|`.
     """
     ours, ref = np.asarray(ours, np.float64), np.asarray(ref, np.float64)
     if ours.shape != ref.shape:
@@ -54,8 +54,9 @@ def compare_tensor(ours, ref, atol: float, rtol: float) -> dict:
                 "note": "non-finite values"}
     err = float(np.abs(ours - ref).max()) if ref.size else 0.0
     scale = float(np.abs(ref).max()) if ref.size else 0.0
+    allowed = atol + rtol * scale
     return {"shape": list(ours.shape), "max_abs_err": err, "max_rel_err": err / scale if scale else 0.0,
-            "ok": err <= atol + rtol * scale}
+            "allowed": allowed, "ok": err <= allowed}
 
 
 def compare_detections(ours: dict, ref: dict, index: int, atol: float, rtol: float, score_threshold=None) -> dict:
@@ -171,15 +172,18 @@ def match_detections(ours: dict, ref: dict, index: int, score_threshold: float, 
 
 
 def summarise(resolved: dict, per_stage: dict) -> list:
-    """Per stage in graph order: the worst of its per-batch comparisons."""
+    """Per stage in graph order: the worst of its per-batch comparisons (`allowed`: the bound of
+    the batch with the largest abs error, so that the two read together)."""
     tensors = []
     for stage, (key, tensor) in resolved.items():
         results = per_stage[stage]
         errs = [r["max_abs_err"] for r in results if r["max_abs_err"] is not None]
         rels = [r["max_rel_err"] for r in results if r["max_rel_err"] is not None]
+        whole = len(errs) == len(results)
         entry = {"name": stage, "tf1_tensor": tensor, "tf2": key, "shape": results[0]["shape"],
-                 "max_abs_err": max(errs) if len(errs) == len(results) else None,
+                 "max_abs_err": max(errs) if whole else None,
                  "max_rel_err": max(rels) if len(rels) == len(results) else None,
+                 "allowed": max(results, key=lambda r: r["max_abs_err"])["allowed"] if whole else None,
                  "ok": all(r["ok"] for r in results)}
         notes = [r["note"] for r in results if r.get("note")]
         if notes:

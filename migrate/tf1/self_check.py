@@ -447,6 +447,8 @@ def check_conversion(source, model, config, allow_ops=(), progress=None, deploye
     say(f"check passed in {report['seconds']:.1f} s: {len(tensors)} stages on {len(detections)} images (largest "
         f"error {worst:.3g})")
     say(f"check passed: post-processing on {len(postprocessing['detections'])} crafted images "
-        f"({', '.join(str(n) for n in postprocessing['num_tf1'])} detections)"
-        + ("; the SavedModel" if deployed is not None else ""))
+        f"({', '.join(str(n) for n in postprocessing['num_tf1'])} detections)")
+    if saved_model is not None:
+        say(f"check passed: the SavedModel as written ({deployed[1]}) agrees with the TF1 graph's detections on "
+            f"the {len(saved_model)} images")
     return report

@@ -75,35 +75,41 @@ def _measure_sides(graph_def, converted: str, mode: str, precision: str, memory:
     return tf1, tf2
 
 
-# A model file's measurement factory in `sides`, by runtime (its label: `report.RUNTIMES`).
-_FILE_SIDES = {"litert": "tflite_runner", "onnx": "onnx_runner"}
+# A model file's side in bench's runner (`migrate.benchmark.sides.runner`), by runtime (its
+# label: `report.RUNTIMES`): its memory process imports no TensorFlow.
+_FILE_SIDES = {"litert": "tflite", "onnx": "onnx"}
 
 
 def _measure_tflite_sides(graph_def, tflite_path: str, threads: int, pixels, warmup: int, repeats: int, say,
                           runtime: str = "litert"):
-    """(tf1 result, file result): the TF1 graph (a session with the default config) and the
-    `.tflite` file (`sides.tflite_runner`) or, with `runtime` "onnx", the `.onnx` file
-    (`sides.onnx_runner`), each in a fresh process, on the same uint8 pixels [1, h, w, 3] at the
+    """(tf1 result, file result): the TF1 graph (a session with the default config) in a fresh
+    process, and the `.tflite` file or, with `runtime` "onnx", the `.onnx` file in a fresh process
+    without TensorFlow (`_measure_tflite_side`), on the same uint8 pixels [1, h, w, 3] at the
     model's size: batch 1 only, the file's one shape."""
     what = f"batch 1, {repeats} run{'s' if repeats > 1 else ''}"
-    with _tf1_measured(graph_def, [pixels], NO_MEMORY_SETTINGS, warmup, repeats, say, what) as (tf1, npz):
-        say(f"measuring the {RUNTIMES[runtime].side} file ({threads} threads) in a fresh process: {what}")
-        tflite = _measure_tflite_side(tflite_path, threads, npz, warmup, repeats, runtime)
+    with _tf1_measured(graph_def, [pixels], NO_MEMORY_SETTINGS, warmup, repeats, say, what) as (tf1, _):
+        say(f"measuring the {RUNTIMES[runtime].side} file ({threads} threads) in a fresh process without "
+            f"TensorFlow: {what}")
+        tflite = _measure_tflite_side(tflite_path, threads, [pixels], warmup, repeats, runtime)
     return tf1, tflite
 
 
-def _measure_tflite_side(tflite_path: str, threads: int, images_npz: str, warmup: int, repeats: int,
+def _measure_tflite_side(tflite_path: str, threads: int, images: list, warmup: int, repeats: int,
                          runtime: str = "litert") -> dict:
-    """`measure_isolated` of `sides.tflite_runner` (or `onnx_runner`). TensorFlow's allocator does
-    not see the interpreter's arena, so its figures say nothing of the file and are dropped (None):
-    the process RSS is the file's memory (the process imports TensorFlow, as the TF1 side's does)."""
-    factory, label = _FILE_SIDES[runtime], RUNTIMES[runtime].side
-    result = _measure_one(f"migrate.verification.sides:{factory}", {"path": tflite_path, "threads": threads},
-                          images_npz, NO_MEMORY_SETTINGS, warmup, repeats, label)
-    result.update(peak_memory_bytes=None, baseline_memory_bytes=None, transient_peak_bytes=None,
-                  device=f"CPU ({label})")
-    for batch in result["batches"]:
-        batch.update(peak_memory_bytes=None, baseline_memory_bytes=None)
+    """The file on its runtime alone, measured as `bench` measures its file sides
+    (`litert_memory.measure_without_tensorflow`: a fresh process that never imports TensorFlow), so
+    that its process peak RSS is the file's footprint on a device (Python, numpy, the runtime, the
+    file), not TensorFlow's. `images`: uint8 [1, H, W, 3] arrays, one per cell. No allocator
+    figures (None): the runtime allocates from its own arena."""
+    from migrate.benchmark.litert_memory import measure_without_tensorflow
+    label = RUNTIMES[runtime].side
+    kwargs = {"side": _FILE_SIDES[runtime], "src": None, "converted": None, "exported": tflite_path,
+              "threads": threads}
+    result = measure_without_tensorflow("migrate.benchmark.sides:runner", kwargs, images, warmup=warmup,
+                                        repeats=repeats)
+    if result.get("tensorflow_imported") is not False:
+        raise RuntimeError(f"the {label} measurement process imported TensorFlow: its RSS would not be the file's")
+    result.update(device=f"CPU ({label})")
     return result
 
 

@@ -151,12 +151,16 @@ def format_report(report: VerifyReport) -> str:
         lines.append(f"tensors      not compared ({f'{kind.article} {kind.file}' if kind else 'a SavedModel'} "
                      "shows its detections only)")
     else:
-        lines.append(f"tensors      {ok_tensors}/{len(report.tensors)} within atol {report.tolerances['atol']:g} "
-                     f"rtol {report.tolerances['rtol']:g}"
-                     + (f", largest error {worst['max_abs_err']:.3g} at" if worst and worst["max_abs_err"] is not None
-                        else ""))
+        # The bound as it is applied, per tensor of its range (`parity.compare_tensor`), and the
+        # largest error beside the bound at its own tensor: the two read together.
+        lines.append(f"tensors      {ok_tensors}/{len(report.tensors)} within atol + rtol * max|TF1| (atol "
+                     f"{report.tolerances['atol']:g}, rtol {report.tolerances['rtol']:g})")
         if worst and worst["max_abs_err"] is not None:
-            lines.append(f"{'':13}{worst['name']}")
+            lines += _wrapped(f"largest error {worst['max_abs_err']:.3g} at {worst['name']}", " " * 13)
+            if worst.get("allowed") is not None:
+                allowed = f"(allowed there {worst['allowed']:.3g})"
+                fits = len(lines[-1]) + 1 + len(allowed) <= 100
+                lines[-1:] = [f"{lines[-1]} {allowed}"] if fits else [lines[-1], " " * 13 + allowed]
     ok_images = sum(d["ok"] for d in report.detections)
     total = sum(d["num_tf1"] for d in report.detections)
     if report.tolerances.get("criterion") == "agreement":
@@ -199,6 +203,9 @@ def format_report(report: VerifyReport) -> str:
                      f"{_mib(report.tf2['transient_peak_bytes']):>22}")
         lines.append(f"{'process peak RSS':24}{_mib(report.tf1['peak_rss_bytes']):>22}"
                      f"{_mib(report.tf2['peak_rss_bytes']):>22}")
+        if kind:
+            # Whose footprint each RSS is: the TF1 process holds TensorFlow, the file's does not.
+            lines.append(f"{'':24}{'(with TensorFlow)':>22}{f'({kind.runtime} alone)':>22}")
         for key, tf1_lat in report.tf1["latency_ms"].items():
             tf2_lat = report.tf2["latency_ms"][key]
             label = f"{key.replace('_', ' ')} median/p90"

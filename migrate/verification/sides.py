@@ -1,7 +1,7 @@
 """The two sides as measurement factories (`measure_isolated` imports them by name in a fresh
 process): the frozen TF1 graph in a session with the default config, the converted model in a
-`verify` mode, each after `runtime.configure` with the memory settings, and a `.tflite` file in
-the TFLite interpreter."""
+`verify` mode, each after `runtime.configure` with the memory settings. (A `.tflite` or `.onnx`
+file is measured by bench's runner, in a process without TensorFlow: `measuring`.)"""
 
 from __future__ import annotations
 
@@ -39,20 +39,3 @@ def tf2_runner(converted: str, mode: str = "function", precision: str = "float32
     from ssd_mobilenet import detector as detector_lib
     run = tf2_detector(detector_lib.load_model(converted), mode, precision)
     return lambda images: {k: v for k, v in run(images).items() if k in frozen_graph.DETECTION_OUTPUTS}
-
-
-def tflite_runner(path: str, threads: int, memory_growth: bool = False, memory_limit_mb=None):
-    """Measurement factory: a `.tflite` file on LiteRT's interpreter with `threads` threads, one
-    image [1, H, W, 3] per call (`migrate.runtimes.litert.runner`). The memory settings only reach
-    TensorFlow's allocator, which the interpreter does not use (`verify` refuses them with a file)."""
-    from migrate.runtimes import litert
-    _configure_memory(memory_growth, memory_limit_mb)
-    return litert.runner(path, threads)
-
-
-def onnx_runner(path: str, threads: int, memory_growth: bool = False, memory_limit_mb=None):
-    """Measurement factory: an `.onnx` file on ONNX Runtime with `threads` threads, one image
-    [1, H, W, 3] per call (`migrate.runtimes.onnx.runner`); the memory settings as `tflite_runner`'s."""
-    from migrate.runtimes import onnx
-    _configure_memory(memory_growth, memory_limit_mb)
-    return onnx.runner(path, threads)

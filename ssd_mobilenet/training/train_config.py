@@ -454,7 +454,29 @@ def _learning_rate(lr, p):
     if kind == "manual_step_learning_rate":
         steps = [read(s, f"{p}.{kind}.schedule", MANUAL_STEP) for s in msg.get("schedule", [])]
         params["schedule"] = tuple((s["step"], s["learning_rate"]) for s in steps)
+        if not steps:
+            fail(f"{p}.{kind}.schedule", "(missing)", "the OD API refuses an empty schedule", msg.line)
+    if kind == "cosine_decay_learning_rate":
+        # learning_schedules.cosine_decay_with_warmup's own checks, here so that they name the
+        # field (the proto's defaults: warmup_steps 10000 outruns a short total_steps).
+        for field, floor in (("total_steps", "warmup_steps"), ("learning_rate_base", "warmup_learning_rate")):
+            if params[field] < params[floor]:
+                default = "" if floor in msg else ", the proto's default"
+                fail(f"{p}.{kind}.{field}", _written(msg, field, params[field]),
+                     f"must be at least {floor} ({_written(msg, floor, params[floor])}{default})", _line(msg, field))
     return LearningRateConfig(kind, tuple(sorted(params.items())))
+
+
+def _line(msg, name) -> "int | None":
+    """The line of field `name` in `msg`, else the message's own."""
+    return getattr(msg.scalar(name), "line", 0) or msg.line
+
+
+def _written(msg, name, value) -> str:
+    """Field `name` of `msg` as the file spells it (a float32 field's value would print as
+    9.999999747378752e-05 for 0.0001), or `value` (a proto default) as `%g`."""
+    scalar = msg.scalar(name)
+    return getattr(scalar, "text", None) or f"{value:g}"
 
 
 def _optimizer(opt, p):

@@ -245,6 +245,37 @@ def test_unsupported_options_name_the_field(old, new, field):
         assert name in changed.splitlines()[e.value.line - 1], (e.value.line, field)
 
 
+ZOO_2018_RATE = """exponential_decay_learning_rate {
+          initial_learning_rate: 0.00400000018999
+          decay_steps: 800720
+          decay_factor: 0.949999988079
+        }"""
+
+
+@needs_shared
+# What the OD API's schedule builders refuse with a ValueError (learning_schedules, learning_rate
+# builder) is refused while the config is read, naming the field and its line: a short cosine run
+# meets the proto's default warmup_steps of 10000.
+@pytest.mark.parametrize("rate, field", [
+    ("cosine_decay_learning_rate { learning_rate_base: 0.003 total_steps: 100 }",
+     "total_steps: 100 — must be at least warmup_steps (10000, the proto's default)"),
+    ("cosine_decay_learning_rate { learning_rate_base: 0.003 total_steps: 100 warmup_steps: 200 }",
+     "total_steps: 100 — must be at least warmup_steps (200)"),
+    ("cosine_decay_learning_rate {\n learning_rate_base: 0.0001\n total_steps: 100\n warmup_steps: 0 }",
+     "learning_rate_base: 0.0001 — must be at least warmup_learning_rate (0.0002, the proto's default)"),
+    ("manual_step_learning_rate { initial_learning_rate: 0.003 }",
+     "schedule: (missing) — the OD API refuses an empty schedule"),
+])
+def test_schedules_the_od_api_refuses_name_the_field(rate, field):
+    original = text(ZOO_2018)
+    assert ZOO_2018_RATE in original
+    changed = original.replace(ZOO_2018_RATE, rate)
+    with pytest.raises(ConfigError, match=re.escape(field)) as e:
+        TrainingConfig.from_pipeline_config(changed)
+    name = re.match(r"\w+", field).group(0)
+    assert name in changed.splitlines()[e.value.line - 1] or name == "schedule", (e.value.line, field)
+
+
 @needs_shared
 def test_missing_train_config_is_refused():
     original = text(ZOO_2018)

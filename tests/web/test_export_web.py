@@ -1,16 +1,19 @@
 """`migrate export --web`: the page in a real browser (Debian's headless Chromium, driven by
 Playwright), served from 127.0.0.1 by a static file server: the seven shared photos' detections
 are `predict`'s and the TF1 graph's (counts and classes exact, boxes and scores within 1e-4), with
-and without cross-origin isolation (threads, one thread); bad input on the page is one message on
-the page; bad input to the command is one `error:` line, exit 2, nothing written.
+and without cross-origin isolation (threads, one thread); the page's first paint (its load event)
+shows the example photo with its detections, and a page load logs no failed request and no console
+error; bad input on the page is one message on the page; bad input to the command is one `error:`
+line, exit 2, nothing written.
 
-One exported folder (the 2018 zoo graph's conversion, 300x300, 90 classes) and one browser serve
-the whole file."""
+One exported folder (the 2018 zoo graph's conversion, 300x300, 90 classes, the first shared photo
+as its example) and one browser serve the whole file."""
 
 from __future__ import annotations
 
 import base64
 import glob
+import io
 import json
 import os
 import shutil
@@ -33,15 +36,16 @@ needs_photos = pytest.mark.skipif(not shared_available() or not PHOTOS, reason=f
 @pytest.fixture(scope="module")
 def zoo_web(zoo_converted, tmp_path_factory):
     """(TF1 fixture dir, converted dir, served root): the conversion's page exported once by the
-    command, under `root/web/`, the shared photos under `root/photos/` (the same origin: a
+    command, under `root/web/` (the first shared photo its example), the shared photos under `root/photos/` (the same origin: a
     cross-origin isolated page may fetch only what allows it) and a PNG copy of one of them."""
     from PIL import Image
     src, converted = zoo_converted
     root = tmp_path_factory.mktemp("web_root")
     (root / "labels.txt").write_text(LABELS)
-    code, out, err = run_cli(["export", converted, "--web", str(root / "web"), "--labels", str(root / "labels.txt")])
+    code, out, err = run_cli(["export", converted, "--web", str(root / "web"), "--labels", str(root / "labels.txt"),
+                              "--example", PHOTOS[0]])
     assert code == 0, err
-    assert out.startswith("exported a web page: 100 detections, 13 files") and "onnxruntime-web 1.30.0" in out
+    assert out.startswith("exported a web page: 100 detections, 15 files") and "onnxruntime-web 1.30.0" in out
     (root / "photos").mkdir()
     for photo in PHOTOS:
         os.symlink(photo, root / "photos" / os.path.basename(photo))
@@ -85,7 +89,8 @@ def _page_records(chromium, root, query, names):
         page, info = browser.open_page(chromium, f"{base}web/{query}")
         try:
             records = {name: page.evaluate("(url) => window.detect(url)", f"../photos/{name}") for name in names}
-            shown = page.locator("figure").count()
+            page.evaluate("() => window.exampleShown")
+            shown = page.locator("figure:not(#example)").count()
         finally:
             page.close()
     return info, records, shown
@@ -129,6 +134,56 @@ def test_page_gives_predicts_and_the_tf1_graphs_detections_on_the_shared_photos(
 
 @pytest.mark.slow
 @needs_photos
+def test_the_first_paint_shows_the_examples_detections_and_a_load_logs_no_error(zoo_web, chromium, references):
+    """What a screenshot at the load event shows (`chromium --headless --screenshot`, a link
+    preview): the example photo with the detections found at export time, drawn; then the page's
+    own run replaces it with the same detections. Nothing of the load fails: no request (the
+    browser's /favicon.ico, an unread HEAD response), no console error or warning."""
+    from PIL import Image
+    _, _, root = zoo_web
+    records, _ = references
+    manifest = json.loads((root / "web" / "model.json").read_text())
+    exported = manifest["example"]["record"]
+    plain = np.asarray(Image.open(root / "web" / manifest["example"]["photo"]).convert("RGB"), np.int16)
+    drawn = np.asarray(Image.open(root / "web" / manifest["example"]["drawn"]).convert("RGB"), np.int16)
+    # The export's detections are predict's on the photo (and so the TF1 graph's, test above).
+    assert same_predict_lines({"p": dict(exported, image="p")}, {"p": records[os.path.basename(PHOTOS[0])]},
+                              ATOL) == exported["num_detections"] > 0
+    with browser.serve(str(root)) as base:
+        page = chromium.new_page()
+        page.set_viewport_size({"width": 1280, "height": 900})  # the photo at 1:1, whole
+        failed, console = [], []
+        page.on("requestfailed", lambda request: failed.append(f"{request.method} {request.url}: {request.failure}"))
+        page.on("response", lambda response: response.status >= 400 and failed.append(
+            f"{response.request.method} {response.url}: HTTP {response.status}"))
+        page.on("console", lambda message: console.append((message.type, message.text)))
+        try:
+            page.goto(f"{base}web/", wait_until="load")
+            box = page.evaluate("""() => {
+                const img = document.querySelector('#example img');
+                if (!img || !img.complete) return null;
+                const r = img.getBoundingClientRect();
+                return { x: r.x, y: r.y, width: img.naturalWidth, shown: r.width };
+            }""")
+            shot = page.screenshot()
+            assert box is not None and box["width"] == plain.shape[1] == round(box["shown"]) - 2, box  # 1px border
+            live = page.evaluate("() => window.exampleShown")
+            assert page.locator("#example canvas").count() == 1 and page.locator("#example img").count() == 0
+        finally:
+            page.close()
+    # Where the boxes and their strips are drawn, the screenshot is the drawn photo, not the photo.
+    x, y = round(box["x"]) + 1, round(box["y"]) + 1
+    screen = np.asarray(Image.open(io.BytesIO(shot)).convert("RGB"), np.int16)[y:y + plain.shape[0], x:x + plain.shape[1]]
+    boxes = np.abs(drawn - plain).max(axis=-1) > 100
+    to_drawn, to_plain = (np.abs(screen - drawn)[boxes].mean(), np.abs(screen - plain)[boxes].mean())
+    assert boxes.mean() > 0.05 and to_drawn < 3 and to_plain > 60, (boxes.mean(), to_drawn, to_plain)
+    # This browser's run of the example: the export's detections.
+    assert same_predict_lines({"p": dict(live, image="p")}, {"p": dict(exported, image="p")}, ATOL) > 0
+    assert failed == [] and [c for c in console if c[0] in ("error", "warning")] == [], (failed, console)
+
+
+@pytest.mark.slow
+@needs_photos
 def test_bad_input_on_the_page_is_one_message_on_the_page(zoo_web, chromium):
     _, _, root = zoo_web
     with browser.serve(str(root)) as base:
@@ -137,10 +192,11 @@ def test_bad_input_on_the_page_is_one_message_on_the_page(zoo_web, chromium):
             for name, expected in (("notes.txt", "notes.txt: not an image this page reads (JPEG, PNG, GIF, BMP or WebP)"),
                                    ("truncated.jpg", "truncated.jpg: cannot read image: the JPEG data is corrupt or "
                                                      "truncated"),
-                                   ("missing.jpg", "missing.jpg is missing from this folder (HTTP 404)")):
+                                   # The photo's problem, not the page's.
+                                   ("missing.jpg", "../photos/missing.jpg: not found (HTTP 404)")):
                 error = page.evaluate("(url) => window.detect(url).then(() => null, (e) => e.message)",
                                       f"../photos/{name}")
-                assert error is not None and expected in error, error
+                assert error is not None and expected in error and "export" not in error, error
                 assert page.locator("#message").is_visible() and expected in page.locator("#message").text_content()
             # The page goes on: the next photo is detected and the message cleared.
             record = page.evaluate("(url) => window.detect(url)", f"../photos/{os.path.basename(PHOTOS[3])}")
@@ -161,14 +217,38 @@ def test_a_folder_missing_a_file_is_one_message_on_the_page(zoo_web, chromium, t
             os.link(root / "web" / name, folder / name)  # hard links: no copy of 40 MB
     with browser.serve(str(tmp_path)) as base:
         page = chromium.new_page()
+        console = []
+        page.on("console", lambda message: console.append(message.text))
         try:
             page.goto(f"{base}web/")
             page.wait_for_selector("#message:not([hidden])", timeout=30000)
             message = page.locator("#message").text_content()
-            assert message.startswith(missing) and "export it again" in message, message
-            assert page.locator("#status").text_content() == "Not loaded."
+            # The visitor reads what is wrong; the developer finds what to do in the console.
+            assert message.startswith(missing) and "the page is incomplete" in message, message
+            assert "export" not in message and "migrate" not in message, message
+            assert page.locator("#status").text_content() == "The model could not be loaded."
+            assert any("export it again" in line for line in console), console
+            # The example drawn at export stays, no longer said to be running here.
+            caption = page.locator("#example figcaption").text_content()
+            assert "as found when this page was made" in caption and "running" not in caption, caption
         finally:
             page.close()
+
+
+@pytest.mark.slow
+@needs_photos
+def test_a_page_opened_as_a_file_says_to_serve_it(zoo_web, chromium):
+    """Opened as a file, the browser refuses the page's module scripts: the page says that it must
+    be served, not that its folder is incomplete."""
+    _, _, root = zoo_web
+    page = chromium.new_page()
+    try:
+        page.goto((root / "web" / "index.html").as_uri())
+        page.wait_for_selector("#message:not([hidden])", timeout=30000)
+        message = page.locator("#message").text_content()
+        assert message.startswith("This page runs only when served over HTTP") and "incomplete" not in message
+    finally:
+        page.close()
 
 
 def test_the_runtime_is_the_lockfiles(tmp_path):
@@ -181,7 +261,8 @@ def test_the_runtime_is_the_lockfiles(tmp_path):
 
 
 @pytest.mark.parametrize("case", ["exists", "int8", "nms", "float32", "labels_beyond", "bad_labels", "config_labels",
-                                  "no_labels_file", "not_converted", "parent_is_file"])
+                                  "no_labels_file", "not_converted", "parent_is_file", "example_with_onnx",
+                                  "no_example_file", "example_not_an_image"])
 def test_export_web_bad_input_is_one_line_exit_2_and_nothing_written(small_converted, tmp_path, case):
     converted, out = small_converted, tmp_path / "page"
     args = ["export", converted, "--web", str(out)]
@@ -202,9 +283,19 @@ def test_export_web_bad_input_is_one_line_exit_2_and_nothing_written(small_conve
                            f"{tmp_path / 'nothing.pbtxt'}: no such file (--labels): the model's label map, or `coco`"),
         "not_converted": (None, f"{tmp_path}: not a converted model directory"),
         "parent_is_file": (None, "is a file, not a folder"),
+        "example_with_onnx": (None, "--example: for the --web page only"),
+        "no_example_file": (["--example", str(tmp_path / "nothing.jpg")], f"{tmp_path / 'nothing.jpg'}: no such file "
+                                                                           "(--example)"),
+        "example_not_an_image": (["--example", str(tmp_path / "notes.jpg")], f"{tmp_path / 'notes.jpg'}: cannot "
+                                                                             "read image"),
     }[case]
     if case == "config_labels":
         (tmp_path / "pipeline.config").write_text("model {\n  ssd {\n    num_classes: 3\n  }\n}\n")
+    elif case == "example_with_onnx":
+        (tmp_path / "photo.jpg").write_bytes(b"")
+        args = ["export", converted, "--onnx", str(tmp_path / "m.onnx"), "--example", str(tmp_path / "photo.jpg")]
+    elif case == "example_not_an_image":
+        (tmp_path / "notes.jpg").write_text("not an image")
     elif case == "bad_labels":
         (tmp_path / "labels.pbtxt").write_text("item { id: 1 name: 'cat' ")  # unterminated
     elif case == "not_converted":
@@ -234,6 +325,11 @@ def test_export_web_writes_the_folder_whole_and_replaces_it_with_force(small_con
     assert manifest["image_size"] == [128, 128] and manifest["num_classes"] == 3 and not manifest["has_labels"]
     assert all(os.path.getsize(out / name) == size for name, size in manifest["files"].items())
     assert json.loads((out / "labels.json").read_text()) == {}
+    # Without --example the page's first paint names the model and its download, and holds no figure.
+    page = (out / "index.html").read_text()
+    model_mb = os.path.getsize(out / "model.onnx") / 1e6
+    assert '<span id="model-name">(converted)</span>' in page and f"Loading the model ({model_mb:.1f} MB)" in page
+    assert "<figure" not in page and "example" not in manifest
     # A failure half-way leaves the old folder as it was, and no temporary folder beside it.
     (out / "mine.txt").write_text("kept")
 

@@ -4,12 +4,15 @@
 //
 // For automation: `window.detect(url)` -> Promise of that photo's record in `predict`'s JSON lines
 // format; `window.modelReady` settles once the model is loaded (rejecting with the page's
-// message when it cannot be); `window.pageInfo` says what runs; `window.lastTiming` holds the
-// last photo's times in milliseconds. Query parameters: `threads=N` (ONNX Runtime Web's threads),
-// `min_score=S` (the score from which boxes are drawn, as `predict --png-min-score`; default 0.5).
+// message when it cannot be); `window.exampleShown` settles once the example photo that
+// `export --web --example` wrote into the page has been detected here (its record, or null without
+// one); `window.pageInfo` says what runs; `window.lastTiming` holds the last photo's times in
+// milliseconds. Query parameters: `threads=N` (ONNX Runtime Web's threads), `min_score=S` (the
+// score from which boxes are drawn, as `predict --png-min-score`; default 0.5).
 //
-// Every failure ends as one message on the page (#message): a file missing from the folder, a
-// file that is not an image, a browser without WebAssembly.
+// Every failure ends as one message on the page (#message), written for the page's visitor: a
+// photo that is not there or not an image, a file missing from the page's folder, a browser
+// without WebAssembly. What the page's developer can do about it goes to the browser's console.
 
 const MANIFEST = "model.json";
 // Files the page needs besides those model.json names (the folder `export --web` writes).
@@ -21,7 +24,13 @@ const MAX_THREADS = 4;
 class PageError extends Error {}
 
 const $ = (id) => document.getElementById(id);
-const state = { labels: {}, session: null, decoder: null, draw: null, manifest: null };
+// `turn`: the photo being detected; the next one waits for it (one model, one photo at a time).
+const state = { labels: {}, session: null, decoder: null, draw: null, manifest: null, turn: Promise.resolve() };
+
+// For the page's developer, not its visitor: the console of the browser's developer tools.
+function hint(text) {
+  console.info(`[migrate export --web] ${text}`);
+}
 
 function showMessage(text) {
   const box = $("message");
@@ -41,18 +50,43 @@ function describe(error) {
 
 // ---- the model folder ----------------------------------------------------------------------
 
-async function fetchFile(name, as) {
+const EXPORT_AGAIN = "not a complete `migrate export --web` folder: export it again " +
+  "(python -m migrate export CONVERTED --web DIR)";
+
+function gone(response) {
+  return response.status === 404 || response.status === 410;
+}
+
+// One of the page's own files (model.json names them): its absence is an incomplete folder.
+async function fetchPageFile(name, as) {
   let response;
   try {
     response = await fetch(name, { cache: "no-cache" });
   } catch (error) {
-    throw new PageError(`${name} could not be fetched (${error.message}): is the folder served over HTTP?`);
+    throw new PageError(`${name} could not be downloaded (${error.message}): check the connection and reload.`);
+  }
+  if (gone(response)) {
+    hint(`${name}: HTTP ${response.status}: ${EXPORT_AGAIN}`);
+    throw new PageError(`${name} is missing from this page's folder (HTTP ${response.status}): ` +
+      "the page is incomplete and cannot run.");
   }
   if (!response.ok) {
-    throw new PageError(`${name} is missing from this folder (HTTP ${response.status}): it is not a complete ` +
-      "`migrate export --web` folder; export it again.");
+    throw new PageError(`${name} could not be downloaded (HTTP ${response.status}): reload the page later.`);
   }
   return as === "json" ? response.json() : new Uint8Array(await response.arrayBuffer());
+}
+
+// A photo of `window.detect(url)`: its absence is the photo's problem, not the page's.
+async function fetchPhoto(url) {
+  let response;
+  try {
+    response = await fetch(url, { cache: "no-cache" });
+  } catch (error) {
+    throw new PageError(`${url}: could not be fetched (${error.message})`);
+  }
+  if (gone(response)) throw new PageError(`${url}: not found (HTTP ${response.status})`);
+  if (!response.ok) throw new PageError(`${url}: could not be fetched (HTTP ${response.status})`);
+  return new Uint8Array(await response.arrayBuffer());
 }
 
 async function checkPresent(names) {
@@ -61,14 +95,19 @@ async function checkPresent(names) {
   await Promise.all(names.map(async (name) => {
     try {
       const response = await fetch(name, { method: "HEAD", cache: "no-cache" });
-      if (response.status === 404 || response.status === 410) missing.push(name);
+      // Its (empty) body read to the end: a response left unread is cancelled, a failed request
+      // in the browser's network log.
+      await response.arrayBuffer();
+      if (gone(response)) missing.push(name);
     } catch (error) {
       // A server that refuses HEAD is read with GET later, with the same message.
     }
   }));
   if (missing.length) {
-    throw new PageError(`${missing.sort().join(", ")} ${missing.length > 1 ? "are" : "is"} missing from this ` +
-      "folder: it is not a complete `migrate export --web` folder; export it again.");
+    missing.sort();
+    hint(`${missing.join(", ")}: not found: ${EXPORT_AGAIN}`);
+    throw new PageError(`${missing.join(", ")} ${missing.length > 1 ? "are" : "is"} missing from this page's ` +
+      "folder: the page is incomplete and cannot run.");
   }
 }
 
@@ -91,28 +130,30 @@ async function loadModel() {
   if (typeof WebAssembly !== "object") throw new PageError("this browser has no WebAssembly: the model cannot run");
   let manifest;
   try {
-    manifest = await fetchFile(MANIFEST, "json");
+    manifest = await fetchPageFile(MANIFEST, "json");
   } catch (error) {
-    if (error instanceof SyntaxError) throw new PageError(`${MANIFEST} is not valid JSON: export the folder again.`);
-    throw error;
+    if (!(error instanceof SyntaxError)) throw error;
+    hint(`${MANIFEST}: ${error.message}: ${EXPORT_AGAIN}`);
+    throw new PageError(`${MANIFEST} is damaged (not valid JSON): the page cannot run.`);
   }
   state.manifest = manifest;
   await checkPresent([...PAGE_FILES, ...Object.keys(manifest.files)]);
   const [jpeg, draw, ort] = await Promise.all([
     import("./jpeg.js"), import("./draw.js"), import(`./${manifest.runtime.script}`),
   ]).catch((error) => {
-    throw new PageError(`the page's scripts could not be loaded (${error.message}): export the folder again.`);
+    hint(`${error.message}: ${EXPORT_AGAIN}`);
+    throw new PageError(`the page's scripts could not be loaded (${error.message}): the page cannot run.`);
   });
   state.draw = draw;
   state.jpeg = jpeg;
-  state.labels = await fetchFile(manifest.labels, "json");
+  state.labels = await fetchPageFile(manifest.labels, "json");
   state.decoder = await jpeg.JpegDecoder.load(manifest.decoder.wasm);
 
   const threads = threadCount();
   ort.env.wasm.numThreads = threads;
   ort.env.wasm.wasmPaths = { mjs: new URL(manifest.runtime.loader, location.href).href,
                              wasm: new URL(manifest.runtime.wasm, location.href).href };
-  const modelBytes = await fetchFile(manifest.model);
+  const modelBytes = await fetchPageFile(manifest.model);
   try {
     state.session = await ort.InferenceSession.create(modelBytes, {
       executionProviders: ["wasm"], graphOptimizationLevel: "all", executionMode: "sequential",
@@ -128,10 +169,14 @@ async function loadModel() {
     cross_origin_isolated: isolated, model: manifest.model, image_size: manifest.image_size,
   };
   $("model-name").textContent = `(${manifest.name})`;
-  $("status").textContent = `${manifest.model}: ${h}x${w} input, ${manifest.num_classes} classes, photos of any ` +
-    `size. ONNX Runtime Web ${manifest.runtime.version}, WebAssembly SIMD, ${threads} thread${threads > 1 ? "s" : ""}` +
-    (isolated || threads > 1 ? "." : " (the page is not cross-origin isolated: serve it with COOP/COEP headers for " +
-      "more, docs/guides/deploy.md).");
+  $("status").textContent = `Ready: choose photos of any size. The model (${h}x${w}, ${manifest.num_classes} ` +
+    `classes) runs in this browser (ONNX Runtime Web ${manifest.runtime.version}, ${threads} ` +
+    `thread${threads > 1 ? "s" : ""}).`;
+  if (!isolated && threads === 1) {
+    hint("one thread: the page is not cross-origin isolated. Served with the headers Cross-Origin-Opener-Policy: " +
+      "same-origin and Cross-Origin-Embedder-Policy: require-corp, it runs on min(cores, 4) threads " +
+      "(ssd-mobilenet-migrate, docs/guides/deploy.md).");
+  }
 }
 
 // ---- one photo -----------------------------------------------------------------------------
@@ -201,8 +246,15 @@ async function run(pixels) {
   return { height, width, num_detections: count, detections };
 }
 
-// bytes (or decoded pixels) -> {record, pixels, timing}, the times in milliseconds.
-async function detectPhoto(name, bytes, pixels) {
+// bytes (or decoded pixels) -> {record, pixels, timing}, the times in milliseconds, once the
+// photos asked for before it are done.
+function detectPhoto(name, bytes, pixels) {
+  const done = state.turn.then(() => detectNow(name, bytes, pixels));
+  state.turn = done.catch(() => {});
+  return done;
+}
+
+async function detectNow(name, bytes, pixels) {
   const start = performance.now();
   pixels = pixels || await decodePhoto(bytes, name);
   const decoded = performance.now();
@@ -215,7 +267,16 @@ async function detectPhoto(name, bytes, pixels) {
 
 // ---- what the page shows -------------------------------------------------------------------
 
-function show({ record, pixels, timing }) {
+// The caption under a photo (export_web._caption says the same of the example until it runs here).
+function caption(record, minScore, timing) {
+  const drawn = record.detections.filter((d) => d.score >= minScore).length;
+  return `${record.image}: ${record.width}x${record.height}, ${drawn} of ${record.num_detections} detections ` +
+    `drawn (score ${minScore} or more); ${Math.round(timing.total_ms)} ms (decoding ` +
+    `${Math.round(timing.decode_ms)} ms, model ${Math.round(timing.model_ms)} ms)`;
+}
+
+// A detected photo as a <figure>: the photo, its detections drawn, the caption.
+function figureOf({ record, pixels, timing }) {
   const card = document.createElement("figure");
   const canvas = document.createElement("canvas");
   canvas.width = pixels.width;
@@ -229,13 +290,14 @@ function show({ record, pixels, timing }) {
   context.putImageData(rgba, 0, 0);
   const minScore = drawMinScore();
   state.draw.drawLabelled(context, record, state.labels, minScore);
-  const shown = record.detections.filter((d) => d.score >= minScore).length;
-  const caption = document.createElement("figcaption");
-  caption.textContent = `${record.image}: ${record.width}x${record.height}, ${shown} detection${shown === 1 ? "" : "s"} ` +
-    `scoring >= ${minScore} (of ${record.num_detections}); ${timing.total_ms.toFixed(1)} ms ` +
-    `(decoding ${timing.decode_ms.toFixed(1)} ms, model ${timing.model_ms.toFixed(1)} ms)`;
-  card.append(canvas, caption);
-  $("results").prepend(card);
+  const text = document.createElement("figcaption");
+  text.textContent = caption(record, minScore, timing);
+  card.append(canvas, text);
+  return card;
+}
+
+function show(result) {
+  $("results").prepend(figureOf(result));
 }
 
 async function detectAndShow(name, bytes, pixels) {
@@ -265,7 +327,7 @@ window.detect = async function detect(url) {
   await window.modelReady;
   let bytes;
   try {
-    bytes = await fetchFile(url);
+    bytes = await fetchPhoto(url);
   } catch (error) {
     showMessage(describe(error));
     throw error;
@@ -316,9 +378,29 @@ window.addEventListener("unhandledrejection", (event) => {
   if (!(event.reason instanceof PageError)) showMessage(describe(event.reason));
 });
 
+// The example photo index.html shows with the detections found at export time (#example) is
+// detected again here and replaced by this browser's figure. -> its record, or null without one.
+async function showExample() {
+  const figure = $("example");
+  if (!figure) return null;
+  try {
+    const result = await detectPhoto(figure.dataset.photo, await fetchPageFile(figure.dataset.photo));
+    const live = figureOf(result);
+    live.id = "example";
+    figure.replaceWith(live);
+    return result.record;
+  } catch (error) {
+    showMessage(describe(error));
+    throw error;
+  }
+}
+
 window.modelReady = loadModel().then(wireInputs, (error) => {
   showMessage(describe(error));
-  $("status").textContent = "Not loaded.";
+  $("status").textContent = "The model could not be loaded.";
+  document.querySelectorAll(".pending").forEach((part) => part.remove()); // the example's "running the model"
   throw error instanceof PageError ? error : new PageError(describe(error));
 });
 window.modelReady.catch(() => {}); // shown on the page above; detect() callers get the rejection
+window.exampleShown = window.modelReady.then(showExample);
+window.exampleShown.catch(() => {});

@@ -9,6 +9,9 @@ Output directory:
   model_config.json       the full SSDConfig (incl. the graph-version traits)
   pipeline.config         the config used, inferred fields filled in
   source_pipeline.config  the source's pipeline.config as it was (its training settings), when it has one
+  label_map.pbtxt         the class names: `--labels`, else the label map the pipeline.config names
+                          (`kept_label_map`), when there is one
+  synthetic_weights.txt   when the source is marked as holding seeded synthetic weights
   conversion_report.json  sources with sha256, versions, config, name map, ignored variables, timings
 """
 
@@ -25,7 +28,9 @@ import tensorflow as tf
 import ssd_mobilenet
 from migrate.tf1 import assign as assign_lib
 from migrate.tf1 import config_inference, sources
-from ssd_mobilenet import atomic_write
+from ssd_mobilenet import atomic_write, converted_dir
+from ssd_mobilenet import label_map as label_maps
+from ssd_mobilenet import pipeline_text
 from ssd_mobilenet.converted_dir import file_sha256
 from ssd_mobilenet import detector as detector_lib
 from ssd_mobilenet import export as export_lib
@@ -39,10 +44,14 @@ class OutputExistsError(FileExistsError):
     pass
 
 
-def default_out(src: str) -> str:
+def source_dir(src: str) -> str:
+    """The folder of a TF1 source: `src` itself, or the folder of the file (or prefix) it names."""
     src = os.path.abspath(src.rstrip("/"))
-    base = src if os.path.isdir(src) else os.path.dirname(src)
-    return base + "_tf2"
+    return src if os.path.isdir(src) else os.path.dirname(src)
+
+
+def default_out(src: str) -> str:
+    return source_dir(src) + "_tf2"
 
 
 # Fields only a graph shows (no pipeline.config records them): without a graph, assumed.
@@ -126,10 +135,71 @@ def _check(source, tmp: str, config, check: bool, allow_ops, say, precision: str
         raise CheckRefusedError(str(e)) from None
 
 
+# Where a pipeline.config names its label map: the training input's first (the map the model was
+# trained with), then the evaluation inputs'.
+_LABEL_MAP_READERS = ("train_input_reader", "eval_input_reader")
+
+
+def named_label_map(source) -> str | None:
+    """The `label_map_path` the source's pipeline.config names, or None (no config, none named,
+    a config that does not parse: the conversion reports that one)."""
+    if source.pipeline_config is None:
+        return None
+    try:
+        root = pipeline_text.parse(source.pipeline_config)
+    except pipeline_text.TextFormatError:
+        return None
+    for reader in _LABEL_MAP_READERS:
+        for message in root.get(reader, []):
+            path = message.scalar("label_map_path") if isinstance(message, pipeline_text.TextMessage) else None
+            if isinstance(path, str) and path:
+                return path
+    return None
+
+
+def _found_label_map(named: str, config_path: str | None) -> str | None:
+    """The file `named` (a pipeline.config's `label_map_path`) is, or None: the path as given,
+    then relative to the pipeline.config's folder, then its base name beside it (a folder that
+    was moved, or a zoo config's `PATH_TO_BE_CONFIGURED/`)."""
+    folder = os.path.dirname(os.path.abspath(config_path)) if config_path else None
+    candidates = [named] + ([os.path.join(folder, named), os.path.join(folder, os.path.basename(named))]
+                            if folder else [])
+    return next((p for p in candidates if os.path.isfile(p)), None)
+
+
+def kept_label_map(source, labels: str | None, num_classes: int) -> tuple:
+    """(label map file or None, the console line saying which was kept or why none was): `labels`
+    (`--labels`: a file or `coco`) when given, else the file the source's pipeline.config names
+    (`named_label_map`, found by `_found_label_map`).
+
+    Raises:
+      label_maps.LabelMapError: the map does not read, or names ids beyond `num_classes`
+        (`label_map.fits`).
+    """
+    if labels is not None:
+        path, line = labels, f"label map: {labels} (--labels), kept as {converted_dir.LABEL_MAP_FILE}"
+    else:
+        named = named_label_map(source)
+        if named is None:
+            return None, "no label map kept (no pipeline.config names one): give one with `--labels FILE` or `coco`"
+        path = _found_label_map(named, source.pipeline_config_from)
+        if path is None:
+            return None, (f"label map {named} (pipeline.config's label_map_path) not found: give it with "
+                          "`--labels FILE` (or `--labels coco`)")
+        line = f"label map: {path} (pipeline.config's label_map_path), kept as {converted_dir.LABEL_MAP_FILE}"
+    label_maps.fits(path, label_maps.read(path), num_classes)
+    return path, line
+
+
 def convert(src: str, out: str = None, force: bool = False, trust_weights: bool = False, image_size=None,
             use_moving_averages: bool = False, check: bool = True, allow_ops=(), saved_model: str = export_lib.FAST,
-            precision: str = "float32", progress=None, saved_model_weights: str | None = None) -> dict:
+            precision: str = "float32", progress=None, saved_model_weights: str | None = None,
+            labels: str | None = None) -> dict:
     """Converts a TF1 model; returns the conversion report (also written to `out`).
+
+    `labels`: the label map to keep in `out` (a file or `coco`); None keeps the one the source's
+    pipeline.config names where that file is found (`kept_label_map`, which says which in a
+    progress line).
 
     With `check` (default) and a source that holds a graph, the model as written is checked
     against that graph before it is renamed into place (`self_check.check_conversion`: every
@@ -146,7 +216,7 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
     Raises:
       sources.SourceError: bad input, with a one-line message naming the file; so are
         `ssd_mobilenet.ConfigError`, `config_inference.MismatchError`, `assign.MappingError`,
-        `OutputExistsError` and `CheckRefusedError`.
+        `OutputExistsError`, `CheckRefusedError` and `label_map.LabelMapError`.
       self_check.CheckFailed: the converted model differs from the graph; nothing is written.
     """
     say = progress or (lambda msg: None)
@@ -172,6 +242,8 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
     say(f"reading {src}")
     source = sources.open_source(src)
     config, notes = config_inference.infer_config(source, trust_weights=trust_weights, image_size=image_size)
+    kept, line = kept_label_map(source, labels, config.num_classes)
+    say(line)
     timings["read_s"] = time.perf_counter() - t0
     say("building the Keras model")
     t = time.perf_counter()
@@ -193,6 +265,11 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
             # train_config) are what `migrate train` continues with.
             with open(os.path.join(tmp, SOURCE_PIPELINE_CONFIG), "w", encoding="utf-8") as f:
                 f.write(source.pipeline_config)
+        if kept is not None:
+            with open(os.path.join(tmp, converted_dir.LABEL_MAP_FILE), "w", encoding="utf-8") as f:
+                f.write(label_maps.as_pbtxt(kept))
+        if converted_dir.synthetic_weights(source_dir(src)):
+            converted_dir.mark_synthetic(tmp)
         timings["write_s"] = time.perf_counter() - t
 
         def write_saved_model():
@@ -223,6 +300,7 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
             "ignored": ignored,
             "use_moving_averages": use_moving_averages,
             "num_weights": len(names),
+            "label_map": kept and os.path.abspath(label_maps.resolve(kept)),
             "check": check_report,
             "saved_model": {"variant": saved_model, "precision": precision,
                             "weights": export_lib.weights_kind(saved_model, config, precision, saved_model_weights),

@@ -14,6 +14,7 @@ import numpy as np
 
 import migrate
 from ssd_mobilenet.config import NMS_CLIP_AFTER, SSDConfig
+from ssd_mobilenet.converted_dir import mark_synthetic, synthetic_weights
 
 NAME = "ssd_mobilenet_v1_coco_synthetic"
 # score_threshold 0.3 as the zoo pipeline.config has it (stored as its float32 value).
@@ -49,4 +50,7 @@ def ensure_tf1_model(progress=None) -> str:
         if progress:
             progress(f"no TF1 model given: building the default one in {path}")
         builder.write_model_dir(CONFIG, path, seed=SEED)
+    if not synthetic_weights(path):
+        # Also into a default model built before the marker was written: convert carries it over.
+        mark_synthetic(path)
     return path

@@ -6,8 +6,9 @@ against the SSD inference set first). Each record's image goes to the model at i
 the OD API's evaluation fed it; detections and groundtruth are scaled to the image's pixels and
 scored by pycocotools (`ssd_mobilenet.training.coco_metrics`, the OD API's metric names). Every
 record counts once, keyed by its position (the OD API keyed by source id and dropped repeats).
-Categories: the label map's items when `labels` is given, else the classes in the groundtruth
-(a class with no groundtruth has no precision and does not enter the mean either way).
+Categories: the label map's items (`labels`, else the label map a converted MODEL carries,
+`converted_dir.label_map_file`), else the classes in the groundtruth (a class with no groundtruth
+has no precision and does not enter the mean either way).
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def evaluate(model: str, records, labels: str = None, json_path: str = None, for
       OutputExistsError, ModelError, data.DataError, label_map.LabelMapError: bad input, before
       anything is written.
     """
+    from ssd_mobilenet import converted_dir
     from ssd_mobilenet import label_map as label_maps
     from ssd_mobilenet.training import coco_metrics, data
 
@@ -87,6 +89,8 @@ def evaluate(model: str, records, labels: str = None, json_path: str = None, for
     warn = warn or say
     atomic_write.check_output(json_path, force, is_dir=False, flag="--json", error=OutputExistsError)
     files = data.record_files(records)
+    if labels is None and is_converted(model):
+        labels = converted_dir.label_map_file(model)
     names = label_maps.read(labels) if labels else None
     run, description, num_classes = model_runner(model, allow_ops)
     if names is not None:

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from migrate.common import console
 from migrate.export_drift import DRIFT_IMAGES, drift_notes, drift_of
-from migrate.export_inputs import ExportInputError, calibration_images, converted_config, load_converted
+from migrate.export_inputs import ExportInputError, calibration_images, carried, converted_config, load_converted
 from ssd_mobilenet import atomic_write
 from ssd_mobilenet import detector as detector_lib
 from ssd_mobilenet.export import tflite as tflite_lib
@@ -44,24 +44,24 @@ def quantization_drift(model, tflite_bytes: bytes, names, images, input_type: st
     return drift_of(names, (pair(image) for image in images))
 
 
-def _convert(model, nms, input_type, max_detections, images, notes) -> tuple:
+def _convert(model, nms, input_type, max_detections, images, notes, entry) -> tuple:
     """(file bytes, the NMS mode it has): per-class falls back to regular when the converter
-    would need Flex ops for it (the issue's rule), with a note."""
+    would need Flex ops for it (the issue's rule), with a note. `entry`: what the metadata carries."""
     try:
         return tflite_lib.convert(model, nms=nms, input_type=input_type, max_detections=max_detections,
-                                  representative_images=images), nms
+                                  representative_images=images, carried=entry), nms
     except tflite_lib.NeedsFlexOps as e:
         if nms != tflite_lib.PER_CLASS:
             raise
         notes.append(f"per-class NMS needs Flex ops with TensorFlow {tf.__version__}'s converter ({e}); "
                      f"fell back to --nms {tflite_lib.REGULAR}")
-        return tflite_lib.convert(model, nms=tflite_lib.REGULAR, input_type=input_type,
-                                  max_detections=max_detections, representative_images=images), tflite_lib.REGULAR
+        return tflite_lib.convert(model, nms=tflite_lib.REGULAR, input_type=input_type, max_detections=max_detections,
+                                  representative_images=images, carried=entry), tflite_lib.REGULAR
 
 
 def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_type: str = tflite_lib.UINT8,
            max_detections: int | None = None, int8: bool = False, calibration=None, force: bool = False,
-           progress=None, warn=None) -> dict:
+           progress=None, warn=None, labels: str | None = None) -> dict:
     """Writes the TFLite file of `converted` to `tflite`.
 
     Args:
@@ -76,6 +76,8 @@ def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_t
         called for each image whose confident detections (score >= `REPORT_MIN_SCORE`) the
         quantized file does not all reproduce (same class, IoU >= `MATCH_IOU`).
       force: replace an existing `tflite`.
+      labels: the label map the file's metadata carries (a file or `coco`; default: the one
+        `converted` carries; `export_inputs.carried`), for `predict` on the file.
     Returns:
       dict: notes (what the file differs in from the converted model), int8, drift
       (`quantization_drift`, or None), out, bytes, nms, input, max_detections, operators (the file's op names), seconds.
@@ -97,6 +99,7 @@ def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_t
     aware = bool(converted_config(converted).weight_bits)
     if aware:
         _check_quantization_aware(converted, nms, input_type, int8)  # before the weights are loaded
+    entry = carried(converted, labels)
     model = load_converted(converted)
     max_detections = max_detections or model.config.max_total_detections
     names, images = calibration_images(calibration, model.config) if int8 else ([], None)
@@ -105,7 +108,7 @@ def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_t
         say(f"int8 calibrated on {len(images)} images" if int8 else "int8 on the checkpoint's quantization ranges")
     notes = []
     with console.native_stderr_quieted():
-        data, nms = _convert(model, nms, input_type, max_detections, images, notes)
+        data, nms = _convert(model, nms, input_type, max_detections, images, notes, entry)
     notes += [tflite_lib.DIFFERENCES[nms]] if nms in tflite_lib.DIFFERENCES else []
     drift = None
     if aware:

@@ -37,6 +37,18 @@ def converted_config(converted: str):
         raise ExportInputError(error_about(converted, e, "cannot load it")) from None
 
 
+def carried(converted: str, labels: str | None = None) -> dict:
+    """What the exported file carries of `converted` (`converted_dir.carried`: its label map, or
+    `labels` in its place; whether its weights are synthetic), or `ExportInputError` naming a
+    label map that does not read."""
+    from ssd_mobilenet import converted_dir, label_map
+    converted_config(converted)  # a directory that is not one is named as such, first
+    try:
+        return converted_dir.carried(converted, labels)
+    except label_map.LabelMapError as e:
+        raise ExportInputError(str(e)) from None
+
+
 def load_converted(converted: str):
     """The Keras model of a converted directory, or `ExportInputError` naming the directory."""
     _check_converted(converted)

@@ -13,7 +13,7 @@ import os
 import time
 
 from migrate.export_drift import DRIFT_IMAGES, drift_notes, drift_of
-from migrate.export_inputs import ExportInputError, calibration_images, converted_config, load_converted
+from migrate.export_inputs import ExportInputError, calibration_images, carried, converted_config, load_converted
 from ssd_mobilenet import atomic_write
 
 
@@ -55,7 +55,7 @@ def aware_drift(model, onnx_bytes: bytes, names, images, input_type: str) -> dic
 
 def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detections: int | None = None,
                 int8: bool = False, calibration=None, force: bool = False, verbose: bool = False, progress=None,
-                warn=None) -> dict:
+                warn=None, labels: str | None = None) -> dict:
     """Writes the ONNX file of `converted` to `out`.
 
     Args:
@@ -69,6 +69,8 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
         quantization-aware model, whose file is always int8 on its checkpoint's ranges
         (`ssd_mobilenet.export.onnx_aware`; compared with the converted model on generated images).
       verbose: show tf2onnx's log.
+      labels: the label map the file's metadata carries (a file or `coco`; default: the one
+        `converted` carries; `export_inputs.carried`), for `predict` on the file.
     Returns:
       dict: out, bytes, input, max_detections, opset, operators (the file's op types), int8,
       quantization_aware, drift (`quantization_drift`, `aware_drift` or None), notes, seconds.
@@ -107,6 +109,7 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
             onnx_aware.check_bits(config)
         except ValueError as e:
             raise ExportInputError(f"{converted}: {e}") from None
+    entry = carried(converted, labels)
     model = load_converted(converted)
     max_detections = max_detections or model.config.max_total_detections
     names, images = [], []
@@ -116,7 +119,7 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
     if int8 or aware:
         say(f"int8 QDQ calibrated on {len(images)} images" if int8 else
             "int8 QDQ on the checkpoint's quantization ranges")
-    proto = onnx_lib.convert(model, input_type, max_detections, verbose=verbose)
+    proto = onnx_lib.convert(model, input_type, max_detections, verbose=verbose, carried=entry)
     drift, notes = None, []
     if aware:
         notes.append("quantization-aware: QDQ int8 convolutions on the checkpoint's FakeQuant ranges (the integer "

@@ -31,7 +31,7 @@ import os
 import shutil
 import time
 
-from migrate.export_inputs import ExportInputError, load_converted
+from migrate.export_inputs import ExportInputError, carried, load_converted
 from ssd_mobilenet import atomic_write
 
 # The repository's web/ folder: package.json and its lockfile, node_modules once installed, page/.
@@ -94,17 +94,6 @@ def installed_runtime(web_dir: str = WEB_DIR) -> dict:
     return found
 
 
-def _labels(path: str | None) -> dict:
-    """{class id (str): name} of a label map file, or {} without one."""
-    if path is None:
-        return {}
-    from ssd_mobilenet import label_map
-    try:
-        return {str(k): v for k, v in sorted(label_map.read(path).items())}
-    except label_map.LabelMapError as e:
-        raise ExportInputError(str(e)) from None
-
-
 def _example_image(photo: str):
     """The example photo as TensorFlow decodes it (`predict`'s pixels): uint8 [H, W, 3].
 
@@ -125,8 +114,8 @@ def _example(model, photo: str, image, names: dict, max_detections: int) -> dict
 
     Args:
       model: the converted `SSDMobileNetV1`; image: the photo's pixels (`_example_image`);
-      names: {class id (str): name} (`_labels`); max_detections: rows of the page's `.onnx` file,
-      which keeps the best that many.
+      names: {class id (str): name} (`export_inputs.carried`'s labels); max_detections: rows of
+      the page's `.onnx` file, which keeps the best that many.
     Returns:
       dict: photo (its name in the folder: `EXAMPLE_STEM` and the file's extension), data (the
       file's bytes), record (`predict`'s JSON line of it), drawn (JPEG bytes of the photo with
@@ -202,8 +191,9 @@ def export_web(converted: str, out: str, labels: str | None = None, max_detectio
     """Writes the web page folder of `converted` to `out` (module docstring).
 
     Args:
-      labels: a label map (`label_map.pbtxt` or a names file) whose names the page shows; without
-        one it shows `id N`.
+      labels: a label map (`label_map.pbtxt` or a names file, or `coco`) whose names the page
+        shows; default: the label map `converted` carries (`export_inputs.carried`), else the
+        page shows `id N`.
       max_detections: rows of the model's outputs (default: the model's `max_total_detections`).
       example: a photo the page shows with the converted model's detections from its first paint
         (`_example`), then with its own; without one the page starts empty.
@@ -218,7 +208,8 @@ def export_web(converted: str, out: str, labels: str | None = None, max_detectio
     atomic_write.check_output(out, force, is_dir=True, flag="--web", error=ExportInputError)
     if max_detections is not None and max_detections < 1:
         raise ExportInputError(f"--max-detections {max_detections}: must be >= 1")
-    names = _labels(labels)
+    entry = carried(converted, labels)
+    names = entry.get("labels", {})
     image = None if example is None else _example_image(example)
     packages = installed_runtime()
     try:  # every package the export imports, here, so that a missing one is this one line
@@ -249,7 +240,7 @@ def export_web(converted: str, out: str, labels: str | None = None, max_detectio
         "format": 1, "name": os.path.basename(os.path.normpath(converted)), "model": MODEL_FILE,
         "input": onnx_lib.INPUT_NAMES[network.UINT8], "image_size": [config.image_height, config.image_width],
         "num_classes": int(config.num_classes), "max_detections": int(max_detections),
-        "labels": LABELS_FILE, "has_labels": bool(names),
+        "labels": LABELS_FILE, "has_labels": bool(names), "synthetic": bool(entry.get("synthetic")),
         "runtime": {"package": ONNXRUNTIME_WEB, "version": versions[ONNXRUNTIME_WEB],
                     "script": "ort.wasm.min.mjs", "loader": "ort-wasm-simd-threaded.mjs",
                     "wasm": "ort-wasm-simd-threaded.wasm"},

@@ -25,10 +25,10 @@ import time
 import numpy as np
 
 from migrate.common import images
-from migrate.runtimes import model_classes, open_runtime
+from migrate.runtimes import model_classes, model_metadata, open_runtime
 from migrate.runtimes.base import (DEFAULT_BATCH, MAX_BATCH, BudgetError, ModelDirError, Result,  # noqa: F401
                                    RuntimeOptionError)
-from ssd_mobilenet import atomic_write
+from ssd_mobilenet import atomic_write, converted_dir
 from ssd_mobilenet import label_map
 
 PROGRESS_EVERY_S = 2.0
@@ -38,6 +38,40 @@ UNNAMED = '"label": null'
 
 class OutputExistsError(FileExistsError):
     """An output that exists and would be replaced without --force."""
+
+
+def model_labels(model: str, labels: str | None, warn) -> dict | None:
+    """{class id: name} of `labels` (a label map file or `coco`) when given, else of the label map
+    `model` carries: a converted directory's (`converted_dir.label_map_file`), a `.tflite` or
+    `.onnx` file's metadata `labels`; None without either. One warning through `warn` when the
+    map misses the model's upper class ids (`label_map.coverage_warning`).
+
+    Raises:
+      label_map.LabelMapError: the map does not read, or names ids beyond the model's classes,
+        which it never gives (`label_map.fits`): the map of another model.
+    """
+    if labels is None and os.path.isdir(model):
+        labels = converted_dir.label_map_file(model)
+    if labels is None:
+        carried = model_metadata(model).get("labels") if os.path.isfile(model) else None
+        return {int(k): v for k, v in carried.items()} if isinstance(carried, dict) and carried else None
+    names = label_map.read(labels)
+    num_classes = model_classes(model)
+    if num_classes:
+        label_map.fits(labels, names, num_classes)
+    missed = label_map.coverage_warning(labels, names, num_classes, UNNAMED)
+    if missed:
+        warn(missed)
+    return names
+
+
+def synthetic_note(model: str) -> str | None:
+    """The line that says `model`'s detections mean nothing, when it is marked as holding seeded
+    synthetic weights: a converted directory (`converted_dir.synthetic_weights`), a `.tflite` or
+    `.onnx` file exported from one (its metadata's `synthetic`); else None."""
+    if converted_dir.synthetic_weights(model) if os.path.isdir(model) else model_metadata(model).get("synthetic"):
+        return "note: synthetic weights (seeded, not trained): these detections and labels mean nothing"
+    return None
 
 
 def _short(value) -> float:
@@ -138,8 +172,7 @@ def run(model: str, inputs, out: str | None = None, png_dir: str | None = None, 
         folder and renamed into place.
       force: replace an existing `out` / non-empty `png_dir`.
       labels: label map file (`label_map`; or a shipped one's name, `coco`) for a `label` per
-        detection; one warning through `warn` when it misses the model's upper class ids or names
-        ids beyond them (`label_map.coverage_warning`).
+        detection (default: the label map a converted directory carries; `model_labels`).
       min_score: detections below it are left out of the JSON lines.
       progress: callable(str) for progress; warn: callable(str) for unreadable images
         (default: stderr).
@@ -152,7 +185,8 @@ def run(model: str, inputs, out: str | None = None, png_dir: str | None = None, 
         memory_growth, memory_limit_mb, weight_cache (`runtime.configure`). LiteRT's and ONNX
         Runtime's: threads (default: the CPU count).
     Returns:
-      dict: images, failed, detections, seconds, images_per_s, batch_size, runtime, out, png_dir.
+      dict: images, failed, detections, seconds, images_per_s, batch_size, runtime, out, png_dir,
+      note (`synthetic_note`, or None).
     Raises:
       images.ImageError, label_map.LabelMapError, ModelDirError, OutputExistsError,
       BudgetError, RuntimeOptionError: bad input, with a one-line message; nothing is written.
@@ -163,11 +197,7 @@ def run(model: str, inputs, out: str | None = None, png_dir: str | None = None, 
     atomic_write.check_output(png_dir, force, is_dir=True, flag="--png", error=OutputExistsError)
     paths = images.list_images(inputs)
     _check_not_an_input(out, png_dir, [model, *paths])
-    names = label_map.read(labels) if labels else None
-    if names is not None:
-        missed = label_map.coverage_warning(labels, names, model_classes(model), UNNAMED)
-        if missed:
-            warn(missed)
+    names = model_labels(model, labels, warn)
     runtime = open_runtime(model, say=say, warn=warn, **runtime_options)
     # A terminal narrower than the lines' 100 columns gets lines as wide as it is.
     width = min(shutil.get_terminal_size((TERMINAL_COLUMNS, 24)).columns, TERMINAL_COLUMNS)
@@ -189,7 +219,7 @@ def run(model: str, inputs, out: str | None = None, png_dir: str | None = None, 
             png_paths = png_names(paths)
 
         summary = {"images": len(paths), "failed": 0, "detections": 0, "batch_size": runtime.batch_size,
-                   "runtime": runtime.name}
+                   "runtime": runtime.name, "note": synthetic_note(model)}
         start = last_report = time.perf_counter()
         results = runtime.results(paths)
         cleanup.callback(results.close)  # the TensorFlow runtime's trace stops with its generator

@@ -6,8 +6,9 @@ DIR gets:
   images/                                     the evaluation images as JPEG files, for `predict --png`
   tf1_model/                                  a small TF1 SSD MobileNet v1 for the shapes' three classes
                                               (depth multiplier 0.25, 128x128), built by `migrate.tf1.builder`
-                                              with seeded synthetic weights, in the zoo's layout; with
-                                              `--model ppn` the PPN (`PPN_MODEL_CONFIG`)
+                                              with seeded synthetic weights, in the zoo's layout, marked
+                                              so (`converted_dir.SYNTHETIC_FILE`); with `--model ppn` the
+                                              PPN (`PPN_MODEL_CONFIG`)
   train.config                                the pipeline.config to train it with (`--config`)
 
 The model starts from synthetic weights, not from a trained one, so its detections mean nothing
@@ -158,7 +159,7 @@ def write(out_dir: str, force: bool = False, progress=None, num_train: int = TRA
     import tensorflow as tf
 
     from migrate.tf1 import builder
-    from ssd_mobilenet import atomic_write
+    from ssd_mobilenet import atomic_write, converted_dir
     from ssd_mobilenet.training import data, shapes_dataset
 
     say = progress or (lambda msg: None)
@@ -183,6 +184,7 @@ def write(out_dir: str, force: bool = False, progress=None, num_train: int = TRA
         # Within 100 columns for the longest type's name (ssd_mobilenet_v1_ppn): 98.
         say(f"building the TF1 {config.feature_extractor_type}: 3 classes, depth 0.25, 128x128, synthetic weights")
         builder.write_model_dir(config, os.path.join(tmp, "tf1_model"), seed=MODEL_SEED)
+        converted_dir.mark_synthetic(os.path.join(tmp, "tf1_model"))  # convert carries it; train drops it
         with open(os.path.join(tmp, "train.config"), "w", encoding="utf-8") as f:
             f.write(train_config_text(config))
     return out_dir

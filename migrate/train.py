@@ -16,9 +16,10 @@ says so.
 
 OUT (default `CONVERTED_trained`) holds `checkpoints/` (the resumable state: a run started again
 on the same OUT continues from its last checkpoint) and `model/`, the trained model as `convert`
-writes one (`model_config.json`, `checkpoint/`, `pipeline.config`, `saved_model/`), renamed into
-place when training ends. An OUT that is not a training run's is refused unless `--force`,
-which also starts a run over.
+writes one (`model_config.json`, `checkpoint/`, `pipeline.config`, `saved_model/`, and the label
+map: `--labels`, else CONVERTED's), renamed into place when training ends. Its weights are trained:
+CONVERTED's mark of synthetic weights (`converted_dir.SYNTHETIC_FILE`) does not go along. An
+OUT that is not a training run's is refused unless `--force`, which also starts a run over.
 
 `--devices N` trains on N devices with `tf.distribute.MirroredStrategy`, each batch split evenly
 across them (`ssd_mobilenet.training.distribute`): N GPUs when there are GPUs (`all`: every
@@ -283,7 +284,7 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
       runtime.RuntimeConfigError: `max_memory_mb` too small for one image, or no allocator
       statistics (nothing written: the search runs before the run's first checkpoint).
     """
-    from ssd_mobilenet import detector
+    from ssd_mobilenet import converted_dir, detector, label_map
     from ssd_mobilenet.export import export_saved_model
     from ssd_mobilenet.training import data, distribute, trainer
 
@@ -304,6 +305,8 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
     strategy = _strategy(devices, batch_text, batch, accumulate)
     replicas = distribute.num_replicas(strategy)
     wanted = _label_map_classes(labels) if labels is not None else None
+    # The model's own label map names its classes (class texts in the records): never a new class count.
+    labels = labels or converted_dir.label_map_file(converted)
     files = data.record_files(train_records)  # missing or empty files: refused before anything runs
     # A training set whose every record is unusable would repeat without ever giving a batch.
     with warnings.catch_warnings():
@@ -363,6 +366,8 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
     def extra(folder, trained):
         if pipeline_text is not None:
             atomic_write.write_text(os.path.join(folder, PIPELINE_CONFIG), pipeline_text)
+        if labels is not None:  # the label map travels with the model (`converted_dir.LABEL_MAP_FILE`)
+            atomic_write.write_text(os.path.join(folder, converted_dir.LABEL_MAP_FILE), label_map.as_pbtxt(labels))
         export_saved_model(trained, os.path.join(folder, "saved_model"), source=folder)
 
     try:

@@ -2,6 +2,8 @@
 
     CONVERTED/
       model_config.json           the `SSDConfig`
+      label_map.pbtxt             the class names, when the model has them (`label_map_file`)
+      synthetic_weights.txt       when the weights are seeded synthetic ones (`synthetic_weights`)
       checkpoint/ckpt.*           the Keras model's TF2 checkpoint (`ssd_mobilenet.detector.save`)
       saved_model/                the SavedModel (`ssd_mobilenet.export`), with
         assets.extra/ssd_mobilenet.json   what it holds and what it was exported from (below)
@@ -17,6 +19,14 @@ requests there).
 `ssd_mobilenet.load` runs the SavedModel instead of rebuilding the Keras model only when the
 metadata matches the directory's config and checkpoint (`source_fingerprint`) and the SavedModel
 is the one the metadata describes; this module reads files only, without TensorFlow.
+
+The label map travels with the model: `convert` keeps the one its source's pipeline.config names
+(or the one given with `--labels`), `train` writes it along, and `predict`, `export` and
+`evaluate` read it unless `--labels` gives another. `synthetic_weights.txt` marks a model whose
+weights `migrate.tf1_builder` generated (the built-in default model, the shapes demo before
+training), whose detections, and so their labels, mean nothing: the commands that show
+detections say so. The builder writes the same file into the TF1 model directories it writes
+with generated weights, and `convert` carries it over.
 """
 
 from __future__ import annotations
@@ -29,6 +39,11 @@ CONFIG_FILE = "model_config.json"
 CHECKPOINT_DIR = "checkpoint"
 CHECKPOINT_PREFIX = "ckpt"
 SAVED_MODEL_DIR = "saved_model"
+LABEL_MAP_FILE = "label_map.pbtxt"
+SYNTHETIC_FILE = "synthetic_weights.txt"
+# The marker's text: why the file is there, for a person who finds it.
+SYNTHETIC_TEXT = ("The weights of this model are seeded synthetic ones (migrate.tf1_builder), not trained:\n"
+                  "its detections and their labels mean nothing.\n")
 # Under the SavedModel directory (module docstring).
 METADATA_PATH = os.path.join("assets.extra", "ssd_mobilenet.json")
 # The metadata's layout; a file of another format is not read.
@@ -45,6 +60,46 @@ def checkpoint_prefix(directory: str) -> str:
 
 def saved_model_path(directory: str) -> str:
     return os.path.join(directory, SAVED_MODEL_DIR)
+
+
+def label_map_file(directory: str) -> str | None:
+    """The label map a converted directory carries (`LABEL_MAP_FILE`), or None without one."""
+    path = os.path.join(directory, LABEL_MAP_FILE)
+    return path if os.path.isfile(path) else None
+
+
+def synthetic_weights(directory: str) -> bool:
+    """Whether a model directory (converted, or a TF1 one the builder wrote) is marked as holding
+    seeded synthetic weights (`SYNTHETIC_FILE`)."""
+    return os.path.isfile(os.path.join(directory, SYNTHETIC_FILE))
+
+
+def mark_synthetic(directory: str) -> None:
+    """Writes the `SYNTHETIC_FILE` marker into `directory`."""
+    with open(os.path.join(directory, SYNTHETIC_FILE), "w", encoding="utf-8") as f:
+        f.write(SYNTHETIC_TEXT)
+
+
+def carried(directory: str, labels: str | None = None) -> dict:
+    """What an exported file's metadata carries of a converted directory besides its config:
+    `labels`, {class id (str): name} of `labels` (a label map file or `coco`) or else of the
+    directory's label map, when there is one; `synthetic`, true when the directory is marked
+    (`synthetic_weights`). Keys without a value are left out.
+
+    Raises:
+      label_map.LabelMapError: the label map does not read, or names ids beyond the model's
+        classes (`label_map.fits`).
+    """
+    from ssd_mobilenet import label_map
+    path = labels or label_map_file(directory)
+    entry = {}
+    if path is not None:
+        names = label_map.read(path)
+        label_map.fits(path, names, read_config(directory).num_classes)
+        entry["labels"] = {str(k): v for k, v in sorted(names.items())}
+    if synthetic_weights(directory):
+        entry["synthetic"] = True
+    return entry
 
 
 def read_config(directory: str):

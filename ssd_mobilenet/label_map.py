@@ -4,9 +4,14 @@ Two formats, told apart by content:
 - `label_map.pbtxt` (protobuf text format, read with `ssd_mobilenet.pipeline_text`, no
   Object Detection API needed): `item { id: 1 name: '/m/01g317' display_name: 'person' }`.
   `display_name` is preferred over `name`, as the OD API's
-  `create_category_index_from_labelmap(use_display_name=True)` does.
+  `create_category_index_from_labelmap(use_display_name=True)` does. As the OD API's
+  `label_map_util` validates, ids are >= 0 and id 0 is only the `background` item (no class of
+  `detection_classes`, so it is left out).
 - a plain text file, one name per line: line N names class id N (1-based, the ids in
   `detection_classes`); an empty line leaves that id unnamed.
+
+Any other text is refused (`LabelMapError`): a protobuf text message with other fields than
+`item` (a `pipeline.config`), or a file whose lines hold protobuf or JSON braces.
 
 The package ships the label map of the COCO models (the model zoo's `ssd_mobilenet_v1_coco_*`,
 the built-in default model): `BUILTIN`, which every function here takes by name in place of a
@@ -15,6 +20,7 @@ path (`--labels coco`).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -34,10 +40,28 @@ class LabelMapError(ValueError):
 _PBTXT_START = re.compile(r"\A(\s*#[^\n]*\n|\s)*item\s*\{")
 
 
+def _is_text_message(text: str) -> bool:
+    """Whether `text` is protobuf text format holding a message field (`name { ... }`): a
+    `label_map.pbtxt` whose first item is not first, or another message (a `pipeline.config`)."""
+    try:
+        root = pipeline_text.parse(text)
+    except pipeline_text.TextFormatError:
+        return False
+    return any(isinstance(v, pipeline_text.TextMessage) for values in root.values() for v in values)
+
+
 def parse(text: str, path: str = "<label map>") -> dict:
-    """Label map text -> {class id (int >= 1): name}."""
-    if _PBTXT_START.match(text):
+    """Label map text -> {class id (int >= 1): name}.
+
+    Raises:
+      LabelMapError: text that is neither format (module docstring), naming `path` and the problem.
+    """
+    if _PBTXT_START.match(text) or _is_text_message(text):
         return _parse_pbtxt(text, path)
+    for n, line in enumerate(text.splitlines(), start=1):
+        if "{" in line or "}" in line:
+            # A names file's line is one class name: braces are a broken pbtxt or JSON.
+            raise LabelMapError(f"{path}: line {n}: a brace, in neither a label map nor a names file")
     return {i: name.strip() for i, name in enumerate(text.splitlines(), start=1) if name.strip()}
 
 
@@ -49,7 +73,8 @@ def _pbtxt_items(text: str, path: str) -> list:
         raise LabelMapError(f"{path}: not a valid label map: {e}") from None
     unknown = sorted(set(root) - {"item"})
     if unknown:
-        raise LabelMapError(f"{path}: unexpected top-level field {unknown[0]!r}; only `item`")
+        # A StringIntLabelMap (string_int_label_map.proto) has only `item`: a pipeline.config is not one.
+        raise LabelMapError(f"{path}: not a label map (top-level field {unknown[0]!r}, not `item`)")
     items, seen = [], {}
     for n, item in enumerate(root.get("item", []), start=1):
         if not isinstance(item, pipeline_text.TextMessage):
@@ -64,6 +89,8 @@ def _pbtxt_items(text: str, path: str) -> list:
                               for v in (item.scalar("name"), item.scalar("display_name")))
         if name is None and display_name is None:
             raise LabelMapError(f"{path}: item {n} (id {class_id}) has no quoted name or display_name")
+        if class_id < 0 or (class_id == 0 and "background" not in (name, display_name)):
+            raise LabelMapError(f"{path}: item {n} has id {class_id}: class ids start at 1 (0 is only `background`)")
         if class_id in seen:
             raise LabelMapError(f"{path}: id {class_id} appears twice ({seen[class_id]!r}, {display_name or name!r})")
         seen[class_id] = display_name or name
@@ -72,7 +99,8 @@ def _pbtxt_items(text: str, path: str) -> list:
 
 
 def _parse_pbtxt(text: str, path: str) -> dict:
-    return {class_id: display_name or name for class_id, name, display_name in _pbtxt_items(text, path)}
+    # Id 0 is the background, which `detection_classes` never holds.
+    return {class_id: display_name or name for class_id, name, display_name in _pbtxt_items(text, path) if class_id}
 
 
 def builtin_path(name: str) -> str:
@@ -96,15 +124,51 @@ def _read_text(path: str) -> str:
 
 
 def read(path: str) -> dict:
-    """Reads a label map file -> {class id: name}.
+    """Reads a label map file (or a shipped one's name, `coco`) -> {class id: name}.
 
     Raises:
       LabelMapError: naming the file, when it is missing, unreadable or malformed.
     """
-    names = parse(_read_text(path), path)
+    return _read(path)[1]
+
+
+def _read(path: str) -> tuple:
+    """(text, {class id: name}) of a label map file, checked as `read` does."""
+    text = _read_text(path)
+    names = parse(text, path)
     if not names:
         raise LabelMapError(f"{path}: no class names in this file")
-    return names
+    return text, names
+
+
+def as_pbtxt(path: str) -> str:
+    """The `label_map.pbtxt` text of a label map file (or `coco`): a pbtxt as it is (its `name`s
+    and `display_name`s, which `class_ids` reads), a names file as `item { id: N name: '...' }`
+    items.
+
+    Raises:
+      LabelMapError: as `read`.
+    """
+    text, names = _read(path)
+    if _PBTXT_START.match(text) or _is_text_message(text):
+        return text
+    # JSON's string escapes are protobuf text format's for these names (quotes, backslashes).
+    return "".join(f"item {{\n  id: {i}\n  name: {json.dumps(n, ensure_ascii=False)}\n}}\n"
+                   for i, n in sorted(names.items()))
+
+
+def fits(path: str, names: dict, num_classes: int) -> None:
+    """Checks that a label map's ids are class ids of a model of `num_classes` classes.
+
+    Raises:
+      LabelMapError: ids above `num_classes` (the model never gives them: the map is another
+        model's), naming the file and the ids.
+    """
+    beyond = coverage(names, num_classes)[1]
+    if beyond:
+        span = id_ranges(beyond) if len(beyond) < 4 else f"{beyond[0]}..{beyond[-1]}"
+        raise LabelMapError(f"{path}: id{'s' if len(beyond) > 1 else ''} {span} beyond the model's {num_classes} "
+                            "classes: the map of another model?")
 
 
 def class_ids(path: str) -> dict:

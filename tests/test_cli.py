@@ -223,7 +223,7 @@ COMMANDS = [
     "export demo/converted --onnx m.onnx",
     "verify demo/tf1_model demo/converted --tflite m.tflite --no-measure",
     "verify demo/tf1_model demo/converted --onnx m.onnx --no-measure --images demo/images broken.jpg",
-    "predict demo/converted demo/images broken.jpg --out p.jsonl --labels coco --png drawn",
+    "predict demo/converted demo/images broken.jpg --out p.jsonl --labels demo/label_map.pbtxt --png drawn",
     "predict m.tflite demo/images --out p.jsonl --force --labels demo/label_map.pbtxt",
     "predict m.onnx demo/images --out p.jsonl --force",
     "predict m.onnx demo/images --labels demo/label_map.pbtxt --terminal",

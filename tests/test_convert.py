@@ -17,6 +17,7 @@ from migrate.cli import main
 from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner
 from migrate.tf1.sources import read_graph_def
 from migrate.verify import MIXED_TOLERANCES, compare_detections, match_detections
+from ssd_mobilenet import converted_dir, label_map
 
 
 def _only(src_dir, dst, patterns):
@@ -572,3 +573,83 @@ def test_report_records_the_tf_release_that_wrote_the_graph(zoo_dir_converted):
     with open(os.path.join(out, "conversion_report.json")) as f:
         source = json.load(f)["source"]
     assert source["tensorflow_version"] == "1.3.0" and source["graph_def_version"] == 24
+
+
+def _with_label_map_path(small_pair, folder, named: str) -> str:
+    """A copy of the small TF1 model whose pipeline.config names `named` as its label map."""
+    src = str(folder / "model")
+    shutil.copytree(small_pair[0], src)
+    with open(os.path.join(src, "pipeline.config"), "a", encoding="utf-8") as f:
+        f.write(f'train_input_reader {{\n  label_map_path: "{named}"\n}}\n')
+    return src
+
+
+def _photo(folder) -> str:
+    from PIL import Image
+    path = str(folder / "photo.png")
+    Image.fromarray(random_images(5, 1, 96, 120)[0]).save(path)
+    return path
+
+
+@pytest.mark.slow  # three small conversions without their check, and a predict: ~10 s
+def test_the_label_map_the_pipeline_config_names_travels_with_the_model(small_pair, tmp_path, capsys):
+    """convert keeps the label map the pipeline.config names, found beside it by its base name
+    when the folder moved, and says which; predict then labels without --labels, and says once
+    that the boxes mean nothing, the source being marked as synthetic weights (as the default
+    model and the shapes demo are). `--labels` wins (`coco` too), a map of ids beyond the
+    model's classes is refused, and a named map that is not there is said, with how to give it."""
+    src = _with_label_map_path(small_pair, tmp_path, "/data/moved/my_label_map.pbtxt")
+    converted_dir.mark_synthetic(src)
+    labels = "item {\n  id: 1\n  name: '/m/cat'\n  display_name: 'cat'\n}\nitem {\n  id: 2\n  name: 'dog'\n}\n"
+    (tmp_path / "model" / "my_label_map.pbtxt").write_text(labels)
+    out = str(tmp_path / "converted")
+    assert main(["convert", src, "--out", out, "--no-check"]) == 0
+    kept = os.path.join(src, "my_label_map.pbtxt")
+    assert f"[migrate] label map: {kept} (pipeline.config's label_map_path), kept as label_map.pbtxt" in \
+        unwrapped(capsys.readouterr().err)
+    assert (tmp_path / "converted" / "label_map.pbtxt").read_text() == labels  # as it was: name and display_name
+    with open(os.path.join(out, "conversion_report.json")) as f:
+        assert json.load(f)["label_map"] == kept
+    results = str(tmp_path / "results.jsonl")
+    assert main(["predict", out, _photo(tmp_path), "--out", results]) == 0
+    with open(results) as f:
+        detections = json.loads(f.readline())["detections"]
+    assert detections and {d["label"] for d in detections} <= {"cat", "dog"}
+    assert capsys.readouterr().err.count("[migrate] note: synthetic weights (seeded, not trained): these "
+                                         "detections and labels mean nothing\n") == 1
+
+    # --labels wins over the config's; a map of other classes is refused before anything is written.
+    names = tmp_path / "names.txt"
+    names.write_text("kitten\npuppy\n")
+    assert main(["convert", src, "--out", out, "--no-check", "--force", "--labels", str(names), "--quiet"]) == 0
+    assert label_map.read(os.path.join(out, "label_map.pbtxt")) == {1: "kitten", 2: "puppy"}
+    capsys.readouterr()
+    refused = str(tmp_path / "refused")
+    assert main(["convert", src, "--out", refused, "--no-check", "--labels", "coco", "--quiet"]) == 2
+    assert capsys.readouterr().err == ("error: coco: ids 3..90 beyond the model's 2 classes: the map of another "
+                                       "model?\n")
+    assert not os.path.exists(refused)
+
+    os.remove(kept)
+    os.remove(os.path.join(src, converted_dir.SYNTHETIC_FILE))
+    assert main(["convert", src, "--out", out, "--no-check", "--force"]) == 0
+    assert ("[migrate] label map /data/moved/my_label_map.pbtxt (pipeline.config's label_map_path) not found: "
+            "give it with `--labels FILE` (or `--labels coco`)") in unwrapped(capsys.readouterr().err)
+    assert not os.path.exists(os.path.join(out, "label_map.pbtxt"))
+    # A model not marked (a user's) is not said to mean nothing.
+    assert main(["predict", out, _photo(tmp_path), "--out", results, "--force"]) == 0
+    assert "note:" not in capsys.readouterr().err
+
+
+def test_the_default_model_is_marked_as_synthetic_weights(tmp_path, monkeypatch):
+    """The built-in default model's weights are generated: its TF1 directory is marked (also one
+    built before the mark existed), so that its conversion carries the mark and predict says that
+    its boxes mean nothing."""
+    from migrate import default_model
+    monkeypatch.setattr(default_model, "checkpoints_dir", lambda: str(tmp_path))
+    os.makedirs(default_model.tf1_dir())
+    # A default model built by an earlier release: its frozen graph there, no mark.
+    (tmp_path / default_model.NAME / "frozen_inference_graph.pb").write_bytes(b"")
+    assert default_model.ensure_tf1_model() == default_model.tf1_dir()
+    assert converted_dir.synthetic_weights(default_model.tf1_dir())
+    assert "not trained" in (tmp_path / default_model.NAME / converted_dir.SYNTHETIC_FILE).read_text()

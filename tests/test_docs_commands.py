@@ -122,9 +122,9 @@ SUBSTITUTED = {
         "(the line took 36 s with it, 6 s without, -n 0 on a loaded 2-core machine)"),
     # The training demo (docs/guides/train.md, README.md).
     ".venv/bin/python -m migrate train demo/converted --config demo/train.config --train demo/train.record --eval "
-    "demo/eval.record --labels demo/label_map.pbtxt --steps 100": (
+    "demo/eval.record --steps 100": (
         ".venv/bin/python -m migrate train demo/converted --config demo/train.config --train demo/train.record "
-        "--eval demo/eval.record --labels demo/label_map.pbtxt --steps 2",
+        "--eval demo/eval.record --steps 2",
         "100 steps of 16 images are the guide's quick look at the losses, which this test does not read (54 of "
         "the run's 80 CPU seconds); 2 run the same chain (the config, the records, the checkpoint, the held-out "
         "evaluation, the model the predict line reads); tests/test_train.py holds what training does to them"),

@@ -98,3 +98,57 @@ def test_coco_gaps_are_no_warning_and_an_unknown_class_count_is_none():
     coco = label_map.read("coco")
     assert label_map.coverage_warning("coco", coco, 90, "x") is None  # its 10 unused ids are gaps
     assert label_map.coverage_warning("coco", coco, None, "x") is None  # a file without the count
+
+
+# The first lines of a zoo pipeline.config: protobuf text, but not a StringIntLabelMap.
+PIPELINE_CONFIG = "model {\n  ssd {\n    num_classes: 90\n  }\n}\ntrain_input_reader {\n  label_map_path: 'x'\n}\n"
+
+
+@pytest.mark.parametrize("text, problem", [
+    (PIPELINE_CONFIG, "not a label map (top-level field 'model', not `item`)"),
+    ('{"1": "person", "2": "car"}\n', "line 1: a brace, in neither a label map nor a names file"),
+    ("# mine\nitem { id: 1 name: 'a' \n", 'expected "}"'),
+    ("item { id: 0 name: 'person' }\n", "item 1 has id 0: class ids start at 1 (0 is only `background`)"),
+    ("item { id: -2 name: 'a' }\n", "item 1 has id -2: class ids start at 1"),
+])
+def test_a_file_that_is_no_label_map_is_refused_naming_it(tmp_path, text, problem):
+    bad = tmp_path / "bad.txt"
+    bad.write_text(text)
+    with pytest.raises(label_map.LabelMapError) as e:
+        label_map.read(str(bad))
+    assert str(e.value).startswith(f"{bad}: ") and problem in str(e.value)
+
+
+def test_what_the_od_api_accepts_reads(tmp_path):
+    """The OD API's label_map_util reads items in any field order, comments, a first field other
+    than an item's opening line, and id 0 for `background` (no class a detection has)."""
+    path = tmp_path / "label_map.pbtxt"
+    path.write_text("# my classes\n\nitem {\n  name: 'background'\n  id: 0\n}\nitem { display_name: 'cat' id: 1 "
+                    "name: '/m/01yrx' }\nitem: { id: 2 name: \"dog\" }\n")
+    assert label_map.read(str(path)) == {1: "cat", 2: "dog"}
+    names = tmp_path / "names.txt"
+    names.write_text("cat\ndog: a pet\n")  # a names file's line is the whole name
+    assert label_map.read(str(names)) == {1: "cat", 2: "dog: a pet"}
+
+
+@pytest.mark.parametrize("command", [
+    ["predict", "MODEL", "IMAGE"], ["evaluate", "MODEL", "--records", "RECORD"],
+    ["export", "MODEL", "--web", "OUT"], ["train", "MODEL", "--train", "RECORD"], ["convert", "MODEL"],
+])
+def test_every_command_takes_the_same_labels_and_refuses_the_same_files(tmp_path, capsys, command):
+    """`--labels` goes through one check in every command: `coco` passes, a missing file is refused
+    with the way out, a pipeline.config (exit 0 and `"label": "model {"` before) is refused in one
+    line naming it; before any model is read."""
+    for name in ("MODEL", "IMAGE", "RECORD"):
+        (tmp_path / name).mkdir() if name == "MODEL" else (tmp_path / name).write_bytes(b"x")
+    argv = [str(tmp_path / a) if a in ("MODEL", "IMAGE", "RECORD", "OUT") else a for a in command]
+    assert cli._missing_path(cli._parser().parse_args(argv + ["--labels", "coco"])) is None
+    (tmp_path / "pipeline.config").write_text(PIPELINE_CONFIG)
+    missing, config = tmp_path / "label_map.pbtxt", tmp_path / "pipeline.config"
+    assert cli.main(argv + ["--labels", str(missing)]) == 2
+    assert capsys.readouterr().err == (f"error: {missing}: no such file (--labels): the model's label map, or "
+                                       "`coco` for the COCO zoo's\n")
+    assert cli.main(argv + ["--labels", str(config)]) == 2
+    assert capsys.readouterr().err == (f"error: {config}: not a label map (top-level field "
+                                       "'model', not `item`)\n")
+    assert sorted(os.listdir(tmp_path)) == ["IMAGE", "MODEL", "RECORD", "pipeline.config"]

@@ -361,7 +361,7 @@ def test_label_maps(tmp_path):
     for text, problem in [("item { id: 1 name: 'a' ", 'expected "}"'),
                           ("item { id: x name: 'a' }", "item 1 has no integer id (got 'x')"),
                           ("item { id: 2 }", "item 1 (id 2) has no quoted name"),
-                          ("item { id: 1 name: 'a' }\nother { }", "unexpected top-level field 'other'"),
+                          ("item { id: 1 name: 'a' }\nother { }", "not a label map (top-level field 'other'"),
                           ("\n\n", "no class names")]:
         bad = tmp_path / "bad.pbtxt"
         bad.write_text(text)
@@ -448,3 +448,35 @@ def test_png_names_mirror_the_common_folder_and_never_clash(tmp_path):
     assert predict.png_names(paths) == {paths[0]: os.path.join("a", "x.jpg.png"),
                                         paths[1]: os.path.join("a", "x.png.png"),
                                         paths[2]: os.path.join("b", "c", "y.png")}
+
+
+@pytest.mark.slow  # an .onnx and a .tflite export of the small model, and a predict on each: ~15 s
+def test_an_exported_file_carries_the_label_map_and_the_mark_of_synthetic_weights(small_converted, tmp_path,
+                                                                                     capsys):
+    """The label map a converted directory carries goes into the .onnx and .tflite files' metadata
+    (`--labels` in its place for the .tflite here), and so does its mark of synthetic weights:
+    predict on the file, on a device without the directory, labels without --labels and says once
+    that the boxes mean nothing."""
+    import shutil
+    from PIL import Image
+    from ssd_mobilenet import converted_dir
+    model = str(tmp_path / "converted")
+    shutil.copytree(small_converted, model)
+    (tmp_path / "converted" / "label_map.pbtxt").write_text("item { id: 1 name: 'a' }\nitem { id: 2 name: 'b' }\n"
+                                                           "item { id: 3 name: 'c' display_name: 'C' }\n")
+    converted_dir.mark_synthetic(model)
+    names = tmp_path / "names.txt"
+    names.write_text("one\ntwo\nthree\n")
+    photo = str(tmp_path / "photo.png")
+    Image.fromarray(np.random.default_rng(2).integers(0, 256, (100, 90, 3), dtype=np.uint8)).save(photo)
+    files = {str(tmp_path / "model.onnx"): {"a", "b", "C"}, str(tmp_path / "model.tflite"): {"one", "two", "three"}}
+    assert main(["export", model, "--onnx", str(tmp_path / "model.onnx"), "--quiet"]) == 0
+    assert main(["export", model, "--tflite", str(tmp_path / "model.tflite"), "--labels", str(names), "--quiet"]) == 0
+    capsys.readouterr()
+    for path, expected in files.items():
+        out = str(tmp_path / f"{os.path.basename(path)}.jsonl")
+        assert main(["predict", path, photo, "--out", out, "--min-score", "0.01"]) == 0
+        with open(out) as f:
+            labels = {d["label"] for d in json.loads(f.readline())["detections"]}
+        assert labels and labels <= expected, path
+        assert capsys.readouterr().err.count("[migrate] note: synthetic weights") == 1

@@ -11,7 +11,7 @@ import pytest
 from migrate import shapes
 from migrate.cli import main
 from migrate.tf1 import sources
-from ssd_mobilenet import detector
+from ssd_mobilenet import converted_dir, detector
 from ssd_mobilenet.training import builders, data
 from ssd_mobilenet.training.train_config import TrainingConfig
 
@@ -26,6 +26,8 @@ def test_the_demo_inputs_are_written_and_read_as_meant(tmp_path, capsys):
     # The TF1 model is one `convert` reads, for the shapes' classes at the demo's size.
     source = sources.open_source(os.path.join(out, "tf1_model"))
     assert source.weights and source.pipeline_config
+    # Its weights are generated: marked so, for convert to carry and predict to say (issue 51).
+    assert converted_dir.synthetic_weights(os.path.join(out, "tf1_model"))
     config = TrainingConfig.from_pipeline_config(os.path.join(out, "train.config"))
     assert config.num_classes == 3 and config.train.batch_size == shapes.BATCH_SIZE
     assert config.train.optimizer.kind == "adam_optimizer" and not config.train.optimizer.use_moving_average
@@ -56,6 +58,9 @@ def test_the_ppn_demo_trains(tmp_path, capsys):
     assert main(["train", converted, "--config", os.path.join(out, "train.config"), "--train",
                  os.path.join(out, "train.record"), "--steps", "2", "--batch", "2", "--out", run]) == 0
     assert "step 2/2: loss" in capsys.readouterr().err
+    # The conversion carries the mark of synthetic weights; the trained model does not.
+    assert converted_dir.synthetic_weights(converted)
+    assert not converted_dir.synthetic_weights(os.path.join(run, "model"))
     before, after = detector.load_model(converted), detector.load_model(os.path.join(run, "model"))
     assert after.config.feature_extractor_type == shapes.PPN_MODEL_CONFIG.feature_extractor_type
     assert after.config.box_predictor_type == shapes.PPN_MODEL_CONFIG.box_predictor_type

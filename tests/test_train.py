@@ -20,7 +20,7 @@ import tensorflow as tf
 import ssd_mobilenet
 from migrate import evaluate, shapes, train
 from migrate.cli import main
-from ssd_mobilenet import detector
+from ssd_mobilenet import converted_dir, detector
 from ssd_mobilenet.config import SSDConfig
 
 from tests.conftest import REPO, run_cli, save_synthetic_model, unwrapped
@@ -72,6 +72,7 @@ def five(setup):
     3-class one)."""
     converted = str(setup["root"] / "tf2_5")
     save_synthetic_model(converted, SSDConfig(num_classes=5, **SMALL))
+    converted_dir.mark_synthetic(converted)  # as it is: the trained model must not say so
     return {**setup, "converted": {**setup["converted"], 5: converted}}
 
 
@@ -91,7 +92,11 @@ def test_the_trained_model_is_a_converted_directory(five, straight):
     assert code == 0, stderr[-2000:]
     assert f"step {RUN_STEPS}/{RUN_STEPS}: loss" in stderr
     model_dir = out / "model"
-    assert sorted(os.listdir(model_dir)) == ["checkpoint", "model_config.json", "pipeline.config", "saved_model"]
+    # The label map trained with goes along (`--labels`); the synthetic weights' mark does not.
+    assert sorted(os.listdir(model_dir)) == ["checkpoint", "label_map.pbtxt", "model_config.json", "pipeline.config",
+                                             "saved_model"]
+    with open(setup["labels"], encoding="utf-8") as f:
+        assert (model_dir / "label_map.pbtxt").read_text() == f.read()
     # The label map's class count, not the model's: the class heads started fresh, every other
     # weight was copied (`with_fresh_class_heads`).
     model = detector.load_model(setup["converted"][5])

@@ -98,11 +98,31 @@ def missing_records(paths, flag: str) -> str | None:
     return None
 
 
-def missing_labels(value) -> str | None:
-    """The message when `--labels` names a file that does not exist (a label map the package
-    ships, `--labels coco`, is not a path), else None."""
+# Every command's --labels takes the same values (`labels_problem`), said in its help.
+LABELS_HELP = ("a label_map.pbtxt, a names file (line N = class id N) or `coco`, the COCO label map the package "
+               "ships for the zoo's COCO models")
+
+
+def add_labels(p, what: str) -> None:
+    """The `--labels` option; `what`: what the names are for in this command."""
+    p.add_argument("--labels", metavar="FILE", help=f"{what}: {LABELS_HELP}")
+
+
+def labels_problem(value) -> str | None:
+    """The message when `--labels VALUE` is not a label map, else None: a file that does not
+    exist (with the way out), or one that does not read as a label map
+    (`ssd_mobilenet.label_map.read`); `coco`, a label map the package ships, is not a path.
+    Every command's --labels goes through it, before any heavy work."""
+    if value is None:
+        return None
     from ssd_mobilenet import label_map
-    return None if value is None or value in label_map.BUILTIN else missing_file(value, "--labels")
+    if missing(label_map.resolve(value)):
+        return f"{value}: no such file (--labels): the model's label map, or `coco` for the COCO zoo's"
+    try:
+        label_map.read(value)
+    except label_map.LabelMapError as e:
+        return str(e)
+    return None
 
 
 # What a device install (the `litert` or `onnx` extra only, deploy.md) adds to run TensorFlow.

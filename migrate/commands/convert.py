@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_verbose, bad_input, missing, op_list, print_wrapped,
-                                     progress, tensorflow_command)
+from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_labels, add_verbose, bad_input, labels_problem, missing,
+                                     op_list, print_wrapped, progress, tensorflow_command)
 
 
 from migrate.common.console import shown
@@ -37,6 +37,8 @@ def add_parser(sub) -> None:
     c.add_argument("--precision", choices=("float32", "mixed_bfloat16", "mixed_float16"), default="float32",
                    help="the SavedModel's compute precision: mixed_bfloat16 for CPUs with bfloat16 units, "
                         "mixed_float16 for GPUs (outputs stay float32; default float32)")
+    add_labels(c, "the label map to keep in --out as label_map.pbtxt (default: the one the source's "
+               "pipeline.config names in label_map_path, where that file is found)")
     c.add_argument("--quiet", action="store_true")
     add_verbose(c)
 
@@ -44,13 +46,14 @@ def add_parser(sub) -> None:
 def missing_path(args):
     if missing(args.src, prefix=True):
         return f"{args.src}: no such file or directory"
-    return None
+    return labels_problem(args.labels)
 
 
 @tensorflow_command
 def run(args) -> int:
     from migrate import convert
     from migrate.tf1 import config_inference, self_check
+    from ssd_mobilenet import label_map
     try:
         if args.src is None:
             from migrate import default_model
@@ -61,8 +64,10 @@ def run(args) -> int:
                                  check=not args.no_check, progress=progress(args.quiet, wrap=True),
                                  saved_model="exact" if args.exact else "fast", precision=args.precision,
                                  allow_ops=op_list(args.allow_ops),
-                                 saved_model_weights="constants" if args.constant_weights else None)
-    except (convert.OutputExistsError, convert.CheckRefusedError, convert.ExportOptionError) as e:
+                                 saved_model_weights="constants" if args.constant_weights else None,
+                                 labels=args.labels)
+    except (convert.OutputExistsError, convert.CheckRefusedError, convert.ExportOptionError,
+            label_map.LabelMapError) as e:
         return bad_input(e)
     except self_check.CheckFailed as e:
         # The first diverging stage (its node name can be ~70 characters) and its numbers are the

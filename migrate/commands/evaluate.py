@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from migrate.commands.common import (EXIT_OK, add_verbose, bad_input, missing, missing_labels, missing_records, op_list,
-                                     progress, tensorflow_command, warn)
+from migrate.commands.common import (EXIT_OK, add_labels, add_verbose, bad_input, labels_problem, missing,
+                                     missing_records, op_list, progress, tensorflow_command, warn)
 
 
 def add_parser(sub) -> None:
@@ -12,8 +12,7 @@ def add_parser(sub) -> None:
     p.add_argument("model", help="a directory written by `convert`, or a TF1 model (any form convert reads)")
     p.add_argument("--records", nargs="+", required=True, metavar="RECORDS",
                    help="TFRecord files or glob patterns in the OD API's tf.Example format")
-    p.add_argument("--labels", metavar="FILE", help="label_map.pbtxt: the categories, and ids for class texts "
-                   "(`coco`: the COCO label map the package ships)")
+    add_labels(p, "the categories, and ids for class texts (default: the label map a converted MODEL carries)")
     p.add_argument("--json", metavar="FILE", help="also write the metrics as JSON")
     p.add_argument("--force", action="store_true", help="replace an existing --json file")
     p.add_argument("--allow-ops", default="", metavar="OP,...",
@@ -25,7 +24,7 @@ def add_parser(sub) -> None:
 def missing_path(args):
     if missing(args.model, prefix=True):
         return f"{args.model}: no such file or directory"
-    return missing_records(args.records, "--records") or missing_labels(args.labels)
+    return missing_records(args.records, "--records") or labels_problem(args.labels)
 
 
 @tensorflow_command

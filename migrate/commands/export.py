@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sys
 
-from migrate.commands.common import (EXIT_OK, add_verbose, bad_input, missing, missing_inputs, print_wrapped,
-                                     progress, tensorflow_command, warn)
+from migrate.commands.common import (EXIT_OK, add_labels, add_verbose, bad_input, labels_problem, missing,
+                                     missing_inputs, print_wrapped, progress, tensorflow_command, warn)
 from migrate.common.console import shown
 
 
@@ -36,8 +36,8 @@ def add_parser(sub) -> None:
                         "a quantization-aware model's file is int8 on its checkpoint's ranges without it")
     p.add_argument("--calibration", nargs="+", metavar="IMAGES",
                    help="JPEG/PNG files and folders to calibrate --int8 on (default: generated images)")
-    p.add_argument("--labels", metavar="FILE", help="--web: label_map.pbtxt or a names file (line N = class id N) "
-                   "whose names the page shows (default: `id N`)")
+    add_labels(p, "the class names the file's metadata (--web: the page) carries for predict (default: the label "
+               "map CONVERTED carries; without one, `id N`)")
     p.add_argument("--example", metavar="PHOTO", help="--web: a photo the page shows with the converted model's "
                    "detections from its first paint, then runs the model on in the browser")
     p.add_argument("--force", action="store_true", help="replace an existing OUT or DIR")
@@ -56,8 +56,9 @@ _WEB_ONLY = {"--example": "example"}
 def missing_path(args):
     if missing(args.converted):
         return f"{args.converted}: no such directory (expected the output of `migrate convert`)"
-    if missing(args.labels):
-        return f"{args.labels}: no such file (--labels)"
+    problem = labels_problem(args.labels)
+    if problem:
+        return problem
     if missing(args.example):
         return f"{args.example}: no such file (--example)"
     return missing_inputs(args.calibration)
@@ -68,9 +69,6 @@ def run(args) -> int:
     from migrate import export, export_inputs
     if args.web:
         return _run_web(args)
-    if args.labels is not None:
-        kind = "--onnx" if args.onnx else "--tflite"
-        return bad_input(f"--labels: names the classes on the --web page; {kind} files hold no class names")
     given = [flag for flag, name in _WEB_ONLY.items() if getattr(args, name) is not None]
     if given:
         return bad_input(f"{given[0]}: for the --web page only")
@@ -79,7 +77,7 @@ def run(args) -> int:
     try:
         result = export.export(args.converted, args.tflite, nms=args.nms or "per-class", input_type=args.input,
                                max_detections=args.max_detections, int8=args.int8, calibration=args.calibration,
-                               force=args.force, progress=progress(args.quiet), warn=warn)
+                               force=args.force, progress=progress(args.quiet), warn=warn, labels=args.labels)
     except export_inputs.ExportInputError as e:
         return bad_input(e)
     _result(result, f"{result['nms']} NMS, {result['input']} input, {'int8' if result['int8'] else 'float32'}")
@@ -103,7 +101,7 @@ def _run_onnx(args) -> int:
         result = export_onnx.export_onnx(args.converted, args.onnx, input_type=args.input,
                                          max_detections=args.max_detections, int8=args.int8,
                                          calibration=args.calibration, force=args.force, verbose=args.verbose,
-                                         progress=progress(args.quiet), warn=warn)
+                                         progress=progress(args.quiet), warn=warn, labels=args.labels)
     except export_inputs.ExportInputError as e:
         return bad_input(e)
     _result(result, f"ONNX opset {result['opset']}, {result['input']} input, "

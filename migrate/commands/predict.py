@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import sys
 
-from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_verbose, bad_input, missing, missing_labels, progress,
-                                     tensorflow_missing, warn_precision)
+from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_labels, add_verbose, bad_input, labels_problem, missing,
+                                     progress, tensorflow_missing, warn_precision)
 from migrate.common.console import shown
 
 
@@ -33,8 +33,7 @@ def add_parser(sub) -> None:
     size.add_argument("--batch", dest="batch_size", type=int, metavar="N", help="images per model call (default 8)")
     size.add_argument("--max-memory", dest="max_memory_mb", type=float, metavar="MiB",
                       help="the largest batch whose measured allocator peak stays under MiB")
-    p.add_argument("--labels", metavar="FILE", help="label_map.pbtxt or a names file (line N = class id N) for a "
-                   "label per detection; `coco`: the COCO label map the package ships, for the zoo's COCO models")
+    add_labels(p, "a label per detection (default: the label map MODEL carries)")
     p.add_argument("--min-score", type=float, default=0.0, help="leave out detections scoring below (default 0)")
     p.add_argument("--png-min-score", type=float, default=0.5, help="draw boxes scoring at least (default 0.5)")
     p.add_argument("--memory-growth", action="store_true", help="allocate GPU memory as needed")
@@ -88,7 +87,7 @@ def missing_path(args):
             continue  # a pattern or URL for the engine's file systems (`migrate.engines.beam.sources`)
         if missing(path):
             return f"{path}: no such file or folder"
-    return missing_labels(args.labels)
+    return labels_problem(args.labels)
 
 
 def run(args) -> int:
@@ -205,9 +204,11 @@ def _run_engine(args) -> int:
 
 
 def _summary(args, summary, out=None) -> int:
-    """The run's two last lines: what it did and how fast; on what, and where the lines went
-    (`out`: the file, or the shards, as shown)."""
+    """The run's last lines: the model's note (`predict.synthetic_note`) when it has one, what it
+    did and how fast; on what, and where the lines went (`out`: the file, or the shards, as shown)."""
     say = progress(args.quiet)
+    if summary.get("note"):
+        say(summary["note"])  # a model of synthetic weights: its detections above mean nothing
     say(f"{summary['images']} images ({summary['failed']} unreadable), {summary['detections']} detections in "
         f"{summary['seconds']:.1f} s, {summary['images_per_s']:.1f} images/s")
     # Wrapped: a long OUT (or Beam's runner and its shards) goes on the next line, within 100 columns.

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sys
 
-from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_verbose, bad_input, missing, missing_file,
-                                     missing_labels, missing_records, progress, tensorflow_command)
+from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_labels, add_verbose, bad_input, labels_problem, missing,
+                                     missing_file, missing_records, progress, tensorflow_command)
 
 
 from migrate.common.console import shown
@@ -18,9 +18,8 @@ def add_parser(sub) -> None:
     p.add_argument("--train", nargs="+", required=True, metavar="RECORDS",
                    help="training TFRecords (files or globs) in the OD API's tf.Example format")
     p.add_argument("--eval", nargs="+", metavar="RECORDS", help="evaluate the trained model on these records")
-    p.add_argument("--labels", metavar="FILE",
-                   help="label_map.pbtxt (`coco`: the COCO label map the package ships); its largest id is the "
-                        "class count, and another count than the model's starts the class heads fresh")
+    add_labels(p, "the records' classes, written into the trained model (default: the label map CONVERTED "
+               "carries); a largest id other than the model's class count starts the class heads fresh")
     p.add_argument("--config", metavar="PIPELINE",
                    help="pipeline.config with the training settings (default: the source's, kept by convert)")
     p.add_argument("--steps", type=int, metavar="N", help="optimiser steps to reach (default: num_steps)")
@@ -55,7 +54,7 @@ def missing_path(args):
     if missing(args.converted):
         return f"{args.converted}: no such directory (expected the output of `migrate convert`)"
     return (missing_records(args.train, "--train") or missing_records(args.eval, "--eval")
-            or missing_labels(args.labels) or missing_file(args.config, "--config"))
+            or labels_problem(args.labels) or missing_file(args.config, "--config"))
 
 
 @tensorflow_command

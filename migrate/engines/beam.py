@@ -353,16 +353,10 @@ def run(model: str, inputs, out: str, workers: int | None = None, pipeline_optio
       EngineOptionError: bad input, one line; nothing is written.
       PipelineError: the pipeline failed; no shard is written.
     """
-    from ssd_mobilenet import label_map
+    from migrate.predict import model_labels, synthetic_note
     say = progress or (lambda msg: None)
     runtime_name = _runtime_name(model)
-    names = label_map.read(labels) if labels else None
-    if names is not None:
-        from migrate.predict import UNNAMED
-        from migrate.runtimes import model_classes
-        missed = label_map.coverage_warning(labels, names, model_classes(model), UNNAMED)
-        if missed:
-            print(missed, file=sys.stderr, flush=True)
+    names = model_labels(model, labels, lambda line: print(line, file=sys.stderr, flush=True))
     options, described, local = pipeline_options(workers, pipeline_options_text)
     found = sources(inputs)
     prefix, suffix = shard_names(out)
@@ -427,7 +421,8 @@ def run(model: str, inputs, out: str, workers: int | None = None, pipeline_optio
     count = counters.get("images", 0)
     return {"images": count, "failed": counters.get("unreadable", 0), "detections": counters.get("detections", 0),
             "seconds": round(seconds, 3), "images_per_s": round(count / seconds, 2) if seconds else 0.0,
-            "batch_size": batch_size, "runtime": f"{runtime_name} on {described}", "out": out, "shards": shards}
+            "batch_size": batch_size, "runtime": f"{runtime_name} on {described}", "out": out, "shards": shards,
+            "note": synthetic_note(model)}
 
 
 def _runtime_name(model: str) -> str:

@@ -80,11 +80,12 @@ def runtime_kind(model: str) -> Kind:
     return KINDS[file_runtime(model)] if os.path.isfile(model) else KINDS["tensorflow"]
 
 
-def model_classes(model: str) -> int | None:
-    """The class count `model` says it has, read from what it writes beside its weights, without
-    loading it (no TensorFlow, no runtime): a converted directory's `model_config.json`, a
-    `.tflite` or `.onnx` file's metadata entry; None where it says none (a file of an earlier
-    release) or cannot be read (the runtime then reports the model)."""
+def model_metadata(model: str) -> dict:
+    """What `model` writes beside its weights, read without loading it (no TensorFlow, no
+    runtime): a converted directory's `model_config.json`, a `.tflite` or `.onnx` file's metadata
+    entry (which also carries its `labels` and `synthetic`, `converted_dir.carried`); {} where
+    there is none (a file of an earlier release) or it cannot be read (the runtime then reports
+    the model)."""
     try:
         if os.path.isdir(model):
             with open(os.path.join(model, CONVERTED_CONFIG), encoding="utf-8") as f:
@@ -96,9 +97,17 @@ def model_classes(model: str) -> int | None:
             from ssd_mobilenet.litert import file_format
             with open(model, "rb") as f:
                 meta = file_format.read_metadata(f.read())
-        classes = meta.get("num_classes") if isinstance(meta, dict) else None
-        return int(classes) if classes else None
+        return meta if isinstance(meta, dict) else {}
     except Exception:  # noqa: BLE001 - whatever a malformed file raises: the runtime reports the model
+        return {}
+
+
+def model_classes(model: str) -> int | None:
+    """The class count `model` says it has (`model_metadata`), or None where it says none."""
+    try:
+        classes = model_metadata(model).get("num_classes")
+        return int(classes) if classes else None
+    except (TypeError, ValueError):
         return None
 
 

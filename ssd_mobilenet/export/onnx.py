@@ -81,9 +81,10 @@ def _network_function(model, input_type: str):
     return folded, tf.function(heads), spec, ranges
 
 
-def metadata(config, input_type: str, max_detections: int) -> dict:
-    """The file's `METADATA_NAME` property: what its readers cannot tell from the graph alone."""
-    return {"version": METADATA_VERSION, "image_size": [config.image_height, config.image_width],
+def metadata(config, input_type: str, max_detections: int, carried: dict | None = None) -> dict:
+    """The file's `METADATA_NAME` property: what its readers cannot tell from the graph alone, and
+    what the model `carried` (`converted_dir.carried`: labels, synthetic)."""
+    return {**(carried or {}), "version": METADATA_VERSION, "image_size": [config.image_height, config.image_width],
             "resize_method": config.resize_method, "normalize_before_resize": bool(config.normalize_before_resize),
             "any_size": any_size(config, input_type), "num_classes": int(config.num_classes),
             "nms_variant": config.nms_variant, "input": input_type, "max_detections": int(max_detections),
@@ -106,9 +107,11 @@ def _quiet_tf2onnx(verbose: bool):
     return restore
 
 
-def convert(model, input_type: str = UINT8, max_detections: int | None = None, verbose: bool = False):
+def convert(model, input_type: str = UINT8, max_detections: int | None = None, verbose: bool = False,
+            carried: dict | None = None):
     """The ONNX model (`onnx.ModelProto`) of `model` (an `SSDMobileNetV1` with its weights, batch
-    norm unfolded, as `detector.load_model` returns it), per the module docstring.
+    norm unfolded, as `detector.load_model` returns it), per the module docstring; `carried`:
+    `metadata`'s.
 
     Raises:
       ValueError: an unknown input type or max_detections < 1.
@@ -151,7 +154,8 @@ def convert(model, input_type: str = UINT8, max_detections: int | None = None, v
     merged.producer_name, merged.producer_version = "ssd-mobilenet-migrate", "0.1.0"
     del merged.metadata_props[:]
     onnx.helper.set_model_props(merged, {METADATA_NAME: json.dumps(metadata(folded.config, input_type,
-                                                                             max_detections), sort_keys=True)})
+                                                                             max_detections, carried),
+                                                                    sort_keys=True)})
     onnx.checker.check_model(merged, full_check=True)
     forbidden = sorted({n.op_type for n in merged.graph.node} & set(FORBIDDEN_OPS))
     if forbidden:  # a guard on tf2onnx's output: the file's promise is a static graph

@@ -231,9 +231,10 @@ class _Untracked:
         self.value = value
 
 
-def metadata(config, nms: str, input_type: str, max_detections: int, int8: bool) -> dict:
-    """The file's `METADATA_NAME` entry (`file_format`): what its readers cannot tell from the signature."""
-    return {"version": METADATA_VERSION, "image_size": [config.image_height, config.image_width],
+def metadata(config, nms: str, input_type: str, max_detections: int, int8: bool, carried: dict | None = None) -> dict:
+    """The file's `METADATA_NAME` entry (`file_format`): what its readers cannot tell from the
+    signature, and what the model `carried` (`converted_dir.carried`: labels, synthetic)."""
+    return {**(carried or {}), "version": METADATA_VERSION, "image_size": [config.image_height, config.image_width],
             "resize_method": config.resize_method, "normalize_before_resize": bool(config.normalize_before_resize),
             "any_size": any_size(config, input_type), "num_classes": int(config.num_classes), "nms": nms,
             "input": input_type, "max_detections": int(max_detections), "int8": bool(int8),
@@ -270,14 +271,14 @@ class NeedsFlexOps(RuntimeError):
 
 
 def convert(model, nms: str = PER_CLASS, input_type: str = UINT8, max_detections: int | None = None,
-            representative_images=None) -> bytes:
+            representative_images=None, carried: dict | None = None) -> bytes:
     """The `.tflite` file of `model` (an `SSDMobileNetV1` with its weights, batch norm unfolded,
     as `detector.load_model` returns it), per the module docstring.
 
     `representative_images`: None for a float32 file; uint8 [H, W, 3] images (any sizes; a
     list or an [N, H, W, 3] array) for int8 post-training quantization calibrated on them.
     A quantization-aware model (`config.weight_bits`) gives its integer file
-    (`tflite_integer`: int8 on the checkpoint's ranges, no calibration).
+    (`tflite_integer`: int8 on the checkpoint's ranges, no calibration). `carried`: `metadata`'s.
 
     Raises:
       ValueError: an unknown mode; a quantization-aware model with calibration images, another
@@ -311,7 +312,8 @@ def convert(model, nms: str = PER_CLASS, input_type: str = UINT8, max_detections
     if nms != PER_CLASS:
         data = _with_options(data, custom_op_attributes(model.config, nms, module.max_detections))
     return _with_metadata(data, metadata(model.config, nms, input_type, module.max_detections,
-                                         representative_images is not None or bool(model.config.weight_bits)))
+                                         representative_images is not None or bool(model.config.weight_bits),
+                                         carried))
 
 
 # The ops int8 quantization may take: the network's convolutions (batch norm and ReLU6 fused in)

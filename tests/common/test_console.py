@@ -151,6 +151,9 @@ def test_every_command_has_verbose():
 
 # ---- a missing path: refused before TensorFlow is imported ------------------------------------
 
+# What a missing --labels file's line says to do (every command's, `commands.common.labels_problem`).
+LABELS_WAY_OUT = "the model's label map, or `coco` for the COCO zoo's"
+
 def test_missing_paths_are_refused_before_tensorflow_loads(small, tmp_path):
     """Every path argument of every command, missing, in one line naming it, exit 2, before
     `import tensorflow` (seconds); a swapped `verify CONVERTED SOURCE` likewise, with the order."""
@@ -174,16 +177,16 @@ def test_missing_paths_are_refused_before_tensorflow_loads(small, tmp_path):
         (["verify", src, converted, "--onnx", nope], f"{nope}: no such file (--onnx)"),
         (["predict", nope, str(image)], f"{nope}: no such directory, .tflite or .onnx file (convert's or export's output)"),
         (["predict", converted, str(image), nope], f"{nope}: no such file or folder"),
-        (["predict", converted, str(image), "--labels", nope], f"{nope}: no such file (--labels)"),
+        (["predict", converted, str(image), "--labels", nope], f"{nope}: no such file (--labels): " + LABELS_WAY_OUT),
         (["evaluate", nope, *records], f"{nope}: no such file or directory"),
         (["evaluate", converted, "--records", nope], f"{nope}: no such file (--records)"),
         (["evaluate", converted, "--records", f"{nope}*.record"], f"{nope}*.record: no file matches this pattern "
                                                                   "(--records)"),
-        (["evaluate", converted, *records, "--labels", nope], f"{nope}: no such file (--labels)"),
+        (["evaluate", converted, *records, "--labels", nope], f"{nope}: no such file (--labels): " + LABELS_WAY_OUT),
         # Without --config too: the missing file, not the settings the converted model lacks.
         (["train", converted, "--train", nope], f"{nope}: no such file (--train)"),
         (["train", converted, "--train", str(record), "--eval", nope], f"{nope}: no such file (--eval)"),
-        (["train", converted, "--train", str(record), "--labels", nope], f"{nope}: no such file (--labels)"),
+        (["train", converted, "--train", str(record), "--labels", nope], f"{nope}: no such file (--labels): " + LABELS_WAY_OUT),
         (["train", converted, "--train", str(record), "--config", nope], f"{nope}: no such file (--config)"),
         (["train", nope, "--train", str(record)],
          f"{nope}: no such directory (expected the output of `migrate convert`)"),

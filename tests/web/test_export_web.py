@@ -260,7 +260,7 @@ def test_the_runtime_is_the_lockfiles(tmp_path):
         assert json.load(f)["dependencies"] == pinned  # exact versions, no ranges
 
 
-@pytest.mark.parametrize("case", ["exists", "int8", "nms", "float32", "labels_with_onnx", "bad_labels",
+@pytest.mark.parametrize("case", ["exists", "int8", "nms", "float32", "labels_beyond", "bad_labels", "config_labels",
                                   "no_labels_file", "not_converted", "parent_is_file", "example_with_onnx",
                                   "no_example_file", "example_not_an_image"])
 def test_export_web_bad_input_is_one_line_exit_2_and_nothing_written(small_converted, tmp_path, case):
@@ -274,9 +274,13 @@ def test_export_web_bad_input_is_one_line_exit_2_and_nothing_written(small_conve
         "int8": (["--int8"], "--int8: not for --web"),
         "nms": (["--nms", "fast"], "--nms: not for --web"),
         "float32": (["--input", "float32"], "--input float32: not for --web"),
-        "labels_with_onnx": (None, "--labels: names the classes on the --web page"),
+        # The COCO map on a 3-class model: the map of another model (`--labels coco` is taken, issue 51).
+        "labels_beyond": (["--labels", "coco"], "coco: ids 4..90 beyond the model's 3 classes"),
         "bad_labels": (["--labels", str(tmp_path / "labels.pbtxt")], f"{tmp_path / 'labels.pbtxt'}:"),
-        "no_labels_file": (["--labels", str(tmp_path / "nothing.pbtxt")], f"{tmp_path / 'nothing.pbtxt'}: no such file"),
+        "config_labels": (["--labels", str(tmp_path / "pipeline.config")],
+                          f"{tmp_path / 'pipeline.config'}: not a label map (top-level field 'model'"),
+        "no_labels_file": (["--labels", str(tmp_path / "nothing.pbtxt")],
+                           f"{tmp_path / 'nothing.pbtxt'}: no such file (--labels): the model's label map, or `coco`"),
         "not_converted": (None, f"{tmp_path}: not a converted model directory"),
         "parent_is_file": (None, "is a file, not a folder"),
         "example_with_onnx": (None, "--example: for the --web page only"),
@@ -285,9 +289,8 @@ def test_export_web_bad_input_is_one_line_exit_2_and_nothing_written(small_conve
         "example_not_an_image": (["--example", str(tmp_path / "notes.jpg")], f"{tmp_path / 'notes.jpg'}: cannot "
                                                                              "read image"),
     }[case]
-    if case == "labels_with_onnx":
-        args = ["export", converted, "--onnx", str(tmp_path / "m.onnx"), "--labels", str(tmp_path / "x")]
-        (tmp_path / "x").write_text("a\n")
+    if case == "config_labels":
+        (tmp_path / "pipeline.config").write_text("model {\n  ssd {\n    num_classes: 3\n  }\n}\n")
     elif case == "example_with_onnx":
         (tmp_path / "photo.jpg").write_bytes(b"")
         args = ["export", converted, "--onnx", str(tmp_path / "m.onnx"), "--example", str(tmp_path / "photo.jpg")]
@@ -337,8 +340,14 @@ def test_export_web_writes_the_folder_whole_and_replaces_it_with_force(small_con
         export_web.export_web(converted, str(out), force=True)
     assert (out / "mine.txt").read_text() == "kept" and sorted(os.listdir(tmp_path)) == ["page"]
     monkeypatch.undo()
-    assert run_cli(["export", converted, "--web", str(out), "--force", "--quiet"])[0] == 0
+    # --labels: the names the page shows (a names file here; a converted directory's own label map
+    # is the default, `converted_dir.carried`, which the .onnx and .tflite files carry too).
+    (tmp_path / "names.txt").write_text("circle\nsquare\ntriangle\n")
+    assert run_cli(["export", converted, "--web", str(out), "--force", "--quiet", "--labels",
+                    str(tmp_path / "names.txt")])[0] == 0
     assert not (out / "mine.txt").exists() and sorted(os.listdir(out)) == files
+    assert json.loads((out / "labels.json").read_text()) == {"1": "circle", "2": "square", "3": "triangle"}
+    assert json.loads((out / "model.json").read_text())["has_labels"]
 
 
 def test_a_runtime_not_installed_is_one_line(tmp_path, monkeypatch):

@@ -183,12 +183,22 @@ def kept_label_map(source, labels: str | None, num_classes: int) -> tuple:
         if named is None:
             return None, "no label map kept (no pipeline.config names one): give one with `--labels FILE` or `coco`"
         path = _found_label_map(named, source.pipeline_config_from)
+        shipped = label_maps.builtin_named(named) if path is None else None
+        if shipped is not None and _fits(shipped, num_classes):
+            # The zoo's configs name the OD API's COCO map, which their archives leave out.
+            return shipped, (f"label map: {shipped}, the package's {os.path.basename(named)} (pipeline.config's "
+                             f"label_map_path, not found), kept as {converted_dir.LABEL_MAP_FILE}")
         if path is None:
             return None, (f"label map {named} (pipeline.config's label_map_path) not found: give it with "
                           "`--labels FILE` (or `--labels coco`)")
         line = f"label map: {path} (pipeline.config's label_map_path), kept as {converted_dir.LABEL_MAP_FILE}"
     label_maps.fits(path, label_maps.read(path), num_classes)
     return path, line
+
+
+def _fits(path: str, num_classes: int) -> bool:
+    """Whether the label map `path` (or a shipped one's name) names no id beyond `num_classes`."""
+    return not label_maps.coverage(label_maps.read(path), num_classes)[1]
 
 
 def convert(src: str, out: str = None, force: bool = False, trust_weights: bool = False, image_size=None,

@@ -21,6 +21,9 @@ NAME = "ssd_mobilenet_v1_coco_synthetic"
 CONFIG = SSDConfig(num_classes=90, score_threshold=float(np.float32(0.3)), fused_batch_norm=True,
                    nms_variant=NMS_CLIP_AFTER)
 SEED = 0
+# The zoo architecture's label map (`convert` without SRC keeps it): the commands show its labels
+# as they would for the zoo model, and say that synthetic weights' detections mean nothing.
+LABELS = "coco"
 
 
 def checkpoints_dir() -> str:

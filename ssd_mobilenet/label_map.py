@@ -108,6 +108,13 @@ def builtin_path(name: str) -> str:
     return os.path.join(_BUILTIN_DIR, BUILTIN[name])
 
 
+def builtin_named(path: str) -> str | None:
+    """The shipped label map (its `BUILTIN` name) whose file name `path` ends in, else None: a
+    pipeline.config's `PATH_TO_BE_CONFIGURED/mscoco_label_map.pbtxt` names the OD API's own COCO
+    map, whose ids and display names the shipped copy has."""
+    return {file: name for name, file in BUILTIN.items()}.get(os.path.basename(path))
+
+
 def resolve(path: str) -> str:
     """`path` itself, or the file of a shipped label map when it is one's name (`BUILTIN`): a
     file named like one is given as `./coco`."""

@@ -641,6 +641,32 @@ def test_the_label_map_the_pipeline_config_names_travels_with_the_model(small_pa
     assert "note:" not in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a 90-class small TF1 model built, two small conversions without their check: ~15 s
+def test_a_zoo_config_naming_the_od_apis_coco_map_keeps_the_shipped_one(small_pair, tmp_path, capsys):
+    """The zoo's configs name `PATH_TO_BE_CONFIGURED/mscoco_label_map.pbtxt`, which their archives
+    leave out: a model of COCO's 90 classes keeps the package's copy of that map (the same ids and
+    display names) and says so; a model of other classes naming it keeps none and says how to give
+    one (the shipped map would name ids it does not have)."""
+    from migrate.tf1 import builder
+    named = "PATH_TO_BE_CONFIGURED/mscoco_label_map.pbtxt"
+    coco = str(tmp_path / "coco90")
+    builder.write_model_dir(ssd_mobilenet.SSDConfig(num_classes=90, image_height=128, image_width=128,
+                                                    depth_multiplier=0.25), coco, seed=0)
+    with open(os.path.join(coco, "pipeline.config"), "a", encoding="utf-8") as f:
+        f.write(f'train_input_reader {{\n  label_map_path: "{named}"\n}}\n')
+    out = tmp_path / "coco90_tf2"
+    assert main(["convert", coco, "--out", str(out), "--no-check"]) == 0
+    assert ("[migrate] label map: coco, the package's mscoco_label_map.pbtxt (pipeline.config's label_map_path, "
+            "not found), kept as label_map.pbtxt") in unwrapped(capsys.readouterr().err)
+    with open(label_map.builtin_path("coco"), encoding="utf-8") as f:
+        assert (out / "label_map.pbtxt").read_text() == f.read()
+    two = _with_label_map_path(small_pair, tmp_path, named)
+    assert main(["convert", two, "--out", str(tmp_path / "two_tf2"), "--no-check"]) == 0
+    assert (f"[migrate] label map {named} (pipeline.config's label_map_path) not found: give it with "
+            "`--labels FILE` (or `--labels coco`)") in unwrapped(capsys.readouterr().err)
+    assert not (tmp_path / "two_tf2" / "label_map.pbtxt").exists()
+
+
 def test_the_default_model_is_marked_as_synthetic_weights(tmp_path, monkeypatch):
     """The built-in default model's weights are generated: its TF1 directory is marked (also one
     built before the mark existed), so that its conversion carries the mark and predict says that

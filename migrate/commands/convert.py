@@ -59,6 +59,7 @@ def run(args) -> int:
             from migrate import default_model
             args.src = default_model.ensure_tf1_model(progress(args.quiet, wrap=True))
             args.out = args.out or default_model.converted_dir()
+            args.labels = args.labels or default_model.LABELS
         report = convert.convert(args.src, args.out, force=args.force, trust_weights=args.trust_weights,
                                  image_size=args.image_size, use_moving_averages=args.use_moving_averages,
                                  check=not args.no_check, progress=progress(args.quiet, wrap=True),

@@ -63,6 +63,9 @@ LAYOUT = {
     "photos": "../shared/photos: seven real JPEG photos (and a README.md, which predict and verify pass over)",
     "label_map.pbtxt": "../shared/records/pet_label_map.pbtxt: a real OD API label map",
     "eval.record": "../shared/records/pets_examples.record: ten of the OD API's own TFRecords",
+    "my_model": "a user's own TF1 export (docs/guides/own-model.md): the small model's TF1 directory, its "
+                "pipeline.config naming the label map where it was trained (/home/me/training/label_map.pbtxt), "
+                "the map copied beside it (`own_model`)",
     "small_tf1_model": "a TF1 model directory of the small model (depth 0.25, 128x128, 2 classes; conftest.small_pair), "
                        "for SUBSTITUTED",
     ".venv": "this venv (sys.prefix)",
@@ -120,6 +123,13 @@ SUBSTITUTED = {
         "tests/test_verify.py's test_zoo_conversion_passes_with_memory_and_latency (the same zoo conversion, "
         "conftest.zoo_converted); here the check of every stage and detection on the seven photos runs "
         "(the line took 36 s with it, 6 s without, -n 0 on a loaded 2-core machine)"),
+    # docs/guides/own-model.md's two verify lines: the same checks, without the fresh processes that measure.
+    **{line: (line + " --no-measure",
+              "both sides measured in fresh processes are tests/test_verify.py's, the file's in "
+              "test_tflite_side_is_measured_in_a_fresh_process_without_tensorflow; here every stage and detection is checked on the photos")
+       for line in (".venv/bin/python -m migrate verify my_model my_model_tf2 --images photos/",
+                    ".venv/bin/python -m migrate verify my_model my_model_tf2 --tflite my_model.tflite "
+                    "--images photos/")},
     # The training demo (docs/guides/train.md, README.md).
     ".venv/bin/python -m migrate train demo/converted --config demo/train.config --train demo/train.record --eval "
     "demo/eval.record --steps 100": (
@@ -155,6 +165,15 @@ EXPECTED_EXIT = {
 # Blocks that go on in an earlier block's folder: {(page, the block's first line): (the first line of
 # the earlier block on that page, the reason)}.
 CONTINUES = {
+    # docs/guides/own-model.md: each step reads what the one before it wrote.
+    **{("docs/guides/own-model.md", first): (".venv/bin/python -m migrate convert my_model --out my_model_tf2",
+                                              "reads my_model_tf2, which the guide's convert writes")
+       for first in (".venv/bin/python -m migrate verify my_model my_model_tf2 --images photos/",
+                     ".venv/bin/python -m migrate predict my_model_tf2 photos/ --out results.jsonl --png drawn/",
+                     ".venv/bin/python -m migrate export my_model_tf2 --tflite my_model.tflite")},
+    ("docs/guides/own-model.md", "python -m migrate predict my_model.tflite photos/ --out device_results.jsonl"): (
+        ".venv/bin/python -m migrate export my_model_tf2 --tflite my_model.tflite",
+        "the device runs my_model.tflite, which the guide's export writes"),
     ("docs/guides/deploy.md", ".venv/bin/saved_model_cli show --dir converted/saved_model --all"): (
         "import numpy as np", "saved_model_cli reads images.npy, which the Python clients' block writes"),
     ("docs/guides/deploy.md", "from ai_edge_litert.interpreter import Interpreter"): (
@@ -407,10 +426,28 @@ def test_synopses_name_options_the_commands_have():
 
 # --- The runs (slow) ---
 
+# The label map of `own_model`, as a user's training left it: two classes of their own.
+OWN_LABELS = 'item {\n  id: 1\n  name: "apple"\n}\nitem {\n  id: 2\n  name: "pear"\n}\n'
+
+
 @pytest.fixture(scope="module")
-def layout(zoo_fixture, zoo_converted, small_pair):
+def own_model(small_pair, tmp_path_factory) -> str:
+    """`my_model`: a copy of the small TF1 model directory whose pipeline.config names its label map
+    on the machine it was trained on, with the map copied beside it, as a user brings their export."""
+    folder = str(tmp_path_factory.mktemp("own") / "my_model")
+    shutil.copytree(small_pair[0], folder)
+    with open(os.path.join(folder, "pipeline.config"), "a", encoding="utf-8") as f:
+        f.write('train_input_reader {\n  label_map_path: "/home/me/training/label_map.pbtxt"\n}\n')
+    with open(os.path.join(folder, "label_map.pbtxt"), "w", encoding="utf-8") as f:
+        f.write(OWN_LABELS)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def layout(zoo_fixture, zoo_converted, small_pair, own_model):
     """{LAYOUT entry: the path it links to or copies}."""
     paths = {
+        "my_model": own_model,
         "ssd_mobilenet_v1_coco_2018_01_28": zoo_fixture(ZOO_2018),
         "converted": zoo_converted[1],
         "photos": os.path.join(SHARED, "photos"),

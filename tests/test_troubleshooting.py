@@ -49,8 +49,9 @@ def pattern(line: str) -> re.Pattern:
 
 
 @pytest.fixture(scope="module")
-def folder(small_pair, tmp_path_factory):
-    """tf1/ and converted/: the small model (conftest's `small_pair`); typo/: the zoo fixture
+def folder(small_pair, small_converted, tmp_path_factory):
+    """tf1/ and converted/: the small model (conftest's `small_pair`); other/: a conversion of
+    another (conftest's `small_converted`, 3 classes); typo/: the zoo fixture
     control_small with `iou_treshold` on line 105; sigmod/: with `SIGMOD` on line 109;
     classes/: its checkpoint alone with a pipeline.config of 1 class (the weights hold 3);
     model.tflite: a file LiteRT's identifier marks (its options are refused before it is read);
@@ -59,6 +60,7 @@ def folder(small_pair, tmp_path_factory):
     root = tmp_path_factory.mktemp("troubleshooting")
     os.symlink(small_pair[0], root / "tf1")
     os.symlink(small_pair[1], root / "converted")
+    os.symlink(small_converted, root / "other")  # a conversion of another model (3 classes)
     for name, old, new in (("typo", "iou_threshold", "iou_treshold"), ("sigmod", "score_converter: SIGMOID",
                                                                         "score_converter: SIGMOD"),
                            ("classes", "num_classes: 3", "num_classes: 1")):
@@ -108,6 +110,11 @@ CASES = {
     'error: PATH:105: no field "iou_treshold" (did you mean "iou_threshold"?)': "convert typo --out o",
     'error: PATH:109: score_converter: no value SIGMOD (did you mean "SIGMOID"?)': "convert sigmod --out o",
     'error: PATH: num_classes 1, the weights 3 (--trust-weights)': "convert classes --out o",
+    "error: coco: ids 3..90 beyond the model's 2 classes: the map of another model?": "convert tf1 --out o --labels coco",
+    "error: label_map.pbtxt: no such file (--labels): the model's label map, or `coco` for the COCO zoo's":
+        "predict converted photo.png --labels label_map.pbtxt",
+    'error: CONVERTED against SRC: ...: not a conversion of this model (verify the one it was converted from)':
+        "verify tf1 other --no-measure",
 }
 
 # The page's lines produced by other tests, which need what this folder has not: a process
@@ -130,6 +137,14 @@ ELSEWHERE = {
     'error: worker 0 lost worker 1 (127.0.0.1:PORT) after step N: start every worker again to resume at ckpt-K':
         "tests/training/test_multi_worker.py",
     '--sides X: no such side (did you mean Y?)': "tests/test_cli.py (bad input)",
+    # A conversion at an assumed size: a checkpoint without its graph and pipeline.config, converted again.
+    'error: CONVERTED against SRC: image size N, TF1 M: convert again with --image-size H W':
+        "tests/test_verify.py (test_a_conversion_at_another_input_size_is_refused_in_one_line)",
+    'error: fpn_tf2 against fpn: image size 640x640, TF1 256x256: convert again with --image-size 256 256':
+        "tests/test_verify.py (test_a_conversion_at_another_input_size_is_refused_in_one_line: the same line "
+        "of the small model)",
+    'error: GRAPH: X is not an SSD op (--allow-ops X runs it)':
+        "tests/test_verify.py (test_unknown_ops_are_refused_unless_allowed: a zoo graph that writes a file)",
 }
 
 

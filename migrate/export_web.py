@@ -158,12 +158,21 @@ def _caption(record: dict) -> str:
                        "when this page was made") + '<span class="pending">; running the model in this browser…</span>'
 
 
-def _page_html(template: str, name: str, model_bytes: int, example: dict | None) -> str:
+# Said on the page of a model with seeded synthetic weights (the default model, the shapes demo).
+SYNTHETIC_NOTE = ('<p id="synthetic">This model\'s weights are synthetic (seeded, not trained): its boxes and '
+                  'labels mean nothing.</p>')
+
+
+def _page_html(template: str, name: str, model_bytes: int, example: dict | None, synthetic: bool = False) -> str:
     """index.html with what the export knows written into it: the model's name and download size,
-    and the example photo with its detections drawn, which a browser paints before its load event
-    (a screenshot, a link preview) while app.js is still loading the model."""
+    that its weights are synthetic (`SYNTHETIC_NOTE`), and the example photo with its detections
+    drawn, which a browser paints before its load event (a screenshot, a link preview) while
+    app.js is still loading the model."""
     page = _filled(template, '<span id="model-name"></span>', f'<span id="model-name">({html.escape(name)})</span>')
     page = _filled(page, "Loading the model&hellip;", f"Loading the model ({model_bytes / 1e6:.1f} MB)&hellip;")
+    if synthetic:
+        page = _filled(page, '<p id="message" role="alert" hidden></p>',
+                       SYNTHETIC_NOTE + '\n  <p id="message" role="alert" hidden></p>')
     if example is not None:
         record = example["record"]
         figure = (f'<figure id="example" data-photo="{html.escape(example["photo"])}">'
@@ -257,7 +266,8 @@ def export_web(converted: str, out: str, labels: str | None = None, max_detectio
         for name in PAGE_FILES:
             if name == "index.html":
                 with open(os.path.join(PAGE_DIR, name), encoding="utf-8") as f:
-                    put(name, _page_html(f.read(), manifest["name"], len(model_bytes), shown).encode("utf-8"))
+                    put(name, _page_html(f.read(), manifest["name"], len(model_bytes), shown,
+                                               manifest["synthetic"]).encode("utf-8"))
                 continue
             shutil.copyfile(os.path.join(PAGE_DIR, name), os.path.join(folder, name))
             files[name] = os.path.getsize(os.path.join(folder, name))

@@ -399,3 +399,15 @@ def test_jpeg_decoding_of_the_page_is_tensorflows(zoo_web, chromium):
                       f"{np.abs(canvas.astype(int) - expected).max()} levels")
         finally:
             page.close()
+
+
+def test_the_page_of_synthetic_weights_says_its_boxes_mean_nothing():
+    """A model marked as synthetic weights (the default model, the shapes demo; model.json's
+    `synthetic`) gets the notice written into index.html, so that it shows from the first paint;
+    any other model's page has none."""
+    with open(os.path.join(export_web.PAGE_DIR, "index.html"), encoding="utf-8") as f:
+        template = f.read()
+    marked = export_web._page_html(template, "default_tf2", 28_100_000, None, synthetic=True)
+    plain = export_web._page_html(template, "my_model_tf2", 28_100_000, None)
+    assert marked.count(export_web.SYNTHETIC_NOTE) == 1 and "synthetic" not in plain
+    assert marked.index(export_web.SYNTHETIC_NOTE) < marked.index('<p id="message"')  # under the status line

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -62,9 +63,12 @@ def source_and_conversion(src, tmp: str, progress, model: str | None = None) -> 
 
 def parse_args(argv=None) -> tuple:
     """(the options, the files' default name); exits 2 on options that exclude each other."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     from migrate.benchmark import publish, zoo_models
-    from migrate.commands.common import add_verbose
+    from migrate.commands.common import COLUMNS, add_verbose
+    # The usage argparse prints with an error, wrapped within the project's 100 columns.
+    width = min(shutil.get_terminal_size().columns - 2, COLUMNS)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=lambda prog: argparse.RawDescriptionHelpFormatter(
+        prog, width=width))
     p.add_argument("--src", help="a TF1 model directory with frozen_inference_graph.pb")
     p.add_argument("--model", choices=sorted(zoo_models.MODELS),
                    help="the zoo model to build from ../shared (default: ssd, the 2018 zoo graph; fpn_640, ppn_300: "
@@ -86,7 +90,9 @@ def parse_args(argv=None) -> tuple:
     add_verbose(p)
     args = p.parse_args(argv)
     if args.src is not None and args.model is not None:
-        p.error("--src and --model exclude each other: --model builds the TF1 model that --src names")
+        print("error: --src and --model exclude each other: --model builds the TF1 model that --src names",
+              file=sys.stderr)
+        sys.exit(2)
     default_name = "benchmarks" if args.model in (None, zoo_models.DEFAULT) else f"benchmarks_{args.model}"
     args.name = args.name or default_name
     return args, default_name

@@ -6,7 +6,8 @@ Optimiser (`builders/optimizer_builder.py`): RMSProp with the config's `decay`,
 `momentum_optimizer_value` and `epsilon`; Momentum with `momentum_optimizer_value`; Adam with
 TF1's defaults (beta1 0.9, beta2 0.999, epsilon 1e-8: the proto sets none of them). The rate is
 the `learning_rate` oneof's schedule (`schedules`); `manual_step_learning_rate` runs
-`initial_learning_rate` before its first step and refuses an empty schedule, as the OD API did.
+`initial_learning_rate` before its first step (an empty schedule is refused as the config is read,
+as the OD API refused it).
 `use_moving_average` wrapped the optimiser in `MovingAverageOptimizer(moving_average_decay)`,
 which averaged the variables it updated, without `num_updates`.
 
@@ -81,9 +82,7 @@ def learning_rate(config) -> keras.optimizers.schedules.LearningRateSchedule:
             config["learning_rate_base"], config["total_steps"], config["warmup_learning_rate"],
             config["warmup_steps"], config["hold_base_rate_steps"])
     if kind == "manual_step_learning_rate":
-        schedule = config["schedule"]
-        if not schedule:
-            raise ValueError("manual_step_learning_rate: empty learning rate schedule")
+        schedule = config["schedule"]  # not empty: train_config refuses an empty one, as the OD API did
         return schedules.ManualStepping([step for step, _ in schedule],
                                         [config["initial_learning_rate"]] + [rate for _, rate in schedule],
                                         config["warmup"])

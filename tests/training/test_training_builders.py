@@ -77,13 +77,6 @@ def test_edited_optimizers(optimizer, kind, values):
         assert got == [np.float32(0.01), np.float32(0.001), np.float32(0.0001)]
 
 
-def test_empty_manual_schedule_is_refused():
-    c = config(optimizer="adam_optimizer { learning_rate { manual_step_learning_rate "
-                         "{ initial_learning_rate: 0.01 } } }")
-    with pytest.raises(ValueError, match="empty learning rate schedule"):
-        builders.optimizer(c.train.optimizer)
-
-
 def _names(pairs):
     return [w.path for w, _ in pairs]
 

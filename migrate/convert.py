@@ -161,9 +161,10 @@ def _found_label_map(named: str, config_path: str | None) -> str | None:
     """The file `named` (a pipeline.config's `label_map_path`) is, or None: the path as given,
     then relative to the pipeline.config's folder, then its base name beside it (a folder that
     was moved, or a zoo config's `PATH_TO_BE_CONFIGURED/`)."""
-    folder = os.path.dirname(os.path.abspath(config_path)) if config_path else None
+    # The folder as the user named it (relative stays relative): the console line shows the path.
+    folder = os.path.dirname(config_path) if config_path else None
     candidates = [named] + ([os.path.join(folder, named), os.path.join(folder, os.path.basename(named))]
-                            if folder else [])
+                            if folder is not None else [])
     return next((p for p in candidates if os.path.isfile(p)), None)
 
 

@@ -82,12 +82,20 @@ def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, zoo_di
         src = _only(fx, tmp_path / "src", FORMS[form])
         out = str(tmp_path / "out")
         assert main(["convert", src, "--out", out, "--quiet"]) == 0
-    # A source with a pipeline.config (a zoo directory that has one) also has it kept as it was, for training.
-    kept = ["source_pipeline.config"] if os.path.isfile(os.path.join(src, "pipeline.config")) else []
+    # A source with a pipeline.config (a zoo directory that has one) also has it kept as it was, for
+    # training, and the label map it names where that is found: the zoo's configs name the OD API's
+    # COCO map (the package's copy kept); the users' exports here name maps their folders lack.
+    config = os.path.join(src, "pipeline.config")
+    kept = ["source_pipeline.config"] if os.path.isfile(config) else []
+    coco = bool(kept) and 'label_map_path: "PATH_TO_BE_CONFIGURED/mscoco_label_map.pbtxt"' in open(config).read()
     assert sorted(os.listdir(out)) == sorted(["checkpoint", "conversion_report.json", "model_config.json",
-                                              "pipeline.config", "saved_model"] + kept)
+                                              "pipeline.config", "saved_model"] + kept
+                                             + ["label_map.pbtxt"] * coco)
     if kept:
-        with open(os.path.join(out, "source_pipeline.config")) as f, open(os.path.join(src, "pipeline.config")) as g:
+        with open(os.path.join(out, "source_pipeline.config")) as f, open(config) as g:
+            assert f.read() == g.read()
+    if coco:
+        with open(os.path.join(out, "label_map.pbtxt")) as f, open(label_map.builtin_path("coco")) as g:
             assert f.read() == g.read()
     with open(os.path.join(out, "conversion_report.json")) as f:
         check = json.load(f)["check"]

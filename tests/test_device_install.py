@@ -76,7 +76,9 @@ def test_a_command_that_runs_tensorflow_names_the_extra_to_install(device_folder
 @pytest.mark.parametrize("suffix", ["tflite", "onnx"])
 def test_predict_on_a_model_file_gives_the_lines_it_gives_beside_tensorflow(device_folder, model_files, tmp_path,
                                                                              suffix):
-    args = ["predict", model_files[suffix], os.path.join(device_folder, "photos"), "--labels", "coco"]
+    names = tmp_path / "names.txt"  # a label map of the model's 3 classes: the labels on both sides too
+    names.write_text("circle\nsquare\ntriangle\n")
+    args = ["predict", model_files[suffix], os.path.join(device_folder, "photos"), "--labels", str(names)]
     run = on_device([*args, "--out", str(tmp_path / "device.jsonl")], tmp_path)
     assert run.returncode == 0 and "error" not in run.stderr, run.stderr[-3000:]
     code, _, err = run_cli([*args, "--out", str(tmp_path / "beside.jsonl"), "--quiet"])

@@ -261,7 +261,7 @@ def test_max_memory_picks_the_largest_batch_and_refuses_an_impossible_budget(set
     argv = ["train", setup["converted"][3], "--train", setup["records"], "--config", setup["config"], "--steps", "1",
             "--out", str(out), "--precision", "mixed_bfloat16", "--recompute", "--max-memory", "1"]
     # Two searches: the first of batches 1 and 2 with an ample budget, the second with a budget
-    # halfway between the first's peaks. Batch 1 is measured first in the process in the first,
+    # halfway between the first's peaks (above what was resident when each began). Batch 1 is measured first in the process in the first,
     # after batch 2 was in the second. Each search's peaks are absolute (what was resident when it
     # began included); `resident` is that, to compare what the steps themselves add. The second
     # search's limit is 2 on oneDNN's kernels (batch 2, over its budget, ends it) and 1 on Eigen's:
@@ -283,17 +283,23 @@ trainer = Trainer(detector.load_model({setup["converted"][3]!r}), config)
 before = [v.numpy() for v in trainer.model.weights]
 
 
-def search(budget, limit):
+def search(above, limit):
+    # The budget `above` MiB over what is resident when the search begins (what the first search
+    # left resident is not the second's to fit in). Nothing fits: 0, its batch 1 peak measured.
     gc.collect()
     resident, lines = runtime.memory_info()["current"], []
-    chosen = memory_budget.largest_batch(trainer, budget, limit=limit, progress=lines.append)
+    budget = resident / 2**20 + above
+    try:
+        chosen = memory_budget.largest_batch(trainer, budget, limit=limit, progress=lines.append)
+    except memory_budget.BudgetError:
+        chosen = 0
     # "batch N: step peak X MiB"
-    return chosen, resident, {{int(line.split()[1].rstrip(":")): float(line.split()[4]) for line in lines}}
+    return chosen, resident, budget, {{int(line.split()[1].rstrip(":")): float(line.split()[4]) for line in lines}}
 
 
-everything, first_resident, first = search(1e6, 2)
-budget = (first[1] + first[2]) / 2
-between, second_resident, second = search(budget, {second_limit})
+everything, first_resident, _, first = search(1e6, 2)
+above = (first[1] + first[2]) / 2 - first_resident / 2**20
+between, second_resident, budget, second = search(above, {second_limit})
 kept = all(np.array_equal(a, v.numpy()) for a, v in zip(before, trainer.model.weights)) and int(trainer.step) == 0
 print(json.dumps({{"everything": everything, "between": between, "budget": budget, "first": first,
                   "second": second, "resident": [first_resident / 2**20, second_resident / 2**20],

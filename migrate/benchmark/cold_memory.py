@@ -92,7 +92,8 @@ def _rollup(field: str) -> int | None:
 def snapshot(stage: str, libc=None) -> dict:
     """This process's memory now (module docstring), as a stage's row."""
     rss, anonymous = _rollup("Rss"), _rollup("Anonymous")
-    row = {"stage": stage, "rss": measure._rss_bytes(), "peak": measure._peak_rss_bytes(),
+    now = measure.rss_now()
+    row = {"stage": stage, "rss": now["rss_bytes"], "peak": now["peak_rss_bytes"],
            "file": None if rss is None or anonymous is None else rss - anonymous, "anonymous": anonymous,
            "malloc_in_use": None, "malloc_free": None, "threads": len(os.listdir("/proc/self/task"))}
     if libc is not None:

@@ -128,7 +128,7 @@ def _worker(request: dict) -> dict:
             first, first_peak = time.time(), measure._peak_rss_bytes()
         photos.append({"path": path, "height": int(image.shape[0]), "width": int(image.shape[1])})
     return {"first_detections_time": first, "first_peak_rss_bytes": first_peak, "end_time": time.time(),
-            "peak_rss_bytes": measure._peak_rss_bytes(), "rss_bytes": measure._rss_bytes(), "photos": photos,
+            **measure.rss_now(), "photos": photos,
             "tensorflow_imported": tensorflow_imported()}
 
 

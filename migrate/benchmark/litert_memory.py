@@ -104,7 +104,7 @@ def _worker(request: dict) -> dict:
             "latency_ms": {"median": measure._percentile(times, 50), "p90": measure._percentile(times, 90),
                            "all": times},
             "peak_memory_bytes": None, "baseline_memory_bytes": None,
-            "peak_rss_bytes": measure._peak_rss_bytes(), "rss_bytes": measure._rss_bytes(),
+            **measure.rss_now(),
         })
     try:
         version = metadata.version(package)
@@ -116,8 +116,7 @@ def _worker(request: dict) -> dict:
         "peak_memory_bytes": None,
         "baseline_memory_bytes": None,
         "transient_peak_bytes": None,
-        "peak_rss_bytes": measure._peak_rss_bytes(),
-        "rss_bytes": measure._rss_bytes(),
+        **measure.rss_now(),
         "import_s": import_s,
         "build_s": build_s,
         "first_call_s": first_call_s,

@@ -168,7 +168,7 @@ def _predict_worker(model: str, photos: str, out_dir: str) -> dict:
 
 
 def _measured(seconds: float) -> dict:
-    return {"peak_rss_bytes": measure._peak_rss_bytes(), "rss_bytes": measure._rss_bytes(), "seconds": seconds,
+    return {**measure.rss_now(), "seconds": seconds,
             "tensorflow_imported": tensorflow_imported()}
 
 

@@ -157,6 +157,15 @@ def _rss_bytes() -> int | None:
     return _proc_status_bytes("VmRSS")
 
 
+def rss_now() -> dict:
+    """{"rss_bytes": `_rss_bytes`, "peak_rss_bytes": `_peak_rss_bytes`}, read in that order and the
+    peak at least the RSS: two reads of /proc apart, the RSS can grow by a page in between (seen:
+    4 KiB), and a peak below what was resident is no peak."""
+    rss = _rss_bytes()
+    peak = _peak_rss_bytes()
+    return {"rss_bytes": rss, "peak_rss_bytes": peak if rss is None else max(peak, rss)}
+
+
 def _worker(request: dict) -> dict:
     import numpy as np
     import tensorflow as tf
@@ -200,7 +209,7 @@ def _worker(request: dict) -> dict:
             "latency_ms": {"median": _percentile(times, 50), "p90": _percentile(times, 90), "all": times},
             "peak_memory_bytes": None if after is None else int(after["peak"]),
             "baseline_memory_bytes": None if before is None else int(before["current"]),
-            "peak_rss_bytes": _peak_rss_bytes(), "rss_bytes": _rss_bytes(),
+            **rss_now(),
         })
         for key, value in (out or {}).items():
             outputs[f"{index}/{key}"] = value
@@ -215,8 +224,7 @@ def _worker(request: dict) -> dict:
         "peak_memory_bytes": max(peaks) if peaks else None,
         "baseline_memory_bytes": baseline,
         "transient_peak_bytes": (max(peaks) - baseline) if peaks and baseline is not None else None,
-        "peak_rss_bytes": _peak_rss_bytes(),
-        "rss_bytes": _rss_bytes(),
+        **rss_now(),
         "build_s": build_s,
         "first_call_s": first_call_s,
         "tensorflow": tf.__version__,

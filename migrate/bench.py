@@ -66,14 +66,16 @@ from migrate.benchmark.inputs import BenchInputError, _check_frozen_graph, _froz
 from migrate.benchmark.cold_start import measure_cold
 from migrate.benchmark.interleaving import MAX_ROUNDS_FACTOR, interleaved_latency, rounds
 from migrate.benchmark.plot import PLOT_EXTRA, check_plot, plot_available, write_plot
-from migrate.benchmark.sides import (BASELINE, DEFAULT_SIDES, DETECTION_OUTPUTS, EXPORTED_SIDES, FILE_EXPORTS,
-                                     FILE_SIDES, ONNX_SIDES, SIDES, TFLITE_SIDES, applies, export_sides, exported_path,
-                                     mixed_precision, runner)
+from migrate.benchmark.sides import (BASELINE, DEFAULT_SIDES, EXPORTED_SIDES, FILE_EXPORTS, FILE_SIDES, ONNX_SIDES,
+                                     SIDES, TFLITE_SIDES, applies, export_sides, exported_path, mixed_precision,
+                                     runner)
 from migrate.benchmark.statistics import RATIO_INTERVAL, _report, ratio_interval
 from migrate.benchmark.tables import (COLD_TARGETS, TARGETS, cold_table, format_table, scaling, targets,
                                       tflite_settings, write_json, write_markdown)
 from migrate.benchmark.workers import _measure, _run_export_process
 from migrate.common import measure
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
+from ssd_mobilenet import converted_dir
 
 # The public names of `migrate.bench`, wherever they live now.
 __all__ = ["BASELINE", "COLD_TARGETS", "DEFAULT_SIDES", "DETECTION_OUTPUTS", "EXPORTED_SIDES", "MAX_ROUNDS_FACTOR",
@@ -119,8 +121,8 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=D
     """
     say = progress or (lambda msg: None)
     _check_frozen_graph(src)
-    if not os.path.isfile(os.path.join(converted, "model_config.json")):
-        raise BenchInputError(f"{converted}: not a converted model directory (no model_config.json)")
+    if not converted_dir.is_converted(converted):
+        raise BenchInputError(converted_dir.not_converted(converted))
     if photos is not None:
         from migrate.common import images
         if cold_runs < 1:

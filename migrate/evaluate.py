@@ -14,12 +14,12 @@ has no precision and does not enter the mean either way).
 from __future__ import annotations
 
 import json
-import os
 import time
 import warnings
 
-from migrate.tf1.frozen_graph import DETECTION_OUTPUTS
 from ssd_mobilenet import atomic_write
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
+from ssd_mobilenet import converted_dir
 
 PROGRESS_EVERY = 50
 # What a class id missing from --labels costs (`label_map.coverage_warning`): the label map's items
@@ -35,15 +35,10 @@ class ModelError(ValueError):
     """MODEL is neither a converted directory nor a TF1 model that can run; the message names it."""
 
 
-def is_converted(path: str) -> bool:
-    from ssd_mobilenet import detector
-    return os.path.isfile(os.path.join(path, detector.CONFIG_FILE))
-
-
 def model_runner(model: str, allow_ops=()):
     """(run(images uint8 [1, H, W, 3]) -> {key: numpy}, description, class count or None) for a
     converted dir or a TF1 model (its count from its class predictor's weights)."""
-    if is_converted(model):
+    if converted_dir.is_converted(model):
         import ssd_mobilenet
         try:
             detector = ssd_mobilenet.load(model)
@@ -81,7 +76,6 @@ def evaluate(model: str, records, labels: str = None, json_path: str = None, for
       OutputExistsError, ModelError, data.DataError, label_map.LabelMapError: bad input, before
       anything is written.
     """
-    from ssd_mobilenet import converted_dir
     from ssd_mobilenet import label_map as label_maps
     from ssd_mobilenet.training import coco_metrics, data
 
@@ -89,7 +83,7 @@ def evaluate(model: str, records, labels: str = None, json_path: str = None, for
     warn = warn or say
     atomic_write.check_output(json_path, force, is_dir=False, flag="--json", error=OutputExistsError)
     files = data.record_files(records)
-    if labels is None and is_converted(model):
+    if labels is None and converted_dir.is_converted(model):
         labels = converted_dir.label_map_file(model)
     names = label_maps.read(labels) if labels else None
     run, description, num_classes = model_runner(model, allow_ops)

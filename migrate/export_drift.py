@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from migrate.common import box_matching
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 # Detections a user would show: the floor of the agreement the command reports.
 REPORT_MIN_SCORE = 0.5
@@ -14,7 +15,6 @@ MATCH_IOU = 0.5
 # How many of the calibration images the int8 file is compared on with the float model.
 DRIFT_IMAGES = 16
 # The four detection outputs both sides of a comparison hold (the SavedModel signature's).
-DETECTION_KEYS = ("detection_boxes", "detection_scores", "detection_classes", "num_detections")
 
 
 def drift_of(names, pairs) -> dict:
@@ -25,7 +25,7 @@ def drift_of(names, pairs) -> dict:
         per_image.append((name, agreement(ref, out)))
         refs.append(ref)
         ours.append(out)
-    joined = [{k: np.concatenate([d[k] for d in side]) for k in DETECTION_KEYS} for side in (refs, ours)]
+    joined = [{k: np.concatenate([d[k] for d in side]) for k in DETECTION_OUTPUTS} for side in (refs, ours)]
     return dict(agreement(*joined), per_image=per_image)
 
 

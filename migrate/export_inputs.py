@@ -14,6 +14,7 @@ import tensorflow as tf
 from ssd_mobilenet import detector as detector_lib
 from ssd_mobilenet.export.network import generated_images
 from ssd_mobilenet.image_io import error_about
+from ssd_mobilenet import converted_dir
 
 
 class ExportInputError(ValueError):
@@ -23,8 +24,8 @@ class ExportInputError(ValueError):
 def _check_converted(converted: str) -> None:
     if not os.path.isdir(converted):
         raise ExportInputError(f"{converted}: no such directory (expected the output of `migrate convert`)")
-    if not os.path.isfile(os.path.join(converted, detector_lib.CONFIG_FILE)):
-        raise ExportInputError(f"{converted}: not a converted model directory (no {detector_lib.CONFIG_FILE})")
+    if not converted_dir.is_converted(converted):
+        raise ExportInputError(converted_dir.not_converted(converted))
 
 
 def converted_config(converted: str):
@@ -41,7 +42,7 @@ def carried(converted: str, labels: str | None = None) -> dict:
     """What the exported file carries of `converted` (`converted_dir.carried`: its label map, or
     `labels` in its place; whether its weights are synthetic), or `ExportInputError` naming a
     label map that does not read."""
-    from ssd_mobilenet import converted_dir, label_map
+    from ssd_mobilenet import label_map
     converted_config(converted)  # a directory that is not one is named as such, first
     try:
         return converted_dir.carried(converted, labels)

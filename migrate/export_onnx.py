@@ -15,19 +15,20 @@ import time
 from migrate.export_drift import DRIFT_IMAGES, drift_notes, drift_of
 from migrate.export_inputs import ExportInputError, calibration_images, carried, converted_config, load_converted
 from ssd_mobilenet import atomic_write
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 
 def quantization_drift(float_bytes: bytes, int8_bytes: bytes, names, feeds) -> dict:
     """The int8 file's detections against the float file's on the same inputs, on ONNX Runtime:
     `export_drift.agreement` overall, plus per_image [(name, agreement)]. (The float file's detections
     are the converted model's: tests/onnx.)"""
-    from ssd_mobilenet.onnx_file import OUTPUT_KEYS, import_onnxruntime, session_options
+    from ssd_mobilenet.onnx_file import import_onnxruntime, session_options
     ort = import_onnxruntime()
     sessions = [ort.InferenceSession(data, sess_options=session_options(None), providers=["CPUExecutionProvider"])
                 for data in (float_bytes, int8_bytes)]
     name = sessions[0].get_inputs()[0].name
-    return drift_of(names, ([dict(zip(OUTPUT_KEYS, s.run(list(OUTPUT_KEYS), {name: feed}))) for s in sessions]
-                            for feed in feeds))
+    return drift_of(names, ([dict(zip(DETECTION_OUTPUTS, s.run(list(DETECTION_OUTPUTS), {name: feed})))
+                             for s in sessions] for feed in feeds))
 
 
 def aware_drift(model, onnx_bytes: bytes, names, images, input_type: str) -> dict:
@@ -38,7 +39,7 @@ def aware_drift(model, onnx_bytes: bytes, names, images, input_type: str) -> dic
 
     from ssd_mobilenet import detector
     from ssd_mobilenet.export import network
-    from ssd_mobilenet.onnx_file import OUTPUT_KEYS, import_onnxruntime, session_options
+    from ssd_mobilenet.onnx_file import import_onnxruntime, session_options
     ort = import_onnxruntime()
     detect = detector.Detector(model, fold_batch_norm=True)
     session = ort.InferenceSession(onnx_bytes, sess_options=session_options(None), providers=["CPUExecutionProvider"])
@@ -49,7 +50,7 @@ def aware_drift(model, onnx_bytes: bytes, names, images, input_type: str) -> dic
         # A float32 feed is the model's preprocessing of the photo: the model gets the photo.
         pixels = feed if feed.dtype == np.uint8 else np.asarray(image)[None]
         return ({k: v.numpy() for k, v in detect(pixels).items()},
-                dict(zip(OUTPUT_KEYS, session.run(list(OUTPUT_KEYS), {name: feed}))))
+                dict(zip(DETECTION_OUTPUTS, session.run(list(DETECTION_OUTPUTS), {name: feed}))))
     return drift_of(names, (pair(image) for image in images))
 
 

@@ -289,8 +289,8 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
     from ssd_mobilenet.training import data, distribute, trainer
 
     say = progress or (lambda msg: None)
-    if not os.path.isfile(os.path.join(converted, detector.CONFIG_FILE)):
-        raise TrainInputError(f"{converted}: not a converted model directory (no {detector.CONFIG_FILE})")
+    if not converted_dir.is_converted(converted):
+        raise TrainInputError(converted_dir.not_converted(converted))
     if accumulate < 1:
         raise TrainInputError(f"--accumulate {accumulate}: must be >= 1")
     if max_memory_mb is not None and devices is not None:

@@ -50,6 +50,16 @@ METADATA_PATH = os.path.join("assets.extra", "ssd_mobilenet.json")
 METADATA_FORMAT = 1
 
 
+def is_converted(path: str) -> bool:
+    """Whether `path` is a directory `convert` (or `train`) wrote: it holds `CONFIG_FILE`."""
+    return os.path.isfile(os.path.join(path, CONFIG_FILE))
+
+
+def not_converted(path: str) -> str:
+    """The one line every command gives for a path that `is_converted` refuses."""
+    return f"{path}: not a converted model directory (no {CONFIG_FILE})"
+
+
 def config_path(directory: str) -> str:
     return os.path.join(directory, CONFIG_FILE)
 

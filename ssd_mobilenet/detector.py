@@ -68,7 +68,7 @@ class Detector:
       images: uint8 [N, H, W, 3] or [H, W, 3] (numpy or tensor), any N (0 gives empty
         outputs), H, W.
     Returns:
-      dict of float32 tensors (`postprocessing.OUTPUT_KEYS`); boxes are
+      dict of float32 tensors (`detections.ALL_OUTPUTS`); boxes are
       [ymin, xmin, ymax, xmax] normalised to the input image.
     """
 

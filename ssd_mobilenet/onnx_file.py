@@ -5,7 +5,7 @@ The contract between the writer (`ssd_mobilenet.export.onnx`) and the readers (`
 `verify --onnx`): one input, `input_tensor` uint8 [1, H, W, 3] of any size (the default) or
 `normalized_input_image_tensor` float32 [1, h, w, 3] at the model's size, already scaled to
 [-1, 1] (`--onnx-input float32`, for TensorRT, which refuses uint8); the OD API's four outputs
-(`OUTPUT_KEYS`: `detection_boxes` [1, D, 4] [ymin, xmin, ymax, xmax] normalised, clipped,
+(`DETECTION_OUTPUTS`: `detection_boxes` [1, D, 4] [ymin, xmin, ymax, xmax] normalised, clipped,
 `detection_scores` [1, D], `detection_classes` [1, D] 1-based float32, `num_detections` [1]);
 and a metadata property `METADATA_NAME` (UTF-8 JSON: the model's input size, resize kernel and
 order, NMS variant, class count), which ONNX Runtime reads without the `onnx` package.
@@ -19,12 +19,12 @@ import os
 import numpy as np
 
 from ssd_mobilenet.litert import model_file
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 UINT8 = "uint8"
 FLOAT32 = "float32"
 INPUT_TYPES = (UINT8, FLOAT32)
 INPUT_NAMES = {UINT8: "input_tensor", FLOAT32: "normalized_input_image_tensor"}
-OUTPUT_KEYS = ("detection_boxes", "detection_scores", "detection_classes", "num_detections")
 METADATA_NAME = "ssd_mobilenet_migrate"
 # Readers refuse a larger version (a file of a newer project release).
 METADATA_VERSION = 1
@@ -178,8 +178,8 @@ class OnnxFile:
             raise OnnxFileError(f"{path}: ONNX Runtime cannot load it: {reason}") from None
         _return_freed_memory()
         outputs = [o.name for o in self.session.get_outputs()]
-        if sorted(outputs) != sorted(OUTPUT_KEYS):
-            # Its outputs are OUTPUT_KEYS.
+        if sorted(outputs) != sorted(DETECTION_OUTPUTS):
+            # Its outputs are DETECTION_OUTPUTS.
             raise OnnxFileError(f"{path}: not from `migrate export` (outputs: {', '.join(outputs) or 'none'})")
         entry = self.session.get_modelmeta().custom_metadata_map.get(METADATA_NAME)
         try:
@@ -225,8 +225,8 @@ class OnnxFile:
 
     def run(self, batch: np.ndarray) -> dict:
         """The file's input [1, ...] -> its four outputs, numpy."""
-        values = self.session.run(list(OUTPUT_KEYS), {self.input_name: batch})
-        return dict(zip(OUTPUT_KEYS, values))
+        values = self.session.run(list(DETECTION_OUTPUTS), {self.input_name: batch})
+        return dict(zip(DETECTION_OUTPUTS, values))
 
     def detect(self, image: np.ndarray) -> dict:
         """uint8 [H, W, 3] RGB -> the four outputs ([1, D, ...]) for it."""

@@ -22,10 +22,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from ssd_mobilenet.config import BACKGROUND_SLICE_LOGITS, NMS_CLIP_BEFORE, SSDConfig
-
-OUTPUT_KEYS = ("detection_boxes", "detection_scores", "detection_classes", "num_detections",
-               "raw_detection_boxes", "raw_detection_scores", "detection_multiclass_scores",
-               "detection_anchor_indices")
+from ssd_mobilenet.detections import ALL_OUTPUTS
 
 
 def _converter(logits, config: SSDConfig):
@@ -177,7 +174,7 @@ def empty_outputs(config: SSDConfig, num_anchors: int) -> dict:
     shapes = {"detection_boxes": [d, 4], "detection_scores": [d], "detection_classes": [d], "num_detections": [],
               "raw_detection_boxes": [num_anchors, 4], "raw_detection_scores": [num_anchors, slots],
               "detection_multiclass_scores": [d, slots], "detection_anchor_indices": [d]}
-    return {k: tf.zeros([0] + shapes[k], tf.float32) for k in OUTPUT_KEYS}
+    return {k: tf.zeros([0] + shapes[k], tf.float32) for k in ALL_OUTPUTS}
 
 
 def postprocess(box_encodings_decoded, class_logits, config: SSDConfig) -> dict:

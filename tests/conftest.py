@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 import pytest
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("SSD_MIGRATE_SHARED", os.path.join(os.path.dirname(REPO), "shared"))
@@ -156,7 +157,7 @@ def quantized_fixture(zoo_fixture, tmp_path_factory):
 def _trained_looking_ranges(fx, out):
     import tensorflow as tf
 
-    from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner, freeze_inference_graph
+    from migrate.tf1.frozen_graph import FrozenGraphRunner, freeze_inference_graph
     from migrate.tf1.sources import read_meta_graph
 
     reader = tf.train.load_checkpoint(os.path.join(fx, "model.ckpt"))

@@ -14,10 +14,11 @@ import ssd_mobilenet
 from tests.conftest import (CONVERT_STDERR, DEPTHWISE, ODAPI_EXPORTS, QUANTIZED, TF13, ZOO_2017, ZOO_2018,
                             check_detections, needs_shared, random_images, unwrapped, zoo_path)
 from migrate.cli import main
-from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner
+from migrate.tf1.frozen_graph import FrozenGraphRunner
 from migrate.tf1.sources import read_graph_def
 from migrate.verify import MIXED_TOLERANCES, compare_detections, match_detections
 from ssd_mobilenet import converted_dir, label_map
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 
 def _only(src_dir, dst, patterns):
@@ -147,7 +148,6 @@ def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, zoo_di
     assert set(empty) == set(got)
     for k, v in empty.items():
         assert v.shape == (0,) + got[k].shape[1:] and v.dtype == got[k].dtype, k
-
 
 
 @needs_shared

@@ -6,6 +6,7 @@ import tensorflow as tf
 import ssd_mobilenet
 from tests.conftest import ZOO_2018, model_for_fixture, needs_shared, random_images
 from ssd_mobilenet import SSDConfig, SSDMobileNetV1, detector
+from ssd_mobilenet.detections import ALL_OUTPUTS
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def test_detector_is_a_concrete_function_for_any_batch_and_size(saved):
         images = random_images(7, *shape)
         out = det(images)
         expected = model.detect(images)
-        assert set(out) == set(ssd_mobilenet.postprocessing.OUTPUT_KEYS)
+        assert set(out) == set(ALL_OUTPUTS)
         for k in ("detection_classes", "num_detections"):
             np.testing.assert_array_equal(out[k].numpy(), expected[k].numpy())
         # Inside a tf.function Grappler may reorder float arithmetic (1-ulp differences).

@@ -21,6 +21,7 @@ from tests.conftest import needs_shared, random_images, run_cli, warnings_in
 from migrate import verify
 from migrate.cli import main
 from ssd_mobilenet import converted_dir, export
+from ssd_mobilenet.detections import ALL_OUTPUTS
 
 SAVED_MODEL_CLI = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
 
@@ -126,8 +127,7 @@ def test_written_saved_model_runs_in_the_od_api_client_and_serving_signature(exp
 
 
 def export_keys():
-    from ssd_mobilenet.postprocessing import OUTPUT_KEYS
-    return OUTPUT_KEYS
+        return ALL_OUTPUTS
 
 
 @needs_shared

@@ -24,6 +24,7 @@ from ssd_mobilenet import SSDMobileNetV1, detector, preprocessing
 from ssd_mobilenet.config import SSDConfig
 from ssd_mobilenet.export import tflite
 from ssd_mobilenet.training import shapes_dataset
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 CONFIG = SSDConfig(**SMALL_EXPORT_CONFIG)
 # What "the same detections" allows: TFLite's kernels round differently from oneDNN's in the
@@ -73,7 +74,7 @@ def run_signature(model_bytes: bytes, **inputs) -> dict:
 
 
 def batched(outputs: list) -> dict:
-    return {k: np.concatenate([o[k] for o in outputs]) for k in tflite.OUTPUT_KEYS}
+    return {k: np.concatenate([o[k] for o in outputs]) for k in DETECTION_OUTPUTS}
 
 
 def _reads_as_the_schema_does(data: bytes) -> None:
@@ -100,7 +101,7 @@ def test_per_class_tflite_gives_the_converted_models_detections(exported, images
 
     interpreter = Interpreter(model_content=data)
     signature = interpreter.get_signature_list()[tflite.SIGNATURE_KEY]
-    assert signature == {"inputs": [tflite.INPUT_NAMES[input_type]], "outputs": sorted(tflite.OUTPUT_KEYS)}
+    assert signature == {"inputs": [tflite.INPUT_NAMES[input_type]], "outputs": sorted(DETECTION_OUTPUTS)}
     runner = interpreter.get_signature_runner()
     detail = runner.get_input_details()[tflite.INPUT_NAMES[input_type]]
     # The uint8 file takes photos of any size and resizes them itself; the float32 one the scaled image.

@@ -13,9 +13,10 @@ import pytest
 from tests.conftest import check_detections, fits_100_columns, random_images, unwrapped
 from migrate import tf1_builder
 from migrate.tf1 import assign, config_inference, sources
-from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner, endpoint_candidates
+from migrate.tf1.frozen_graph import FrozenGraphRunner, endpoint_candidates
 from ssd_mobilenet import SSDConfig, SSDMobileNetV1, anchors
 from ssd_mobilenet.config import NMS_CLIP_AFTER
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 ATOL = 1e-5
 
@@ -411,8 +412,6 @@ def test_embedded_ssd_mobilenet_v1_is_refused_as_such(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == f"error: {path}: feature extractor embedded_ssd_mobilenet_v1 not supported"
     assert not (tmp_path / "out").exists()
-
-
 
 
 def _variables(scope_names) -> dict:

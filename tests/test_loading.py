@@ -19,6 +19,7 @@ from migrate.tf1 import parity
 from ssd_mobilenet import converted_dir, detector, loading
 from ssd_mobilenet import model as model_lib
 from ssd_mobilenet.saved_model_detector import SavedModelDetector
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 PHOTOS = sorted(glob.glob(os.path.join(SHARED, "photos", "*.jpg")))
 
@@ -67,7 +68,7 @@ def test_load_runs_the_saved_model_without_the_keras_model(zoo_converted, no_ker
 @pytest.mark.slow
 def test_predict_on_photos_runs_the_saved_model_and_gives_the_tf1_graphs_detections(zoo_converted, tmp_path,
                                                                                     monkeypatch):
-    from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner
+    from migrate.tf1.frozen_graph import FrozenGraphRunner
     from migrate.tf1.sources import read_graph_def
     src, converted = zoo_converted
     runner = FrozenGraphRunner(read_graph_def(os.path.join(src, "frozen_inference_graph.pb")))

@@ -14,7 +14,8 @@ import pytest
 
 from tests.conftest import (check_detections, DEPTHWISE, QUANTIZED, TF13, ZOO_2017, ZOO_2018, model_for_fixture, needs_shared,
                       random_images)
-from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner, endpoint_candidates
+from migrate.tf1.frozen_graph import FrozenGraphRunner, endpoint_candidates
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 ATOL = 1e-5
 # QUANTIZED: the quantization-aware zoo graph with trained-looking FakeQuant ranges

@@ -26,10 +26,10 @@ from migrate import verify
 from migrate.cli import main
 from migrate.common import draw
 from migrate.tf1 import op_allowlist
-from migrate.tf1.frozen_graph import DETECTION_OUTPUTS
 from migrate.tf1.sources import read_graph_def, read_meta_graph
 from migrate.verification import measuring
 from ssd_mobilenet import SSDMobileNetV1, detector
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 FE = "FeatureExtractor/MobilenetV1/"
 PERTURBED = FE + "Conv2d_7_pointwise"

@@ -32,6 +32,7 @@ import sys
 import tempfile
 
 from migrate.common import measure
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 # name: (what it switches, environment, Grappler on)
 SETTINGS = {
@@ -117,7 +118,7 @@ def _worker(request: dict) -> dict:
         if not request["grappler"]:
             tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
     if side == "tf1_session" and not request["grappler"]:
-        from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner
+        from migrate.tf1.frozen_graph import FrozenGraphRunner
         from migrate.tf1.sources import read_graph_def
         session = FrozenGraphRunner(read_graph_def(sides_lib._frozen_graph(request["src"])), exact_arithmetic=True)
         run = lambda images: session.run(images, {k: f"{k}:0" for k in DETECTION_OUTPUTS})  # noqa: E731

@@ -36,6 +36,7 @@ import time
 
 from migrate.benchmark.litert_memory import tensorflow_imported
 from migrate.common import measure
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 TF1_SIDE = "tf1_session"
 
@@ -120,7 +121,7 @@ def _tf1_worker(frozen_graph: str, photos: str) -> dict:
     from migrate.tf1.sources import read_graph_def
     start = time.perf_counter()
     runner = frozen_graph_lib.FrozenGraphRunner(read_graph_def(frozen_graph))
-    fetches = {key: f"{key}:0" for key in frozen_graph_lib.DETECTION_OUTPUTS}
+    fetches = {key: f"{key}:0" for key in DETECTION_OUTPUTS}
     seen, first = [], None
     for path in images.list_images(photos):
         image = images.read_image(path)

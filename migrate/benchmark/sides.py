@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 from migrate.benchmark.inputs import BenchInputError, _frozen_graph
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 # The TFLite sides: the file `migrate export` writes by default (per-class NMS, uint8 input of any
 # size, resized in the file with the TF1 graph's kernel), float32 and int8 (calibrated on generated
@@ -45,8 +46,6 @@ FILE_EXPORTS = {**TFLITE_EXPORTS, **ONNX_EXPORTS}
 BASELINE = "tf1_session"
 # Sides that compute in the reduced precision (`mixed_precision()`).
 MIXED_SIDES = ("saved_model_mixed", "detector_mixed")
-
-DETECTION_OUTPUTS = ("detection_boxes", "detection_scores", "detection_classes", "num_detections")
 
 
 def applies(side: str, size, batch: int, tflite_size=None) -> bool:
@@ -116,12 +115,11 @@ def openvino_runner(path: str, threads: int):
     import numpy as np
     import openvino as ov
 
-    from ssd_mobilenet.onnx_file import OUTPUT_KEYS
     core = ov.Core()
     compiled = core.compile_model(core.read_model(path), "CPU", {"INFERENCE_PRECISION_HINT": "f32",
                                                                   "INFERENCE_NUM_THREADS": int(threads)})
     request = compiled.create_infer_request()
-    outputs = {key: compiled.output(key) for key in OUTPUT_KEYS}
+    outputs = {key: compiled.output(key) for key in DETECTION_OUTPUTS}
 
     def run(images):
         images = np.asarray(images)

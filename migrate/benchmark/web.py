@@ -15,6 +15,7 @@ import os
 import time
 
 import numpy as np
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 
 def folder_bytes(folder: str) -> dict:
@@ -52,7 +53,7 @@ def measure(src: str, web_folder: str, photo: str, threads=(1, None), warmup: in
     import tensorflow as tf
 
     from migrate.benchmark import browser
-    from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner
+    from migrate.tf1.frozen_graph import FrozenGraphRunner
     from migrate.tf1.sources import read_graph_def
     say = progress or (lambda msg: None)
     image = tf.io.decode_image(open(photo, "rb").read(), channels=3).numpy()[None]

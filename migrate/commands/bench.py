@@ -8,6 +8,7 @@ import sys
 
 from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_verbose, bad_input, missing, progress, tensorflow_command,
                                      wrapped)
+from ssd_mobilenet import converted_dir
 
 
 def add_parser(sub) -> None:
@@ -56,7 +57,7 @@ def missing_path(args):
     if missing(args.src):
         return f"{args.src}: no frozen_inference_graph.pb (bench's TF1 side runs it)"
     if missing(args.converted):
-        return f"{args.converted}: not a converted model directory (no model_config.json)"
+        return converted_dir.not_converted(args.converted)
     return None
 
 

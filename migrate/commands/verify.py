@@ -8,7 +8,7 @@ import re
 
 from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_verbose, bad_input, missing, missing_inputs, op_list,
                                      progress, tensorflow_command, warn)
-from migrate.runtimes import CONVERTED_CONFIG
+from ssd_mobilenet import converted_dir
 
 
 def add_parser(sub) -> None:
@@ -59,16 +59,11 @@ _TF1_FILES = ("frozen_inference_graph.pb", "saved_model.pb", os.path.join("saved
 _TF1_FILE = re.compile(r"\.(pb|meta|index|config|pbtxt|data-\d+-of-\d+)$")
 
 
-def is_converted(path) -> bool:
-    """Whether `path` is a directory `convert` wrote (its `model_config.json`)."""
-    return os.path.isfile(os.path.join(path, CONVERTED_CONFIG))
-
-
 def looks_tf1(path) -> bool:
     """Whether `path` looks like a TF1 model (a directory of one, a file or checkpoint prefix in
     one) and not like a converted directory: what `sources.open_source` reads, by names only."""
     if os.path.isdir(path):
-        return not is_converted(path) and (any(os.path.isfile(os.path.join(path, f)) for f in _TF1_FILES)
+        return not converted_dir.is_converted(path) and (any(os.path.isfile(os.path.join(path, f)) for f in _TF1_FILES)
                                           or any(f.endswith(".index") for f in os.listdir(path)))
     return bool(_TF1_FILE.search(path)) or os.path.isfile(path + ".index")
 
@@ -77,7 +72,7 @@ def missing_path(args):
     # CONVERTED derived from SRC, and the built-in model, are left to the run.
     if missing(args.src, prefix=True):
         return f"{args.src}: no such file or directory"
-    if args.src and args.converted and is_converted(args.src) and looks_tf1(args.converted):
+    if args.src and args.converted and converted_dir.is_converted(args.src) and looks_tf1(args.converted):
         # The converted directory first and a TF1 model second: the two swapped.
         return f"SRC comes first: `verify {args.converted} {args.src}`"
     if missing(args.converted):

@@ -51,6 +51,7 @@ from migrate import predict
 from migrate.common import console, images
 from migrate.runtimes import runtime_kind
 from migrate.runtimes.base import DEFAULT_BATCH, ModelDirError, Result
+from ssd_mobilenet import converted_dir
 
 NAMESPACE = "ssd_mobilenet_migrate"
 PROGRESS_EVERY_S = 5.0
@@ -435,7 +436,7 @@ def _runtime_name(model: str) -> str:
     if os.path.isfile(model):
         from migrate.runtimes import open_runtime
         return open_runtime(model, threads=1).name  # opens and inspects the file: LiteRT or ONNX Runtime
-    config = os.path.join(model, "model_config.json")  # ssd_mobilenet.detector.CONFIG_FILE, without TensorFlow
+    config = converted_dir.config_path(model)
     if not os.path.isfile(config):
         raise ModelDirError(f"{config}: not found (not a converted model directory)")
     return "TensorFlow"

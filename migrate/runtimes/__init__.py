@@ -26,12 +26,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 from migrate.common import console
+from ssd_mobilenet import converted_dir
 
 # What a model file's first bytes say it is: a FlatBuffer with TFLite's identifier at bytes 4..8.
 _TFLITE_IDENTIFIER = b"TFL3"
 ONNX_SUFFIX = ".onnx"
-# A converted directory's `SSDConfig` (`ssd_mobilenet.detector.CONFIG_FILE`, whose module imports TensorFlow).
-CONVERTED_CONFIG = "model_config.json"
 
 
 @dataclass(frozen=True)
@@ -88,7 +87,7 @@ def model_metadata(model: str) -> dict:
     the model)."""
     try:
         if os.path.isdir(model):
-            with open(os.path.join(model, CONVERTED_CONFIG), encoding="utf-8") as f:
+            with open(converted_dir.config_path(model), encoding="utf-8") as f:
                 meta = json.load(f)
         elif file_runtime(model) == "onnx":
             from ssd_mobilenet import onnx_file

@@ -43,9 +43,9 @@ import tensorflow as tf
 import tf_slim as slim
 from tensorflow.python.training import moving_averages
 
-from migrate.tf1.frozen_graph import DETECTION_OUTPUTS
 from ssd_mobilenet.config import (BACKGROUND_SLICE_LOGITS, MULTISCALE_ANCHORS, NMS_CLIP_BEFORE, SSD_MOBILENET_V1_FPN,
                                   SSD_MOBILENET_V1_PPN, WEIGHT_SHARED, SSDConfig)
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 tf1 = tf.compat.v1
 

@@ -6,10 +6,10 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.framework import tensor_util
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 tf1 = tf.compat.v1
 
-DETECTION_OUTPUTS = ("detection_boxes", "detection_scores", "detection_classes", "num_detections")
 
 # The decoded boxes [N, A, 4] ([ymin, xmin, ymax, xmax], unclipped): the reshape after
 # `Postprocessor/Decode` in every export seen (TF 1.3 .. 1.12); TF 1.9+ exports also name it.

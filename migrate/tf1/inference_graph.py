@@ -5,6 +5,7 @@ compared, its ops checked against `op_allowlist` before anything runs."""
 from __future__ import annotations
 
 from migrate.tf1 import config_inference, frozen_graph, graph_traits, op_allowlist, sources
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 
 class VerifyInputError(ValueError):
@@ -41,10 +42,10 @@ def inference_graph_of(source, stage_nodes, allow_ops=(), image_size=None, confi
     names = {n.name for n in graph_def.node}
     if graph_traits.is_tflite_export(graph_def):
         raise VerifyInputError(f"{graph_from}: {graph_traits.TFLITE_REFUSAL}")
-    missing = [n for n in ("image_tensor",) + frozen_graph.DETECTION_OUTPUTS if n not in names]
+    missing = [n for n in ("image_tensor",) + DETECTION_OUTPUTS if n not in names]
     if missing:
         raise VerifyInputError(f"{graph_from}: not an SSD inference graph (no {', '.join(missing)} node)")
-    outputs = list(frozen_graph.DETECTION_OUTPUTS) + [n for n in stage_nodes if n in names]
+    outputs = list(DETECTION_OUTPUTS) + [n for n in stage_nodes if n in names]
     try:
         frozen = frozen_graph.freeze_inference_graph(graph_def, source.weights or {}, outputs)
     except frozen_graph.GraphFreezeError as e:

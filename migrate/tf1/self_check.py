@@ -33,6 +33,7 @@ from migrate.tf1 import frozen_graph
 from migrate.tf1.inference_graph import inference_graph_of
 from migrate.tf1.parity import DEFAULT_ATOL, DEFAULT_RTOL, MIXED_TOLERANCES, compare_detections, summarise
 from migrate.tf1.side_by_side import compare_batches, tf2_side
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 CHECK_BATCH_SIZES = ((1, None), (2, (257, 311)))  # (images, size): None is the graph's input size
 CRAFTED_SEED = 20171117
@@ -222,7 +223,7 @@ def _tf2_postprocess(model, config, codes, logits) -> dict:
 
     from ssd_mobilenet import postprocessing
     out = postprocessing.postprocess(model.decode(tf.constant(codes)), tf.constant(logits), config)
-    return {k: np.asarray(out[k]) for k in frozen_graph.DETECTION_OUTPUTS}
+    return {k: np.asarray(out[k]) for k in DETECTION_OUTPUTS}
 
 
 def _compare_all(ours: dict, ref: dict, atol: float, rtol: float, threshold) -> list:
@@ -246,7 +247,7 @@ def check_postprocessing(runner, model, config, atol: float, rtol: float, seed: 
                 "note": f"class logits have {shapes['concat_1'].shape[-1]} columns in the TF1 graph, "
                         f"{logits.shape[-1]} in the converted model"}
     ref = runner.run(np.zeros((2, config.image_height, config.image_width, 3), np.uint8),
-                     {k: f"{k}:0" for k in frozen_graph.DETECTION_OUTPUTS},
+                     {k: f"{k}:0" for k in DETECTION_OUTPUTS},
                      feeds={heads["concat"]: codes.reshape(shapes["concat"].shape), heads["concat_1"]: logits})
     ours = _tf2_postprocess(model, config, codes, logits)
     detections = _compare_all(ours, ref, atol, rtol, config.score_threshold)

@@ -8,8 +8,8 @@ import os
 
 import numpy as np
 
-from migrate.tf1 import frozen_graph
 from migrate.tf1.parity import compare_detections, compare_tensor, match_detections
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 
 def tf2_detector(model, mode: str, precision: str = "float32"):
@@ -59,7 +59,7 @@ def compare_batches(runner, resolved: dict, network, detect, batches, config, at
             ref = tf1_outputs[b]
         else:
             ref = runner.run(imgs, {**{s: t for s, (_, t) in resolved.items()},
-                                    **{k: f"{k}:0" for k in frozen_graph.DETECTION_OUTPUTS}})
+                                    **{k: f"{k}:0" for k in DETECTION_OUTPUTS}})
             if tf1_outputs is not None:
                 tf1_outputs.append(ref)
         ours = {k: np.asarray(v, np.float32) for k, v in network(tf.constant(imgs)).items()} if network else {}

@@ -10,6 +10,7 @@ import numpy as np
 
 from migrate import convert as convert_lib
 from migrate.tf1.inference_graph import VerifyInputError
+from ssd_mobilenet import converted_dir
 
 
 def _is_converted(path: str) -> bool:
@@ -49,8 +50,8 @@ def resolve_paths(src=None, converted=None, progress=None):
     converted = os.path.abspath(converted or convert_lib.default_out(src))
     if not os.path.isdir(converted):
         raise VerifyInputError(f"{converted}: no such folder (`python -m migrate convert SRC` writes it)")
-    if not os.path.isfile(os.path.join(converted, "model_config.json")):
-        raise VerifyInputError(f"{converted}: not a converted model directory (no model_config.json)")
+    if not converted_dir.is_converted(converted):
+        raise VerifyInputError(converted_dir.not_converted(converted))
     return src, converted
 
 

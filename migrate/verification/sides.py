@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from migrate.tf1 import frozen_graph, sources
 from migrate.tf1.side_by_side import saved_model_detector, tf2_detector
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 SAVED_MODEL = "saved_model"
 
@@ -23,7 +24,7 @@ def tf1_session_runner(graph_pb: str, memory_growth: bool = False, memory_limit_
     after `runtime.configure(memory_growth, memory_limit_mb)`."""
     _configure_memory(memory_growth, memory_limit_mb)
     runner = frozen_graph.FrozenGraphRunner(sources.read_graph_def(graph_pb))
-    fetches = {k: f"{k}:0" for k in frozen_graph.DETECTION_OUTPUTS}
+    fetches = {k: f"{k}:0" for k in DETECTION_OUTPUTS}
     return lambda images: runner.run(images, fetches)
 
 
@@ -35,7 +36,7 @@ def tf2_runner(converted: str, mode: str = "function", precision: str = "float32
     _configure_memory(memory_growth, memory_limit_mb)
     if mode == SAVED_MODEL:
         run = saved_model_detector(converted)
-        return lambda images: {k: v for k, v in run(images).items() if k in frozen_graph.DETECTION_OUTPUTS}
+        return lambda images: {k: v for k, v in run(images).items() if k in DETECTION_OUTPUTS}
     from ssd_mobilenet import detector as detector_lib
     run = tf2_detector(detector_lib.load_model(converted), mode, precision)
-    return lambda images: {k: v for k, v in run(images).items() if k in frozen_graph.DETECTION_OUTPUTS}
+    return lambda images: {k: v for k, v in run(images).items() if k in DETECTION_OUTPUTS}

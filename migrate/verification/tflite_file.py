@@ -40,6 +40,7 @@ import numpy as np
 
 from migrate.tf1.inference_graph import VerifyInputError
 from migrate.verification.report import RUNTIMES
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 # The agreement an int8 or custom-op file must reach on every image (matched / TF1 detections
 # scoring >= export_drift.REPORT_MIN_SCORE): a check for gross errors (another model's weights, a
@@ -51,8 +52,6 @@ from migrate.verification.report import RUNTIMES
 AGREEMENT_MIN_RATE = 0.5
 
 EXACT, AGREEMENT = "exact", "agreement"
-
-
 
 
 def open_onnx_file(path: str, config, threads: int | None = None):
@@ -127,11 +126,10 @@ def compare_file(runner, file, info: dict, batches, config, atol: float, rtol: f
       agreement over all images (`export_drift.agreement`) or None for EXACT).
     """
     from migrate import export_drift
-    from migrate.tf1 import frozen_graph
     from migrate.tf1.parity import compare_detections
     from migrate.tf1.side_by_side import drawn_detections
     from ssd_mobilenet.litert import file_format as tflite_lib
-    fetches = {k: f"{k}:0" for k in frozen_graph.DETECTION_OUTPUTS}
+    fetches = {k: f"{k}:0" for k in DETECTION_OUTPUTS}
     detections, drawn, refs, ours_all = [], [], [], []
     for names, images in batches:
         if say:
@@ -162,7 +160,7 @@ def compare_file(runner, file, info: dict, batches, config, atol: float, rtol: f
                                    f"{export_drift.MATCH_IOU}), rate {a['rate']:.3f} < {AGREEMENT_MIN_RATE}")})
     if info["criterion"] == EXACT:
         return detections, drawn, None
-    joined = [{k: np.concatenate([d[k] for d in side]) for k in tflite_lib.OUTPUT_KEYS} for side in (refs, ours_all)]
+    joined = [{k: np.concatenate([d[k] for d in side]) for k in DETECTION_OUTPUTS} for side in (refs, ours_all)]
     return detections, drawn, export_drift.agreement(*joined)
 
 

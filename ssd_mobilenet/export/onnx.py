@@ -42,7 +42,7 @@ from ssd_mobilenet.export import network as network_lib
 from ssd_mobilenet.export import onnx_aware, onnx_postprocessing
 from ssd_mobilenet.export.network import any_size
 from ssd_mobilenet.onnx_file import (FLOAT32, INPUT_NAMES, INPUT_TYPES, METADATA_NAME,  # noqa: F401
-                                     METADATA_VERSION, OUTPUT_KEYS, UINT8)
+                                     METADATA_VERSION, UINT8)
 
 OPSET = onnx_postprocessing.OPSET
 # Ops a file of this exporter must not hold: control flow and sequences, which TensorRT's

@@ -48,7 +48,6 @@ from ssd_mobilenet.config import NMS_CLIP_BEFORE
 OPSET = 13
 
 INPUT_BOXES, INPUT_SCORES = "boxes", "scores"
-OUTPUT_KEYS = ("detection_boxes", "detection_scores", "detection_classes", "num_detections")
 
 
 class _Builder:

@@ -2,7 +2,7 @@
 
 What the written SavedModel offers its clients:
 - `serving_default` signature: `input_tensor` uint8 [N, H, W, 3] (any N >= 0, H, W) -> the TF2
-  OD API output dict (`postprocessing.OUTPUT_KEYS`, float32; boxes [ymin, xmin, ymax, xmax]
+  OD API output dict (`detections.ALL_OUTPUTS`, float32; boxes [ymin, xmin, ymax, xmax]
   normalised to the image), for TF Serving, `saved_model_cli run` and
   `loaded.signatures["serving_default"](input_tensor=...)`;
 - the loaded object itself is callable on the image tensor, as the TF2 OD API's exported

@@ -61,8 +61,8 @@ from ssd_mobilenet.export import tflite_integer
 from ssd_mobilenet.export.network import any_size, file_input
 # The file's contract (names, metadata) is its readers' as well: `ssd_mobilenet.litert.file_format`.
 from ssd_mobilenet.litert.file_format import (CUSTOM_OP, FAST, FLOAT32, INPUT_NAMES, INPUT_TYPES,  # noqa: F401
-                                              METADATA_NAME, METADATA_VERSION, NMS_MODES, OUTPUT_KEYS, PER_CLASS,
-                                              REGULAR, SIGNATURE_KEY, UINT8, custom_op_options, operator_names)
+                                              METADATA_NAME, METADATA_VERSION, NMS_MODES, PER_CLASS, REGULAR,
+                                              SIGNATURE_KEY, UINT8, custom_op_options, operator_names)
 
 # What the custom-op modes differ in from the TF graph, one line each (the module docstring has more).
 DIFFERENCES = {

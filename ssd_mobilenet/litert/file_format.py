@@ -24,7 +24,6 @@ UINT8 = "uint8"
 FLOAT32 = "float32"
 INPUT_TYPES = (UINT8, FLOAT32)
 INPUT_NAMES = {UINT8: "input_tensor", FLOAT32: "normalized_input_image_tensor"}
-OUTPUT_KEYS = ("detection_boxes", "detection_scores", "detection_classes", "num_detections")
 PER_CLASS = "per-class"
 REGULAR = "regular"
 FAST = "fast"

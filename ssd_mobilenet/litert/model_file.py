@@ -26,6 +26,7 @@ import numpy as np
 
 from ssd_mobilenet.litert import file_format as ff
 from ssd_mobilenet.litert import preprocess
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 ANY_SIZE = "any size"
 MODEL_SIZE_FLOAT32 = "model size, float32"
@@ -125,8 +126,8 @@ class ModelFile:
         signature = interpreter.get_signature_list().get(ff.SIGNATURE_KEY)
         names = {v: k for k, v in ff.INPUT_NAMES.items()}
         if (not signature or len(signature["inputs"]) != 1 or signature["inputs"][0] not in names
-                or sorted(signature["outputs"]) != sorted(ff.OUTPUT_KEYS)):
-            # Taking one of INPUT_NAMES, returning OUTPUT_KEYS.
+                or sorted(signature["outputs"]) != sorted(DETECTION_OUTPUTS)):
+            # Taking one of INPUT_NAMES, returning DETECTION_OUTPUTS.
             raise ModelFileError(f"{name}: no {ff.SIGNATURE_KEY} signature as `migrate export` writes it")
         flex = [op for op in custom if op.startswith("Flex")]
         if flex:

@@ -15,6 +15,7 @@ import json
 
 import numpy as np
 import pytest
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 pytest.importorskip("onnx", reason="the ONNX export needs the onnx package (pip install '.[onnx-export]')")
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
@@ -71,7 +72,7 @@ def test_file_is_a_checked_static_graph_of_opset_13_with_a_uint8_input_of_any_si
     (cast,) = [n for n in model.graph.node if first.output[0] in n.input]
     assert (first.op_type, cast.op_type) == ("Transpose", "Cast")
     assert [a.i for a in cast.attribute if a.name == "to"] == [onnx.TensorProto.FLOAT]
-    assert [o.name for o in model.graph.output] == list(onnx_export.OUTPUT_KEYS)
+    assert [o.name for o in model.graph.output] == list(DETECTION_OUTPUTS)
     meta = json.loads({p.key: p.value for p in model.metadata_props}[onnx_export.METADATA_NAME])
     assert meta["image_size"] == [128, 128] and meta["any_size"] and meta["num_classes"] == 3
 
@@ -84,8 +85,8 @@ def test_detections_are_the_converted_models_on_photos_of_any_size(exported, nam
     totals = 0
     for i, (h, w) in enumerate(SIZES):
         image = random_images(10 + i, 1, h, w)
-        ours = dict(zip(onnx_export.OUTPUT_KEYS, session.run(list(onnx_export.OUTPUT_KEYS), {"input_tensor": image})))
-        ref = {k: v.numpy() for k, v in model(tf.constant(image)).items() if k in onnx_export.OUTPUT_KEYS}
+        ours = dict(zip(DETECTION_OUTPUTS, session.run(list(DETECTION_OUTPUTS), {"input_tensor": image})))
+        ref = {k: v.numpy() for k, v in model(tf.constant(image)).items() if k in DETECTION_OUTPUTS}
         check_detections(ours, ref)
         # Padded rows as TF1's: zeros, classes 1.0.
         n = int(ref["num_detections"][0])
@@ -104,10 +105,10 @@ def test_float32_input_is_a_fixed_size_scaled_image(exported, tmp_path):
     assert [d.dim_value for d in graph_input.type.tensor_type.shape.dim] == [1, 128, 128, 3]
     image = random_images(5, 1, 200, 150)
     scaled = preprocess.preprocess(image[0], 128, 128)[None]
-    ours = dict(zip(onnx_export.OUTPUT_KEYS, _session(proto.SerializeToString()).run(
-        list(onnx_export.OUTPUT_KEYS), {"normalized_input_image_tensor": scaled})))
+    ours = dict(zip(DETECTION_OUTPUTS, _session(proto.SerializeToString()).run(
+        list(DETECTION_OUTPUTS), {"normalized_input_image_tensor": scaled})))
     ref = {k: v.numpy()[:, :30] if k != "num_detections" else np.minimum(v.numpy(), 30)
-           for k, v in detector.load(converted)(tf.constant(image)).items() if k in onnx_export.OUTPUT_KEYS}
+           for k, v in detector.load(converted)(tf.constant(image)).items() if k in DETECTION_OUTPUTS}
     assert ours["detection_scores"].shape == (1, 30)
     check_detections(ours, ref)
 
@@ -128,14 +129,14 @@ def _runtimes(openvino_differs: str | None = None):
     (expected to fail, strictly, for `openvino_differs`)."""
     def onnxruntime_run(proto, feeds):
         session = _session(proto.SerializeToString())
-        return dict(zip(onnx_postprocessing.OUTPUT_KEYS, session.run(list(onnx_postprocessing.OUTPUT_KEYS), feeds)))
+        return dict(zip(DETECTION_OUTPUTS, session.run(list(DETECTION_OUTPUTS), feeds)))
 
     def openvino_run(proto, feeds):
         ov = pytest.importorskip("openvino", reason="OpenVINO is not installed (pip install '.[openvino]')")
         compiled = ov.Core().compile_model(ov.Core().read_model(proto.SerializeToString()), "CPU",
                                            {"INFERENCE_PRECISION_HINT": "f32"})  # no bfloat16 on AMX CPUs
         results = compiled(feeds)
-        return {key: np.asarray(results[compiled.output(key)]) for key in onnx_postprocessing.OUTPUT_KEYS}
+        return {key: np.asarray(results[compiled.output(key)]) for key in DETECTION_OUTPUTS}
 
     marks = [pytest.mark.xfail(strict=True, reason=openvino_differs)] if openvino_differs else []
     return [pytest.param(onnxruntime_run, id="onnxruntime"), pytest.param(openvino_run, id="openvino", marks=marks)]
@@ -151,7 +152,7 @@ def _compare(config, boxes, scores, run, max_detections=None):
     ref = postprocessing.postprocess_image(tf.constant(boxes), tf.constant(scores), config)
     ref = {"detection_boxes": ref[0].numpy()[None], "detection_scores": ref[1].numpy()[None],
            "detection_classes": ref[2].numpy()[None] + 1.0, "num_detections": ref[3].numpy()[None]}
-    for key in onnx_postprocessing.OUTPUT_KEYS:
+    for key in DETECTION_OUTPUTS:
         np.testing.assert_array_equal(ours[key], ref[key], err_msg=key)
     return ref
 

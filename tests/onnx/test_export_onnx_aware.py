@@ -18,6 +18,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import numpy_helper
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
@@ -209,7 +210,7 @@ def test_float32_input_file_agrees_with_the_integer_tflite_file(quantized_conver
     assert ours.metadata["input"] == "float32" and ours.metadata["int8"]
     theirs = model_file.ModelFile(quantized_tflite, threads=2)
     pairs = [(theirs.detect(image), ours.detect(image)) for image in map(read_image, PHOTOS)]
-    joined = [{k: np.concatenate([p[i][k] for p in pairs]) for k in onnx_file.OUTPUT_KEYS} for i in (0, 1)]
+    joined = [{k: np.concatenate([p[i][k] for p in pairs]) for k in DETECTION_OUTPUTS} for i in (0, 1)]
     a = export_drift.agreement(*joined)
     print(f"float32-input ONNX file vs the integer .tflite file: {a['matched']} of {a['reference']} "
           f"(rate {a['rate']:.3f}, mean IoU {a['mean_iou']:.3f})")

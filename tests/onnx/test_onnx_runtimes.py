@@ -12,6 +12,7 @@ import os
 import numpy as np
 import onnx
 import pytest
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
@@ -82,7 +83,7 @@ def test_openvino_gives_onnx_runtimes_detections(files):
     for image in _photos_or_generated():
         ours = file.detect(image)
         result = compiled({"input_tensor": image[None]})
-        theirs = {key: np.asarray(result[compiled.output(key)]) for key in onnx_file.OUTPUT_KEYS}
+        theirs = {key: np.asarray(result[compiled.output(key)]) for key in DETECTION_OUTPUTS}
         check_detections(theirs, ours)
         detections += int(ours["num_detections"][0])
     assert detections >= 100
@@ -185,8 +186,8 @@ def test_a_float32_file_gets_the_photo_prepared_as_the_graph_prepares_it(files):
 def test_a_file_with_other_metadata_is_one_onnx_file_error(tmp_path, entry):
     """The four outputs and the metadata's name, but not what `migrate export --onnx` writes in it."""
     from onnx import TensorProto, helper
-    outputs = [helper.make_tensor_value_info(key, TensorProto.FLOAT, [1]) for key in onnx_file.OUTPUT_KEYS]
-    nodes = [helper.make_node("Identity", ["input_tensor"], [key]) for key in onnx_file.OUTPUT_KEYS]
+    outputs = [helper.make_tensor_value_info(key, TensorProto.FLOAT, [1]) for key in DETECTION_OUTPUTS]
+    nodes = [helper.make_node("Identity", ["input_tensor"], [key]) for key in DETECTION_OUTPUTS]
     graph = helper.make_graph(nodes, "other", [helper.make_tensor_value_info("input_tensor", TensorProto.FLOAT, [1])],
                               outputs)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])

@@ -18,10 +18,11 @@ from tests.conftest import check_detections, DEPTHWISE, TF13, ZOO_2018, needs_sh
 from migrate import tf1_builder
 from migrate.cli import main
 from migrate.tf1 import assign, config_inference, sources
-from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner, endpoint_candidates
+from migrate.tf1.frozen_graph import FrozenGraphRunner, endpoint_candidates
 from migrate.tf1.graph_traits import graph_traits
 from ssd_mobilenet import SSDMobileNetV1
 from ssd_mobilenet.config import NMS_CLIP_AFTER, SSDConfig
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 tf1 = tf.compat.v1
 ATOL = 1e-5

@@ -24,6 +24,7 @@ import pytest
 from tests.conftest import SHARED, json_lines, run_cli, same_predict_lines, shared_available
 from migrate import export_web, predict
 from migrate.benchmark import browser
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 PHOTOS = sorted(glob.glob(os.path.join(SHARED, "photos", "*.jpg")))
 # `predict`'s rule for a runtime that is not the converted model's own: counts and classes exact,
@@ -67,7 +68,7 @@ def references(zoo_web):
     the TF1 graph's four outputs} (a session of the frozen graph, Grappler off)."""
     import tensorflow as tf
 
-    from migrate.tf1.frozen_graph import DETECTION_OUTPUTS, FrozenGraphRunner
+    from migrate.tf1.frozen_graph import FrozenGraphRunner
     from migrate.tf1.sources import read_graph_def
     src, converted, root = zoo_web
     photos = sorted(glob.glob(str(root / "photos" / "*.jpg"))) + [str(root / "photos" / "as_png.png")]

@@ -1,22 +1,22 @@
-"""`SSDConfig`: everything the SSD MobileNet v1 inference graph depends on.
+"""`SSDConfig`: everything the SSD MobileNet v1 inference graph depends on, and its validation.
 
-`SSDConfig.from_pipeline_config` reads a TF1 Object Detection API `pipeline.config`, once it
-has passed `pipeline_schema` (a field or value the OD API's messages do not declare raises
-`ConfigError` with its line). Fields that only matter for training (losses, matcher, optimizer,
-input readers) are ignored; settings this model cannot reproduce raise `ConfigError` naming the
-field and its value.
+`pipeline_reader.read_pipeline_config` builds one from a TF1 Object Detection API
+`pipeline.config` and `pipeline_writer.to_pipeline_config` writes one back; `to_dict`/`from_dict`
+are its `model_config.json` form. An `SSDConfig` that cannot be built (as the OD API's builders
+would refuse it) raises `ConfigError` naming the field and its value.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from ssd_mobilenet import pipeline_schema, pipeline_text
-from ssd_mobilenet.pipeline_text import Scalar, TextMessage
+from ssd_mobilenet.anchor_generators import anchors_per_location
+from ssd_mobilenet.config.type_names import (ANCHOR_GENERATORS, BOX_PREDICTORS, CONVOLUTIONAL, FEATURE_EXTRACTORS,
+                                             MULTISCALE_ANCHORS, SSD_ANCHORS, SSD_MOBILENET_V1, SSD_MOBILENET_V1_FPN,
+                                             WEIGHT_SHARED)
 
 # How the exporter's post-processing orders thresholding, clipping and NMS. It changed in
 # the Object Detection API in mid 2018 and the pipeline.config does not record which one a
@@ -37,24 +37,6 @@ BACKGROUND_SLICES = (BACKGROUND_SLICE_LOGITS, BACKGROUND_SLICE_SCORES)
 # `check_min_image_dim(33, ...)`): below it the last extra layers have no pixels left.
 MIN_IMAGE_SIZE = 33
 
-# The architecture, chosen as the OD API's builders choose it: `model_builder` picks the feature
-# extractor class by `feature_extractor.type`, `box_predictor_builder` the predictor by the
-# box_predictor oneof, `anchor_generator_builder` the generator by its oneof. Each name is a module of
-# `ssd_mobilenet.feature_extractors`, `.box_predictors` and `.anchor_generators`.
-SSD_MOBILENET_V1 = "ssd_mobilenet_v1"
-SSD_MOBILENET_V1_FPN = "ssd_mobilenet_v1_fpn"
-SSD_MOBILENET_V1_PPN = "ssd_mobilenet_v1_ppn"
-FEATURE_EXTRACTORS = (SSD_MOBILENET_V1, SSD_MOBILENET_V1_FPN, SSD_MOBILENET_V1_PPN)
-# `feature_extractor.type` values read as one of those: the OD API's Keras (TF2) builds of the same
-# networks, which a pipeline.config names when written for TF2.
-FEATURE_EXTRACTOR_ALIASES = {"ssd_mobilenet_v1_keras": SSD_MOBILENET_V1,
-                             "ssd_mobilenet_v1_fpn_keras": SSD_MOBILENET_V1_FPN}
-CONVOLUTIONAL = "convolutional_box_predictor"
-WEIGHT_SHARED = "weight_shared_convolutional_box_predictor"
-BOX_PREDICTORS = (CONVOLUTIONAL, WEIGHT_SHARED)
-SSD_ANCHORS = "ssd_anchor_generator"
-MULTISCALE_ANCHORS = "multiscale_anchor_generator"
-ANCHOR_GENERATORS = (SSD_ANCHORS, MULTISCALE_ANCHORS)
 # FPN levels 2..5 are MobileNet layers (`fpn_min_level`'s valid values in the OD API); levels above
 # 5 are bottom-up convs. Level l has stride 2^l.
 FPN_BASE_LEVELS = (2, 3, 4, 5)
@@ -78,7 +60,7 @@ class ConfigError(ValueError):
         return ConfigError(f"{path}:{self.line}: {self.problem}" if self.line else f"{path}: {self.problem}")
 
 
-def _f32(x) -> float:
+def f32(x) -> float:
     """The value a float proto field holds: the float32 nearest to the spelled number."""
     return float(np.float32(x))
 
@@ -121,12 +103,12 @@ class SSDConfig:
     pad_to_multiple: int = 1
     use_explicit_padding: bool = False
     use_depthwise: bool = False
-    batch_norm_epsilon: float = _f32(0.001)  # the extra layers' (feature_extractor.conv_hyperparams)
+    batch_norm_epsilon: float = f32(0.001)  # the extra layers' (feature_extractor.conv_hyperparams)
     # The 14 MobileNet layers' epsilon: exports since 2018 build them under slim's
     # mobilenet_v1_arg_scope (0.001) unless `override_base_feature_extractor_hyperparams`;
     # 2017 exports used conv_hyperparams. `migrate` reads both off the graph when it has one.
-    base_batch_norm_epsilon: float = _f32(0.001)
-    box_predictor_batch_norm_epsilon: float = _f32(0.001)  # depthwise predictor's BN
+    base_batch_norm_epsilon: float = f32(0.001)
+    box_predictor_batch_norm_epsilon: float = f32(0.001)  # depthwise predictor's BN
     # TF >= 1.9 (and some earlier) exports use the FusedBatchNorm kernel, whose rounding
     # differs from the unfused op sequence at ~1e-6 relative; reproduce whichever the graph has.
     fused_batch_norm: bool = False
@@ -158,17 +140,17 @@ class SSDConfig:
     share_prediction_tower: bool = False
     class_prediction_bias_init: float = 0.0
     box_predictor_use_dropout: bool = False
-    dropout_keep_probability: float = _f32(0.8)
+    dropout_keep_probability: float = f32(0.8)
     add_background_class: bool = True
     background_slice: str = BACKGROUND_SLICE_SCORES
     # Anchors (`anchor_generator` oneof, one of ANCHOR_GENERATORS). aspect_ratios is both
     # generators'; the rest of this block is ssd_anchor_generator's.
     anchor_generator_type: str = SSD_ANCHORS
     num_layers: int = 6
-    min_scale: float = _f32(0.2)
-    max_scale: float = _f32(0.95)
+    min_scale: float = f32(0.2)
+    max_scale: float = f32(0.95)
     scales: tuple = ()
-    aspect_ratios: tuple = (1.0, 2.0, 0.5, 3.0, _f32(0.3333))
+    aspect_ratios: tuple = (1.0, 2.0, 0.5, 3.0, f32(0.3333))
     interpolated_scale_aspect_ratio: float = 1.0
     base_anchor_height: float = 1.0
     base_anchor_width: float = 1.0
@@ -196,8 +178,8 @@ class SSDConfig:
     # Post-processing.
     score_converter: str = "SIGMOID"
     logit_scale: float = 1.0
-    score_threshold: float = _f32(1e-8)
-    iou_threshold: float = _f32(0.6)
+    score_threshold: float = f32(1e-8)
+    iou_threshold: float = f32(0.6)
     max_detections_per_class: int = 100
     max_total_detections: int = 100
     nms_variant: str = NMS_CLIP_BEFORE
@@ -302,9 +284,9 @@ class SSDConfig:
                                 f"anchor_scale {self.anchor_scale}: no anchors")
             if self.anchor_specs:
                 problems.append(f"anchor_specs are {SSD_ANCHORS}'s, not {MULTISCALE_ANCHORS}'s")
-        if bp == WEIGHT_SHARED and not problems and len(set(self.anchors_per_location())) > 1:
+        if bp == WEIGHT_SHARED and not problems and len(set(anchors_per_location(self))) > 1:
             # It shares its layers across the feature maps: one anchor count at each.
-            problems.append(f"weight-shared box predictor: anchors per location {self.anchors_per_location()} differ")
+            problems.append(f"weight-shared box predictor: anchors per location {anchors_per_location(self)} differ")
         return problems
 
     def _fpn_size_problems(self) -> list:
@@ -340,10 +322,6 @@ class SSDConfig:
         """Channels of a layer whose depth is `d` at multiplier 1 (slim's `depth` function)."""
         return max(int(d * self.depth_multiplier), self.min_depth)
 
-    def anchors_per_location(self) -> list:
-        """Anchors per feature map cell, per feature map: [3, 6, 6, 6, 6, 6] for the zoo config."""
-        from ssd_mobilenet import anchor_generators
-        return anchor_generators.anchors_per_location(self)
 
     def replace(self, **changes) -> "SSDConfig":
         return dataclasses.replace(self, **changes)
@@ -360,455 +338,3 @@ class SSDConfig:
         def frozen(value):  # JSON lists back to the tuples the fields hold, nested ones too
             return tuple(frozen(x) for x in value) if isinstance(value, list) else value
         return cls(**{k: frozen(v) for k, v in d.items()})
-
-    # ---- pipeline.config -------------------------------------------------------------------
-
-    @classmethod
-    def from_pipeline_config(cls, path_or_text: str) -> "SSDConfig":
-        """Reads a TF1 OD API `pipeline.config` (a file path or its text).
-
-        Raises:
-          ConfigError: naming the field and value the model cannot honour, a field or value the OD
-            API's messages do not declare (with its line), or the parse error.
-        """
-        return _PipelineReader(parse_pipeline_config(path_or_text)).config()
-
-    def to_pipeline_config(self) -> str:
-        """The inference-relevant part of a TF1 `pipeline.config` for this config; floats in their
-        shortest spelling (`float_text`), which reads back as the same float32."""
-        f = float_text  # 0.6, not 0.6000000238418579: the shortest spelling of the same float32
-        fe_extra = "      use_explicit_padding: true\n" if self.use_explicit_padding else ""
-        fe_extra += "      use_depthwise: true\n" if self.use_depthwise else ""
-        fe_extra += f"      pad_to_multiple: {self.pad_to_multiple}\n" if self.pad_to_multiple != 1 else ""
-        if self.base_batch_norm_epsilon != _f32(0.001):
-            if self.base_batch_norm_epsilon != self.batch_norm_epsilon:
-                # No pipeline.config expresses it.
-                raise ConfigError(f"base_batch_norm_epsilon {self.base_batch_norm_epsilon}: neither 0.001 nor "
-                                  "batch_norm_epsilon")
-            fe_extra += "      override_base_feature_extractor_hyperparams: true\n"
-        if self.feature_extractor_type == SSD_MOBILENET_V1_FPN:
-            fe_extra += (f"      fpn {{ min_level: {self.fpn_min_level} max_level: {self.fpn_max_level} "
-                         f"additional_layer_depth: {self.fpn_additional_layer_depth} }}\n")
-        ys, xs, hs, ws = self.box_coder_scales
-        rewriter = ""
-        if self.weight_bits:
-            rewriter = (f"graph_rewriter {{\n  quantization {{\n    weight_bits: {self.weight_bits}\n"
-                        f"    activation_bits: {self.activation_bits}\n  }}\n}}\n")
-        return f"""model {{
-  ssd {{
-    num_classes: {self.num_classes}
-    add_background_class: {str(self.add_background_class).lower()}
-    image_resizer {{
-      fixed_shape_resizer {{
-        height: {self.image_height}
-        width: {self.image_width}
-        resize_method: {self.resize_method}
-      }}
-    }}
-    feature_extractor {{
-      type: "{self.feature_extractor_type}"
-      depth_multiplier: {f(self.depth_multiplier)}
-      min_depth: {self.min_depth}
-{fe_extra}      conv_hyperparams {{
-        activation: RELU_6
-        regularizer {{ l2_regularizer {{ weight: 4e-05 }} }}
-        initializer {{ truncated_normal_initializer {{ stddev: 0.03 }} }}
-        batch_norm {{ decay: 0.9997 center: true scale: true epsilon: {f(self.batch_norm_epsilon)} }}
-      }}
-    }}
-    box_coder {{
-      faster_rcnn_box_coder {{ y_scale: {f(ys)} x_scale: {f(xs)} height_scale: {f(hs)} width_scale: {f(ws)} }}
-    }}
-    box_predictor {{
-{self._box_predictor_text(f)}    }}
-    anchor_generator {{
-{self._anchor_generator_text(f)}    }}
-    post_processing {{
-      batch_non_max_suppression {{
-        score_threshold: {f(self.score_threshold)}
-        iou_threshold: {f(self.iou_threshold)}
-        max_detections_per_class: {self.max_detections_per_class}
-        max_total_detections: {self.max_total_detections}
-      }}
-      score_converter: {self.score_converter}
-      logit_scale: {f(self.logit_scale)}
-    }}
-  }}
-}}
-{rewriter}"""
-
-    def _box_predictor_text(self, f) -> str:
-        """The `box_predictor` oneof of `to_pipeline_config` (`f` spells a float)."""
-        batch_norm = (f"          batch_norm {{ decay: 0.9997 center: true scale: true "
-                      f"epsilon: {f(self.box_predictor_batch_norm_epsilon)} }}\n")
-        if self.box_predictor_type == CONVOLUTIONAL:
-            return f"""      convolutional_box_predictor {{
-        conv_hyperparams {{
-          activation: RELU_6
-          regularizer {{ l2_regularizer {{ weight: 4e-05 }} }}
-          initializer {{ truncated_normal_initializer {{ stddev: 0.03 }} }}
-{batch_norm}        }}
-        num_layers_before_predictor: 0
-        kernel_size: {self.box_predictor_kernel_size}
-        box_code_size: 4
-        use_depthwise: {str(self.box_predictor_use_depthwise).lower()}
-      }}
-"""
-        return f"""      weight_shared_convolutional_box_predictor {{
-        conv_hyperparams {{
-          activation: RELU_6
-          regularizer {{ l2_regularizer {{ weight: 4e-05 }} }}
-          initializer {{ random_normal_initializer {{ mean: 0.0 stddev: 0.01 }} }}
-{batch_norm if self.box_predictor_batch_norm else ""}        }}
-        depth: {self.box_predictor_depth}
-        num_layers_before_predictor: {self.box_predictor_num_layers_before_predictor}
-        kernel_size: {self.box_predictor_kernel_size}
-        box_code_size: 4
-        class_prediction_bias_init: {f(self.class_prediction_bias_init)}
-        use_dropout: {str(self.box_predictor_use_dropout).lower()}
-        dropout_keep_probability: {f(self.dropout_keep_probability)}
-        share_prediction_tower: {str(self.share_prediction_tower).lower()}
-        use_depthwise: {str(self.box_predictor_use_depthwise).lower()}
-      }}
-"""
-
-    def _anchor_generator_text(self, f) -> str:
-        """The `anchor_generator` oneof of `to_pipeline_config` (`f` spells a float)."""
-        ratios = "".join(f"        aspect_ratios: {f(r)}\n" for r in self.aspect_ratios)
-        if self.anchor_generator_type == MULTISCALE_ANCHORS:
-            return f"""      multiscale_anchor_generator {{
-        min_level: {self.anchor_min_level}
-        max_level: {self.anchor_max_level}
-        anchor_scale: {f(self.anchor_scale)}
-{ratios}        scales_per_octave: {self.scales_per_octave}
-      }}
-"""
-        anchors = ratios + "".join(f"        scales: {f(s)}\n" for s in self.scales)
-        for (hs, ws), (ho, wo) in zip(self.anchor_strides, self.anchor_offsets or [(None, None)] * self.num_layers):
-            anchors += f"        height_stride: {hs}\n        width_stride: {ws}\n"
-            if ho is not None:
-                anchors += f"        height_offset: {ho}\n        width_offset: {wo}\n"
-        if not self.reduce_boxes_in_lowest_layer:
-            anchors += "        reduce_boxes_in_lowest_layer: false\n"
-        if self.anchor_specs:
-            anchors = ("        # The graph's anchors are explicit per-layer specs that no ssd_anchor_generator gives bit\n"
-                       "        # for bit (model_config.json: anchor_specs); these are the nearest generator settings.\n"
-                       + anchors)
-        return f"""      ssd_anchor_generator {{
-        num_layers: {self.num_layers}
-        min_scale: {f(self.min_scale)}
-        max_scale: {f(self.max_scale)}
-{anchors}        interpolated_scale_aspect_ratio: {f(self.interpolated_scale_aspect_ratio)}
-        base_anchor_height: {f(self.base_anchor_height)}
-        base_anchor_width: {f(self.base_anchor_width)}
-      }}
-"""
-
-
-def parse_pipeline_config(path_or_text: str) -> TextMessage:
-    """The parsed tree of a `pipeline.config` (a file path or its text), checked against the
-    OD API's messages (`pipeline_schema`) before anything reads a value from it.
-
-    Raises:
-      ConfigError: the file cannot be read, is not protobuf text format, or holds a field or
-        value its message does not declare (with its `line`).
-    """
-    text = path_or_text
-    if "\n" not in path_or_text and os.path.exists(path_or_text):
-        try:
-            with open(path_or_text, encoding="utf-8") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError) as e:
-            raise ConfigError(f"cannot read: {e}") from None
-    try:
-        root = pipeline_text.parse(text)
-    except pipeline_text.TextFormatError as e:
-        raise ConfigError(f"text format: {e}", e.line) from None
-    try:
-        pipeline_schema.check(root)
-    except pipeline_schema.SchemaError as e:
-        raise ConfigError(e.problem, e.line) from None
-    return root
-
-
-class _PipelineReader:
-    """Turns the `model.ssd` part of a parsed pipeline.config into an `SSDConfig`."""
-
-    def __init__(self, root: TextMessage):
-        self.root = root
-
-    def fail(self, field_path: str, value, why: str):
-        """Refuses `value` of the field `field_path` (dotted, from the top level) at its line:
-        `NAME: VALUE — WHY` (`_located`)."""
-        line, name = self._located(field_path)
-        raise ConfigError(f"{name}: {value} — {why}", line)
-
-    def missing(self, field_path: str):
-        """Refuses a config without the field `field_path`, at the line of the block that lacks it."""
-        line, name = self._located(field_path)
-        raise ConfigError(f"{name} is missing", line)
-
-    def _located(self, field_path: str) -> tuple:
-        """(line, name) for a message about the field `field_path`: the line its last value is
-        on and its own name (the line says which block it is in: a dotted path from the top level
-        runs past a console line); for a field not written, the line of the block that lacks it
-        and the names from there (`conv_hyperparams.batch_norm`). Line 0: not in the file."""
-        node, line, names = self.root, 0, field_path.split(".")
-        for i, name in enumerate(names):
-            values = node.get(name) if isinstance(node, TextMessage) else None
-            if not values:
-                return line, ".".join(names[i:])
-            node = values[-1]
-            line = getattr(node, "line", 0) or line
-        return line, names[-1]
-
-    def get(self, msg, name, path, kind, default):
-        value = msg.scalar(name) if msg is not None else None
-        if value is None:
-            return default
-        text = value.text if isinstance(value, Scalar) else value
-        try:
-            if kind is float:
-                return _f32(float(text.rstrip("fF")))
-            if kind is int:
-                return int(text, 0)
-            if kind is bool:
-                if text in ("true", "True", "t", "1"):
-                    return True
-                if text in ("false", "False", "f", "0"):
-                    return False
-                raise ValueError(text)
-            return str(text)
-        except ValueError:
-            self.fail(f"{path}.{name}", text, f"expected a {kind.__name__}")
-
-    def config(self) -> SSDConfig:
-        model = self.root.child("model")
-        if model is None:
-            raise ConfigError("no `model { ... }` block: not an Object Detection API pipeline.config")
-        arch, ssd = model.oneof(("ssd", "faster_rcnn", "center_net", "experimental_model"))
-        if arch != "ssd":
-            self.fail("model", arch or "(empty)", "only SSD models are supported")
-        c = {}
-        get = self.get
-        c["num_classes"] = get(ssd, "num_classes", "model.ssd", int, None)
-        if c["num_classes"] is None:
-            self.missing("model.ssd.num_classes")
-        c["add_background_class"] = get(ssd, "add_background_class", "model.ssd", bool, True)
-        self._resizer(ssd, c)
-        self._feature_extractor(ssd, c)
-        self._box_predictor(ssd, c)
-        self._anchors(ssd, c)
-        self._box_coder(ssd, c)
-        self._post_processing(ssd, c)
-        self._quantization(c)
-        return SSDConfig(**c)
-
-    def _quantization(self, c):
-        rewriter = self.root.child("graph_rewriter")
-        q = rewriter.child("quantization") if rewriter is not None else None
-        if q is None:
-            return
-        p = "graph_rewriter.quantization"
-        c["weight_bits"] = self.get(q, "weight_bits", p, int, 8)
-        c["activation_bits"] = self.get(q, "activation_bits", p, int, 8)
-        if self.get(q, "symmetric", p, bool, False):
-            self.fail(f"{p}.symmetric", "true", "contrib.quantize's asymmetric ranges only")
-
-    def _resizer(self, ssd, c):
-        resizer = ssd.child("image_resizer")
-        kind, r = resizer.oneof(("fixed_shape_resizer", "keep_aspect_ratio_resizer", "identity_resizer",
-                                 "conditional_shape_resizer", "pad_to_multiple_resizer")) if resizer else (None, None)
-        if kind != "fixed_shape_resizer":
-            self.fail("model.ssd.image_resizer", kind or "(missing)", "only fixed_shape_resizer")
-        p = "model.ssd.image_resizer.fixed_shape_resizer"
-        c["image_height"] = self.get(r, "height", p, int, 300)
-        c["image_width"] = self.get(r, "width", p, int, 300)
-        c["resize_method"] = self.get(r, "resize_method", p, str, "BILINEAR")
-        if c["resize_method"] not in RESIZE_METHODS:
-            self.fail(f"{p}.resize_method", c["resize_method"], "unsupported resize method")
-        if self.get(r, "convert_to_grayscale", p, bool, False):
-            self.fail(f"{p}.convert_to_grayscale", "true", "not supported")
-
-    def _check_hyperparams(self, hp, path):
-        if hp is None:
-            return
-        activation = self.get(hp, "activation", path, str, "RELU")
-        if activation != "RELU_6":
-            self.fail(f"{path}.activation", activation, "SSD MobileNet v1 layers use RELU_6")
-        bn = hp.child("batch_norm")
-        if bn is None:
-            self.fail(f"{path}.batch_norm", "(missing)", "the feature extractor needs batch norm")
-        for flag in ("center", "scale"):
-            if not self.get(bn, flag, f"{path}.batch_norm", bool, flag == "center"):
-                self.fail(f"{path}.batch_norm.{flag}", "false", "batch norm without beta/gamma is not supported")
-
-    def _feature_extractor(self, ssd, c):
-        p = "model.ssd.feature_extractor"
-        fe = ssd.child("feature_extractor")
-        if fe is None:
-            self.missing(p)
-        kind = self.get(fe, "type", p, str, "")
-        kind = FEATURE_EXTRACTOR_ALIASES.get(kind, kind)
-        if kind not in FEATURE_EXTRACTORS:
-            self.fail(f"{p}.type", kind or "(missing)", f"only {SSD_MOBILENET_V1}(_fpn, _ppn)")
-        c["feature_extractor_type"] = kind
-        c["depth_multiplier"] = self.get(fe, "depth_multiplier", p, float, 1.0)
-        c["min_depth"] = self.get(fe, "min_depth", p, int, 16)
-        c["pad_to_multiple"] = self.get(fe, "pad_to_multiple", p, int, 1)
-        c["use_explicit_padding"] = self.get(fe, "use_explicit_padding", p, bool, False)
-        c["use_depthwise"] = self.get(fe, "use_depthwise", p, bool, False)
-        if fe.child("bifpn") is not None:
-            self.fail(f"{p}.bifpn", "{...}", "BiFPN is not supported")
-        fpn = fe.child("fpn")
-        if fpn is not None and kind != SSD_MOBILENET_V1_FPN:
-            # model_builder passes the fpn settings to the feature extractor, whose class then refuses them.
-            self.fail(f"{p}.fpn", "{...}", f"only {SSD_MOBILENET_V1_FPN} takes it")
-        # FeaturePyramidNetworks' proto defaults, which are also the FPN extractor's without an fpn block.
-        c["fpn_min_level"] = self.get(fpn, "min_level", f"{p}.fpn", int, 3)
-        c["fpn_max_level"] = self.get(fpn, "max_level", f"{p}.fpn", int, 7)
-        c["fpn_additional_layer_depth"] = self.get(fpn, "additional_layer_depth", f"{p}.fpn", int, 256)
-        hp = fe.child("conv_hyperparams")
-        self._check_hyperparams(hp, f"{p}.conv_hyperparams")
-        bn = hp.child("batch_norm") if hp is not None else None
-        c["batch_norm_epsilon"] = self.get(bn, "epsilon", f"{p}.conv_hyperparams.batch_norm", float, _f32(0.001))
-        override = self.get(fe, "override_base_feature_extractor_hyperparams", p, bool, False)
-        c["base_batch_norm_epsilon"] = c["batch_norm_epsilon"] if override else _f32(0.001)
-
-    def _box_predictor(self, ssd, c):
-        bp = ssd.child("box_predictor")
-        kind, cbp = bp.oneof(BOX_PREDICTORS + ("mask_rcnn_box_predictor", "rfcn_box_predictor")) if bp else (None, None)
-        if kind not in BOX_PREDICTORS:
-            self.fail("model.ssd.box_predictor", kind or "(missing)", "not supported")
-        c["box_predictor_type"] = kind
-        if kind == WEIGHT_SHARED:
-            self._weight_shared_box_predictor(cbp, c)
-            return
-        p = "model.ssd.box_predictor.convolutional_box_predictor"
-        layers = self.get(cbp, "num_layers_before_predictor", p, int, 0)
-        if layers != 0:
-            self.fail(f"{p}.num_layers_before_predictor", layers, "only 0 is supported")
-        code_size = self.get(cbp, "box_code_size", p, int, 4)
-        if code_size != 4:
-            self.fail(f"{p}.box_code_size", code_size, "faster_rcnn_box_coder codes have 4 values")
-        if self.get(cbp, "apply_sigmoid_to_scores", p, bool, False):
-            self.fail(f"{p}.apply_sigmoid_to_scores", "true", "not supported")
-        c["box_predictor_kernel_size"] = self.get(cbp, "kernel_size", p, int, 1)
-        c["box_predictor_use_depthwise"] = self.get(cbp, "use_depthwise", p, bool, False)
-        if c["box_predictor_use_depthwise"]:
-            self._check_hyperparams(cbp.child("conv_hyperparams"), f"{p}.conv_hyperparams")
-            bn = cbp.child("conv_hyperparams").child("batch_norm")
-            c["box_predictor_batch_norm_epsilon"] = self.get(bn, "epsilon", f"{p}.conv_hyperparams.batch_norm",
-                                                             float, _f32(0.001))
-
-    def _weight_shared_box_predictor(self, wsp, c):
-        p = f"model.ssd.box_predictor.{WEIGHT_SHARED}"
-        c["box_predictor_depth"] = self.get(wsp, "depth", p, int, 0)
-        c["box_predictor_num_layers_before_predictor"] = self.get(wsp, "num_layers_before_predictor", p, int, 0)
-        c["box_predictor_kernel_size"] = self.get(wsp, "kernel_size", p, int, 3)
-        c["box_predictor_use_depthwise"] = self.get(wsp, "use_depthwise", p, bool, False)
-        c["share_prediction_tower"] = self.get(wsp, "share_prediction_tower", p, bool, False)
-        c["class_prediction_bias_init"] = self.get(wsp, "class_prediction_bias_init", p, float, 0.0)
-        c["box_predictor_use_dropout"] = self.get(wsp, "use_dropout", p, bool, False)
-        c["dropout_keep_probability"] = self.get(wsp, "dropout_keep_probability", p, float, _f32(0.8))
-        code_size = self.get(wsp, "box_code_size", p, int, 4)
-        if code_size != 4:
-            self.fail(f"{p}.box_code_size", code_size, "faster_rcnn_box_coder codes have 4 values")
-        # IDENTITY (the default) leaves the logits to post-processing's score converter; SIGMOID
-        # converts them in the predictor too (the OD API's TPU inference form).
-        converter = self.get(wsp, "score_converter", p, str, "IDENTITY")
-        if converter != "IDENTITY":
-            self.fail(f"{p}.score_converter", converter, "only IDENTITY is supported")
-        if wsp is not None and wsp.child("box_encodings_clip_range") is not None:
-            self.fail(f"{p}.box_encodings_clip_range", "{...}", "not supported")
-        hp = wsp.child("conv_hyperparams") if wsp is not None else None
-        if hp is not None and hp.child("group_norm") is not None:
-            self.fail(f"{p}.conv_hyperparams.group_norm", "{...}", "group norm is not supported")
-        # apply_batch_norm: the towers' batch norm comes with conv_hyperparams.batch_norm; their
-        # activation is ReLU6 whatever conv_hyperparams says (the predictor applies it itself).
-        bn = hp.child("batch_norm") if hp is not None else None
-        c["box_predictor_batch_norm"] = bn is not None
-        if bn is not None:
-            for flag in ("center", "scale"):
-                if not self.get(bn, flag, f"{p}.conv_hyperparams.batch_norm", bool, flag == "center"):
-                    self.fail(f"{p}.conv_hyperparams.batch_norm.{flag}", "false",
-                              "batch norm without beta/gamma is not supported")
-            c["box_predictor_batch_norm_epsilon"] = self.get(bn, "epsilon", f"{p}.conv_hyperparams.batch_norm",
-                                                             float, _f32(0.001))
-
-    def _anchors(self, ssd, c):
-        ag = ssd.child("anchor_generator")
-        kind, a = ag.oneof(ANCHOR_GENERATORS + ("grid_anchor_generator", "flexible_grid_anchor_generator")) \
-            if ag else (None, None)
-        if kind not in ANCHOR_GENERATORS:
-            self.fail("model.ssd.anchor_generator", kind or "(missing)", "not supported")
-        c["anchor_generator_type"] = kind
-        if kind == MULTISCALE_ANCHORS:
-            self._multiscale_anchors(a, c)
-            return
-        p = "model.ssd.anchor_generator.ssd_anchor_generator"
-        fl = lambda name: tuple(self._float(v, f"{p}.{name}") for v in a.scalars(name))
-        c["num_layers"] = self.get(a, "num_layers", p, int, 6)
-        c["min_scale"] = self.get(a, "min_scale", p, float, _f32(0.2))
-        c["max_scale"] = self.get(a, "max_scale", p, float, _f32(0.95))
-        c["scales"] = fl("scales")
-        c["aspect_ratios"] = fl("aspect_ratios")
-        c["interpolated_scale_aspect_ratio"] = self.get(a, "interpolated_scale_aspect_ratio", p, float, 1.0)
-        c["base_anchor_height"] = self.get(a, "base_anchor_height", p, float, 1.0)
-        c["base_anchor_width"] = self.get(a, "base_anchor_width", p, float, 1.0)
-        c["reduce_boxes_in_lowest_layer"] = self.get(a, "reduce_boxes_in_lowest_layer", p, bool, True)
-        hs, ws = a.scalars("height_stride"), a.scalars("width_stride")
-        ho, wo = a.scalars("height_offset"), a.scalars("width_offset")
-        ints = lambda vs, name: tuple(int(self._float(v, f"{p}.{name}")) for v in vs)
-        c["anchor_strides"] = tuple(zip(ints(hs, "height_stride"), ints(ws, "width_stride")))
-        c["anchor_offsets"] = tuple(zip(ints(ho, "height_offset"), ints(wo, "width_offset")))
-
-    def _multiscale_anchors(self, a, c):
-        p = f"model.ssd.anchor_generator.{MULTISCALE_ANCHORS}"
-        c["anchor_min_level"] = self.get(a, "min_level", p, int, 3)
-        c["anchor_max_level"] = self.get(a, "max_level", p, int, 7)
-        c["anchor_scale"] = self.get(a, "anchor_scale", p, float, 4.0)
-        c["scales_per_octave"] = self.get(a, "scales_per_octave", p, int, 2)
-        c["aspect_ratios"] = tuple(self._float(v, f"{p}.aspect_ratios") for v in a.scalars("aspect_ratios"))
-        if not c["aspect_ratios"]:
-            self.fail(f"{p}.aspect_ratios", "(none)", "at least one is needed")
-        if not self.get(a, "normalize_coordinates", p, bool, True):
-            # Anchors in pixels make boxes in pixels, which the post-processing clips to [0, 1].
-            self.fail(f"{p}.normalize_coordinates", "false", "only normalized anchors")
-
-    def _float(self, value, path):
-        try:
-            return _f32(float(value.text.rstrip("fF")))
-        except (AttributeError, ValueError):
-            self.fail(path, value, "expected a number")
-
-    def _box_coder(self, ssd, c):
-        bc = ssd.child("box_coder")
-        kind, b = bc.oneof(("faster_rcnn_box_coder", "mean_stddev_box_coder", "square_box_coder",
-                            "keypoint_box_coder")) if bc else (None, None)
-        if kind != "faster_rcnn_box_coder":
-            self.fail("model.ssd.box_coder", kind or "(missing)", "only faster_rcnn_box_coder")
-        p = "model.ssd.box_coder.faster_rcnn_box_coder"
-        c["box_coder_scales"] = tuple(self.get(b, n, p, float, d) for n, d in
-                                      (("y_scale", 10.0), ("x_scale", 10.0), ("height_scale", 5.0), ("width_scale", 5.0)))
-
-    def _post_processing(self, ssd, c):
-        pp = ssd.child("post_processing")
-        p = "model.ssd.post_processing"
-        nms = pp.child("batch_non_max_suppression") if pp is not None else None
-        if nms is None:
-            self.missing(f"{p}.batch_non_max_suppression")
-        q = f"{p}.batch_non_max_suppression"
-        c["score_threshold"] = self.get(nms, "score_threshold", q, float, 0.0)
-        c["iou_threshold"] = self.get(nms, "iou_threshold", q, float, _f32(0.6))
-        c["max_detections_per_class"] = self.get(nms, "max_detections_per_class", q, int, 100)
-        c["max_total_detections"] = self.get(nms, "max_total_detections", q, int, 100)
-        for flag in ("use_combined_nms", "use_class_agnostic_nms", "use_partitioned_nms"):
-            if self.get(nms, flag, q, bool, False):
-                self.fail(f"{q}.{flag}", "true", "only per-class NMS is supported")
-        if nms.child("soft_nms_sigma") is not None or self.get(nms, "soft_nms_sigma", q, float, 0.0):
-            self.fail(f"{q}.soft_nms_sigma", nms.scalar("soft_nms_sigma"), "soft NMS is not supported")
-        c["score_converter"] = self.get(pp, "score_converter", p, str, "IDENTITY")
-        if c["score_converter"] not in SCORE_CONVERTERS:
-            self.fail(f"{p}.score_converter", c["score_converter"], f"supported: {', '.join(SCORE_CONVERTERS)}")
-        c["logit_scale"] = self.get(pp, "logit_scale", p, float, 1.0)

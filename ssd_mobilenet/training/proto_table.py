@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ssd_mobilenet import pipeline_messages as pm
-from ssd_mobilenet.config import ConfigError, _f32, _PipelineReader, float_text
-from ssd_mobilenet.pipeline_text import TextMessage
+from ssd_mobilenet.config import pipeline_messages as pm
+from ssd_mobilenet.config.pipeline_reader import PipelineReader
+from ssd_mobilenet.config.pipeline_text import TextMessage
+from ssd_mobilenet.config.ssd_config import ConfigError, f32, float_text
 
 READ, IGNORED, DEFAULT_ONLY, REFUSED = "read", "ignored", "default_only", "refused"
 # The reason for a field no table lists: training here does not reproduce it.
@@ -74,7 +75,7 @@ def _default(f: pm.Field):
     if f.repeated:
         return ()
     if f.default is not None:
-        return _f32(f.default) if f.kind == pm.FLOAT else f.default
+        return f32(f.default) if f.kind == pm.FLOAT else f.default
     return f.kind.members[0] if isinstance(f.kind, pm.Enum) else _ZERO[f.kind]
 
 
@@ -101,7 +102,7 @@ def read(msg: "TextMessage | None", path: str, spec: Uses) -> dict:
     """
     msg = msg if msg is not None else TextMessage()
     # The inference config reader already parses scalars the way proto text format spells them.
-    scalars = _PipelineReader(None)
+    scalars = PipelineReader(None)
     out = {}
     for f in pm.message(spec.message).fields:
         how, why = spec.use(f.name)

@@ -5,12 +5,16 @@ API's messages (`pipeline_schema`: a field or value they do not declare raises `
 its line) and reads `model.ssd` (`PipelineReader`). Fields that only matter for training (losses,
 matcher, optimizer, input readers) are ignored; settings this model cannot reproduce raise
 `ConfigError` naming the field and its value.
+
+An unset field reads as its default in `pipeline_messages` (`proto_default`), here and in the
+training config's tables (`training.proto_table`), which read scalars with `PipelineReader.get`.
 """
 
 from __future__ import annotations
 
 import os
 
+from ssd_mobilenet.config import pipeline_messages as pm
 from ssd_mobilenet.config import pipeline_schema, pipeline_text
 from ssd_mobilenet.config.pipeline_text import Scalar, TextMessage
 from ssd_mobilenet.config.ssd_config import (RESIZE_METHODS, SCORE_CONVERTERS, ConfigError, SSDConfig,
@@ -18,6 +22,10 @@ from ssd_mobilenet.config.ssd_config import (RESIZE_METHODS, SCORE_CONVERTERS, C
 from ssd_mobilenet.config.type_names import (ANCHOR_GENERATORS, BOX_PREDICTORS, FEATURE_EXTRACTOR_ALIASES,
                                              FEATURE_EXTRACTORS, MULTISCALE_ANCHORS, SSD_MOBILENET_V1,
                                              SSD_MOBILENET_V1_FPN, WEIGHT_SHARED)
+
+# An unset scalar field whose .proto gives no default reads as protobuf's zero value.
+_ZERO = {pm.FLOAT: 0.0, pm.INT32: 0, pm.UINT32: 0, pm.BOOL: False, pm.STRING: ""}
+_PROTO_DEFAULT = object()  # `PipelineReader.get`'s default: the field's (`proto_default`)
 
 
 def read_pipeline_config(path_or_text: str) -> SSDConfig:
@@ -56,6 +64,27 @@ def parse_pipeline_config(path_or_text: str) -> TextMessage:
     return root
 
 
+def field_at(field_path: str) -> pm.Field:
+    """The `pipeline_messages` field at `field_path`, dotted from the top-level message
+    (`model.ssd.post_processing.logit_scale`)."""
+    message = pm.message(pipeline_schema.ROOT)
+    *outer, name = field_path.split(".")
+    for part in outer:
+        kind = message.field(part).kind
+        message = pm.message(kind) if isinstance(kind, str) else kind
+    return message.field(name)
+
+
+def proto_default(f: pm.Field):
+    """The value the unset field `f` reads as: its proto default (a float as its float32), else
+    protobuf's zero value (an enum's first member); () for a repeated field."""
+    if f.repeated:
+        return ()
+    if f.default is not None:
+        return f32(f.default) if f.kind == pm.FLOAT else f.default
+    return f.kind.members[0] if isinstance(f.kind, pm.Enum) else _ZERO[f.kind]
+
+
 class PipelineReader:
     """Turns the `model.ssd` part of a parsed pipeline.config into an `SSDConfig` (`config()`).
 
@@ -92,10 +121,13 @@ class PipelineReader:
             line = getattr(node, "line", 0) or line
         return line, names[-1]
 
-    def get(self, msg, name, path, kind, default):
+    def get(self, msg, name, path, kind, default=_PROTO_DEFAULT):
+        """The scalar field `name` of `msg` (the message at the dotted `path`, None for an unset
+        one) as `kind` (float: its float32; int, bool, str), spelt as proto text format spells it;
+        unset: `default`, else the field's proto default (`proto_default`)."""
         value = msg.scalar(name) if msg is not None else None
         if value is None:
-            return default
+            return proto_default(field_at(f"{path}.{name}")) if default is _PROTO_DEFAULT else default
         text = value.text if isinstance(value, Scalar) else value
         try:
             if kind is float:
@@ -124,7 +156,7 @@ class PipelineReader:
         c["num_classes"] = get(ssd, "num_classes", "model.ssd", int, None)
         if c["num_classes"] is None:
             self.missing("model.ssd.num_classes")
-        c["add_background_class"] = get(ssd, "add_background_class", "model.ssd", bool, True)
+        c["add_background_class"] = get(ssd, "add_background_class", "model.ssd", bool)
         self._resizer(ssd, c)
         self._feature_extractor(ssd, c)
         self._box_predictor(ssd, c)
@@ -140,9 +172,9 @@ class PipelineReader:
         if q is None:
             return
         p = "graph_rewriter.quantization"
-        c["weight_bits"] = self.get(q, "weight_bits", p, int, 8)
-        c["activation_bits"] = self.get(q, "activation_bits", p, int, 8)
-        if self.get(q, "symmetric", p, bool, False):
+        c["weight_bits"] = self.get(q, "weight_bits", p, int)
+        c["activation_bits"] = self.get(q, "activation_bits", p, int)
+        if self.get(q, "symmetric", p, bool):
             self.fail(f"{p}.symmetric", "true", "contrib.quantize's asymmetric ranges only")
 
     def _resizer(self, ssd, c):
@@ -152,25 +184,25 @@ class PipelineReader:
         if kind != "fixed_shape_resizer":
             self.fail("model.ssd.image_resizer", kind or "(missing)", "only fixed_shape_resizer")
         p = "model.ssd.image_resizer.fixed_shape_resizer"
-        c["image_height"] = self.get(r, "height", p, int, 300)
-        c["image_width"] = self.get(r, "width", p, int, 300)
-        c["resize_method"] = self.get(r, "resize_method", p, str, "BILINEAR")
+        c["image_height"] = self.get(r, "height", p, int)
+        c["image_width"] = self.get(r, "width", p, int)
+        c["resize_method"] = self.get(r, "resize_method", p, str)
         if c["resize_method"] not in RESIZE_METHODS:
             self.fail(f"{p}.resize_method", c["resize_method"], "unsupported resize method")
-        if self.get(r, "convert_to_grayscale", p, bool, False):
+        if self.get(r, "convert_to_grayscale", p, bool):
             self.fail(f"{p}.convert_to_grayscale", "true", "not supported")
 
     def _check_hyperparams(self, hp, path):
         if hp is None:
             return
-        activation = self.get(hp, "activation", path, str, "RELU")
+        activation = self.get(hp, "activation", path, str)
         if activation != "RELU_6":
             self.fail(f"{path}.activation", activation, "SSD MobileNet v1 layers use RELU_6")
         bn = hp.child("batch_norm")
         if bn is None:
             self.fail(f"{path}.batch_norm", "(missing)", "the feature extractor needs batch norm")
         for flag in ("center", "scale"):
-            if not self.get(bn, flag, f"{path}.batch_norm", bool, flag == "center"):
+            if not self.get(bn, flag, f"{path}.batch_norm", bool):
                 self.fail(f"{path}.batch_norm.{flag}", "false", "batch norm without beta/gamma is not supported")
 
     def _feature_extractor(self, ssd, c):
@@ -178,16 +210,16 @@ class PipelineReader:
         fe = ssd.child("feature_extractor")
         if fe is None:
             self.missing(p)
-        kind = self.get(fe, "type", p, str, "")
+        kind = self.get(fe, "type", p, str)
         kind = FEATURE_EXTRACTOR_ALIASES.get(kind, kind)
         if kind not in FEATURE_EXTRACTORS:
             self.fail(f"{p}.type", kind or "(missing)", f"only {SSD_MOBILENET_V1}(_fpn, _ppn)")
         c["feature_extractor_type"] = kind
-        c["depth_multiplier"] = self.get(fe, "depth_multiplier", p, float, 1.0)
-        c["min_depth"] = self.get(fe, "min_depth", p, int, 16)
-        c["pad_to_multiple"] = self.get(fe, "pad_to_multiple", p, int, 1)
-        c["use_explicit_padding"] = self.get(fe, "use_explicit_padding", p, bool, False)
-        c["use_depthwise"] = self.get(fe, "use_depthwise", p, bool, False)
+        c["depth_multiplier"] = self.get(fe, "depth_multiplier", p, float)
+        c["min_depth"] = self.get(fe, "min_depth", p, int)
+        c["pad_to_multiple"] = self.get(fe, "pad_to_multiple", p, int)
+        c["use_explicit_padding"] = self.get(fe, "use_explicit_padding", p, bool)
+        c["use_depthwise"] = self.get(fe, "use_depthwise", p, bool)
         if fe.child("bifpn") is not None:
             self.fail(f"{p}.bifpn", "{...}", "BiFPN is not supported")
         fpn = fe.child("fpn")
@@ -195,14 +227,14 @@ class PipelineReader:
             # model_builder passes the fpn settings to the feature extractor, whose class then refuses them.
             self.fail(f"{p}.fpn", "{...}", f"only {SSD_MOBILENET_V1_FPN} takes it")
         # FeaturePyramidNetworks' proto defaults, which are also the FPN extractor's without an fpn block.
-        c["fpn_min_level"] = self.get(fpn, "min_level", f"{p}.fpn", int, 3)
-        c["fpn_max_level"] = self.get(fpn, "max_level", f"{p}.fpn", int, 7)
-        c["fpn_additional_layer_depth"] = self.get(fpn, "additional_layer_depth", f"{p}.fpn", int, 256)
+        c["fpn_min_level"] = self.get(fpn, "min_level", f"{p}.fpn", int)
+        c["fpn_max_level"] = self.get(fpn, "max_level", f"{p}.fpn", int)
+        c["fpn_additional_layer_depth"] = self.get(fpn, "additional_layer_depth", f"{p}.fpn", int)
         hp = fe.child("conv_hyperparams")
         self._check_hyperparams(hp, f"{p}.conv_hyperparams")
         bn = hp.child("batch_norm") if hp is not None else None
-        c["batch_norm_epsilon"] = self.get(bn, "epsilon", f"{p}.conv_hyperparams.batch_norm", float, f32(0.001))
-        override = self.get(fe, "override_base_feature_extractor_hyperparams", p, bool, False)
+        c["batch_norm_epsilon"] = self.get(bn, "epsilon", f"{p}.conv_hyperparams.batch_norm", float)
+        override = self.get(fe, "override_base_feature_extractor_hyperparams", p, bool)
         c["base_batch_norm_epsilon"] = c["batch_norm_epsilon"] if override else f32(0.001)
 
     def _box_predictor(self, ssd, c):
@@ -215,38 +247,38 @@ class PipelineReader:
             self._weight_shared_box_predictor(cbp, c)
             return
         p = "model.ssd.box_predictor.convolutional_box_predictor"
-        layers = self.get(cbp, "num_layers_before_predictor", p, int, 0)
+        layers = self.get(cbp, "num_layers_before_predictor", p, int)
         if layers != 0:
             self.fail(f"{p}.num_layers_before_predictor", layers, "only 0 is supported")
-        code_size = self.get(cbp, "box_code_size", p, int, 4)
+        code_size = self.get(cbp, "box_code_size", p, int)
         if code_size != 4:
             self.fail(f"{p}.box_code_size", code_size, "faster_rcnn_box_coder codes have 4 values")
-        if self.get(cbp, "apply_sigmoid_to_scores", p, bool, False):
+        if self.get(cbp, "apply_sigmoid_to_scores", p, bool):
             self.fail(f"{p}.apply_sigmoid_to_scores", "true", "not supported")
-        c["box_predictor_kernel_size"] = self.get(cbp, "kernel_size", p, int, 1)
-        c["box_predictor_use_depthwise"] = self.get(cbp, "use_depthwise", p, bool, False)
+        c["box_predictor_kernel_size"] = self.get(cbp, "kernel_size", p, int)
+        c["box_predictor_use_depthwise"] = self.get(cbp, "use_depthwise", p, bool)
         if c["box_predictor_use_depthwise"]:
             self._check_hyperparams(cbp.child("conv_hyperparams"), f"{p}.conv_hyperparams")
             bn = cbp.child("conv_hyperparams").child("batch_norm")
             c["box_predictor_batch_norm_epsilon"] = self.get(bn, "epsilon", f"{p}.conv_hyperparams.batch_norm",
-                                                             float, f32(0.001))
+                                                             float)
 
     def _weight_shared_box_predictor(self, wsp, c):
         p = f"model.ssd.box_predictor.{WEIGHT_SHARED}"
-        c["box_predictor_depth"] = self.get(wsp, "depth", p, int, 0)
-        c["box_predictor_num_layers_before_predictor"] = self.get(wsp, "num_layers_before_predictor", p, int, 0)
-        c["box_predictor_kernel_size"] = self.get(wsp, "kernel_size", p, int, 3)
-        c["box_predictor_use_depthwise"] = self.get(wsp, "use_depthwise", p, bool, False)
-        c["share_prediction_tower"] = self.get(wsp, "share_prediction_tower", p, bool, False)
-        c["class_prediction_bias_init"] = self.get(wsp, "class_prediction_bias_init", p, float, 0.0)
-        c["box_predictor_use_dropout"] = self.get(wsp, "use_dropout", p, bool, False)
-        c["dropout_keep_probability"] = self.get(wsp, "dropout_keep_probability", p, float, f32(0.8))
-        code_size = self.get(wsp, "box_code_size", p, int, 4)
+        c["box_predictor_depth"] = self.get(wsp, "depth", p, int)
+        c["box_predictor_num_layers_before_predictor"] = self.get(wsp, "num_layers_before_predictor", p, int)
+        c["box_predictor_kernel_size"] = self.get(wsp, "kernel_size", p, int)
+        c["box_predictor_use_depthwise"] = self.get(wsp, "use_depthwise", p, bool)
+        c["share_prediction_tower"] = self.get(wsp, "share_prediction_tower", p, bool)
+        c["class_prediction_bias_init"] = self.get(wsp, "class_prediction_bias_init", p, float)
+        c["box_predictor_use_dropout"] = self.get(wsp, "use_dropout", p, bool)
+        c["dropout_keep_probability"] = self.get(wsp, "dropout_keep_probability", p, float)
+        code_size = self.get(wsp, "box_code_size", p, int)
         if code_size != 4:
             self.fail(f"{p}.box_code_size", code_size, "faster_rcnn_box_coder codes have 4 values")
         # IDENTITY (the default) leaves the logits to post-processing's score converter; SIGMOID
         # converts them in the predictor too (the OD API's TPU inference form).
-        converter = self.get(wsp, "score_converter", p, str, "IDENTITY")
+        converter = self.get(wsp, "score_converter", p, str)
         if converter != "IDENTITY":
             self.fail(f"{p}.score_converter", converter, "only IDENTITY is supported")
         if wsp is not None and wsp.child("box_encodings_clip_range") is not None:
@@ -260,11 +292,11 @@ class PipelineReader:
         c["box_predictor_batch_norm"] = bn is not None
         if bn is not None:
             for flag in ("center", "scale"):
-                if not self.get(bn, flag, f"{p}.conv_hyperparams.batch_norm", bool, flag == "center"):
+                if not self.get(bn, flag, f"{p}.conv_hyperparams.batch_norm", bool):
                     self.fail(f"{p}.conv_hyperparams.batch_norm.{flag}", "false",
                               "batch norm without beta/gamma is not supported")
             c["box_predictor_batch_norm_epsilon"] = self.get(bn, "epsilon", f"{p}.conv_hyperparams.batch_norm",
-                                                             float, f32(0.001))
+                                                             float)
 
     def _anchors(self, ssd, c):
         ag = ssd.child("anchor_generator")
@@ -278,15 +310,15 @@ class PipelineReader:
             return
         p = "model.ssd.anchor_generator.ssd_anchor_generator"
         fl = lambda name: tuple(self._float(v, f"{p}.{name}") for v in a.scalars(name))
-        c["num_layers"] = self.get(a, "num_layers", p, int, 6)
-        c["min_scale"] = self.get(a, "min_scale", p, float, f32(0.2))
-        c["max_scale"] = self.get(a, "max_scale", p, float, f32(0.95))
+        c["num_layers"] = self.get(a, "num_layers", p, int)
+        c["min_scale"] = self.get(a, "min_scale", p, float)
+        c["max_scale"] = self.get(a, "max_scale", p, float)
         c["scales"] = fl("scales")
         c["aspect_ratios"] = fl("aspect_ratios")
-        c["interpolated_scale_aspect_ratio"] = self.get(a, "interpolated_scale_aspect_ratio", p, float, 1.0)
-        c["base_anchor_height"] = self.get(a, "base_anchor_height", p, float, 1.0)
-        c["base_anchor_width"] = self.get(a, "base_anchor_width", p, float, 1.0)
-        c["reduce_boxes_in_lowest_layer"] = self.get(a, "reduce_boxes_in_lowest_layer", p, bool, True)
+        c["interpolated_scale_aspect_ratio"] = self.get(a, "interpolated_scale_aspect_ratio", p, float)
+        c["base_anchor_height"] = self.get(a, "base_anchor_height", p, float)
+        c["base_anchor_width"] = self.get(a, "base_anchor_width", p, float)
+        c["reduce_boxes_in_lowest_layer"] = self.get(a, "reduce_boxes_in_lowest_layer", p, bool)
         hs, ws = a.scalars("height_stride"), a.scalars("width_stride")
         ho, wo = a.scalars("height_offset"), a.scalars("width_offset")
         ints = lambda vs, name: tuple(int(self._float(v, f"{p}.{name}")) for v in vs)
@@ -295,14 +327,14 @@ class PipelineReader:
 
     def _multiscale_anchors(self, a, c):
         p = f"model.ssd.anchor_generator.{MULTISCALE_ANCHORS}"
-        c["anchor_min_level"] = self.get(a, "min_level", p, int, 3)
-        c["anchor_max_level"] = self.get(a, "max_level", p, int, 7)
-        c["anchor_scale"] = self.get(a, "anchor_scale", p, float, 4.0)
-        c["scales_per_octave"] = self.get(a, "scales_per_octave", p, int, 2)
+        c["anchor_min_level"] = self.get(a, "min_level", p, int)
+        c["anchor_max_level"] = self.get(a, "max_level", p, int)
+        c["anchor_scale"] = self.get(a, "anchor_scale", p, float)
+        c["scales_per_octave"] = self.get(a, "scales_per_octave", p, int)
         c["aspect_ratios"] = tuple(self._float(v, f"{p}.aspect_ratios") for v in a.scalars("aspect_ratios"))
         if not c["aspect_ratios"]:
             self.fail(f"{p}.aspect_ratios", "(none)", "at least one is needed")
-        if not self.get(a, "normalize_coordinates", p, bool, True):
+        if not self.get(a, "normalize_coordinates", p, bool):
             # Anchors in pixels make boxes in pixels, which the post-processing clips to [0, 1].
             self.fail(f"{p}.normalize_coordinates", "false", "only normalized anchors")
 
@@ -319,8 +351,8 @@ class PipelineReader:
         if kind != "faster_rcnn_box_coder":
             self.fail("model.ssd.box_coder", kind or "(missing)", "only faster_rcnn_box_coder")
         p = "model.ssd.box_coder.faster_rcnn_box_coder"
-        c["box_coder_scales"] = tuple(self.get(b, n, p, float, d) for n, d in
-                                      (("y_scale", 10.0), ("x_scale", 10.0), ("height_scale", 5.0), ("width_scale", 5.0)))
+        c["box_coder_scales"] = tuple(self.get(b, n, p, float) for n in ("y_scale", "x_scale", "height_scale",
+                                                                          "width_scale"))
 
     def _post_processing(self, ssd, c):
         pp = ssd.child("post_processing")
@@ -329,16 +361,16 @@ class PipelineReader:
         if nms is None:
             self.missing(f"{p}.batch_non_max_suppression")
         q = f"{p}.batch_non_max_suppression"
-        c["score_threshold"] = self.get(nms, "score_threshold", q, float, 0.0)
-        c["iou_threshold"] = self.get(nms, "iou_threshold", q, float, f32(0.6))
-        c["max_detections_per_class"] = self.get(nms, "max_detections_per_class", q, int, 100)
-        c["max_total_detections"] = self.get(nms, "max_total_detections", q, int, 100)
+        c["score_threshold"] = self.get(nms, "score_threshold", q, float)
+        c["iou_threshold"] = self.get(nms, "iou_threshold", q, float)
+        c["max_detections_per_class"] = self.get(nms, "max_detections_per_class", q, int)
+        c["max_total_detections"] = self.get(nms, "max_total_detections", q, int)
         for flag in ("use_combined_nms", "use_class_agnostic_nms", "use_partitioned_nms"):
-            if self.get(nms, flag, q, bool, False):
+            if self.get(nms, flag, q, bool):
                 self.fail(f"{q}.{flag}", "true", "only per-class NMS is supported")
-        if nms.child("soft_nms_sigma") is not None or self.get(nms, "soft_nms_sigma", q, float, 0.0):
+        if nms.child("soft_nms_sigma") is not None or self.get(nms, "soft_nms_sigma", q, float):
             self.fail(f"{q}.soft_nms_sigma", nms.scalar("soft_nms_sigma"), "soft NMS is not supported")
-        c["score_converter"] = self.get(pp, "score_converter", p, str, "IDENTITY")
+        c["score_converter"] = self.get(pp, "score_converter", p, str)
         if c["score_converter"] not in SCORE_CONVERTERS:
             self.fail(f"{p}.score_converter", c["score_converter"], f"supported: {', '.join(SCORE_CONVERTERS)}")
-        c["logit_scale"] = self.get(pp, "logit_scale", p, float, 1.0)
+        c["logit_scale"] = self.get(pp, "logit_scale", p, float)

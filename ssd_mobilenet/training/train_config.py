@@ -379,7 +379,7 @@ def _box_predictor(bp, p):
     else:
         # Its inference fields are SSDConfig's; the class head's initial bias, as the OD API's
         # ConvolutionalClassHead takes it.
-        bias_init = PipelineReader(None).get(msg, "class_prediction_bias_init", p, float, 0.0)
+        bias_init = PipelineReader(None).get(msg, "class_prediction_bias_init", p, float)
     return p, msg.child("conv_hyperparams"), bias_init
 
 

@@ -17,8 +17,7 @@ import os
 from ssd_mobilenet.config import pipeline_messages as pm
 from ssd_mobilenet.config import pipeline_schema, pipeline_text
 from ssd_mobilenet.config.pipeline_text import Scalar, TextMessage
-from ssd_mobilenet.config.ssd_config import (RESIZE_METHODS, SCORE_CONVERTERS, ConfigError, SSDConfig,
-                                             f32)
+from ssd_mobilenet.config.ssd_config import RESIZE_METHODS, SCORE_CONVERTERS, ConfigError, SSDConfig, f32
 from ssd_mobilenet.config.type_names import (ANCHOR_GENERATORS, BOX_PREDICTORS, FEATURE_EXTRACTOR_ALIASES,
                                              FEATURE_EXTRACTORS, MULTISCALE_ANCHORS, SSD_MOBILENET_V1,
                                              SSD_MOBILENET_V1_FPN, WEIGHT_SHARED)

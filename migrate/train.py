@@ -131,7 +131,7 @@ def training_settings(converted: str, config: str = None):
       TrainInputError: none has them, or `config` is missing; ConfigError: a config that has them
         asks for what training cannot do (naming the file and field).
     """
-    from ssd_mobilenet.config import ConfigError
+    from ssd_mobilenet.config.ssd_config import ConfigError
     from ssd_mobilenet.training.train_config import TrainingConfig
     if config is not None and not os.path.isfile(config):
         raise TrainInputError(f"{config}: no such file")
@@ -150,7 +150,7 @@ def training_settings(converted: str, config: str = None):
 
 def _has_training_fields(path: str) -> bool:
     # An inference-only pipeline.config (what convert writes) has neither block.
-    from ssd_mobilenet.config import parse_pipeline_config
+    from ssd_mobilenet.config.pipeline_reader import parse_pipeline_config
     root = parse_pipeline_config(path)
     model = root.child("model")
     ssd = model.child("ssd") if model is not None else None

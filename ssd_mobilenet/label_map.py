@@ -1,7 +1,7 @@
 """Class names for detection class ids, from an Object Detection API label map or a names file.
 
 Two formats, told apart by content:
-- `label_map.pbtxt` (protobuf text format, read with `ssd_mobilenet.pipeline_text`, no
+- `label_map.pbtxt` (protobuf text format, read with `ssd_mobilenet.config.pipeline_text`, no
   Object Detection API needed): `item { id: 1 name: '/m/01g317' display_name: 'person' }`.
   `display_name` is preferred over `name`, as the OD API's
   `create_category_index_from_labelmap(use_display_name=True)` does. As the OD API's
@@ -24,7 +24,7 @@ import json
 import os
 import re
 
-from ssd_mobilenet import pipeline_text
+from ssd_mobilenet.config import pipeline_text
 
 # The label maps the package ships, by the name that selects them in place of a path: `coco`, the
 # 80 COCO categories with their ids 1..90 (10 unused), as the OD API's mscoco_label_map.pbtxt has them.

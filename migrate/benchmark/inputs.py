@@ -59,7 +59,7 @@ def check_tflite(converted: str, sides, sizes, batches) -> tuple:
     `onnx_int8` and `openvino` on one (its `onnx` file is the int8 QDQ one)."""
     import json
 
-    from ssd_mobilenet.config import SSDConfig
+    from ssd_mobilenet.config.ssd_config import SSDConfig
     from ssd_mobilenet.detector import CONFIG_FILE
     from ssd_mobilenet.export import network
     with open(os.path.join(converted, CONFIG_FILE), encoding="utf-8") as f:

@@ -149,7 +149,7 @@ def tensorflow_command(run):
         from migrate.common import console
         with console.tensorflow_output(verbose=args.verbose):
             from migrate.tf1 import assign, config_inference, sources
-            from ssd_mobilenet.config import ConfigError
+            from ssd_mobilenet.config.ssd_config import ConfigError
             try:
                 code = run(args)
             except (sources.SourceError, ConfigError, config_inference.MismatchError, assign.MappingError) as e:

@@ -61,7 +61,7 @@ def missing_path(args):
 def run(args) -> int:
     from migrate import evaluate, train
     from ssd_mobilenet import label_map, runtime
-    from ssd_mobilenet.config import ConfigError
+    from ssd_mobilenet.config.ssd_config import ConfigError
     from ssd_mobilenet.training import data, memory_budget
     for flag, value in (("--steps", args.steps), ("--batch", args.batch),
                         ("--checkpoint-every", args.checkpoint_every)):

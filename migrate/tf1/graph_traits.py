@@ -12,8 +12,8 @@ import re
 from tensorflow.core.framework import types_pb2
 from tensorflow.python.framework import tensor_util
 
-from ssd_mobilenet.config import (BACKGROUND_SLICE_LOGITS, BACKGROUND_SLICE_SCORES, NMS_CLIP_AFTER, NMS_CLIP_BEFORE,
-                                   ConfigError)
+from ssd_mobilenet.config.ssd_config import (BACKGROUND_SLICE_LOGITS, BACKGROUND_SLICE_SCORES, NMS_CLIP_AFTER,
+                                             NMS_CLIP_BEFORE, ConfigError)
 
 _SCORE_CONVERTERS = {"Sigmoid": "SIGMOID", "Softmax": "SOFTMAX", "Identity": "IDENTITY"}
 _RESIZE_METHODS = {"ResizeBilinear": "BILINEAR", "ResizeBicubic": "BICUBIC", "ResizeArea": "AREA",

@@ -264,7 +264,7 @@ def check_postprocessing(runner, model, config, atol: float, rtol: float, seed: 
 def _postprocessing_suspects(model, config, codes, logits, ref, ours, detections, atol, rtol) -> list:
     """Fields behind a post-processing mismatch: first the single other values of the discrete
     graph-version fields that make the TF2 side agree; else the fields the symptom points to."""
-    from ssd_mobilenet.config import ConfigError
+    from ssd_mobilenet.config.ssd_config import ConfigError
     explained = []
     for field, values in _DISCRETE_ALTERNATIVES.items():
         for value in values:

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import json_lines, same_predict_lines, mixed_image_folder, save_synthetic_model, without_tensorflow
 from migrate import predict
-from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.config.ssd_config import SSDConfig
 from ssd_mobilenet.export import tflite
 
 CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from ssd_mobilenet import label_map
 from ssd_mobilenet import preprocessing
-from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.config.ssd_config import SSDConfig
 from ssd_mobilenet.training import data
 from ssd_mobilenet.training.tf_example import make_example
 

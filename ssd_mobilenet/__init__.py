@@ -5,7 +5,6 @@ SSD extra layers, FPN or PPN), `box_predictors` (convolutional or weight-shared)
 `anchor_generators` (ssd or multiscale grid), `box_coder`, `postprocessing`; `model` holds the
 Keras network and `detector` the `tf.function` inference wrapper; `load` (`loading`) runs a
 converted directory's SavedModel (`saved_model_detector`) or builds the Keras model.
-(`backbone`, `box_predictor` and `anchors` keep their old names for the same code.)
 Boxes are [ymin, xmin, ymax, xmax], normalised to the image, everywhere.
 
 `import ssd_mobilenet` loads no TensorFlow. The first name taken from the package that needs it

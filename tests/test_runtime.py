@@ -17,7 +17,7 @@ import tensorflow as tf
 from tests.conftest import REPO, ZOO_2018, model_for_fixture, needs_shared, random_images
 from migrate.tf1.frozen_graph import FrozenGraphRunner
 from ssd_mobilenet import SSDConfig, SSDMobileNetV1, detector, runtime
-from ssd_mobilenet.box_predictor import MERGED_CHANNEL_MULTIPLE, BoxPredictor
+from ssd_mobilenet.box_predictors.convolutional import MERGED_CHANNEL_MULTIPLE, BoxPredictor
 from ssd_mobilenet.model import fold_batch_norm
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
 

@@ -17,7 +17,7 @@ from migrate.tf1.graph_anchors import ANCHOR_ATOL, fit_anchor_grid, graph_anchor
 from migrate.tf1.graph_traits import (TFLITE_POSTPROCESS_OP, anchor_box_specs, anchor_generator_type, fpn_levels,
                                       graph_traits, is_tflite_export, multiscale_anchor_fields,
                                       tflite_postprocess_node)
-from ssd_mobilenet.anchors import box_specs
+from ssd_mobilenet.anchor_generators.ssd import box_specs
 from ssd_mobilenet.config import (MULTISCALE_ANCHORS, SSD_ANCHORS, SSD_MOBILENET_V1,
                                   SSD_MOBILENET_V1_FPN, SSD_MOBILENET_V1_PPN, WEIGHT_SHARED, ConfigError, SSDConfig,
                                   float_text)

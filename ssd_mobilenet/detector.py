@@ -196,14 +196,6 @@ def load_model(directory: str) -> SSDMobileNetV1:
     except (tf.errors.OpError, IndexError) as e:  # tensor data cut short: "Read less bytes than requested"
         raise ValueError(f"{directory}: unreadable {CHECKPOINT_DIR}/ ({image_io.error_message(e)})") from None
     except (ValueError, AssertionError) as e:
-        if config.pad_to_multiple > 1:
-            # Until 2026-11 the padding was part of preprocessing; the feature extractor's
-            # PadToMultiple layer now shifts the checkpoint's layer indices.
-            raise ValueError(f"{directory}: from an older release; convert the TF1 model again") from None
         # The first unmatched variable is in TensorFlow's message (`e`, chained for the library's callers).
         raise ValueError(f"{directory}: {CHECKPOINT_DIR}/ does not match {CONFIG_FILE}; convert again") from e
     return model
-
-
-# `ssd_mobilenet.load`, where it was before it moved to `loading`.
-from ssd_mobilenet.loading import load  # noqa: E402,F401

@@ -12,7 +12,7 @@ from tests.conftest import (SHARED, SKYLAKE_SP, check_detections, needs_shared, 
                             unwrapped)
 from migrate import bench
 from migrate.cli import main
-from ssd_mobilenet import detector, hardware, runtime
+from ssd_mobilenet import detector, hardware, loading, runtime
 from ssd_mobilenet.config import SSDConfig
 
 PHOTOS = sorted(os.path.join(SHARED, "photos", f) for f in os.listdir(os.path.join(SHARED, "photos"))
@@ -373,7 +373,7 @@ def test_kernels_counts_every_convolution_of_a_call_and_the_filters_reordered_ea
         text = kernels.format_summary(summary)
         assert "\n" not in text and text.endswith("nothing to count (TF_ENABLE_ONEDNN_OPTS=1 for oneDNN)"), text
         return
-    model = detector.load(out, freeze_weights=False).model
+    model = loading.load(out, freeze_weights=False).model
     convs = [l for l in model._flatten_layers(include_self=False) if isinstance(l, layers.SlimConv)]
     expected = {"convolution depthwise": sum(c.depthwise for c in convs),
                 "convolution 1x1": sum(not c.depthwise and c.kernel_size == 1 for c in convs),

@@ -20,7 +20,7 @@ import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 
 from tests.conftest import SHARED, SMALL_EXPORT_CONFIG, check_detections
-from ssd_mobilenet import SSDMobileNetV1, detector, preprocessing
+from ssd_mobilenet import SSDMobileNetV1, detector, loading, preprocessing
 from ssd_mobilenet.config import SSDConfig
 from ssd_mobilenet.export import tflite
 from ssd_mobilenet.training import shapes_dataset
@@ -50,7 +50,7 @@ def images():
 @pytest.fixture(scope="module")
 def reference(converted, images):
     """The converted model's detections on `images` (`ssd_mobilenet.load`, what users run), numpy."""
-    return {k: v.numpy() for k, v in detector.load(converted)(images).items()}
+    return {k: v.numpy() for k, v in loading.load(converted)(images).items()}
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +134,7 @@ def test_photos_of_any_size_get_the_converted_models_detections(converted, expor
     from ssd_mobilenet.litert import model_file
     file = model_file.ModelFile(exported(input_type), threads=2)
     assert file.exact_for_any_size and file.image_size == [128, 128]
-    detect = detector.load(converted)
+    detect = loading.load(converted)
     photos = sorted(glob.glob(os.path.join(SHARED, "photos", "*.jpg")))
     assert len({litert_images.read_image(p).shape for p in photos}) >= 4
     for photo in photos:

@@ -25,7 +25,7 @@ import onnx  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tests.conftest import SMALL_EXPORT_CONFIG, check_detections, random_images, save_synthetic_model  # noqa: E402
-from ssd_mobilenet import detector, postprocessing  # noqa: E402
+from ssd_mobilenet import detector, loading, postprocessing  # noqa: E402
 from ssd_mobilenet.config import BACKGROUND_SLICE_LOGITS, NMS_CLIP_AFTER, NMS_CLIP_BEFORE, SSDConfig  # noqa: E402
 from ssd_mobilenet.export import onnx as onnx_export  # noqa: E402
 from ssd_mobilenet.export import onnx_postprocessing  # noqa: E402
@@ -81,7 +81,7 @@ def test_file_is_a_checked_static_graph_of_opset_13_with_a_uint8_input_of_any_si
 def test_detections_are_the_converted_models_on_photos_of_any_size(exported, name):
     converted, path = exported[name]
     session = _session(path)
-    model = detector.load(converted)
+    model = loading.load(converted)
     totals = 0
     for i, (h, w) in enumerate(SIZES):
         image = random_images(10 + i, 1, h, w)
@@ -108,7 +108,7 @@ def test_float32_input_is_a_fixed_size_scaled_image(exported, tmp_path):
     ours = dict(zip(DETECTION_OUTPUTS, _session(proto.SerializeToString()).run(
         list(DETECTION_OUTPUTS), {"normalized_input_image_tensor": scaled})))
     ref = {k: v.numpy()[:, :30] if k != "num_detections" else np.minimum(v.numpy(), 30)
-           for k, v in detector.load(converted)(tf.constant(image)).items() if k in DETECTION_OUTPUTS}
+           for k, v in loading.load(converted)(tf.constant(image)).items() if k in DETECTION_OUTPUTS}
     assert ours["detection_scores"].shape == (1, 30)
     check_detections(ours, ref)
 

@@ -12,7 +12,7 @@ from tests.conftest import (SHARED, SKYLAKE_SP, check_detections, needs_shared, 
                             unwrapped)
 from migrate import bench
 from migrate.cli import main
-from ssd_mobilenet import detector, hardware, loading, runtime
+from ssd_mobilenet import detector, hardware, loading, memory
 from ssd_mobilenet.config import SSDConfig
 
 PHOTOS = sorted(os.path.join(SHARED, "photos", f) for f in os.listdir(os.path.join(SHARED, "photos"))
@@ -181,8 +181,8 @@ def test_bench_measures_every_side_against_the_tf1_session(every_side_run):
     assert report["env"]["TF_CPU_ALLOCATOR_USE_BFC"] == "true"
     # Whether TensorFlow ran oneDNN's kernels or Eigen's is said with every figure (the worker
     # inherits this process's TF_ENABLE_ONEDNN_OPTS and CPU).
-    state = f"default ({'on' if runtime.onednn_on() else 'off'})"
-    assert report["onednn_on"] == {"default": runtime.onednn_on()}
+    state = f"default ({'on' if memory.onednn_on() else 'off'})"
+    assert report["onednn_on"] == {"default": memory.onednn_on()}
     assert f"oneDNN: {state} (off: Eigen's kernels)" in md and f"| tf1_session | {state} |" in md
     # Cold start: every side's fresh process over the photos, in the users' environment (no BFC
     # allocator), timed from its start; the TF1 session is every ratio's baseline.
@@ -278,8 +278,8 @@ def test_tflite_sides_run_at_batch_1_and_every_size(every_side_run):
     # The file sizes are the exported files': int8 weights take a quarter of float32's bytes.
     assert 0 < rows["tflite_int8"]["file_bytes"] < rows["tflite"]["file_bytes"] / 2
     # The console's memory table (after the latency table): the file's size, no allocator cells.
-    memory = printed.split("\n\n")[1]
-    tflite_line = next(line.split() for line in memory.splitlines() if line.startswith("tflite "))
+    memory_table = printed.split("\n\n")[1]
+    tflite_line = next(line.split() for line in memory_table.splitlines() if line.startswith("tflite "))
     assert tflite_line.count("n/a") == 2 and f"{rows['tflite']['file_bytes'] / 2**20:.1f}" in tflite_line
     settings = f"LiteRT's Interpreter(num_threads={os.cpu_count()})"
     printed = unwrapped(printed)  # the settings note, wrapped to 100 columns
@@ -367,7 +367,7 @@ def test_kernels_counts_every_convolution_of_a_call_and_the_filters_reordered_ea
     from ssd_mobilenet import layers
     src, out = small_pair
     summary = kernels.profile("detector", src, out, size=(96, 160), batch=1, calls=3, warmup=1)
-    assert summary["onednn"] == runtime.onednn_on() and summary["wall_ms_per_call"] > 0
+    assert summary["onednn"] == memory.onednn_on() and summary["wall_ms_per_call"] > 0
     if not summary["onednn"]:
         assert summary["rows"] == [] and summary["reorders"] == []
         text = kernels.format_summary(summary)

@@ -76,7 +76,7 @@ constants, the NMS kernels weighed) and the one-off measurements that decided th
 
 ## Levers
 
-- `ssd_mobilenet.runtime.configure(memory_growth=..., memory_limit_mb=...)` before any TensorFlow op:
+- `ssd_mobilenet.memory.configure(memory_growth=..., memory_limit_mb=...)` before any TensorFlow op:
   GPU memory growth or a per-GPU logical device limit; on a CPU-only machine the limit goes to the BFC CPU
   allocator (`TF_CPU_ALLOCATOR_USE_BFC=true`, `TF_CPU_BFC_MEM_LIMIT_IN_MB`), which then fails an
   allocation beyond it with an OOM error.
@@ -85,11 +85,11 @@ constants, the NMS kernels weighed) and the one-off measurements that decided th
   the default and `load` warns when no GPU is visible; it is meant for GPUs.
 - `ssd_mobilenet.load(..., freeze_weights=True)` (`detector_constants`): weights as graph constants,
   warm calls faster at batch 1 for a slower start and more memory (docs/cold_start.md).
-- `runtime.configure(onednn_weight_cache=True)` / `--weight-cache` (bench: every side): oneDNN caches
+- `memory.configure(onednn_weight_cache=True)` / `--weight-cache` (bench: every side): oneDNN caches
   reordered filters; inference-only processes.
 - oneDNN (`TF_ENABLE_ONEDNN_OPTS=1`): TensorFlow turns it on by default on CPUs with AVX-512 VNNI / BF16
   and leaves it off on CPUs without AVX-512. `--onednn both` measures every side under each setting,
   so its effect shows for both sides alike.
-- `ssd_mobilenet.runtime.max_batch_size(detector, budget_bytes, image_size)` / `predict --max-memory MB`.
-- `ssd_mobilenet.runtime.trace(logdir)` / `--trace DIR`: a TensorBoard profiler trace.
+- `ssd_mobilenet.memory.max_batch_size(detector, budget_bytes, image_size)` / `predict --max-memory MB`.
+- `ssd_mobilenet.memory.trace(logdir)` / `--trace DIR`: a TensorBoard profiler trace.
 """

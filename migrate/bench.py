@@ -23,7 +23,7 @@ Sides (`SIDES`), each a runner `run(images uint8 [N, H, W, 3]) -> dict of output
                      uint8 input [1, H, W, 3] of any size, resized in the file with the TF1 graph's
                      kernel) on LiteRT's `Interpreter(num_threads=N)` (ai-edge-litert) (its default
                      op resolver applies the XNNPACK delegate), through the signature
-                     (`ssd_mobilenet.litert.model_file.ModelFile.detect`)
+                     (`ssd_mobilenet.formats.tflite.runner.ModelFile.detect`)
   tflite_int8        the same with the `export --int8` file (calibrated on generated images)
   onnx               the `.onnx` file `migrate export --onnx` writes (float32, uint8 input of any size,
                      one NonMaxSuppression) on ONNX Runtime's CPU provider with N intra-op threads

@@ -285,7 +285,7 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
       statistics (nothing written: the search runs before the run's first checkpoint).
     """
     from ssd_mobilenet import converted_dir, detector, label_map
-    from ssd_mobilenet.export import export_saved_model
+    from ssd_mobilenet.formats.saved_model.writer import export_saved_model
     from ssd_mobilenet.training import data, distribute, trainer
 
     say = progress or (lambda msg: None)

@@ -297,7 +297,7 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
     from migrate import export_drift
     from migrate.verification import tflite_file
     from migrate.verification.measuring import NO_MEMORY_SETTINGS, _measure_tflite_sides
-    from ssd_mobilenet.export import tflite as tflite_lib
+    from ssd_mobilenet.formats.tflite import writer as tflite_lib
 
     kind = RUNTIMES[file_runtime]
     say(f"reading the {kind.file} {path}")

@@ -114,7 +114,7 @@ class Detector:
             boxes, logits = network(input_tensor)
             return postprocessing.postprocess(boxes, logits, self.config)
 
-        # The Python function too: `ssd_mobilenet.export` traces it into a SavedModel's own function.
+        # The Python function too: the SavedModel writer traces it into the SavedModel's own function.
         # No autograph, here or in the export: the pipeline's control flow is written as tf.cond and
         # tf.while_loop, so autograph would only rewrite every Python function the trace calls
         # (~1 s of each process's first trace; docs/measurements.md).
@@ -165,7 +165,7 @@ class Detector:
 def constants_keep_rounding(config: SSDConfig) -> bool:
     """Whether the weights may be graph constants without changing results: not for
     quantization-aware models, whose FakeQuant steps turn the other kernel rounding a constant
-    filter gets into whole quantization steps (`load`, `ssd_mobilenet.export`)."""
+    filter gets into whole quantization steps (`load`, the SavedModel writer)."""
     return not config.weight_bits
 
 

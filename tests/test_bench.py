@@ -209,10 +209,11 @@ def test_runners_give_the_tf1_detections(small_pair, tmp_path):
     # On the small model: the runners load and feed what bench measures; the zoo graph's SavedModels
     # against its TF1 graph are test_export's and test_verify's subject (the same exports).
     src, small_out = small_pair
-    from ssd_mobilenet import export
+    from ssd_mobilenet.formats.saved_model import writer as saved_model_lib
     out = str(tmp_path / "converted")  # the small pair's converted directory with convert's default SavedModel
     shutil.copytree(small_out, out)
-    export.export_saved_model(detector.load_model(out), os.path.join(out, "saved_model"), export.FAST, "float32")
+    saved_model_lib.export_saved_model(detector.load_model(out), os.path.join(out, "saved_model"),
+                                       saved_model_lib.FAST_VARIANT, "float32")
     images = random_images(5, 2, 128, 128)
     ref = bench.runner("tf1_session", src, out)(images)
     assert ref["num_detections"].min() > 0
@@ -307,7 +308,7 @@ def test_tflite_sides_need_batch_1_and_any_size_will_do(small_pair, tmp_path, ca
     from migrate.benchmark import inputs
     assert inputs.check_tflite(out, ["tflite"], [(96, 96), (64, 64)], [1]) == ((128, 128), True, False)
     # A file of one size (a resize TFLite has no builtin for) would need the model's size in --size.
-    from ssd_mobilenet.export import network
+    from ssd_mobilenet.formats import network
     monkeypatch.setattr(network, "any_size", lambda config, input_type: False)
     with pytest.raises(bench.BenchInputError, match="--size 96x96,64x64,128x128"):
         inputs.check_tflite(out, ["tflite"], [(96, 96), (64, 64)], [1])

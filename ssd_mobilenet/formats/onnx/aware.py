@@ -34,8 +34,8 @@ import tensorflow as tf
 from onnx import helper, numpy_helper
 
 from ssd_mobilenet import layers as layers_lib
-from ssd_mobilenet.export import integer_weights
-from ssd_mobilenet.export.network import prepare
+from ssd_mobilenet.formats import integer_weights
+from ssd_mobilenet.formats.network import prepare
 from ssd_mobilenet.model import fold_batch_norm, with_weights_as_constants
 
 # The scaled image's range, the first FakeQuant of a quantization-aware graph (8 bits).

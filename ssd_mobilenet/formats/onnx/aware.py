@@ -1,6 +1,6 @@
 """A quantization-aware model (FakeQuant ranges from its TF1 checkpoint) in an ONNX file: QDQ
 (QuantizeLinear / DequantizeLinear) on the ranges training learned, no calibration set; the
-integer `.tflite` file's counterpart (`tflite_integer`).
+integer `.tflite` file's counterpart (`formats.tflite.integer`).
 
 `network(model, input_type)` is what tf2onnx converts: the folded inference copy with every
 quantized kernel already on its int8 grid (constants: tf2onnx has no form for a narrow-range or

@@ -83,7 +83,8 @@ def _reads_as_the_schema_does(data: bytes) -> None:
     generated schema) reads what LiteRT's generated schema classes read."""
     from ai_edge_litert import schema_py_generated as schema
 
-    assert file_format.custom_operator_names(data) == [op for op in file_format.operator_names(data) if not op.isupper()]
+    custom = [op for op in file_format.operator_names(data) if not op.isupper()]
+    assert file_format.custom_operator_names(data) == custom
     model = schema.Model.GetRootAsModel(data, 0)
     (entry,) = [model.Metadata(i) for i in range(model.MetadataLength())
                 if model.Metadata(i).Name().decode() == file_format.METADATA_NAME]

@@ -552,7 +552,8 @@ def zoo_tflite(zoo, tmp_path_factory):
     model = detector.load_model(zoo[1])
     folder = tmp_path_factory.mktemp("verify_tflite")
     files = {}
-    for name, options in (("per-class", {}), ("regular", {"nms": file_format.NMS_REGULAR, "input_type": file_format.FLOAT32}),
+    regular = {"nms": file_format.NMS_REGULAR, "input_type": file_format.FLOAT32}
+    for name, options in (("per-class", {}), ("regular", regular),
                           ("int8", {"representative_images": network.generated_images(model.config, 2)})):
         files[name] = str(folder / f"{name}.tflite")
         with open(files[name], "wb") as f:

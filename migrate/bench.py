@@ -23,7 +23,7 @@ Sides (`SIDES`), each a runner `run(images uint8 [N, H, W, 3]) -> dict of output
                      uint8 input [1, H, W, 3] of any size, resized in the file with the TF1 graph's
                      kernel) on LiteRT's `Interpreter(num_threads=N)` (ai-edge-litert) (its default
                      op resolver applies the XNNPACK delegate), through the signature
-                     (`ssd_mobilenet.litert.model_file.ModelFile.detect`)
+                     (`ssd_mobilenet.formats.tflite.runner.ModelFile.detect`)
   tflite_int8        the same with the `export --int8` file (calibrated on generated images)
   onnx               the `.onnx` file `migrate export --onnx` writes (float32, uint8 input of any size,
                      one NonMaxSuppression) on ONNX Runtime's CPU provider with N intra-op threads
@@ -104,8 +104,8 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=D
       onednn: None (TensorFlow's default for this CPU), "0", "1", or "both" (latency measured
         under each setting; memory under the default).
       env: extra environment variables for every worker (e.g. thread settings).
-      weight_cache: every worker with oneDNN's filter cache (`ssd_mobilenet.runtime.WEIGHT_CACHE_ENV`).
-      memory_growth, memory_limit_mb: `ssd_mobilenet.runtime.configure` in the latency worker;
+      weight_cache: every worker with oneDNN's filter cache (`ssd_mobilenet.memory.WEIGHT_CACHE_ENV`).
+      memory_growth, memory_limit_mb: `ssd_mobilenet.memory.configure` in the latency worker;
         a limit also caps the CPU allocator of the memory workers (on GPUs those run with
         memory growth, as `migrate.common.measure` sets it).
       trace_dir: write a profiler trace of each side to `trace_dir/<side>`.
@@ -160,7 +160,7 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=D
     settings = {None: [None], "both": ["0", "1"]}.get(onednn, [onednn])
     base_env = {**measure.BASE_ENV, **(env or {})}
     if weight_cache:
-        from ssd_mobilenet.runtime import WEIGHT_CACHE_ENV
+        from ssd_mobilenet.memory import WEIGHT_CACHE_ENV
         base_env[WEIGHT_CACHE_ENV] = "1"
     if memory_limit_mb is not None:
         base_env["TF_CPU_BFC_MEM_LIMIT_IN_MB"] = str(int(memory_limit_mb))

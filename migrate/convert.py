@@ -3,8 +3,8 @@
 Output directory:
   saved_model/            TF2 SavedModel, `serving_default`: `input_tensor` uint8 [None, None, None, 3]
                           -> the TF2 OD API output dict (float32); the loaded object is callable on
-                          the image tensor too (`ssd_mobilenet.export`: the fast variant by default,
-                          the op-for-op one with `saved_model="exact"`)
+                          the image tensor too (`ssd_mobilenet.formats.saved_model.writer`: the fast
+                          variant by default, the op-for-op one with `saved_model="exact"`)
   checkpoint/             TF2 checkpoint of the Keras model
   model_config.json       the full SSDConfig (incl. the graph-version traits)
   pipeline.config         the config used, inferred fields filled in
@@ -34,7 +34,7 @@ from ssd_mobilenet.config import pipeline_text
 from ssd_mobilenet.config.pipeline_writer import to_pipeline_config
 from ssd_mobilenet.converted_dir import file_sha256
 from ssd_mobilenet import detector as detector_lib
-from ssd_mobilenet import export as export_lib
+from ssd_mobilenet.formats.saved_model import writer as saved_model_lib
 from ssd_mobilenet.model import PRECISIONS, SSDMobileNetV1
 
 REPORT = "conversion_report.json"
@@ -204,9 +204,9 @@ def _fits(path: str, num_classes: int) -> bool:
 
 
 def convert(src: str, out: str = None, force: bool = False, trust_weights: bool = False, image_size=None,
-            use_moving_averages: bool = False, check: bool = True, allow_ops=(), saved_model: str = export_lib.FAST,
-            precision: str = "float32", progress=None, saved_model_weights: str | None = None,
-            labels: str | None = None) -> dict:
+            use_moving_averages: bool = False, check: bool = True, allow_ops=(),
+            saved_model: str = saved_model_lib.FAST_VARIANT, precision: str = "float32", progress=None,
+            saved_model_weights: str | None = None, labels: str | None = None) -> dict:
     """Converts a TF1 model; returns the conversion report (also written to `out`).
 
     `labels`: the label map to keep in `out` (a file or `coco`); None keeps the one the source's
@@ -223,7 +223,7 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
     or "exact" (the network op for op as the TF1 graph is written); `precision` ("float32",
     "mixed_bfloat16", "mixed_float16"; fast only) its compute precision; `saved_model_weights`
     ("constants", "variables"; fast only; None: the variant's) how it holds the weights. The
-    report's `saved_model` records them (`ssd_mobilenet.export`).
+    report's `saved_model` records them (`ssd_mobilenet.formats.saved_model.writer`).
 
     Raises:
       sources.SourceError: bad input, with a one-line message naming the file; so are
@@ -232,13 +232,14 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
       self_check.CheckFailed: the converted model differs from the graph; nothing is written.
     """
     say = progress or (lambda msg: None)
-    if saved_model not in export_lib.VARIANTS:
-        raise ExportOptionError(f"saved_model must be one of {', '.join(export_lib.VARIANTS)}, got {saved_model!r}")
+    if saved_model not in saved_model_lib.VARIANTS:
+        raise ExportOptionError(f"saved_model must be one of {', '.join(saved_model_lib.VARIANTS)}, "
+                                f"got {saved_model!r}")
     if precision not in PRECISIONS:
         raise ExportOptionError(f"--precision {precision}: one of {', '.join(PRECISIONS)}")
-    if saved_model == export_lib.EXACT and precision != "float32":
+    if saved_model == saved_model_lib.EXACT_VARIANT and precision != "float32":
         raise ExportOptionError(f"--exact with --precision {precision}: the op-for-op model computes in float32")
-    if saved_model == export_lib.EXACT and saved_model_weights is not None:
+    if saved_model == saved_model_lib.EXACT_VARIANT and saved_model_weights is not None:
         raise ExportOptionError("--exact with --constant-weights: the op-for-op model keeps its weights as variables")
     timings = {}
     t0 = time.perf_counter()
@@ -287,8 +288,8 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
         def write_saved_model():
             say(f"writing the SavedModel ({saved_model}, {precision})")
             t = time.perf_counter()
-            export_lib.export_saved_model(model, os.path.join(tmp, "saved_model"), saved_model, precision,
-                                          source=tmp, weights=saved_model_weights)
+            saved_model_lib.export_saved_model(model, os.path.join(tmp, "saved_model"), saved_model, precision,
+                                               source=tmp, weights=saved_model_weights)
             timings["saved_model_s"] = time.perf_counter() - t
 
         t = time.perf_counter()
@@ -315,9 +316,10 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
             "label_map": kept and os.path.abspath(label_maps.resolve(kept)),
             "check": check_report,
             "saved_model": {"variant": saved_model, "precision": precision,
-                            "weights": export_lib.weights_kind(saved_model, config, precision, saved_model_weights),
-                            "description": export_lib.describe(saved_model, config, precision,
-                                                               saved_model_weights)},
+                            "weights": saved_model_lib.weights_kind(saved_model, config, precision,
+                                                                    saved_model_weights),
+                            "description": saved_model_lib.describe(saved_model, config, precision,
+                                                                    saved_model_weights)},
             "timings": {k: round(v, 3) for k, v in timings.items()},
         }
         with open(os.path.join(tmp, REPORT), "w", encoding="utf-8") as f:

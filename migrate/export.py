@@ -1,8 +1,8 @@
 """`export`: a converted model directory -> a deployable file (`--tflite OUT.tflite`).
 
 `export(converted, tflite=OUT, ...)` is the command as a library function; what the file holds
-and how each post-processing mode differs from the TF graph is `ssd_mobilenet.export.tflite`'s
-docstring. Bad input (no converted model, an unreadable checkpoint, an existing OUT without
+and how each post-processing mode differs from the TF graph is
+`ssd_mobilenet.formats.tflite.writer`'s docstring. Bad input (no converted model, an unreadable checkpoint, an existing OUT without
 `force`, a bad option) raises `ExportInputError` with one line naming the path, before
 anything is written; the file is written under a temporary name and renamed into place.
 """
@@ -20,20 +20,21 @@ from migrate.export_drift import DRIFT_IMAGES, drift_notes, drift_of
 from migrate.export_inputs import ExportInputError, calibration_images, carried, converted_config, load_converted
 from ssd_mobilenet import atomic_write
 from ssd_mobilenet import detector as detector_lib
-from ssd_mobilenet.export import tflite as tflite_lib
+from ssd_mobilenet.formats.tflite import file_format as tflite_format
+from ssd_mobilenet.formats.tflite import writer as tflite_lib
 
 
 def quantization_drift(model, tflite_bytes: bytes, names, images, input_type: str) -> dict:
     """The int8 file's detections against the converted (float32) model's on `images`, each as
-    the file takes it (`tflite.file_input`: the image itself for a file that resizes photos,
+    the file takes it (`network.file_input`: the image itself for a file that resizes photos,
     else prepared at the model's size) and the model gets the same pixels, on LiteRT's interpreter.
 
     Returns:
       dict: overall `agreement` at `REPORT_MIN_SCORE`, plus per_image [(name, agreement)].
     """
-    from ssd_mobilenet.litert import model_file
+    from ssd_mobilenet.formats.tflite.runner import ModelFile
     detect = detector_lib.Detector(model, fold_batch_norm=True)
-    file = model_file.ModelFile.from_bytes(tflite_bytes, name="the converted int8 file")
+    file = ModelFile.from_bytes(tflite_bytes, name="the converted int8 file")
 
     def pair(image):
         feed = file.feed(image)
@@ -51,15 +52,16 @@ def _convert(model, nms, input_type, max_detections, images, notes, entry) -> tu
         return tflite_lib.convert(model, nms=nms, input_type=input_type, max_detections=max_detections,
                                   representative_images=images, carried=entry), nms
     except tflite_lib.NeedsFlexOps as e:
-        if nms != tflite_lib.PER_CLASS:
+        if nms != tflite_format.NMS_PER_CLASS:
             raise
         notes.append(f"per-class NMS needs Flex ops with TensorFlow {tf.__version__}'s converter ({e}); "
-                     f"fell back to --nms {tflite_lib.REGULAR}")
-        return tflite_lib.convert(model, nms=tflite_lib.REGULAR, input_type=input_type, max_detections=max_detections,
-                                  representative_images=images, carried=entry), tflite_lib.REGULAR
+                     f"fell back to --nms {tflite_format.NMS_REGULAR}")
+        return tflite_lib.convert(model, nms=tflite_format.NMS_REGULAR, input_type=input_type,
+                                  max_detections=max_detections, representative_images=images,
+                                  carried=entry), tflite_format.NMS_REGULAR
 
 
-def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_type: str = tflite_lib.UINT8,
+def export(converted: str, tflite: str, nms: str = tflite_format.NMS_PER_CLASS, input_type: str = tflite_format.UINT8,
            max_detections: int | None = None, int8: bool = False, calibration=None, force: bool = False,
            progress=None, warn=None, labels: str | None = None) -> dict:
     """Writes the TFLite file of `converted` to `tflite`.
@@ -67,11 +69,11 @@ def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_t
     Args:
       converted: a directory written by `migrate convert`.
       tflite: the `.tflite` file to write.
-      nms: `ssd_mobilenet.export.tflite.convert`'s.
-      input_type: `ssd_mobilenet.export.tflite.convert`'s.
-      max_detections: `ssd_mobilenet.export.tflite.convert`'s.
+      nms: `ssd_mobilenet.formats.tflite.writer.convert`'s.
+      input_type: `ssd_mobilenet.formats.tflite.writer.convert`'s.
+      max_detections: `ssd_mobilenet.formats.tflite.writer.convert`'s.
       int8: post-training int8 quantization, calibrated on `calibration` (image files and
-        folders) or, when None, on generated images (`tflite.generated_images`). The file is then
+        folders) or, when None, on generated images (`network.generated_images`). The file is then
         compared with the float model on (up to `DRIFT_IMAGES` of) those images, and `warn` is
         called for each image whose confident detections (score >= `REPORT_MIN_SCORE`) the
         quantized file does not all reproduce (same class, IoU >= `MATCH_IOU`).
@@ -88,10 +90,10 @@ def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_t
     warn = warn or (lambda msg: None)
     start = time.perf_counter()
     atomic_write.check_output(tflite, force, is_dir=False, flag="--tflite", error=ExportInputError)
-    if nms not in tflite_lib.NMS_MODES:
-        raise ExportInputError(f"--nms {nms}: one of {', '.join(tflite_lib.NMS_MODES)}")
-    if input_type not in tflite_lib.INPUT_TYPES:
-        raise ExportInputError(f"--input {input_type}: one of {', '.join(tflite_lib.INPUT_TYPES)}")
+    if nms not in tflite_format.NMS_MODES:
+        raise ExportInputError(f"--nms {nms}: one of {', '.join(tflite_format.NMS_MODES)}")
+    if input_type not in tflite_format.INPUT_TYPES:
+        raise ExportInputError(f"--input {input_type}: one of {', '.join(tflite_format.INPUT_TYPES)}")
     if max_detections is not None and max_detections < 1:
         raise ExportInputError(f"--max-detections {max_detections}: must be >= 1")
     if calibration is not None and not int8:
@@ -116,7 +118,7 @@ def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_t
         names, images = calibration_images(None, model.config)
         notes.append("quantization-aware: int8 convolutions on the checkpoint's FakeQuant ranges (weights "
                      "re-annotated symmetric per channel, the input on a [-1, 1] grid: "
-                     "ssd_mobilenet/export/tflite_integer.py); `verify --tflite` matches it with the TF1 graph")
+                     "ssd_mobilenet/formats/tflite/integer.py); `verify --tflite` matches it with the TF1 graph")
     compared_on = "calibration images" if int8 else "generated images"
     if int8 or aware:
         say(f"comparing the int8 file with the converted model on {compared_on}")
@@ -129,7 +131,7 @@ def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_t
     atomic_write.write_bytes(tflite, data)
     return {"notes": notes, "int8": int8 or aware, "quantization_aware": aware, "drift": drift,
             "out": os.path.abspath(tflite), "bytes": len(data), "nms": nms, "input": input_type,
-            "max_detections": max_detections, "operators": tflite_lib.operator_names(data),
+            "max_detections": max_detections, "operators": tflite_format.operator_names(data),
             "seconds": time.perf_counter() - start}
 
 
@@ -138,8 +140,8 @@ def _check_quantization_aware(converted: str, nms: str, input_type: str, int8: b
     if int8:
         # Its file is int8 on the ranges its checkpoint holds, without calibration.
         raise ExportInputError("--int8: a quantization-aware model exports as int8 without it")
-    if nms != tflite_lib.PER_CLASS or input_type != tflite_lib.UINT8:
-        flag = f"--nms {nms}" if nms != tflite_lib.PER_CLASS else f"--input {input_type}"
+    if nms != tflite_format.NMS_PER_CLASS or input_type != tflite_format.UINT8:
+        flag = f"--nms {nms}" if nms != tflite_format.NMS_PER_CLASS else f"--input {input_type}"
         raise ExportInputError(f"{flag}: not for a quantization-aware model (uint8 input, per-class NMS)")
 
 

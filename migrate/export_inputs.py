@@ -12,7 +12,7 @@ import os
 import tensorflow as tf
 
 from ssd_mobilenet import detector as detector_lib
-from ssd_mobilenet.export.network import generated_images
+from ssd_mobilenet.formats.network import generated_images
 from ssd_mobilenet.image_io import error_about
 from ssd_mobilenet import converted_dir
 

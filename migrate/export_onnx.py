@@ -1,5 +1,6 @@
-"""`export --onnx`: a converted model directory -> one `.onnx` file (`ssd_mobilenet.export.onnx`;
-a quantization-aware model's is int8 QDQ on its checkpoint's ranges).
+"""`export --onnx`: a converted model directory -> one `.onnx` file
+(`ssd_mobilenet.formats.onnx.writer`; a quantization-aware model's is int8 QDQ on its
+checkpoint's ranges).
 
 `export_onnx(converted, out, ...)` is the command as a library function. Bad input (no converted
 model, an unreadable checkpoint, an existing OUT without `force`, an option that does not apply
@@ -16,13 +17,14 @@ from migrate.export_drift import DRIFT_IMAGES, drift_notes, drift_of
 from migrate.export_inputs import ExportInputError, calibration_images, carried, converted_config, load_converted
 from ssd_mobilenet import atomic_write
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
+from ssd_mobilenet.formats.onnx import file_format as onnx_format
 
 
 def quantization_drift(float_bytes: bytes, int8_bytes: bytes, names, feeds) -> dict:
     """The int8 file's detections against the float file's on the same inputs, on ONNX Runtime:
     `export_drift.agreement` overall, plus per_image [(name, agreement)]. (The float file's detections
     are the converted model's: tests/onnx.)"""
-    from ssd_mobilenet.onnx_file import import_onnxruntime, session_options
+    from ssd_mobilenet.formats.onnx.runner import import_onnxruntime, session_options
     ort = import_onnxruntime()
     sessions = [ort.InferenceSession(data, sess_options=session_options(None), providers=["CPUExecutionProvider"])
                 for data in (float_bytes, int8_bytes)]
@@ -38,8 +40,8 @@ def aware_drift(model, onnx_bytes: bytes, names, images, input_type: str) -> dic
     import numpy as np
 
     from ssd_mobilenet import detector
-    from ssd_mobilenet.export import network
-    from ssd_mobilenet.onnx_file import import_onnxruntime, session_options
+    from ssd_mobilenet.formats import network
+    from ssd_mobilenet.formats.onnx.runner import import_onnxruntime, session_options
     ort = import_onnxruntime()
     detect = detector.Detector(model, fold_batch_norm=True)
     session = ort.InferenceSession(onnx_bytes, sess_options=session_options(None), providers=["CPUExecutionProvider"])
@@ -63,12 +65,12 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
       input_type: "uint8" (a photo of any size, resized and scaled inside the file) or "float32"
         (the scaled image at the model's size, fixed: for TensorRT, which refuses uint8 inputs).
       max_detections: rows of the outputs (default: the model's `max_total_detections`).
-      int8: QDQ int8 convolutions (`ssd_mobilenet.export.onnx_integer`), calibrated on
+      int8: QDQ int8 convolutions (`ssd_mobilenet.formats.onnx.integer`), calibrated on
         `calibration` (image files and folders) or, when None, generated images, then compared with
         the float file on (up to `DRIFT_IMAGES` of) them; `warn` is called for each image whose
         detections scoring >= `REPORT_MIN_SCORE` the int8 file does not all keep. Refused for a
         quantization-aware model, whose file is always int8 on its checkpoint's ranges
-        (`ssd_mobilenet.export.onnx_aware`; compared with the converted model on generated images).
+        (`ssd_mobilenet.formats.onnx.aware`; compared with the converted model on generated images).
       verbose: show tf2onnx's log.
       labels: the label map the file's metadata carries (a file or `coco`; default: the one
         `converted` carries; `export_inputs.carried`), for `predict` on the file.
@@ -89,23 +91,23 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
     try:  # every package the export imports, here, so that a missing one is this one line
         import tf2onnx  # noqa: F401  (imported by `onnx_lib.convert`)
 
-        from ssd_mobilenet.export import onnx as onnx_lib
+        from ssd_mobilenet.formats.onnx import writer as onnx_lib
         if int8:
-            from ssd_mobilenet.onnx_file import import_onnxruntime
+            from ssd_mobilenet.formats.onnx.runner import import_onnxruntime
             import_onnxruntime()  # its telemetry off before the quantization tools load it
             import onnxruntime.quantization  # noqa: F401  (`onnx_integer.quantize`, `quantization_drift`)
     except ImportError as e:
         raise ExportInputError(f"--onnx: {(e.name or 'tf2onnx').split('.')[0]} is not installed: pip install "
                                "'ssd-mobilenet-migrate[onnx-export]'") from None
-    if input_type not in onnx_lib.INPUT_TYPES:
-        raise ExportInputError(f"--input {input_type}: one of {', '.join(onnx_lib.INPUT_TYPES)}")
+    if input_type not in onnx_format.INPUT_TYPES:
+        raise ExportInputError(f"--input {input_type}: one of {', '.join(onnx_format.INPUT_TYPES)}")
     config = converted_config(converted)  # the options the model does not take, before its weights are loaded
     aware = bool(config.weight_bits)
     if aware and int8:
         # Its ONNX file is int8 QDQ on the ranges its checkpoint holds, without calibration.
         raise ExportInputError("--int8: a quantization-aware model exports as int8 without it")
     if aware:
-        from ssd_mobilenet.export import onnx_aware
+        from ssd_mobilenet.formats.onnx import aware as onnx_aware
         try:
             onnx_aware.check_bits(config)
         except ValueError as e:
@@ -125,7 +127,7 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
     if aware:
         notes.append("quantization-aware: QDQ int8 convolutions on the checkpoint's FakeQuant ranges (the integer "
                      ".tflite file's weights, uint8 activations on TF1's grid, which TensorRT refuses: "
-                     "ssd_mobilenet/export/onnx_aware.py); `verify --onnx` matches it with the TF1 graph")
+                     "ssd_mobilenet/formats/onnx/aware.py); `verify --onnx` matches it with the TF1 graph")
         names, images = calibration_images(None, model.config)
         say("comparing the int8 file with the converted model on generated images")
         drift = aware_drift(model, proto.SerializeToString(), names[:DRIFT_IMAGES], images[:DRIFT_IMAGES],
@@ -133,7 +135,8 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
         # It differs on every image by design (integer input and weights): the totals say by how much.
         notes += drift_notes(drift, "generated images", "the float model", None)
     if int8:
-        from ssd_mobilenet.export import network, onnx_integer
+        from ssd_mobilenet.formats import network
+        from ssd_mobilenet.formats.onnx import integer as onnx_integer
         feeds = [network.file_input(image, model.config, input_type) for image in images]
         float_bytes = proto.SerializeToString()
         proto = onnx_integer.quantize(proto, feeds)

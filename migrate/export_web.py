@@ -2,7 +2,7 @@
 
 The folder holds the page (`migrate/web_page/page/`: index.html, with the model's name and size
 and the example written into it, app.js, jpeg.js, draw.js, style.css), the model's `.onnx` file
-(`ssd_mobilenet.export.onnx`, the uint8 photo of any size in), its label map as `labels.json`,
+(`ssd_mobilenet.formats.onnx.writer`, the uint8 photo of any size in), its label map as `labels.json`,
 `model.json` (what the page reads first: the files, the input's name, the model's size, the
 example's record), with `example` an example photo and the same photo with the converted model's
 detections drawn (`predict --png`'s drawing), which the page shows from its first paint and
@@ -232,11 +232,12 @@ def export_web(converted: str, out: str, labels: str | None = None, max_detectio
     try:  # every package the export imports, here, so that a missing one is this one line
         import tf2onnx  # noqa: F401  (imported by `onnx_lib.convert`)
 
-        from ssd_mobilenet.export import onnx as onnx_lib
+        from ssd_mobilenet.formats.onnx import writer as onnx_lib
     except ImportError as e:
         raise ExportInputError(f"--web: {(e.name or 'tf2onnx').split('.')[0]} is not installed: pip install "
                                "'ssd-mobilenet-migrate[onnx-export]'") from None
-    from ssd_mobilenet.export import network
+    from ssd_mobilenet.formats import network
+    from ssd_mobilenet.formats.onnx import file_format as onnx_format
     model = load_converted(converted)
     config = model.config
     if config.weight_bits:
@@ -255,7 +256,7 @@ def export_web(converted: str, out: str, labels: str | None = None, max_detectio
     versions = {name: info["version"] for name, info in packages.items()}
     manifest = {
         "format": 1, "name": os.path.basename(os.path.normpath(converted)), "model": MODEL_FILE,
-        "input": onnx_lib.INPUT_NAMES[network.UINT8], "image_size": [config.image_height, config.image_width],
+        "input": onnx_format.INPUT_NAMES[network.UINT8], "image_size": [config.image_height, config.image_width],
         "num_classes": int(config.num_classes), "max_detections": int(max_detections),
         "labels": LABELS_FILE, "has_labels": bool(names), "synthetic": bool(entry.get("synthetic")),
         "runtime": {"package": ONNXRUNTIME_WEB, "version": versions[ONNXRUNTIME_WEB],

@@ -182,7 +182,7 @@ def run(model: str, inputs, out: str | None = None, png_dir: str | None = None, 
         (`runtimes.tensorflow.budget_batch_size`; the input pipeline then prepares one batch
         ahead, besides the budget); jit_compile; precision; trace_dir, a TensorBoard profiler
         trace of up to 3 batches (after a first, warm-up batch when there is more than one);
-        memory_growth, memory_limit_mb, weight_cache (`runtime.configure`). LiteRT's and ONNX
+        memory_growth, memory_limit_mb, weight_cache (`memory.configure`). LiteRT's and ONNX
         Runtime's: threads (default: the CPU count).
     Returns:
       dict: images, failed, detections, seconds, images_per_s, batch_size, runtime, out, png_dir,

@@ -281,11 +281,11 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
     Raises:
       TrainInputError, OutputExistsError, data.DataError, label_map.LabelMapError,
       config.ConfigError: bad input, before any step runs; memory_budget.BudgetError,
-      runtime.RuntimeConfigError: `max_memory_mb` too small for one image, or no allocator
+      memory.RuntimeConfigError: `max_memory_mb` too small for one image, or no allocator
       statistics (nothing written: the search runs before the run's first checkpoint).
     """
     from ssd_mobilenet import converted_dir, detector, label_map
-    from ssd_mobilenet.export import export_saved_model
+    from ssd_mobilenet.formats.saved_model.writer import export_saved_model
     from ssd_mobilenet.training import data, distribute, trainer
 
     say = progress or (lambda msg: None)

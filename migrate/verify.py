@@ -37,8 +37,8 @@ the file and the same photo to the TF1 graph (exactly for a float32 per-class fi
 files), and it is measured at batch 1; `migrate.verification.tflite_file` says why and how.
 
 Memory levers (`memory_growth`, `memory_limit_mb`) go to both measurement processes, which
-apply them with `ssd_mobilenet.runtime.configure` before their first op; `trace_dir` gets a
-TensorBoard profiler trace of two TF2 runs (`ssd_mobilenet.runtime.trace`).
+apply them with `ssd_mobilenet.memory.configure` before their first op; `trace_dir` gets a
+TensorBoard profiler trace of two TF2 runs (`ssd_mobilenet.memory.trace`).
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
       measure: measure memory and latency of each side in its own subprocess.
       warmup: runs before timing, per batch size.
       repeats: timed runs, per batch size.
-      memory_growth: `ssd_mobilenet.runtime.configure` in both measurement processes before
+      memory_growth: `ssd_mobilenet.memory.configure` in both measurement processes before
         their first op (the parity run in this process is not limited).
       memory_limit_mb: as `memory_growth`, a memory limit.
       trace_dir: write a TensorBoard profiler trace of two TF2 runs of the first batch there.
@@ -297,7 +297,7 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
     from migrate import export_drift
     from migrate.verification import tflite_file
     from migrate.verification.measuring import NO_MEMORY_SETTINGS, _measure_tflite_sides
-    from ssd_mobilenet.export import tflite as tflite_lib
+    from ssd_mobilenet.formats.tflite import writer as tflite_lib
 
     kind = RUNTIMES[file_runtime]
     say(f"reading the {kind.file} {path}")

@@ -66,7 +66,7 @@ def main() -> int:
         return 2
     from migrate import bench
     from migrate.benchmark.tables import _machine
-    from ssd_mobilenet.runtime import onednn_on
+    from ssd_mobilenet.memory import onednn_on
     progress = lambda msg: print(f"[cold_memory] {msg}", file=sys.stderr, flush=True)  # noqa: E731
     with tempfile.TemporaryDirectory(prefix="ssd-cold-memory-") as tmp:
         src, converted = source_and_conversion(args.src, tmp, progress)

@@ -51,8 +51,8 @@ def run(args) -> int:
     from migrate import bench
     from migrate.benchmark import kernels
     from migrate.benchmark.sides import export_sides
-    from ssd_mobilenet import runtime
-    if not runtime.onednn_on():  # the workers inherit this process's environment
+    from ssd_mobilenet import memory
+    if not memory.onednn_on():  # the workers inherit this process's environment
         print(f"error: {kernels.OFF}", file=sys.stderr)
         return 2
     sides = args.sides.split(",")

@@ -79,7 +79,7 @@ def main() -> int:
     command = ("python scripts/photo_memory.py" + (f" --src {args.src}" if args.src else "")
                + ("" if args.photos == p.get_default("photos") else f" --photos {args.photos}")
                + f" --sides {args.sides} --repeats {args.repeats}")
-    from ssd_mobilenet.runtime import onednn_on  # the workers have this process's environment
+    from ssd_mobilenet.memory import onednn_on  # the workers have this process's environment
     onednn = "on" if onednn_on() else "off (Eigen's kernels)"
     text = "\n".join([
         "# Peak memory and cold start on photos: `predict` against the TF1 session", "",

@@ -34,8 +34,8 @@ sys.path.insert(0, REPO)
 
 from migrate.tf1 import builder  # noqa: E402
 from ssd_mobilenet.config.ssd_config import NMS_CLIP_AFTER, SSDConfig  # noqa: E402
-from ssd_mobilenet.litert import file_format  # noqa: E402
-from ssd_mobilenet.litert.model_file import litert_interpreter  # noqa: E402
+from ssd_mobilenet.formats.tflite import file_format  # noqa: E402
+from ssd_mobilenet.formats.tflite.runner import litert_interpreter  # noqa: E402
 
 KERNEL = "/weights_quant/FakeQuantWithMinMaxVars"
 

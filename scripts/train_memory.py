@@ -89,8 +89,8 @@ def training_pipeline(model_config) -> str:
 
 def worker(args) -> dict:
     """One lever in this (fresh) process: {"lever", "peak", "transient", "images_per_s", "skipped"}."""
-    from ssd_mobilenet import runtime
-    runtime.configure(device="CPU")  # before TensorFlow starts: the BFC allocator keeps statistics
+    from ssd_mobilenet import memory
+    memory.configure(device="CPU")  # before TensorFlow starts: the BFC allocator keeps statistics
     import numpy as np
 
     from ssd_mobilenet import detector
@@ -118,12 +118,12 @@ def worker(args) -> dict:
     peaks, transients, seconds = [], [], []
     start_step = int(trainer.step)
     for _ in range(args.steps):
-        before = runtime.memory_info("CPU:0")["current"]
-        runtime.reset_peak("CPU:0")
+        before = memory.memory_info("CPU:0")["current"]
+        memory.reset_peak("CPU:0")
         start = time.perf_counter()
         loss = step()
         seconds.append(time.perf_counter() - start)
-        peak = runtime.memory_info("CPU:0")["peak"]
+        peak = memory.memory_info("CPU:0")["peak"]
         peaks.append(peak)
         transients.append(peak - before)
         if not np.isfinite(loss):

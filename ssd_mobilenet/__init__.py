@@ -4,8 +4,9 @@ Stages, each in its own module: `preprocessing`, `feature_extractors` (MobileNet
 SSD extra layers, FPN or PPN), `box_predictors` (convolutional or weight-shared),
 `anchor_generators` (ssd or multiscale grid), `box_coder`, `postprocessing`; `model` holds the
 Keras network and `detector` the `tf.function` inference wrapper; `load` (`loading`) runs a
-converted directory's SavedModel (`saved_model_detector`) or builds the Keras model.
-(`backbone`, `box_predictor` and `anchors` keep their old names for the same code.)
+converted directory's SavedModel (`formats.saved_model.runner`) or builds the Keras model.
+`formats` holds each file format's writer and runner (SavedModel, `.tflite`, `.onnx`); `memory`
+the memory and profiling levers.
 Boxes are [ymin, xmin, ymax, xmax], normalised to the image, everywhere.
 
 `import ssd_mobilenet` loads no TensorFlow. The first name taken from the package that needs it
@@ -24,8 +25,10 @@ __all__ = ["ConfigError", "SSDConfig", "SSDMobileNetV1", "count_parameters", "lo
 
 # The modules that load without TensorFlow (the command line reads them before it loads
 # TensorFlow, or instead of it: a `.tflite` or `.onnx` file on a device).
-WITHOUT_TENSORFLOW = ("anchor_generators", "atomic_write", "config", "converted_dir", "detections", "hardware",
-                      "label_map", "label_maps", "litert", "onnx_file", "tensorflow_start")
+# `formats` is only its docstring; of its modules, the file runners, their file_format modules,
+# images and preprocess load without TensorFlow too.
+WITHOUT_TENSORFLOW = ("anchor_generators", "atomic_write", "config", "converted_dir", "detections", "formats",
+                      "hardware", "label_map", "label_maps", "tensorflow_start")
 # The names loaded on first use: {name: module that defines it}.
 _ON_FIRST_USE = {"SSDMobileNetV1": "model", "count_parameters": "model", "load": "loading", "Detector": "detector"}
 

@@ -5,7 +5,7 @@
       label_map.pbtxt             the class names, when the model has them (`label_map_file`)
       synthetic_weights.txt       when the weights are seeded synthetic ones (`synthetic_weights`)
       checkpoint/ckpt.*           the Keras model's TF2 checkpoint (`ssd_mobilenet.detector.save`)
-      saved_model/                the SavedModel (`ssd_mobilenet.export`), with
+      saved_model/                the SavedModel (`ssd_mobilenet.formats.saved_model`), with
         assets.extra/ssd_mobilenet.json   what it holds and what it was exported from (below)
 
 The SavedModel's metadata file says how the SavedModel computes (variant, precision, weights as

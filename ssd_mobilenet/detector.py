@@ -114,7 +114,7 @@ class Detector:
             boxes, logits = network(input_tensor)
             return postprocessing.postprocess(boxes, logits, self.config)
 
-        # The Python function too: `ssd_mobilenet.export` traces it into a SavedModel's own function.
+        # The Python function too: the SavedModel writer traces it into the SavedModel's own function.
         # No autograph, here or in the export: the pipeline's control flow is written as tf.cond and
         # tf.while_loop, so autograph would only rewrite every Python function the trace calls
         # (~1 s of each process's first trace; docs/measurements.md).
@@ -165,7 +165,7 @@ class Detector:
 def constants_keep_rounding(config: SSDConfig) -> bool:
     """Whether the weights may be graph constants without changing results: not for
     quantization-aware models, whose FakeQuant steps turn the other kernel rounding a constant
-    filter gets into whole quantization steps (`load`, `ssd_mobilenet.export`)."""
+    filter gets into whole quantization steps (`load`, the SavedModel writer)."""
     return not config.weight_bits
 
 
@@ -196,14 +196,6 @@ def load_model(directory: str) -> SSDMobileNetV1:
     except (tf.errors.OpError, IndexError) as e:  # tensor data cut short: "Read less bytes than requested"
         raise ValueError(f"{directory}: unreadable {CHECKPOINT_DIR}/ ({image_io.error_message(e)})") from None
     except (ValueError, AssertionError) as e:
-        if config.pad_to_multiple > 1:
-            # Until 2026-11 the padding was part of preprocessing; the feature extractor's
-            # PadToMultiple layer now shifts the checkpoint's layer indices.
-            raise ValueError(f"{directory}: from an older release; convert the TF1 model again") from None
         # The first unmatched variable is in TensorFlow's message (`e`, chained for the library's callers).
         raise ValueError(f"{directory}: {CHECKPOINT_DIR}/ does not match {CONFIG_FILE}; convert again") from e
     return model
-
-
-# `ssd_mobilenet.load`, where it was before it moved to `loading`.
-from ssd_mobilenet.loading import load  # noqa: E402,F401

@@ -63,8 +63,8 @@ def load(directory: str, jit_compile: bool = False, precision: str = "float32", 
     "mixed_float16" (GPUs). `fold_batch_norm` (default True: the fast path, rounding like
     the TF1 session), `freeze_weights` and `options` (`slice_size`, `concurrent_slices`)
     are `Detector`'s. `freeze_weights` None (the default) holds the weights as the fast
-    SavedModel does (`ssd_mobilenet.export`): variables in float32 and for quantization-aware
-    models, graph constants in a mixed precision (their casts folded). True makes every weight a
+    SavedModel does (`ssd_mobilenet.formats.saved_model.writer`): variables in float32 and for
+    quantization-aware models, graph constants in a mixed precision (their casts folded). True makes every weight a
     graph constant: oneDNN then reorders each filter once instead of on every call (faster warm
     calls), for a process that holds the weights many times over and starts slower
     (docs/cold_start.md); not for quantization-aware models, whose FakeQuant steps turn a
@@ -84,15 +84,15 @@ def load(directory: str, jit_compile: bool = False, precision: str = "float32", 
                           stacklevel=2)
     metadata = saved_model_for(directory, jit_compile, precision, fold_batch_norm, freeze_weights, **options)
     if metadata is not None:
-        from ssd_mobilenet.saved_model_detector import SavedModelDetector
+        from ssd_mobilenet.formats.saved_model.runner import SavedModelDetector
         return SavedModelDetector(directory, metadata)
     import gc
 
     from ssd_mobilenet import detector
-    from ssd_mobilenet.export.saved_model import FAST, weights_as_constants
+    from ssd_mobilenet.formats.saved_model.writer import FAST_VARIANT, weights_as_constants
     model = detector.load_model(directory)
     if freeze_weights is None:
-        freeze_weights = weights_as_constants(FAST, model.config, precision)
+        freeze_weights = weights_as_constants(FAST_VARIANT, model.config, precision)
     result = detector.Detector(model, jit_compile=jit_compile, precision=precision,
                                fold_batch_norm=fold_batch_norm, freeze_weights=freeze_weights, **options)
     # The folded copy replaced the loaded model; Keras models hold reference cycles, so

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from migrate.tf1 import builder
-from ssd_mobilenet import SSDConfig, anchor_generators, anchors
+from ssd_mobilenet import SSDConfig, anchor_generators
 from ssd_mobilenet.anchor_generators import multiscale_grid
 
 tf1 = tf.compat.v1
@@ -59,7 +59,7 @@ def test_multiscale_anchors_normalised_to_a_non_square_image():
     """The OD API's test_construct_single_anchor_in_normalized_coordinates (64x128 image): each
     coordinate times 1 / its side."""
     config = _multiscale(5, 5, 4.0, [1.0], 1, 64, 128)
-    got = anchors.generate_anchors(config, [(2, 2)], 64, 128)
+    got = anchor_generators.generate_anchors(config, [(2, 2)], 64, 128)
     expected = [[-48. / 64, -48. / 128, 80. / 64, 80. / 128], [-48. / 64, -16. / 128, 80. / 64, 112. / 128],
                 [-16. / 64, -48. / 128, 112. / 64, 80. / 128], [-16. / 64, -16. / 128, 112. / 64, 112. / 128]]
     np.testing.assert_allclose(got, np.float32(expected), rtol=1e-6, atol=1e-6)
@@ -86,6 +86,6 @@ def test_multiscale_anchors_are_bit_exact_with_tf1_float32_ops(args, size):
         tensor = builder._multiscale_anchors(config, shapes, *size)
         with tf1.Session(graph=graph) as session:
             want = session.run(tensor)
-    got = anchors.generate_anchors(config, shapes)
+    got = anchor_generators.generate_anchors(config, shapes)
     assert got.dtype == np.float32 and got.shape == want.shape
     np.testing.assert_array_equal(got, want)

@@ -12,7 +12,7 @@ from tests.conftest import (SHARED, SKYLAKE_SP, check_detections, needs_shared, 
                             unwrapped)
 from migrate import bench
 from migrate.cli import main
-from ssd_mobilenet import detector, hardware, runtime
+from ssd_mobilenet import detector, hardware, loading, memory
 from ssd_mobilenet.config.pipeline_reader import read_pipeline_config
 
 PHOTOS = sorted(os.path.join(SHARED, "photos", f) for f in os.listdir(os.path.join(SHARED, "photos"))
@@ -181,8 +181,8 @@ def test_bench_measures_every_side_against_the_tf1_session(every_side_run):
     assert report["env"]["TF_CPU_ALLOCATOR_USE_BFC"] == "true"
     # Whether TensorFlow ran oneDNN's kernels or Eigen's is said with every figure (the worker
     # inherits this process's TF_ENABLE_ONEDNN_OPTS and CPU).
-    state = f"default ({'on' if runtime.onednn_on() else 'off'})"
-    assert report["onednn_on"] == {"default": runtime.onednn_on()}
+    state = f"default ({'on' if memory.onednn_on() else 'off'})"
+    assert report["onednn_on"] == {"default": memory.onednn_on()}
     assert f"oneDNN: {state} (off: Eigen's kernels)" in md and f"| tf1_session | {state} |" in md
     # Cold start: every side's fresh process over the photos, in the users' environment (no BFC
     # allocator), timed from its start; the TF1 session is every ratio's baseline.
@@ -209,10 +209,11 @@ def test_runners_give_the_tf1_detections(small_pair, tmp_path):
     # On the small model: the runners load and feed what bench measures; the zoo graph's SavedModels
     # against its TF1 graph are test_export's and test_verify's subject (the same exports).
     src, small_out = small_pair
-    from ssd_mobilenet import export
+    from ssd_mobilenet.formats.saved_model import writer as saved_model_lib
     out = str(tmp_path / "converted")  # the small pair's converted directory with convert's default SavedModel
     shutil.copytree(small_out, out)
-    export.export_saved_model(detector.load_model(out), os.path.join(out, "saved_model"), export.FAST, "float32")
+    saved_model_lib.export_saved_model(detector.load_model(out), os.path.join(out, "saved_model"),
+                                       saved_model_lib.FAST_VARIANT, "float32")
     images = random_images(5, 2, 128, 128)
     ref = bench.runner("tf1_session", src, out)(images)
     assert ref["num_detections"].min() > 0
@@ -278,8 +279,8 @@ def test_tflite_sides_run_at_batch_1_and_every_size(every_side_run):
     # The file sizes are the exported files': int8 weights take a quarter of float32's bytes.
     assert 0 < rows["tflite_int8"]["file_bytes"] < rows["tflite"]["file_bytes"] / 2
     # The console's memory table (after the latency table): the file's size, no allocator cells.
-    memory = printed.split("\n\n")[1]
-    tflite_line = next(line.split() for line in memory.splitlines() if line.startswith("tflite "))
+    memory_table = printed.split("\n\n")[1]
+    tflite_line = next(line.split() for line in memory_table.splitlines() if line.startswith("tflite "))
     assert tflite_line.count("n/a") == 2 and f"{rows['tflite']['file_bytes'] / 2**20:.1f}" in tflite_line
     settings = f"LiteRT's Interpreter(num_threads={os.cpu_count()})"
     printed = unwrapped(printed)  # the settings note, wrapped to 100 columns
@@ -307,7 +308,7 @@ def test_tflite_sides_need_batch_1_and_any_size_will_do(small_pair, tmp_path, ca
     from migrate.benchmark import inputs
     assert inputs.check_tflite(out, ["tflite"], [(96, 96), (64, 64)], [1]) == ((128, 128), True, False)
     # A file of one size (a resize TFLite has no builtin for) would need the model's size in --size.
-    from ssd_mobilenet.export import network
+    from ssd_mobilenet.formats import network
     monkeypatch.setattr(network, "any_size", lambda config, input_type: False)
     with pytest.raises(bench.BenchInputError, match="--size 96x96,64x64,128x128"):
         inputs.check_tflite(out, ["tflite"], [(96, 96), (64, 64)], [1])
@@ -367,13 +368,13 @@ def test_kernels_counts_every_convolution_of_a_call_and_the_filters_reordered_ea
     from ssd_mobilenet import layers
     src, out = small_pair
     summary = kernels.profile("detector", src, out, size=(96, 160), batch=1, calls=3, warmup=1)
-    assert summary["onednn"] == runtime.onednn_on() and summary["wall_ms_per_call"] > 0
+    assert summary["onednn"] == memory.onednn_on() and summary["wall_ms_per_call"] > 0
     if not summary["onednn"]:
         assert summary["rows"] == [] and summary["reorders"] == []
         text = kernels.format_summary(summary)
         assert "\n" not in text and text.endswith("nothing to count (TF_ENABLE_ONEDNN_OPTS=1 for oneDNN)"), text
         return
-    model = detector.load(out, freeze_weights=False).model
+    model = loading.load(out, freeze_weights=False).model
     convs = [l for l in model._flatten_layers(include_self=False) if isinstance(l, layers.SlimConv)]
     expected = {"convolution depthwise": sum(c.depthwise for c in convs),
                 "convolution 1x1": sum(not c.depthwise and c.kernel_size == 1 for c in convs),

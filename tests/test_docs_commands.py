@@ -151,8 +151,8 @@ SUBSTITUTED = {
 
 
 def _kernels_exit():
-    from ssd_mobilenet import runtime
-    return 0 if runtime.onednn_on() else 2
+    from ssd_mobilenet import memory
+    return 0 if memory.onednn_on() else 2
 
 
 # Lines whose exit is not 0: {line without its comment: (exit code, or a function giving it, the reason)}.

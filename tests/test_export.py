@@ -20,7 +20,8 @@ from PIL import Image
 from tests.conftest import needs_shared, random_images, run_cli, warnings_in
 from migrate import verify
 from migrate.cli import main
-from ssd_mobilenet import converted_dir, export
+from ssd_mobilenet import converted_dir
+from ssd_mobilenet.formats.saved_model import writer as saved_model_lib
 from ssd_mobilenet.detections import ALL_OUTPUTS
 
 SAVED_MODEL_CLI = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
@@ -148,7 +149,7 @@ def test_saved_model_cli_shows_and_runs_it(exported, variant, tmp_path):
     images = np.load(os.path.join(src, "inputs.npz"))["images"]
     np.save(tmp_path / "images.npy", images)
     run = subprocess.run([SAVED_MODEL_CLI, "run", "--dir", saved_model, "--tag_set", "serve", "--signature_def",
-                          export.SIGNATURE_KEY, "--inputs", f"input_tensor={tmp_path / 'images.npy'}",
+                          saved_model_lib.SIGNATURE_KEY, "--inputs", f"input_tensor={tmp_path / 'images.npy'}",
                           "--outdir", str(tmp_path / "out")], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-3000:]
     got = {k: np.load(tmp_path / "out" / f"{k}.npy") for k in export_keys()}

@@ -1,4 +1,4 @@
-"""A quantization-aware conversion's integer `.tflite` file (`ssd_mobilenet.export.tflite_integer`,
+"""A quantization-aware conversion's integer `.tflite` file (`ssd_mobilenet.formats.tflite.integer`,
 `migrate export` without options): int8 convolutions on the checkpoint's FakeQuant ranges, float32
 post-processing, and its agreement with the TF1 quantization-aware graph on real photos through
 `verify --tflite`.
@@ -20,8 +20,9 @@ from tests.conftest import SHARED, needs_shared
 from migrate import verify
 from migrate.cli import main
 from ssd_mobilenet import detector
-from ssd_mobilenet.export import integer_weights, tflite
-from ssd_mobilenet.litert import file_format
+from ssd_mobilenet.formats import integer_weights
+from ssd_mobilenet.formats.tflite import file_format
+from ssd_mobilenet.formats.tflite import writer as tflite
 
 PHOTOS = os.path.join(SHARED, "photos")
 

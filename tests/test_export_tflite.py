@@ -1,4 +1,4 @@
-"""The TFLite export (`ssd_mobilenet.export.tflite`, `python -m migrate export --tflite`), run by
+"""The TFLite export (`ssd_mobilenet.formats.tflite.writer`, `python -m migrate export --tflite`), run by
 LiteRT's interpreter (`ai-edge-litert`) through the file's serving signature.
 
 One small model (depth 0.25, 128x128, 3 classes, the zoo's post-processing: score threshold 1e-8,
@@ -20,9 +20,10 @@ import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 
 from tests.conftest import SHARED, SMALL_EXPORT_CONFIG, check_detections
-from ssd_mobilenet import SSDMobileNetV1, detector, preprocessing
+from ssd_mobilenet import SSDMobileNetV1, detector, loading, preprocessing
 from ssd_mobilenet.config.ssd_config import SSDConfig
-from ssd_mobilenet.export import tflite
+from ssd_mobilenet.formats.tflite import file_format
+from ssd_mobilenet.formats.tflite import writer as tflite
 from ssd_mobilenet.training import shapes_dataset
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
@@ -50,7 +51,7 @@ def images():
 @pytest.fixture(scope="module")
 def reference(converted, images):
     """The converted model's detections on `images` (`ssd_mobilenet.load`, what users run), numpy."""
-    return {k: v.numpy() for k, v in detector.load(converted)(images).items()}
+    return {k: v.numpy() for k, v in loading.load(converted)(images).items()}
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +83,8 @@ def _reads_as_the_schema_does(data: bytes) -> None:
     generated schema) reads what LiteRT's generated schema classes read."""
     from ai_edge_litert import schema_py_generated as schema
 
-    from ssd_mobilenet.litert import file_format
-    assert file_format.custom_operator_names(data) == [op for op in tflite.operator_names(data) if not op.isupper()]
+    custom = [op for op in file_format.operator_names(data) if not op.isupper()]
+    assert file_format.custom_operator_names(data) == custom
     model = schema.Model.GetRootAsModel(data, 0)
     (entry,) = [model.Metadata(i) for i in range(model.MetadataLength())
                 if model.Metadata(i).Name().decode() == file_format.METADATA_NAME]
@@ -91,25 +92,25 @@ def _reads_as_the_schema_does(data: bytes) -> None:
     assert file_format.read_metadata(data) == stored and stored["image_size"]
 
 
-@pytest.mark.parametrize("input_type", tflite.INPUT_TYPES)
+@pytest.mark.parametrize("input_type", file_format.INPUT_TYPES)
 def test_per_class_tflite_gives_the_converted_models_detections(exported, images, reference, input_type):
     data = open(exported(input_type), "rb").read()
-    ops = tflite.operator_names(data)
+    ops = file_format.operator_names(data)
     assert not [op for op in ops if op.startswith("Flex") or op == "TFLite_Detection_PostProcess"], ops
     _reads_as_the_schema_does(data)
     assert "NON_MAX_SUPPRESSION_V4" in ops and "TOPK_V2" in ops
 
     interpreter = Interpreter(model_content=data)
-    signature = interpreter.get_signature_list()[tflite.SIGNATURE_KEY]
-    assert signature == {"inputs": [tflite.INPUT_NAMES[input_type]], "outputs": sorted(DETECTION_OUTPUTS)}
+    signature = interpreter.get_signature_list()[file_format.SIGNATURE_KEY]
+    assert signature == {"inputs": [file_format.INPUT_NAMES[input_type]], "outputs": sorted(DETECTION_OUTPUTS)}
     runner = interpreter.get_signature_runner()
-    detail = runner.get_input_details()[tflite.INPUT_NAMES[input_type]]
+    detail = runner.get_input_details()[file_format.INPUT_NAMES[input_type]]
     # The uint8 file takes photos of any size and resizes them itself; the float32 one the scaled image.
     assert list(detail["shape_signature"]) == ([1, -1, -1, 3] if input_type == "uint8" else [1, 128, 128, 3])
     ours = []
     for image in images:
         feed = image[None] if input_type == "uint8" else preprocessing.preprocess(image[None], CONFIG).numpy()
-        ours.append({k: np.asarray(v) for k, v in runner(**{tflite.INPUT_NAMES[input_type]: feed}).items()})
+        ours.append({k: np.asarray(v) for k, v in runner(**{file_format.INPUT_NAMES[input_type]: feed}).items()})
     ours = batched(ours)
     assert ours["detection_boxes"].shape == (4, 100, 4) and ours["num_detections"].shape == (4,)
     ref = reference
@@ -121,20 +122,20 @@ def test_per_class_tflite_gives_the_converted_models_detections(exported, images
 
 
 @pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED, "photos")), reason=f"no photos at {SHARED}/photos")
-@pytest.mark.parametrize("input_type", tflite.INPUT_TYPES)
+@pytest.mark.parametrize("input_type", file_format.INPUT_TYPES)
 def test_photos_of_any_size_get_the_converted_models_detections(converted, exported, input_type):
-    """The path users run without TensorFlow: the photo decoded by `ssd_mobilenet.litert.images`
+    """The path users run without TensorFlow: the photo decoded by `ssd_mobilenet.formats.images`
     (TensorFlow's pixels), fed by `ModelFile.detect` (the uint8 file resizes it itself; the float32
     file gets the graph's preprocessing in numpy). Detections equal the converted model's on the
     same photo (its own resize) at the project's tolerance, on the seven real photos (300x300 to
     1352x900), which are not the model's 128x128."""
     import glob
 
-    from ssd_mobilenet.litert import images as litert_images
-    from ssd_mobilenet.litert import model_file
-    file = model_file.ModelFile(exported(input_type), threads=2)
+    from ssd_mobilenet.formats import images as litert_images
+    from ssd_mobilenet.formats.tflite.runner import ModelFile
+    file = ModelFile(exported(input_type), threads=2)
     assert file.exact_for_any_size and file.image_size == [128, 128]
-    detect = detector.load(converted)
+    detect = loading.load(converted)
     photos = sorted(glob.glob(os.path.join(SHARED, "photos", "*.jpg")))
     assert len({litert_images.read_image(p).shape for p in photos}) >= 4
     for photo in photos:
@@ -196,7 +197,7 @@ def test_cli_refuses_bad_input_in_one_line(converted, tmp_path, capsys):
     assert os.listdir(tmp_path / "out") == ["model.tflite"]
 
 
-@pytest.mark.parametrize("nms", [tflite.REGULAR, tflite.FAST])
+@pytest.mark.parametrize("nms", [file_format.NMS_REGULAR, file_format.NMS_FAST])
 def test_custom_op_modes_carry_the_tf1_op_and_agree_with_the_per_class_model(converted, images, reference, nms):
     """The file holds `TFLite_Detection_PostProcess` with the attributes export_tflite_ssd_graph.py
     set and the center-size anchors as a constant input; the interpreter's builtin resolver runs
@@ -205,11 +206,11 @@ def test_custom_op_modes_carry_the_tf1_op_and_agree_with_the_per_class_model(con
     from migrate import export_drift
     model = detector.load_model(converted)
     data = tflite.convert(model, nms=nms)
-    assert [op for op in tflite.operator_names(data) if not op.isupper()] == ["TFLite_Detection_PostProcess"]
+    assert [op for op in file_format.operator_names(data) if not op.isupper()] == ["TFLite_Detection_PostProcess"]
     _reads_as_the_schema_does(data)
-    [(attributes, anchors)] = tflite.custom_op_options(data)
+    [(attributes, anchors)] = file_format.custom_op_options(data)
     assert attributes == {"max_detections": 100, "max_classes_per_detection": 1, "detections_per_class": 100,
-                          "use_regular_nms": int(nms == tflite.REGULAR), "num_classes": 3,
+                          "use_regular_nms": int(nms == file_format.NMS_REGULAR), "num_classes": 3,
                           "nms_score_threshold": pytest.approx(1e-8, rel=1e-6),
                           "nms_iou_threshold": pytest.approx(0.6, rel=1e-6),
                           "y_scale": 10.0, "x_scale": 10.0, "h_scale": 5.0, "w_scale": 5.0}
@@ -228,7 +229,7 @@ def test_custom_op_modes_carry_the_tf1_op_and_agree_with_the_per_class_model(con
     # The best detections are the same objects (the synthetic model's top scores are ~0.4);
     # down in the 1e-8 tail the modes differ by design.
     assert rates[0.3]["rate"] == 1.0 and rates["clipped 0.3"]["mean_iou"] > 0.9999
-    assert rates[0.0]["rate"] > (0.9 if nms == tflite.REGULAR else 0.5)
+    assert rates[0.0]["rate"] > (0.9 if nms == file_format.NMS_REGULAR else 0.5)
 
 
 @pytest.mark.slow  # a file of its own: 7.1 s in 97db5d3's fast tier
@@ -238,8 +239,8 @@ def test_detections_per_class_reaches_the_op(converted, images):
     loaded = detector.load_model(converted)
     model = SSDMobileNetV1(CONFIG.replace(max_detections_per_class=2))
     model.set_weights(loaded.get_weights())
-    data = tflite.convert(model, nms=tflite.REGULAR)
-    assert tflite.custom_op_options(data)[0][0]["detections_per_class"] == 2
+    data = tflite.convert(model, nms=file_format.NMS_REGULAR)
+    assert file_format.custom_op_options(data)[0][0]["detections_per_class"] == 2
     out = run_signature(data, input_tensor=images[:1])
     n = int(out["num_detections"][0])
     classes = out["detection_classes"][0, :n]

@@ -14,7 +14,8 @@ from tests.conftest import check_detections, fits_100_columns, random_images, un
 from migrate import tf1_builder
 from migrate.tf1 import assign, config_inference, sources
 from migrate.tf1.frozen_graph import FrozenGraphRunner, endpoint_candidates
-from ssd_mobilenet import SSDConfig, SSDMobileNetV1, anchor_generators, anchors
+from ssd_mobilenet import SSDConfig, SSDMobileNetV1, anchor_generators
+from ssd_mobilenet.anchor_generators import ssd as ssd_anchors
 from ssd_mobilenet.config.pipeline_reader import read_pipeline_config
 from ssd_mobilenet.config.pipeline_writer import to_pipeline_config
 from ssd_mobilenet.config.ssd_config import NMS_CLIP_AFTER
@@ -36,7 +37,7 @@ def _rounded_interpolated_scales(config) -> tuple:
     to four decimals, as float32 constants: what the TF 1.4.1 export the issue names holds."""
     return tuple(tuple((f32(round(s, 4)) if i > 0 and j == len(layer) - 1 else f32(s), f32(r))
                        for j, (s, r) in enumerate(layer))
-                 for i, layer in enumerate(anchors.box_specs(config)))
+                 for i, layer in enumerate(ssd_anchors.box_specs(config)))
 
 def _fpn(**fields) -> SSDConfig:
     """An ssd_mobilenet_v1_fpn config in the zoo's form (weight-shared heads, multiscale anchors) and
@@ -197,7 +198,7 @@ def test_frozen_graph_alone_gives_the_same_network(built, tmp_path, name):
     want = FAMILY[name]
     model = SSDMobileNetV1(config)
     assign.assign(source.weights, model)  # every weight finds a variable of its shape
-    np.testing.assert_array_equal(model.anchors, anchors.generate_anchors(want, model.feature_map_shapes))
+    np.testing.assert_array_equal(model.anchors, anchor_generators.generate_anchors(want, model.feature_map_shapes))
     # Base anchor size, strides and offsets come from the graph's evaluated anchors, with a note.
     grid = (want.base_anchor_height, want.base_anchor_width, want.anchor_strides, want.anchor_offsets)
     assert any(n.startswith("anchor grid from the graph's anchors") for n in notes) == (grid != (1.0, 1.0, (), ()))
@@ -506,7 +507,7 @@ def test_anchors_taken_as_written_convert_in_every_source_form(built, tmp_path, 
     assert config.anchor_specs == want.anchor_specs
     model = detector.load_model(out)
     assert model.config.anchor_specs == want.anchor_specs
-    np.testing.assert_array_equal(model.anchors, anchors.generate_anchors(want, model.feature_map_shapes))
+    np.testing.assert_array_equal(model.anchors, anchor_generators.generate_anchors(want, model.feature_map_shapes))
     written = read_pipeline_config(os.path.join(out, "pipeline.config"))
     assert not written.anchor_specs and (written.min_scale, written.max_scale) == (want.min_scale, want.max_scale)
     assert "nearest generator settings" in open(os.path.join(out, "pipeline.config")).read()

@@ -18,7 +18,7 @@ from migrate.common import images
 from migrate.tf1 import parity
 from ssd_mobilenet import converted_dir, detector, loading
 from ssd_mobilenet import model as model_lib
-from ssd_mobilenet.saved_model_detector import SavedModelDetector
+from ssd_mobilenet.formats.saved_model.runner import SavedModelDetector
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 PHOTOS = sorted(glob.glob(os.path.join(SHARED, "photos", "*.jpg")))

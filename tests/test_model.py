@@ -6,7 +6,7 @@ import pytest
 from tests.conftest import needs_shared, zoo_path
 from ssd_mobilenet import SSDConfig, SSDMobileNetV1, count_parameters
 from ssd_mobilenet.config.pipeline_reader import read_pipeline_config
-from ssd_mobilenet.anchors import generate_anchors
+from ssd_mobilenet.anchor_generators import generate_anchors
 
 
 def _tf1_variables(name):

@@ -101,7 +101,7 @@ def test_anchors_are_the_graphs_bit_for_bit(name):
     config, _ = config_inference.infer_config(source)
     want, form, why = graph_anchors(source.graph_def, (config.image_height, config.image_width))
     assert form == "corners", why
-    from ssd_mobilenet.anchors import generate_anchors
+    from ssd_mobilenet.anchor_generators import generate_anchors
     got = generate_anchors(config, feature_map_shapes(config))
     assert got.shape == want.shape == ((8184 if name == FPN else 1170), 4)
     np.testing.assert_array_equal(got, want)

@@ -25,7 +25,7 @@ from migrate.cli import main
 from migrate.common import console
 from ssd_mobilenet import detector
 from ssd_mobilenet.config.ssd_config import SSDConfig
-from ssd_mobilenet.export import tflite
+from ssd_mobilenet.formats.tflite import writer as tflite
 
 pytest.importorskip("apache_beam", reason="Apache Beam is not installed (pip install -e '.[beam]')")
 

@@ -16,8 +16,8 @@ import tensorflow as tf
 
 from tests.conftest import REPO, ZOO_2018, model_for_fixture, needs_shared, random_images
 from migrate.tf1.frozen_graph import FrozenGraphRunner
-from ssd_mobilenet import SSDConfig, SSDMobileNetV1, detector, runtime
-from ssd_mobilenet.box_predictor import MERGED_CHANNEL_MULTIPLE, BoxPredictor
+from ssd_mobilenet import SSDConfig, SSDMobileNetV1, detector, memory
+from ssd_mobilenet.box_predictors.convolutional import MERGED_CHANNEL_MULTIPLE, BoxPredictor
 from ssd_mobilenet.model import fold_batch_norm
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
@@ -200,14 +200,14 @@ def test_mixed_precision_detections_agree_with_float32(zoo, folded, precision):
 
 def test_configure_after_devices_exist_is_refused():
     tf.constant(1.0) + 1.0  # initialises the devices of this process
-    with pytest.raises(runtime.RuntimeConfigError, match="already initialised"):
-        runtime.configure(memory_limit_mb=100)
-    before = os.environ.get(runtime.WEIGHT_CACHE_ENV)
-    with pytest.raises(runtime.RuntimeConfigError, match="already initialised"):
-        runtime.configure(onednn_weight_cache=True)
-    assert os.environ.get(runtime.WEIGHT_CACHE_ENV) == before  # nothing applied when refused
-    with pytest.raises(runtime.RuntimeConfigError, match="exclude"):
-        runtime.configure(memory_growth=True, memory_limit_mb=100)
+    with pytest.raises(memory.RuntimeConfigError, match="already initialised"):
+        memory.configure(memory_limit_mb=100)
+    before = os.environ.get(memory.WEIGHT_CACHE_ENV)
+    with pytest.raises(memory.RuntimeConfigError, match="already initialised"):
+        memory.configure(onednn_weight_cache=True)
+    assert os.environ.get(memory.WEIGHT_CACHE_ENV) == before  # nothing applied when refused
+    with pytest.raises(memory.RuntimeConfigError, match="exclude"):
+        memory.configure(memory_growth=True, memory_limit_mb=100)
 
 
 # The settings that must precede TensorFlow's devices (a CPU allocator limit, the oneDNN weight
@@ -219,11 +219,11 @@ LIMIT_MB = 1024
 SETTINGS_RUN = """
     import sys, warnings
     import numpy as np, keras, tensorflow as tf
-    from ssd_mobilenet import SSDConfig, SSDMobileNetV1, detector, runtime
+    from ssd_mobilenet import SSDConfig, SSDMobileNetV1, detector, memory
     cache, detections = sys.argv[1] == "1", sys.argv[2]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        applied = runtime.configure(memory_limit_mb=%d, onednn_weight_cache=cache)
+        applied = memory.configure(memory_limit_mb=%d, onednn_weight_cache=cache)
     assert applied["device"] == "CPU" and applied["memory_limit_mb"] == %d, applied
     assert applied["onednn_weight_cache"] == cache, applied
     assert any("CPU" in str(w.message) for w in caught), "the CPU fallback must be said"
@@ -251,7 +251,7 @@ SETTINGS_RUN = """
         images = tf.constant(np.random.default_rng(0).integers(0, 256, (n, 240, 320, 3), dtype=np.uint8))
         run = lambda: [t.numpy() for t in det(images).values()]
         run()
-        return max(runtime.measure_peak(run) for _ in range(3))
+        return max(memory.measure_peak(run) for _ in range(3))
 
     peaks = {n: peak(n) for n in range(1, 7)}
     # The peak grows by the BFC allocator's chunks, in uneven steps (0.1 to 9 MB here), and
@@ -262,13 +262,13 @@ SETTINGS_RUN = """
     k = max(range(2, 6), key=gap)
     assert gap(k) > 2**20, peaks
     budget = max(peaks[j] for j in range(1, k + 1)) + gap(k) // 2
-    n = runtime.max_batch_size(det, budget, image_size=(240, 320), limit=16)
+    n = memory.max_batch_size(det, budget, image_size=(240, 320), limit=16)
     print("n", n == k, peak(n) <= budget, peak(n + 1) > budget, n, k, peaks)
-    print("none fits", runtime.max_batch_size(det, 1024, image_size=(240, 320)))
+    print("none fits", memory.max_batch_size(det, 1024, image_size=(240, 320)))
 
     # The limit, last (an allocation it refuses).
     small = tf.random.uniform([4 * 2**20])              # 16 MiB: fits
-    print("small", runtime.memory_info()["current"] >= 16 * 2**20)
+    print("small", memory.memory_info()["current"] >= 16 * 2**20)
     try:
         big = tf.random.uniform([512 * 2**20])         # 2 GiB: over the limit
         print("big allocated")
@@ -281,8 +281,8 @@ SETTINGS_RUN = """
 def settings_runs(tmp_path_factory):
     """{"0": (process, detections npz), "1": ...}: `SETTINGS_RUN` without and with the weight cache."""
     root = tmp_path_factory.mktemp("runtime_settings")
-    environ = {k: v for k, v in os.environ.items() if k not in (runtime.WEIGHT_CACHE_ENV, runtime.BFC_ENV,
-                                                                  runtime.BFC_LIMIT_ENV)}
+    environ = {k: v for k, v in os.environ.items() if k not in (memory.WEIGHT_CACHE_ENV, memory.BFC_ENV,
+                                                                  memory.BFC_LIMIT_ENV)}
     runs = {}
     for cache in ("0", "1"):
         path = str(root / f"cache{cache}.npz")
@@ -317,13 +317,13 @@ def test_onednn_weight_cache_keeps_the_detections(settings_runs):
 def test_memory_info_needs_the_bfc_allocator_on_the_cpu(monkeypatch):
     # The refusal is read from the environment TensorFlow's CPU allocator was chosen by, so this
     # process (whatever its allocator) asks as a process started without TF_CPU_ALLOCATOR_USE_BFC would.
-    monkeypatch.delenv(runtime.BFC_ENV, raising=False)
-    assert not runtime.memory_stats_available("CPU:0")
-    with pytest.raises(runtime.RuntimeConfigError, match="CPU:0: the allocator keeps no statistics; set "
+    monkeypatch.delenv(memory.BFC_ENV, raising=False)
+    assert not memory.memory_stats_available("CPU:0")
+    with pytest.raises(memory.RuntimeConfigError, match="CPU:0: the allocator keeps no statistics; set "
                                                          "TF_CPU_ALLOCATOR_USE_BFC=true first"):
-        runtime.memory_info("CPU:0")
-    with pytest.raises(runtime.RuntimeConfigError, match="TF_CPU_ALLOCATOR_USE_BFC"):
-        runtime.measure_peak(lambda: None, "CPU:0")
+        memory.memory_info("CPU:0")
+    with pytest.raises(memory.RuntimeConfigError, match="TF_CPU_ALLOCATOR_USE_BFC"):
+        memory.measure_peak(lambda: None, "CPU:0")
 
 
 @pytest.mark.slow
@@ -334,6 +334,6 @@ def test_max_batch_size_stays_under_the_budget(settings_runs):
 
 
 def test_trace_writes_a_profiler_trace(tmp_path):
-    with runtime.trace(str(tmp_path)):
+    with memory.trace(str(tmp_path)):
         tf.reduce_sum(tf.ones([64, 64]) @ tf.ones([64, 64])).numpy()
     assert glob.glob(str(tmp_path / "plugins" / "profile" / "*" / "*.xplane.pb"))

@@ -273,11 +273,11 @@ import gc
 import json
 import numpy as np
 from migrate import train
-from ssd_mobilenet import detector, runtime
+from ssd_mobilenet import detector, memory
 from ssd_mobilenet.training import memory_budget
 from ssd_mobilenet.training.trainer import Trainer
 
-runtime.configure(device="CPU")
+memory.configure(device="CPU")
 _, config = train.training_settings({setup["converted"][3]!r}, {setup["config"]!r})
 trainer = Trainer(detector.load_model({setup["converted"][3]!r}), config)
 before = [v.numpy() for v in trainer.model.weights]
@@ -287,7 +287,7 @@ def search(above, limit):
     # The budget `above` MiB over what is resident when the search begins (what the first search
     # left resident is not the second's to fit in). Nothing fits: 0, its batch 1 peak measured.
     gc.collect()
-    resident, lines = runtime.memory_info()["current"], []
+    resident, lines = memory.memory_info()["current"], []
     budget = resident / 2**20 + above
     try:
         chosen = memory_budget.largest_batch(trainer, budget, limit=limit, progress=lines.append)

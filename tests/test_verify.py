@@ -546,11 +546,14 @@ def zoo_tflite(zoo, tmp_path_factory):
     """The zoo conversion's `.tflite` files, exported once: float32 per-class (the default of
     `migrate export`), the regular-NMS custom op taking the float32 input (the image scaled to
     [-1, 1], as TF1's TFLite graphs took it), and int8 calibrated on 2 generated images."""
-    from ssd_mobilenet.export import network, tflite
+    from ssd_mobilenet.formats import network
+    from ssd_mobilenet.formats.tflite import file_format
+    from ssd_mobilenet.formats.tflite import writer as tflite
     model = detector.load_model(zoo[1])
     folder = tmp_path_factory.mktemp("verify_tflite")
     files = {}
-    for name, options in (("per-class", {}), ("regular", {"nms": tflite.REGULAR, "input_type": tflite.FLOAT32}),
+    regular = {"nms": file_format.NMS_REGULAR, "input_type": file_format.FLOAT32}
+    for name, options in (("per-class", {}), ("regular", regular),
                           ("int8", {"representative_images": network.generated_images(model.config, 2)})):
         files[name] = str(folder / f"{name}.tflite")
         with open(files[name], "wb") as f:

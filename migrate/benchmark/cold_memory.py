@@ -109,7 +109,7 @@ def _worker(request: dict) -> dict:
     from migrate.benchmark import sides as sides_lib
     side = request["side"]
     if side in sides_lib.FILE_SIDES:
-        from ssd_mobilenet.litert.images import read_image
+        from ssd_mobilenet.formats.images import read_image
     else:
         import tensorflow as tf
 

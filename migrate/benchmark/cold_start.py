@@ -116,7 +116,7 @@ def _worker(request: dict) -> dict:
     from migrate.benchmark.litert_memory import tensorflow_imported
     side = request["side"]
     if side in sides_lib.FILE_SIDES:
-        from ssd_mobilenet.litert.images import read_image  # the model files' runtimes: no TensorFlow
+        from ssd_mobilenet.formats.images import read_image  # the model files' runtimes: no TensorFlow
     else:
         from migrate.common.images import read_image
     run = sides_lib.runner(side, request["src"], request["converted"], request["exported"], request["threads"])

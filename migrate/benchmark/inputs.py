@@ -52,7 +52,7 @@ def check_tflite(converted: str, sides, sizes, batches) -> tuple:
     whether the model is quantization-aware: its `tflite` file is then the integer one),
     after checking that the run measures the TFLite sides among `sides` somewhere: a file takes
     one uint8 image per call, so the run needs batch 1 among `batches`; the default export
-    resizes photos of any size itself (`ssd_mobilenet.export.network.any_size`), so any size will
+    resizes photos of any size itself (`ssd_mobilenet.formats.network.any_size`), so any size will
     do, while a file of one size would need the model's size among `sizes` (bench does not resize
     for it). Raises BenchInputError naming what to add otherwise, or for `tflite_int8` on a
     quantization-aware model (whose `tflite` file is already int8, on the checkpoint's ranges), or
@@ -61,7 +61,7 @@ def check_tflite(converted: str, sides, sizes, batches) -> tuple:
 
     from ssd_mobilenet.config.ssd_config import SSDConfig
     from ssd_mobilenet.detector import CONFIG_FILE
-    from ssd_mobilenet.export import network
+    from ssd_mobilenet.formats import network
     with open(os.path.join(converted, CONFIG_FILE), encoding="utf-8") as f:
         config = SSDConfig.from_dict(json.load(f))
     model_size = (config.image_height, config.image_width)

@@ -62,13 +62,13 @@ def interleaved_latency(sides, src, converted, sizes, batches, warmup=2, repeats
                     runners[side](images)
                     times[side][key].append((time.perf_counter() - t) * 1000.0)
     if trace_dir:
-        from ssd_mobilenet import runtime
+        from ssd_mobilenet import memory
         images = _images(sizes[0], batches[0])
         for side in sides:
             if not applies(side, sizes[0], batches[0], tflite_size):
                 continue
             say(f"trace {side}")
-            with runtime.trace(os.path.join(trace_dir, side)):
+            with memory.trace(os.path.join(trace_dir, side)):
                 for _ in range(2):
                     runners[side](images)
     return times

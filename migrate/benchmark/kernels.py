@@ -104,7 +104,7 @@ def _worker(request_json: str) -> None:
     from migrate.benchmark.interleaving import _images
     from migrate.benchmark.sides import runner
     from migrate.common import console
-    from ssd_mobilenet import runtime
+    from ssd_mobilenet import memory
     console.quiet_worker()
     req = json.loads(request_json)
     run = runner(req["side"], req["src"], req["converted"], req.get("exported"))
@@ -118,14 +118,14 @@ def _worker(request_json: str) -> None:
         run(images)
         wall.append(time.perf_counter() - start)
     print(END, flush=True)
-    print(json.dumps({"wall_ms": [w * 1e3 for w in wall], "onednn": runtime.onednn_on()}), flush=True)
+    print(json.dumps({"wall_ms": [w * 1e3 for w in wall], "onednn": memory.onednn_on()}), flush=True)
 
 
 def profile(side: str, src: str, converted: str, size=(480, 640), batch: int = 1, calls: int = 10,
             warmup: int = 3, exported: str = None, env: dict = None) -> dict:
     """`parse`'s summary of `side` (a `bench` side) run CALLS times in a fresh process with oneDNN's
     verbose log, plus "wall_ms_per_call" (the median) and "onednn": whether TensorFlow ran its oneDNN
-    kernels (`runtime.onednn_on()` in the worker: off on CPUs without AVX-512 unless
+    kernels (`memory.onednn_on()` in the worker: off on CPUs without AVX-512 unless
     TF_ENABLE_ONEDNN_OPTS=1). Where it is off, the few primitives Eigen's matrix products call through
     oneDNN are all that would be counted, so `rows` is left empty rather than read as the model's."""
     from migrate.benchmark.workers import _worker_env

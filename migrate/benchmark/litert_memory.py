@@ -74,15 +74,15 @@ def _worker(request: dict) -> dict:
     t = time.perf_counter()
     # The runtime's import, outside `build_s` (module docstring).
     if side in ("onnx", "onnx_int8"):
-        from ssd_mobilenet.onnx_file import import_onnxruntime
+        from ssd_mobilenet.formats.onnx.runner import import_onnxruntime
         import_onnxruntime()
         package, runtime = "onnxruntime", "ONNX Runtime"
     elif side == "openvino":
         import openvino  # noqa: F401
         package, runtime = "openvino", "OpenVINO"
     else:
-        from ssd_mobilenet.litert import model_file
-        model_file.litert_interpreter()
+        from ssd_mobilenet.formats.tflite.runner import litert_interpreter
+        litert_interpreter()
         package, runtime = "ai-edge-litert", "LiteRT"
     import_s = time.perf_counter() - t
     batches, run_numpy, build_s = measure.build_runner(request)

@@ -13,9 +13,10 @@ _SIDE_TEXT = {
                    "the SavedModel `convert` writes by default (batch norm folded, heads merged, early layers in "
                    "slices, the weights as variables).",
     "saved_model_constants": "the same call on the default SavedModel exported with every weight a graph constant "
-                             "(`ssd_mobilenet.export.export_saved_model(..., weights='constants')`, the default "
-                             "before issue 43): oneDNN reorders each filter once instead of on every call, for a "
-                             "process that holds the weights many times over and starts slower.",
+                             "(`ssd_mobilenet.formats.saved_model.writer.export_saved_model(..., "
+                             "weights='constants')`, the default before issue 43): oneDNN reorders each filter "
+                             "once instead of on every call, for a process that holds the weights many times over "
+                             "and starts slower.",
     "saved_model_exact": "the same call on the SavedModel `convert --exact` writes: op for op the TF1 graph, weights "
                          "as variables.",
     "saved_model_mixed": "the same call on the SavedModel `convert --precision mixed_bfloat16` writes (CPUs; "
@@ -36,9 +37,10 @@ _SIDE_TEXT = {
     "tflite": "the `.tflite` file `migrate export` writes by default (float32, per-class NMS in builtin ops, "
               "uint8 input [1, H, W, 3] of any size, resized in the file with the TF1 graph's kernel), exported by "
               "bench first, run by LiteRT's `Interpreter(num_threads=N)` (ai-edge-litert) through its "
-              "`serving_default` signature runner (`ssd_mobilenet.litert.model_file.ModelFile.detect`), with the "
-              "interpreter's default op resolver, which applies the XNNPACK delegate; N is `--threads` (default: "
-              "the machine's logical cores), set explicitly because the interpreter's own default is one thread. "
+              "`serving_default` signature runner (`ssd_mobilenet.formats.tflite.runner.ModelFile.detect`), "
+              "with the interpreter's default op resolver, which applies the XNNPACK delegate; N is `--threads` "
+              "(default: the machine's logical cores), set explicitly because the interpreter's own default is one "
+              "thread. "
               "It takes one image per call, so it runs at batch 1 only, at every size of the run, interleaved "
               "with the TF1 session as every side (in the latency process, which has TensorFlow loaded for the "
               "other sides); the TF1 session's row at the same size and batch is its baseline. `file MiB` is the "
@@ -57,7 +59,7 @@ _SIDE_TEXT = {
             "size resized in the file with the TF1 graph's kernel, one NonMaxSuppression for all classes), "
             "exported by bench first, run by ONNX Runtime's CPU provider with `intra_op_num_threads` N "
             "(`migrate.runtimes.onnx.runner`, as `predict` runs it: its threads' spinning off, "
-            "`ssd_mobilenet.onnx_file.session_options` says why). "
+            "`ssd_mobilenet.formats.onnx.runner.session_options` says why). "
             "One image per call, batch 1 only, memory and `ready s` from a fresh process without TensorFlow, as "
             "the `tflite` side.",
     "onnx_int8": "the same with the file `migrate export --onnx --int8` writes: QDQ int8 convolutions calibrated on "
@@ -76,7 +78,7 @@ constants, the NMS kernels weighed) and the one-off measurements that decided th
 
 ## Levers
 
-- `ssd_mobilenet.runtime.configure(memory_growth=..., memory_limit_mb=...)` before any TensorFlow op:
+- `ssd_mobilenet.memory.configure(memory_growth=..., memory_limit_mb=...)` before any TensorFlow op:
   GPU memory growth or a per-GPU logical device limit; on a CPU-only machine the limit goes to the BFC CPU
   allocator (`TF_CPU_ALLOCATOR_USE_BFC=true`, `TF_CPU_BFC_MEM_LIMIT_IN_MB`), which then fails an
   allocation beyond it with an OOM error.
@@ -85,11 +87,11 @@ constants, the NMS kernels weighed) and the one-off measurements that decided th
   the default and `load` warns when no GPU is visible; it is meant for GPUs.
 - `ssd_mobilenet.load(..., freeze_weights=True)` (`detector_constants`): weights as graph constants,
   warm calls faster at batch 1 for a slower start and more memory (docs/cold_start.md).
-- `runtime.configure(onednn_weight_cache=True)` / `--weight-cache` (bench: every side): oneDNN caches
+- `memory.configure(onednn_weight_cache=True)` / `--weight-cache` (bench: every side): oneDNN caches
   reordered filters; inference-only processes.
 - oneDNN (`TF_ENABLE_ONEDNN_OPTS=1`): TensorFlow turns it on by default on CPUs with AVX-512 VNNI / BF16
   and leaves it off on CPUs without AVX-512. `--onednn both` measures every side under each setting,
   so its effect shows for both sides alike.
-- `ssd_mobilenet.runtime.max_batch_size(detector, budget_bytes, image_size)` / `predict --max-memory MB`.
-- `ssd_mobilenet.runtime.trace(logdir)` / `--trace DIR`: a TensorBoard profiler trace.
+- `ssd_mobilenet.memory.max_batch_size(detector, budget_bytes, image_size)` / `predict --max-memory MB`.
+- `ssd_mobilenet.memory.trace(logdir)` / `--trace DIR`: a TensorBoard profiler trace.
 """

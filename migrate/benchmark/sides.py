@@ -12,7 +12,7 @@ from ssd_mobilenet.detections import DETECTION_OUTPUTS
 # The TFLite sides: the file `migrate export` writes by default (per-class NMS, uint8 input of any
 # size, resized in the file with the TF1 graph's kernel), float32 and int8 (calibrated on generated
 # images, as `export --int8` without --calibration), run by LiteRT's interpreter
-# (`ssd_mobilenet.litert.model_file.ModelFile`) with its default op resolver (which applies the
+# (`ssd_mobilenet.formats.tflite.runner.ModelFile`) with its default op resolver (which applies the
 # XNNPACK delegate) and an explicit thread count (the interpreter's own default is one thread). A
 # file takes one image per call, so these sides run at batch 1 only, at every size of the run
 # (`applies`). Their memory process never imports TensorFlow (`litert_memory`).
@@ -139,28 +139,31 @@ def exported_path(out_dir: str, side: str) -> str:
 def export_sides(converted: str, out_dir: str, sides) -> dict:
     """{side: SavedModel dir, .tflite or .onnx file} of the `EXPORTED_SIDES` and `FILE_EXPORTS`
     among `sides`, written under `out_dir` from CONVERTED's checkpoint: the SavedModels as
-    `convert --exact / --precision` writes them (`ssd_mobilenet.export`), the TFLite and ONNX
-    files as `migrate export --tflite / --onnx` does by default (per-class NMS, uint8 input; int8
-    calibrated on `network.generated_images`, as `export --int8` without --calibration)."""
-    from ssd_mobilenet import atomic_write, detector, export
-    from ssd_mobilenet.export import network
-    from ssd_mobilenet.export import tflite as tflite_lib
+    `convert --exact / --precision` writes them (`ssd_mobilenet.formats.saved_model.writer`), the
+    TFLite and ONNX files as `migrate export --tflite / --onnx` does by default (per-class NMS,
+    uint8 input; int8 calibrated on `network.generated_images`, as `export --int8` without
+    --calibration)."""
+    from ssd_mobilenet import atomic_write, detector
+    from ssd_mobilenet.formats import network
+    from ssd_mobilenet.formats.saved_model import writer as saved_model_lib
+    from ssd_mobilenet.formats.tflite import writer as tflite_lib
     model = detector.load_model(converted)
     paths, onnx_float = {}, None  # the float ONNX model, converted once for `onnx`, `onnx_int8` and `openvino`
     for side in sides:
         if side in EXPORTED_SIDES:
             variant, precision, weights = EXPORTED_SIDES[side]
             paths[side] = exported_path(out_dir, side)
-            export.export_saved_model(model, paths[side], variant, precision or mixed_precision(), weights=weights)
+            saved_model_lib.export_saved_model(model, paths[side], variant, precision or mixed_precision(),
+                                               weights=weights)
         elif side in TFLITE_EXPORTS:
             images = network.generated_images(model.config) if TFLITE_EXPORTS[side] else None
             paths[side] = exported_path(out_dir, side)
             atomic_write.write_bytes(paths[side], tflite_lib.convert(model, representative_images=images))
         elif side in ONNX_EXPORTS:
-            from ssd_mobilenet.export import onnx as onnx_lib
+            from ssd_mobilenet.formats.onnx import writer as onnx_lib
             onnx_float = proto = onnx_float or onnx_lib.convert(model)
             if ONNX_EXPORTS[side]:  # as `export --onnx --int8` without --calibration
-                from ssd_mobilenet.export import onnx_integer
+                from ssd_mobilenet.formats.onnx import integer as onnx_integer
                 proto = onnx_integer.quantize(proto, [image[None] for image in network.generated_images(model.config)])
             paths[side] = exported_path(out_dir, side)
             atomic_write.write_bytes(paths[side], proto.SerializeToString())

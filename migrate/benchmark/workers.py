@@ -21,16 +21,16 @@ def _latency_worker(request_path, result_path):
     with open(request_path, encoding="utf-8") as f:
         req = json.load(f)
     if req.get("memory_growth") or req.get("memory_limit_mb"):
-        from ssd_mobilenet import runtime
-        runtime.configure(memory_growth=req.get("memory_growth", False), memory_limit_mb=req.get("memory_limit_mb"))
+        from ssd_mobilenet import memory
+        memory.configure(memory_growth=req.get("memory_growth", False), memory_limit_mb=req.get("memory_limit_mb"))
     times = interleaved_latency(req["sides"], req["src"], req["converted"], [tuple(s) for s in req["sizes"]],
                                 req["batches"], req["warmup"], req["repeats"], trace_dir=req.get("trace_dir"),
                                 progress=lambda msg: print(f"[bench] {msg}", file=sys.stderr, flush=True),
                                 exported=req.get("exported"), tflite_size=req.get("tflite_size"),
                                 threads=req.get("tflite_threads"))
-    from ssd_mobilenet import runtime
+    from ssd_mobilenet import memory
     with open(result_path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump({"times": times, "onednn_on": runtime.onednn_on()}, f)
+        json.dump({"times": times, "onednn_on": memory.onednn_on()}, f)
     os.replace(result_path + ".tmp", result_path)
 
 

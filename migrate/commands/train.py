@@ -60,7 +60,7 @@ def missing_path(args):
 @tensorflow_command
 def run(args) -> int:
     from migrate import evaluate, train
-    from ssd_mobilenet import label_map, runtime
+    from ssd_mobilenet import label_map, memory
     from ssd_mobilenet.config.ssd_config import ConfigError
     from ssd_mobilenet.training import data, memory_budget
     for flag, value in (("--steps", args.steps), ("--batch", args.batch),
@@ -80,10 +80,10 @@ def run(args) -> int:
     if args.max_memory is not None and not args.max_memory > 0:
         return bad_input(f"--max-memory {args.max_memory:g}: must be a positive number of MiB")
     try:
-        if args.max_memory is not None and not runtime.devices_initialized():
+        if args.max_memory is not None and not memory.devices_initialized():
             # Allocator peaks on a CPU need the BFC allocator, chosen before TensorFlow starts
             # (a process that started it already is refused below when it has no statistics).
-            runtime.configure()
+            memory.configure()
         result = train.run(args.converted, args.train, eval_records=args.eval, labels=args.labels, out=args.out,
                            config=args.config, steps=args.steps, batch_size=args.batch, accumulate=args.accumulate,
                            freeze_batch_norm=True if args.freeze_batch_norm else None,
@@ -91,7 +91,7 @@ def run(args) -> int:
                            devices=devices, progress=progress(args.quiet, wrap=True), precision=args.precision,
                            recompute=args.recompute, max_memory_mb=args.max_memory)
     except (train.TrainInputError, train.OutputExistsError, data.DataError, label_map.LabelMapError,
-            ConfigError, memory_budget.BudgetError, runtime.RuntimeConfigError) as e:
+            ConfigError, memory_budget.BudgetError, memory.RuntimeConfigError) as e:
         return bad_input(e)
     except train.WorkerLostError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -5,7 +5,7 @@
 the TF1 Object Detection API exporters put in front of the graph (`tf.image.decode_image`
 with `channels=3`). Like them, no EXIF orientation is applied: pixels are used as stored.
 TensorFlow is imported by those two only: listing images, and `ImageError`, serve the LiteRT
-runtime too (`ssd_mobilenet.litert.images` decodes the same pixels without TensorFlow).
+runtime too (`ssd_mobilenet.formats.images` decodes the same pixels without TensorFlow).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from ssd_mobilenet.litert.images import ImageError  # noqa: F401 (one error class for both decoders)
+from ssd_mobilenet.formats.images import ImageError  # noqa: F401 (one error class for both decoders)
 
 JPEG_MAGIC = b"\xff\xd8\xff"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

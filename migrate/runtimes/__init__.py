@@ -90,12 +90,12 @@ def model_metadata(model: str) -> dict:
             with open(converted_dir.config_path(model), encoding="utf-8") as f:
                 meta = json.load(f)
         elif file_runtime(model) == "onnx":
-            from ssd_mobilenet import onnx_file
-            meta = onnx_file.read_metadata(model)
+            from ssd_mobilenet.formats.onnx import file_format as onnx_format
+            meta = onnx_format.read_metadata(model)
         else:
-            from ssd_mobilenet.litert import file_format
+            from ssd_mobilenet.formats.tflite import file_format as tflite_format
             with open(model, "rb") as f:
-                meta = file_format.read_metadata(f.read())
+                meta = tflite_format.read_metadata(f.read())
         return meta if isinstance(meta, dict) else {}
     except Exception:  # noqa: BLE001 - whatever a malformed file raises: the runtime reports the model
         return {}

@@ -21,7 +21,7 @@ class BudgetError(ValueError):
 class RuntimeOptionError(ValueError):
     """An option the runtime cannot apply in this process: TensorFlow's memory settings once its
     devices have started, a memory budget without allocator statistics, a second profiler trace
-    (`ssd_mobilenet.runtime.RuntimeConfigError`, as a runtime's error that needs no TensorFlow to
+    (`ssd_mobilenet.memory.RuntimeConfigError`, as a runtime's error that needs no TensorFlow to
     be caught)."""
 
 

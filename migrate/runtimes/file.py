@@ -1,6 +1,6 @@
 """What `predict`'s runtimes for a model file share (`litert.LiteRTRuntime`, `onnx.OnnxRuntime`):
 one image per call through the file's `detect(image uint8 [H, W, 3]) -> the four outputs
-([1, D, ...] numpy)`, images decoded as TensorFlow decodes them (`ssd_mobilenet.litert.images`),
+([1, D, ...] numpy)`, images decoded as TensorFlow decodes them (`ssd_mobilenet.formats.images`),
 and the measured runner of `verify` and `bench` (`one_image_runner`). Imports no TensorFlow.
 """
 
@@ -11,7 +11,7 @@ import threading
 import numpy as np
 
 from migrate.runtimes.base import Result, from_outputs
-from ssd_mobilenet.litert import images
+from ssd_mobilenet.formats import images
 
 
 class FileRuntime:

@@ -1,7 +1,8 @@
 """The LiteRT runtime of `predict`: a `.tflite` file of `migrate export` on LiteRT's interpreter,
-one image per call, in a process that never imports TensorFlow (`ssd_mobilenet.litert`).
+one image per call, in a process that never imports TensorFlow
+(`ssd_mobilenet.formats.tflite.runner`).
 
-Images are decoded as TensorFlow decodes them (`ssd_mobilenet.litert.images`) and go to the file
+Images are decoded as TensorFlow decodes them (`ssd_mobilenet.formats.images`) and go to the file
 at their own size when it resizes them itself (the default export); a fixed-size file gets them
 prepared as the graph prepares them (`ModelFile.feed`). Boxes are normalised to the image, as on
 the TensorFlow runtime.
@@ -16,7 +17,7 @@ import os
 
 from migrate.runtimes.base import ModelDirError
 from migrate.runtimes.file import FileRuntime, one_image_runner
-from ssd_mobilenet.litert import model_file
+from ssd_mobilenet.formats.tflite.runner import ModelFile, ModelFileError
 
 
 class LiteRTRuntime(FileRuntime):
@@ -29,8 +30,8 @@ class LiteRTRuntime(FileRuntime):
         problem = None
         with console.native_stderr_quieted():  # "INFO: Created TensorFlow Lite XNNPACK delegate for CPU."
             try:
-                self.file = model_file.ModelFile(path, threads=threads or os.cpu_count())
-            except model_file.ModelFileError as e:
+                self.file = ModelFile(path, threads=threads or os.cpu_count())
+            except ModelFileError as e:
                 problem = str(e)  # raised outside: the quieted lines are shown only for a crash
         if problem:
             raise ModelDirError(problem)
@@ -52,9 +53,9 @@ def runner(path: str, threads: int | None = None):
     The runner of the TFLite side's measurement in `verify` and of bench's TFLite sides; imports
     no TensorFlow. A file takes one image per call: `run` raises ValueError for other batches.
     Raises:
-      model_file.ModelFileError: no such file, or not one LiteRT can run as `migrate export` writes it.
+      ModelFileError: no such file, or not one LiteRT can run as `migrate export` writes it.
     """
     from migrate.common import console
     with console.native_stderr_quieted():  # "INFO: Created TensorFlow Lite XNNPACK delegate for CPU."
-        file = model_file.ModelFile(path, threads=threads)
+        file = ModelFile(path, threads=threads)
     return one_image_runner(file, "a TFLite side")

@@ -1,8 +1,8 @@
 """The ONNX Runtime runtime of `predict`: an `.onnx` file of `migrate export --onnx` on ONNX
 Runtime's CPU provider, one image per call, in a process that never imports TensorFlow
-(`ssd_mobilenet.onnx_file`; `pip install 'ssd-mobilenet-migrate[onnx]'`).
+(`ssd_mobilenet.formats.onnx.runner`; `pip install 'ssd-mobilenet-migrate[onnx]'`).
 
-Images are decoded as TensorFlow decodes them (`ssd_mobilenet.litert.images`) and go to the file
+Images are decoded as TensorFlow decodes them (`ssd_mobilenet.formats.images`) and go to the file
 at their own size when it resizes them itself (the default export); a fixed-size file gets them
 prepared as the graph prepares them (`OnnxFile.feed`). Boxes are normalised to the image, as on
 the TensorFlow runtime.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from migrate.runtimes.base import ModelDirError
 from migrate.runtimes.file import FileRuntime, one_image_runner
-from ssd_mobilenet import onnx_file
+from ssd_mobilenet.formats.onnx.runner import OnnxFile, OnnxFileError
 
 
 class OnnxRuntime(FileRuntime):
@@ -25,8 +25,8 @@ class OnnxRuntime(FileRuntime):
 
     def __init__(self, path: str, threads: int | None = None, say=None, warn=None):
         try:
-            self.file = onnx_file.OnnxFile(path, threads=threads)
-        except onnx_file.OnnxFileError as e:
+            self.file = OnnxFile(path, threads=threads)
+        except OnnxFileError as e:
             raise ModelDirError(str(e)) from None
         super().__init__()
         say = say or (lambda msg: None)
@@ -44,6 +44,6 @@ def runner(path: str, threads: int | None = None):
     file at `path` on ONNX Runtime with `threads` threads (default: the CPU count): the photo fed
     as the file takes it, as `predict` runs it. Imports no TensorFlow.
     Raises:
-      onnx_file.OnnxFileError: no such file, or not one of `migrate export --onnx`.
+      OnnxFileError: no such file, or not one of `migrate export --onnx`.
     """
-    return one_image_runner(onnx_file.OnnxFile(path, threads=threads), "an ONNX side")
+    return one_image_runner(OnnxFile(path, threads=threads), "an ONNX side")

@@ -28,7 +28,7 @@ import ssd_mobilenet
 from migrate.common import images
 from migrate.runtimes.base import (DEFAULT_BATCH, MAX_BATCH, BudgetError, ModelDirError, Result, RuntimeOptionError,
                                    from_outputs)
-from ssd_mobilenet import image_io, preprocessing, runtime
+from ssd_mobilenet import image_io, memory, preprocessing
 
 TRACE_BATCHES = 3
 
@@ -59,15 +59,15 @@ def resized_detect_function(detector):
 def budget_batch_size(detector, max_memory_mb: float) -> int:
     """The largest batch (<= MAX_BATCH) whose TensorFlow allocator peak, measured on the call
     `iter_predictions` makes (float32 [N, h, w, 3] at the model's input size), stays under
-    `max_memory_mb` MiB (`ssd_mobilenet.runtime.max_batch_size`; on a CPU it needs the BFC
-    allocator, see `runtime.configure`).
+    `max_memory_mb` MiB (`ssd_mobilenet.memory.max_batch_size`; on a CPU it needs the BFC
+    allocator, see `memory.configure`).
 
     Raises:
       BudgetError: when not even one image fits.
     """
     detect = resized_detect_function(detector)
     size = (detector.config.image_height, detector.config.image_width)
-    n = runtime.max_batch_size(lambda batch: detect(tf.cast(batch, tf.float32)), int(max_memory_mb * 2**20),
+    n = memory.max_batch_size(lambda batch: detect(tf.cast(batch, tf.float32)), int(max_memory_mb * 2**20),
                                image_size=size, limit=MAX_BATCH)
     if n == 0:
         raise BudgetError(f"--max-memory {max_memory_mb:g}: one image at {size[0]}x{size[1]} already peaks above "
@@ -156,11 +156,11 @@ def iter_predictions(detector, paths, batch_size: int = DEFAULT_BATCH, on_batch=
 
 @contextlib.contextmanager
 def _option_errors():
-    # `runtime.RuntimeConfigError` as the runtimes' own error, which the command line catches
+    # `memory.RuntimeConfigError` as the runtimes' own error, which the command line catches
     # without importing TensorFlow for the other runtimes.
     try:
         yield
-    except runtime.RuntimeConfigError as e:
+    except memory.RuntimeConfigError as e:
         raise RuntimeOptionError(str(e)) from None
 
 
@@ -168,7 +168,7 @@ class TensorFlowRuntime:
     """`predict`'s runtime for a converted directory (`migrate.runtimes.Runtime`).
 
     `memory_growth`, `memory_limit_mb` and `weight_cache` set up TensorFlow for the process
-    (`ssd_mobilenet.runtime.configure`), before its devices start; `max_memory_mb` does too, since
+    (`ssd_mobilenet.memory.configure`), before its devices start; `max_memory_mb` does too, since
     it measures allocator peaks, which a CPU keeps only with the BFC allocator `configure` switches
     on. Raises RuntimeOptionError when the devices have started already.
     """
@@ -182,7 +182,7 @@ class TensorFlowRuntime:
         say = say or (lambda msg: None)
         if memory_growth or memory_limit_mb is not None or max_memory_mb is not None or weight_cache:
             with _option_errors():
-                runtime.configure(memory_growth=memory_growth, memory_limit_mb=memory_limit_mb,
+                memory.configure(memory_growth=memory_growth, memory_limit_mb=memory_limit_mb,
                                   onednn_weight_cache=weight_cache)
         with warnings.catch_warnings(record=True) as caught:  # e.g. XLA on a CPU: one line, not a source excerpt
             warnings.simplefilter("always")
@@ -244,7 +244,7 @@ class TensorFlowRuntime:
 
 
 class _Tracer:
-    """Starts `ssd_mobilenet.runtime.trace` before one batch and stops it TRACE_BATCHES later."""
+    """Starts `ssd_mobilenet.memory.trace` before one batch and stops it TRACE_BATCHES later."""
 
     def __init__(self, logdir, num_batches: int):
         self.logdir = logdir
@@ -256,7 +256,7 @@ class _Tracer:
             return
         if number == self.first:
             with _option_errors():  # a trace already being recorded
-                self.context = runtime.trace(self.logdir)
+                self.context = memory.trace(self.logdir)
                 self.context.__enter__()
         elif number == self.first + TRACE_BATCHES:
             self.stop()

@@ -18,7 +18,7 @@ from migrate.tf1.graph_traits import (TFLITE_POSTPROCESS_OP, anchor_box_specs, a
                                       graph_traits, is_tflite_export, multiscale_anchor_fields,
                                       tflite_postprocess_node)
 from ssd_mobilenet import anchor_generators
-from ssd_mobilenet.anchors import box_specs
+from ssd_mobilenet.anchor_generators.ssd import box_specs
 from ssd_mobilenet.config.pipeline_reader import read_pipeline_config
 from ssd_mobilenet.config.ssd_config import ConfigError, SSDConfig, float_text
 from ssd_mobilenet.config.type_names import (MULTISCALE_ANCHORS, SSD_ANCHORS, SSD_MOBILENET_V1, SSD_MOBILENET_V1_FPN,

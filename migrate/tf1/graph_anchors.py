@@ -22,7 +22,8 @@ import tensorflow as tf
 from tensorflow.python.framework import tensor_util
 
 from migrate.tf1.op_allowlist import disallowed_ops
-from ssd_mobilenet.anchors import box_specs, generate_anchors
+from ssd_mobilenet.anchor_generators import generate_anchors
+from ssd_mobilenet.anchor_generators.ssd import box_specs
 
 ANCHORS_CONSUMER = "Postprocessor/ExpandDims"
 TFLITE_ANCHORS = "anchors"

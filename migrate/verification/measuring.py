@@ -26,7 +26,7 @@ def _measurement_batches(batches, batch: int) -> list:
 
 
 def _measure_one(factory: str, kwargs: dict, images_npz: str, memory: dict, warmup: int, repeats: int, side: str):
-    """`measure_isolated` with the memory settings applied in the worker (`runtime.configure`).
+    """`measure_isolated` with the memory settings applied in the worker (`memory.configure`).
     A worker that fails while memory settings are in force is reported as bad input naming
     them and the worker's most telling line: under a small CPU limit the first allocation
     beyond it fails (OOM, or a graph constant that cannot be materialised)."""
@@ -63,7 +63,7 @@ def _tf1_measured(graph_def, batches, memory: dict, warmup: int, repeats: int, s
 def _measure_sides(graph_def, converted: str, mode: str, precision: str, memory: dict, batches, batch: int,
                    warmup: int, repeats: int, say):
     """(tf1 result, tf2 result) of `measure.measure_isolated`, one fresh process per side, each
-    applying the same `memory` settings (`runtime.configure`) before its first op."""
+    applying the same `memory` settings (`memory.configure`) before its first op."""
     measure_batches = _measurement_batches(batches, batch)
     runs = f"{repeats} run{'s' if repeats > 1 else ''}"
     what = f"batch {' and '.join(str(len(b)) for b in measure_batches)}, {runs} each"
@@ -131,10 +131,10 @@ def _side_summary(result: dict, mode: str) -> dict:
 
 def _trace(detect, images, trace_dir: str) -> None:
     """A profiler trace of two runs of `detect` (already warm from the parity run)."""
-    from ssd_mobilenet import runtime
+    from ssd_mobilenet import memory
     try:
-        with runtime.trace(trace_dir):
+        with memory.trace(trace_dir):
             for _ in range(2):
                 [np.asarray(v) for v in detect(images).values()]
-    except runtime.RuntimeConfigError as e:
+    except memory.RuntimeConfigError as e:
         raise VerifyInputError(f"--trace {trace_dir}: {e}") from None

@@ -1,6 +1,6 @@
 """The two sides as measurement factories (`measure_isolated` imports them by name in a fresh
 process): the frozen TF1 graph in a session with the default config, the converted model in a
-`verify` mode, each after `runtime.configure` with the memory settings. (A `.tflite` or `.onnx`
+`verify` mode, each after `memory.configure` with the memory settings. (A `.tflite` or `.onnx`
 file is measured by bench's runner, in a process without TensorFlow: `measuring`.)"""
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ SAVED_MODEL = "saved_model"
 
 
 def _configure_memory(memory_growth: bool, memory_limit_mb) -> None:
-    """`runtime.configure` in a measurement worker, before its first TensorFlow op."""
+    """`memory.configure` in a measurement worker, before its first TensorFlow op."""
     if memory_growth or memory_limit_mb is not None:
-        from ssd_mobilenet import runtime
-        runtime.configure(memory_growth=memory_growth, memory_limit_mb=memory_limit_mb)
+        from ssd_mobilenet import memory
+        memory.configure(memory_growth=memory_growth, memory_limit_mb=memory_limit_mb)
 
 
 def tf1_session_runner(graph_pb: str, memory_growth: bool = False, memory_limit_mb=None):
     """Measurement factory: the frozen TF1 graph in a session with the default config,
-    after `runtime.configure(memory_growth, memory_limit_mb)`."""
+    after `memory.configure(memory_growth, memory_limit_mb)`."""
     _configure_memory(memory_growth, memory_limit_mb)
     runner = frozen_graph.FrozenGraphRunner(sources.read_graph_def(graph_pb))
     fetches = {k: f"{k}:0" for k in DETECTION_OUTPUTS}
@@ -32,7 +32,7 @@ def tf2_runner(converted: str, mode: str = "function", precision: str = "float32
                memory_limit_mb=None):
     """Measurement factory: the converted model in `mode` (eager Keras, Detector, XLA Detector,
     or the SavedModel through plain TensorFlow) at `precision`, after
-    `runtime.configure(memory_growth, memory_limit_mb)`."""
+    `memory.configure(memory_growth, memory_limit_mb)`."""
     _configure_memory(memory_growth, memory_limit_mb)
     if mode == SAVED_MODEL:
         run = saved_model_detector(converted)

@@ -1,7 +1,7 @@
 """The TF2 side of `verify --tflite` and `verify --onnx`: a `.tflite` file written by `migrate
-export`, run by LiteRT's interpreter (`ssd_mobilenet.litert.model_file.ModelFile`) through its
+export`, run by LiteRT's interpreter (`ssd_mobilenet.formats.tflite.runner.ModelFile`) through its
 `serving_default` signature, or an `.onnx` file, run by ONNX Runtime
-(`ssd_mobilenet.onnx_file.OnnxFile`), against the TF1 graph. Both have `feed(photo)`,
+(`ssd_mobilenet.formats.onnx.runner.OnnxFile`), against the TF1 graph. Both have `feed(photo)`,
 `run(input)` and `exact_for_any_size`; a float32 ONNX file is judged EXACT (the TF graph's
 post-processing), an int8 (QDQ) one by AGREEMENT.
 
@@ -57,12 +57,12 @@ EXACT, AGREEMENT = "exact", "agreement"
 def open_onnx_file(path: str, config, threads: int | None = None):
     """(`OnnxFile` of `path` on ONNX Runtime with `threads` threads, its info dict, as `open_file`'s)
     for `verify --onnx`. Raises VerifyInputError as `open_file`."""
-    from ssd_mobilenet import onnx_file
+    from ssd_mobilenet.formats.onnx import runner as onnx_runner
     if not os.path.isfile(path):
         raise VerifyInputError(f"{path}: no such file (--onnx)")
     try:
-        file = onnx_file.OnnxFile(path, threads=threads)
-    except onnx_file.OnnxFileError as e:
+        file = onnx_runner.OnnxFile(path, threads=threads)
+    except onnx_runner.OnnxFileError as e:
         raise VerifyInputError(str(e)) from None
     size = [config.image_height, config.image_width]
     if list(file.image_size) != size:
@@ -90,14 +90,14 @@ def open_file(path: str, config, threads: int | None = None):
         without the export's signature, or another input size than the model's.
     """
     from migrate.common import console
-    from ssd_mobilenet.litert import file_format as tflite_lib
-    from ssd_mobilenet.litert import model_file
+    from ssd_mobilenet.formats.tflite import file_format as tflite_format
+    from ssd_mobilenet.formats.tflite import runner as tflite_runner
     if not os.path.isfile(path):
         raise VerifyInputError(f"{path}: no such file (--tflite)")
     try:
         with console.native_stderr_quieted():  # the interpreter's "Created ... XNNPACK delegate" line
-            file = model_file.ModelFile(path, threads=threads)
-    except model_file.ModelFileError as e:
+            file = tflite_runner.ModelFile(path, threads=threads)
+    except tflite_runner.ModelFileError as e:
         raise VerifyInputError(str(e)) from None
     size = [config.image_height, config.image_width]
     if file.image_size != size:
@@ -106,7 +106,7 @@ def open_file(path: str, config, threads: int | None = None):
     info = {"file": file.path, "bytes": file.bytes, "nms": file.nms, "input_type": file.input_type,
             "input_mode": file.input_mode, "int8": file.int8, "input_size": size,
             "max_detections": file.max_detections, "operators": file.operators, "kind": file.kind,
-            "criterion": EXACT if file.nms == tflite_lib.PER_CLASS and not file.int8 else AGREEMENT,
+            "criterion": EXACT if file.nms == tflite_format.NMS_PER_CLASS and not file.int8 else AGREEMENT,
             "threads": file.threads, "runtime": "litert"}
     return file, info
 
@@ -128,7 +128,7 @@ def compare_file(runner, file, info: dict, batches, config, atol: float, rtol: f
     from migrate import export_drift
     from migrate.tf1.parity import compare_detections
     from migrate.tf1.side_by_side import drawn_detections
-    from ssd_mobilenet.litert import file_format as tflite_lib
+    from ssd_mobilenet.formats.tflite import file_format as tflite_format
     fetches = {k: f"{k}:0" for k in DETECTION_OUTPUTS}
     detections, drawn, refs, ours_all = [], [], [], []
     for names, images in batches:
@@ -147,7 +147,7 @@ def compare_file(runner, file, info: dict, batches, config, atol: float, rtol: f
                 detections.append({"image": name, **compare_detections(ours, ref, 0, atol, rtol,
                                                                         config.score_threshold)})
                 continue
-            if info["nms"] != tflite_lib.PER_CLASS:
+            if info["nms"] != tflite_format.NMS_PER_CLASS:
                 ours = dict(ours, detection_boxes=np.clip(ours["detection_boxes"], 0.0, 1.0))
             refs.append(ref)
             ours_all.append(ours)
@@ -172,8 +172,9 @@ def tolerances(info: dict, atol: float, rtol: float) -> dict:
                 "tf1_reference": "the graph as written: a session with Grappler off, fed the file's pixels",
                 "rule": "detection counts and classes exact; boxes and scores "
                         f"|{RUNTIMES[info.get('runtime', 'litert')].mode} - tf1| <= atol + rtol"}
-    from ssd_mobilenet.litert import file_format as tflite_lib
-    clip = "" if info["nms"] == tflite_lib.PER_CLASS else "the file's boxes clipped to [0, 1] (the op does not clip); "
+    from ssd_mobilenet.formats.tflite import file_format as tflite_format
+    clip = ("" if info["nms"] == tflite_format.NMS_PER_CLASS
+            else "the file's boxes clipped to [0, 1] (the op does not clip); ")
     return {"atol": None, "rtol": None, "precision": "int8" if info["int8"] else "float32", "criterion": AGREEMENT,
             "min_score": export_drift.REPORT_MIN_SCORE, "match_iou": export_drift.MATCH_IOU, "min_rate": AGREEMENT_MIN_RATE,
             "tf1_reference": "the graph as written: a session with Grappler off, fed the file's pixels",

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 import keras
 import tensorflow as tf
 
-from ssd_mobilenet.box_predictor import BoxPredictor
+from ssd_mobilenet.box_predictors.convolutional import BoxPredictor
 from ssd_mobilenet.box_predictors.weight_shared import WeightSharedConvolutionalBoxPredictor
 from ssd_mobilenet.layers import DEFAULT_BATCH_NORM_DECAY, BatchNorm, SlimConv
 from ssd_mobilenet.training import optimizers, schedules

@@ -1,6 +1,6 @@
 """The largest training batch whose measured step stays under a memory budget (`train --max-memory`).
 
-As `predict --max-memory` does for inference (`runtime.max_batch_size`), the batch is found by
+As `predict --max-memory` does for inference (`memory.max_batch_size`), the batch is found by
 measuring: the TensorFlow allocator's absolute peak (weights, optimiser slots, gradients and
 everything else resident included, as a device limit counts it) while a `Trainer` runs one
 optimiser step on a generated batch of that size, with the trainer's levers as they are
@@ -11,7 +11,7 @@ traced counts, on top of what was resident when the search began. So a size meas
 whether it is measured first in the process or after others (what the traces of sizes measured
 before keep would count otherwise, and the search assumes the peak grows with the batch). Batch
 sizes double until one exceeds the budget, then a binary search finds the boundary
-(`runtime.largest_fitting`).
+(`memory.largest_fitting`).
 
 Where TensorFlow runs Eigen's kernels (CPUs without AVX-512), the gradients of convolutions hold
 large temporaries, and whether concurrent ops hold two at once varies from run to run: a step's
@@ -22,7 +22,7 @@ The measured steps change the trainer's state (weights, slots, moving averages, 
 written to a temporary checkpoint first and read back afterwards, so training starts from where
 it would have. The input pipeline's buffers (decoded records ahead of the step) are outside the
 measurement. On a CPU the allocator keeps statistics only with the BFC allocator
-(`runtime.configure`, before TensorFlow starts), else `runtime.RuntimeConfigError`.
+(`memory.configure`, before TensorFlow starts), else `memory.RuntimeConfigError`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
-from ssd_mobilenet import runtime
+from ssd_mobilenet import memory
 from ssd_mobilenet.training.data import MAX_NUMBER_OF_BOXES
 
 MAX_BATCH = 1024  # the search's upper end (images per micro-batch)
@@ -76,10 +76,10 @@ def step_peaks(trainer, micro_batch: int, runs: int = 3, device: str | None = No
         float(losses["Loss/total_loss"])  # waits for the step
 
     gc.collect()
-    resident = runtime.memory_info(device)["current"]
+    resident = memory.memory_info(device)["current"]
     with trainer.traced_apart():
         step()
-        return [runtime.measure_peak(step, device) - resident for _ in range(runs)]
+        return [memory.measure_peak(step, device) - resident for _ in range(runs)]
 
 
 @contextlib.contextmanager
@@ -102,13 +102,13 @@ def largest_batch(trainer, max_memory_mb: float, limit: int = MAX_BATCH, runs: i
     Returns:
       images per micro-batch (a step takes `trainer.accumulate` of them).
     Raises:
-      BudgetError: not even one image fits; runtime.RuntimeConfigError: no allocator statistics.
+      BudgetError: not even one image fits; memory.RuntimeConfigError: no allocator statistics.
     """
-    runtime.memory_info()  # no statistics: refused before any step runs
+    memory.memory_info()  # no statistics: refused before any step runs
     budget = int(max_memory_mb * 2**20)
     peaks = {}
     gc.collect()
-    resident = runtime.memory_info()["current"]  # weights, slots, averages: what training starts with
+    resident = memory.memory_info()["current"]  # weights, slots, averages: what training starts with
 
     def fits(n):
         peaks[n] = resident + max(step_peaks(trainer, n, runs))
@@ -117,7 +117,7 @@ def largest_batch(trainer, max_memory_mb: float, limit: int = MAX_BATCH, runs: i
         return peaks[n] <= budget
 
     with preserved_state(trainer):
-        n = runtime.largest_fitting(fits, limit)
+        n = memory.largest_fitting(fits, limit)
     if n == 0:
         config = trainer.model.config
         raise BudgetError(f"--max-memory {max_memory_mb:g}: one {config.image_height}x{config.image_width} image's "

@@ -395,7 +395,7 @@ def train(model, training_config, records, output_dir, *, steps: int | None = No
       {"step": the last step, "losses": its losses, "model_dir": the written model directory,
        "resumed_from": the step the run started at (0 for a fresh run), "batch_size": images per step}.
     Raises:
-      memory_budget.BudgetError, runtime.RuntimeConfigError: with `max_memory_mb` (see there).
+      memory_budget.BudgetError, memory.RuntimeConfigError: with `max_memory_mb` (see there).
       ResumeError: `output_dir` holds a run started with another batch size, accumulation,
         precision or batch-norm freezing (`RUN_SETTINGS`), before anything runs.
     """

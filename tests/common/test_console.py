@@ -23,7 +23,7 @@ from migrate import cli
 from migrate.commands import common as cli_common
 from migrate.common import console
 from migrate.common.measure import MeasureError, measure_isolated
-from ssd_mobilenet import runtime
+from ssd_mobilenet import memory
 
 # TensorFlow's lines: absl's pre-init notice, C++ log lines (I0000/W0000 prefixes, the oneDNN
 # and CPU-feature notices), its Python log and deprecation notices.
@@ -135,7 +135,7 @@ def test_verbose_shows_tensorflows_lines(small):
     # or AMX), the C++ notices its libraries print while they load. Where it runs Eigen's (CPUs
     # without AVX-512, or TF_ENABLE_ONEDNN_OPTS=0, which the child inherits) there is no such notice.
     assert re.search(r"WARNING:tensorflow:.*extract_sub_graph .* is deprecated", proc.stderr), proc.stderr
-    if not runtime.onednn_on():
+    if not memory.onednn_on():
         assert "oneDNN custom operations are on" not in proc.stderr, proc.stderr
     elif platform.machine().lower() in ("x86_64", "amd64"):
         assert "oneDNN custom operations are on" in proc.stderr and "absl::InitializeLog" in proc.stderr
@@ -238,10 +238,10 @@ def test_quiet_output_hides_tensorflows_warnings_and_log_not_the_projects():
             assert not tf_logger.isEnabledFor(logging.WARNING) and tf_logger.isEnabledFor(logging.ERROR)
             assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "3" and os.environ[console.QUIET_ENV] == "1"
             for module in ("tensorflow.python.framework.ops", "keras.src.layers", "tf_slim.layers",
-                           "ssd_mobilenet.runtime", "migrate.verify", "kerasfoo"):
+                           "ssd_mobilenet.memory", "migrate.verify", "kerasfoo"):
                 warn_from(module)
         warn_from("tensorflow.python.framework.ops")  # the filter ends with the command
-    assert [str(w.message) for w in caught] == ["from ssd_mobilenet.runtime", "from migrate.verify",
+    assert [str(w.message) for w in caught] == ["from ssd_mobilenet.memory", "from migrate.verify",
                                                 "from kerasfoo", "from tensorflow.python.framework.ops"]
     assert (tf_logger.level, os.environ.get("TF_CPP_MIN_LOG_LEVEL")) == (level, cpp)
     assert console.QUIET_ENV not in os.environ

@@ -136,9 +136,9 @@ def _as_written(model, images) -> dict:
     is fused into an int8 kernel (each DequantizeLinear, then the float Conv)."""
     import onnxruntime as ort
     from migrate.common.images import read_image
-    from ssd_mobilenet import onnx_file
-    model_file = onnx_file.OnnxFile(model)
-    options = onnx_file.session_options(1)
+    from ssd_mobilenet.formats.onnx import runner as onnx_runner
+    model_file = onnx_runner.OnnxFile(model)
+    options = onnx_runner.session_options(1)
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     model_file.session = ort.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
     names = sorted(os.listdir(images), key=lambda f: int(f.split(".")[0]))

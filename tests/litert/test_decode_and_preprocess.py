@@ -1,4 +1,4 @@
-"""`ssd_mobilenet.litert.images` and `.preprocess`: TensorFlow's decoder and the graph's legacy
+"""`ssd_mobilenet.formats.images` and `.preprocess`: TensorFlow's decoder and the graph's legacy
 resize and scaling without TensorFlow, compared with TensorFlow's own ops pixel for pixel."""
 
 import glob
@@ -10,7 +10,7 @@ import tensorflow as tf
 from PIL import Image
 
 from tests.conftest import SHARED
-from ssd_mobilenet.litert import images, preprocess
+from ssd_mobilenet.formats import images, preprocess
 
 PHOTOS = sorted(glob.glob(os.path.join(SHARED, "photos", "*.jpg")))
 needs_photos = pytest.mark.skipif(not PHOTOS, reason=f"no photos at {SHARED}/photos")

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import json_lines, same_predict_lines, mixed_image_folder, save_synthetic_model, without_tensorflow
 from migrate import predict
 from ssd_mobilenet.config.ssd_config import SSDConfig
-from ssd_mobilenet.export import tflite
+from ssd_mobilenet.formats.tflite import writer as tflite
 
 CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
 ATOL = 1e-5  # the project's parity tolerance: LiteRT's kernels round otherwise than oneDNN's
@@ -92,21 +92,21 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(model, folder, no_te
 def test_model_file_from_bytes_is_the_file(model, tmp_path):
     """`ModelFile.from_bytes` (export's int8 drift check) reads a file's bytes as `ModelFile`
     reads the file: the same description and detections; its errors name the given name."""
-    from ssd_mobilenet.litert import model_file
+    from ssd_mobilenet.formats.tflite.runner import ModelFile, ModelFileError
     _, path, _ = model
     data = bytearray(open(path, "rb").read())
-    from_path = model_file.ModelFile(path, threads=1)
-    from_bytes = model_file.ModelFile.from_bytes(data, threads=1, name="the exported file")
+    from_path = ModelFile(path, threads=1)
+    from_bytes = ModelFile.from_bytes(data, threads=1, name="the exported file")
     data[:] = b"\0" * len(data)  # the caller's buffer changes: the file's copy does not
     assert (from_bytes.kind, from_bytes.input_mode, from_bytes.image_size, from_bytes.operators) == \
            (from_path.kind, from_path.input_mode, from_path.image_size, from_path.operators)
     photo = np.random.default_rng(1).integers(0, 256, (97, 131, 3), dtype=np.uint8)
     for key, value in from_path.detect(photo).items():
         np.testing.assert_array_equal(from_bytes.detect(photo)[key], value)
-    with pytest.raises(model_file.ModelFileError, match="^the exported file: not a TFLite file"):
-        model_file.ModelFile.from_bytes(b"not a model at all", name="the exported file")
-    with pytest.raises(model_file.ModelFileError, match="^the exported file: the LiteRT interpreter cannot load"):
-        model_file.ModelFile.from_bytes(open(path, "rb").read()[:5000], name="the exported file")
+    with pytest.raises(ModelFileError, match="^the exported file: not a TFLite file"):
+        ModelFile.from_bytes(b"not a model at all", name="the exported file")
+    with pytest.raises(ModelFileError, match="^the exported file: the LiteRT interpreter cannot load"):
+        ModelFile.from_bytes(open(path, "rb").read()[:5000], name="the exported file")
 
 
 def test_the_class_count_is_read_from_the_files_metadata_without_a_runtime(model, tmp_path):

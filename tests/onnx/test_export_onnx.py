@@ -1,4 +1,4 @@
-"""The ONNX export (`ssd_mobilenet.export.onnx`): one static ONNX file whose detections on ONNX
+"""The ONNX export (`ssd_mobilenet.formats.onnx.writer`): one static ONNX file whose detections on ONNX
 Runtime are the converted model's, and whose post-processing graph (`onnx_postprocessing`)
 gives TF's post-processing's (`ssd_mobilenet.postprocessing`) detections bit for bit on crafted
 boxes and scores: the boundary cases (a score at the threshold, an IoU at the limit, boxes the
@@ -25,10 +25,11 @@ import onnx  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tests.conftest import SMALL_EXPORT_CONFIG, check_detections, random_images, save_synthetic_model  # noqa: E402
-from ssd_mobilenet import detector, postprocessing  # noqa: E402
+from ssd_mobilenet import detector, loading, postprocessing  # noqa: E402
 from ssd_mobilenet.config.ssd_config import BACKGROUND_SLICE_LOGITS, NMS_CLIP_AFTER, NMS_CLIP_BEFORE, SSDConfig  # noqa: E402
-from ssd_mobilenet.export import onnx as onnx_export  # noqa: E402
-from ssd_mobilenet.export import onnx_postprocessing  # noqa: E402
+from ssd_mobilenet.formats.onnx import file_format as onnx_format  # noqa: E402
+from ssd_mobilenet.formats.onnx import postprocessing as onnx_postprocessing  # noqa: E402
+from ssd_mobilenet.formats.onnx import writer as onnx_export  # noqa: E402
 
 CONFIG = SSDConfig(**SMALL_EXPORT_CONFIG)
 # The other branches of the graph in one model: the nearest-neighbour resize after the scaling,
@@ -73,7 +74,7 @@ def test_file_is_a_checked_static_graph_of_opset_13_with_a_uint8_input_of_any_si
     assert (first.op_type, cast.op_type) == ("Transpose", "Cast")
     assert [a.i for a in cast.attribute if a.name == "to"] == [onnx.TensorProto.FLOAT]
     assert [o.name for o in model.graph.output] == list(DETECTION_OUTPUTS)
-    meta = json.loads({p.key: p.value for p in model.metadata_props}[onnx_export.METADATA_NAME])
+    meta = json.loads({p.key: p.value for p in model.metadata_props}[onnx_format.METADATA_NAME])
     assert meta["image_size"] == [128, 128] and meta["any_size"] and meta["num_classes"] == 3
 
 
@@ -81,7 +82,7 @@ def test_file_is_a_checked_static_graph_of_opset_13_with_a_uint8_input_of_any_si
 def test_detections_are_the_converted_models_on_photos_of_any_size(exported, name):
     converted, path = exported[name]
     session = _session(path)
-    model = detector.load(converted)
+    model = loading.load(converted)
     totals = 0
     for i, (h, w) in enumerate(SIZES):
         image = random_images(10 + i, 1, h, w)
@@ -97,7 +98,7 @@ def test_detections_are_the_converted_models_on_photos_of_any_size(exported, nam
 
 def test_float32_input_is_a_fixed_size_scaled_image(exported, tmp_path):
     converted, _ = exported["default"]
-    from ssd_mobilenet.litert import preprocess
+    from ssd_mobilenet.formats import preprocess
     model = detector.load_model(converted)
     proto = onnx_export.convert(model, input_type="float32", max_detections=30)
     (graph_input,) = proto.graph.input
@@ -108,7 +109,7 @@ def test_float32_input_is_a_fixed_size_scaled_image(exported, tmp_path):
     ours = dict(zip(DETECTION_OUTPUTS, _session(proto.SerializeToString()).run(
         list(DETECTION_OUTPUTS), {"normalized_input_image_tensor": scaled})))
     ref = {k: v.numpy()[:, :30] if k != "num_detections" else np.minimum(v.numpy(), 30)
-           for k, v in detector.load(converted)(tf.constant(image)).items() if k in DETECTION_OUTPUTS}
+           for k, v in loading.load(converted)(tf.constant(image)).items() if k in DETECTION_OUTPUTS}
     assert ours["detection_scores"].shape == (1, 30)
     check_detections(ours, ref)
 

@@ -1,5 +1,5 @@
 """`migrate export QAT_CONVERTED --onnx OUT`: a quantization-aware conversion's ONNX file carries the
-checkpoint's trained ranges as QDQ (`ssd_mobilenet.export.onnx_aware`), as its integer `.tflite`
+checkpoint's trained ranges as QDQ (`ssd_mobilenet.formats.onnx.aware`), as its integer `.tflite`
 file does: the ranges read back from the file are TensorFlow's nudging of the checkpoint's
 FakeQuant variables, its weights are the integer file's, and `verify --onnx` matches its
 detections with the TF1 quantization-aware graph's on the shared photos.
@@ -25,9 +25,10 @@ pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip in
 
 from tests.conftest import SHARED, run_cli, unwrapped  # noqa: E402
 from migrate import export_drift, verify  # noqa: E402
-from ssd_mobilenet import detector, onnx_file  # noqa: E402
-from ssd_mobilenet.export import onnx as onnx_export  # noqa: E402
-from ssd_mobilenet.export import onnx_aware  # noqa: E402
+from ssd_mobilenet import detector  # noqa: E402
+from ssd_mobilenet.formats.onnx import aware as onnx_aware  # noqa: E402
+from ssd_mobilenet.formats.onnx import runner as onnx_runner  # noqa: E402
+from ssd_mobilenet.formats.onnx import writer as onnx_export  # noqa: E402
 from tests.onnx.test_onnx_runtimes import PHOTOS, TENSORRT_OPS  # noqa: E402
 
 
@@ -109,7 +110,7 @@ def test_export_reports_the_drift_and_refuses_int8(aware_command, tmp_path):
         lines = err.strip().splitlines()
         assert code == 2 and lines == ["error: --int8: a quantization-aware model exports as int8 without it"], err
         assert not target.exists()
-    assert "int8 QDQ (quantization-aware)" in onnx_file.OnnxFile(path, threads=1).kind
+    assert "int8 QDQ (quantization-aware)" in onnx_runner.OnnxFile(path, threads=1).kind
 
 
 def test_file_holds_qdq_on_the_checkpoints_activation_ranges(aware_file):
@@ -158,7 +159,7 @@ def test_file_weights_are_the_integer_tflite_files(aware_file):
     rounds (`tflite_integer.integer_copy`: symmetric per channel on `symmetric_ranges`)."""
     _, converted, path = aware_file
     from ssd_mobilenet import layers as layers_lib
-    from ssd_mobilenet.export import tflite_integer
+    from ssd_mobilenet.formats.tflite import integer as tflite_integer
     folded = tflite_integer.integer_copy(detector.load_model(converted))
     kernels = {}
     for layer in folded._flatten_layers(include_self=False):
@@ -202,13 +203,13 @@ def test_float32_input_file_agrees_with_the_integer_tflite_file(quantized_conver
     (`export --tflite`'s, `conftest.quantized_tflite`) on the same prepared photos: two integer
     files of one model, matched by class and IoU."""
     _, converted = quantized_converted
-    from ssd_mobilenet.litert import model_file
-    from ssd_mobilenet.litert.images import read_image
+    from ssd_mobilenet.formats.images import read_image
+    from ssd_mobilenet.formats.tflite.runner import ModelFile
     onnx_path = tmp_path / "aware_f32.onnx"
     onnx_export.export_onnx(detector.load_model(converted), str(onnx_path), input_type="float32")
-    ours = onnx_file.OnnxFile(str(onnx_path), threads=2)
+    ours = onnx_runner.OnnxFile(str(onnx_path), threads=2)
     assert ours.metadata["input"] == "float32" and ours.metadata["int8"]
-    theirs = model_file.ModelFile(quantized_tflite, threads=2)
+    theirs = ModelFile(quantized_tflite, threads=2)
     pairs = [(theirs.detect(image), ours.detect(image)) for image in map(read_image, PHOTOS)]
     joined = [{k: np.concatenate([p[i][k] for p in pairs]) for k in DETECTION_OUTPUTS} for i in (0, 1)]
     a = export_drift.agreement(*joined)

@@ -18,7 +18,7 @@ pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip in
 
 from tests.conftest import SHARED, run_cli, shared_available, unwrapped  # noqa: E402
 from migrate.cli import main  # noqa: E402
-from ssd_mobilenet import onnx_file  # noqa: E402
+from ssd_mobilenet.formats.onnx import runner as onnx_runner  # noqa: E402
 from tests.onnx.test_onnx_runtimes import PHOTOS, TENSORRT_OPS  # noqa: E402
 
 
@@ -76,9 +76,9 @@ def test_int8_drift_is_reported_and_the_file_runs(int8_file):
     # at 0.5, and the comparison below is at every score.
     assert len(notes) == 1, err
     assert "the float file has no detections scoring >= 0.5 on the 16 generated images" in notes[0], err
-    file = onnx_file.OnnxFile(int8_path, threads=1)
+    file = onnx_runner.OnnxFile(int8_path, threads=1)
     assert "int8 QDQ" in file.kind
-    reference = onnx_file.OnnxFile(float_path, threads=1)
+    reference = onnx_runner.OnnxFile(float_path, threads=1)
     rng = np.random.default_rng(3)
     image = rng.integers(0, 256, (150, 200, 3)).astype(np.uint8)
     ours, ref = file.detect(image), reference.detect(image)

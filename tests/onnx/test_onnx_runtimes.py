@@ -19,10 +19,11 @@ pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip in
 
 from tests.conftest import SHARED, check_detections, save_synthetic_model, shared_available  # noqa: E402
 from migrate.cli import main  # noqa: E402
-from ssd_mobilenet import onnx_file  # noqa: E402
 from ssd_mobilenet.config.ssd_config import SSDConfig  # noqa: E402
-from ssd_mobilenet.export import onnx as onnx_export  # noqa: E402
-from ssd_mobilenet.litert import images  # noqa: E402
+from ssd_mobilenet.formats import images  # noqa: E402
+from ssd_mobilenet.formats.onnx import file_format as onnx_format  # noqa: E402
+from ssd_mobilenet.formats.onnx import runner as onnx_runner  # noqa: E402
+from ssd_mobilenet.formats.onnx import writer as onnx_export  # noqa: E402
 
 CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
 PHOTOS = sorted(glob.glob(os.path.join(SHARED, "photos", "*.jpg")))
@@ -74,7 +75,7 @@ def _photos_or_generated():
 def test_openvino_gives_onnx_runtimes_detections(files):
     ov = pytest.importorskip("openvino", reason="OpenVINO is not installed (pip install '.[openvino]')")
     path = files["uint8"]
-    file = onnx_file.OnnxFile(path, threads=2)
+    file = onnx_runner.OnnxFile(path, threads=2)
     core = ov.Core()
     # float32 throughout: on a CPU with bfloat16 units (AMX, AVX512_BF16) OpenVINO's CPU plugin
     # otherwise runs the network in bfloat16 by default.
@@ -167,10 +168,10 @@ def test_verify_onnx_bad_input_is_one_line(files, tmp_path, capsys, case):
 
 def test_a_float32_file_gets_the_photo_prepared_as_the_graph_prepares_it(files):
     """`OnnxFile` feeds a fixed-size float32 file the photo resized and scaled in numpy
-    (`ssd_mobilenet.litert.preprocess`, TensorFlow's kernels bit for bit): the uint8 file's
+    (`ssd_mobilenet.formats.preprocess`, TensorFlow's kernels bit for bit): the uint8 file's
     detections, for photos of any size."""
-    uint8_file = onnx_file.OnnxFile(files["uint8"], threads=1)
-    float_file = onnx_file.OnnxFile(files["float32"], threads=1)
+    uint8_file = onnx_runner.OnnxFile(files["uint8"], threads=1)
+    float_file = onnx_runner.OnnxFile(files["float32"], threads=1)
     assert float_file.input_name == "normalized_input_image_tensor" and not float_file.any_size
     assert float_file.exact_for_any_size and "float32 input of 128x128" in float_file.kind
     detections = 0
@@ -192,8 +193,8 @@ def test_a_file_with_other_metadata_is_one_onnx_file_error(tmp_path, entry):
                               outputs)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
-    helper.set_model_props(model, {onnx_file.METADATA_NAME: entry})
+    helper.set_model_props(model, {onnx_format.METADATA_NAME: entry})
     path = tmp_path / "other.onnx"
     onnx.save(model, str(path))
-    with pytest.raises(onnx_file.OnnxFileError, match="other.onnx: ssd_mobilenet_migrate metadata without version or image_size$"):
-        onnx_file.OnnxFile(str(path), threads=1)
+    with pytest.raises(onnx_runner.OnnxFileError, match="other.onnx: ssd_mobilenet_migrate metadata without version or image_size$"):
+        onnx_runner.OnnxFile(str(path), threads=1)

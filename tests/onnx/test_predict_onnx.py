@@ -20,7 +20,8 @@ pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip in
 from tests.conftest import (SMALL_EXPORT_CONFIG, json_lines, same_predict_lines, mixed_image_folder,  # noqa: E402
                             run_cli, unwrapped, without_tensorflow)
 from migrate import predict  # noqa: E402
-from ssd_mobilenet import onnx_file  # noqa: E402
+from ssd_mobilenet.formats.onnx import file_format as onnx_format  # noqa: E402
+from ssd_mobilenet.formats.onnx import runner as onnx_runner  # noqa: E402
 ATOL = 1e-5  # the project's parity tolerance: ONNX Runtime's kernels round otherwise than oneDNN's
 LABELS = "item { id: 1 name: 'cat' }\nitem { id: 2 name: 'dog' }\nitem { id: 3 name: 'bird' }\n"
 
@@ -138,8 +139,7 @@ def test_export_force_replaces_the_file_with_the_same_model(model, tmp_path):
     out.write_bytes(b"old")
     code, stdout, _ = run_cli(["export", converted, "--onnx", str(out), "--force", "--quiet", "--max-detections", "10"])
     assert code == 0 and str(out) in stdout and "10 detections" in stdout
-    from ssd_mobilenet import onnx_file
-    file = onnx_file.OnnxFile(str(out), threads=1)
+    file = onnx_runner.OnnxFile(str(out), threads=1)
     assert file.metadata["max_detections"] == 10
     assert file.detect(np.zeros([50, 60, 3], np.uint8))["detection_scores"].shape == (1, 10)
 
@@ -164,8 +164,8 @@ def test_the_class_count_is_read_from_the_files_metadata_without_a_runtime(model
 
     from migrate.runtimes import model_classes
     converted, path, _ = model
-    meta = json.loads({p.key: p.value for p in onnx.load(path).metadata_props}[onnx_file.METADATA_NAME])
-    assert onnx_file.read_metadata(path) == meta
+    meta = json.loads({p.key: p.value for p in onnx.load(path).metadata_props}[onnx_format.METADATA_NAME])
+    assert onnx_format.read_metadata(path) == meta
     assert model_classes(path) == model_classes(converted) == meta["num_classes"] == SMALL_EXPORT_CONFIG["num_classes"]
     (tmp_path / "cut.onnx").write_bytes(open(path, "rb").read()[:64])
     assert model_classes(str(tmp_path / "cut.onnx")) is None

@@ -17,7 +17,8 @@ import tensorflow as tf
 
 from migrate.tf1.builder import _synthetic_value
 from ssd_mobilenet import detector
-from ssd_mobilenet.backbone import MOBILENET_V1_BLOCKS, extra_layer_names
+from ssd_mobilenet.feature_extractors.mobilenet_v1 import MOBILENET_V1_BLOCKS
+from ssd_mobilenet.feature_extractors.ssd_mobilenet_v1 import extra_layer_names
 from ssd_mobilenet.config.ssd_config import SSDConfig
 from ssd_mobilenet.model import SSDMobileNetV1
 from ssd_mobilenet.training import data, precision, shapes_dataset

@@ -1,5 +1,5 @@
 """A quantization-aware model's kernels on a symmetric int8 grid per output channel: the integer
-weights of its `.tflite` file (`tflite_integer`) and of its ONNX file (`onnx_aware`).
+weights of its `.tflite` file (`tflite.integer`) and of its ONNX file (`onnx.aware`).
 
 Integer convolution kernels take symmetric weights only (a filter zero point other than 0 is
 refused by LiteRT's and XNNPACK's kernels, and TensorRT's QDQ takes zero point 0), while the TF1

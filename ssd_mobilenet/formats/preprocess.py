@@ -4,7 +4,16 @@ a fixed size): the legacy resize kernels TensorFlow runs for `ResizeBilinear` an
 `ResizeNearestNeighbor` with `align_corners=False, half_pixel_centers=False`, then
 `x * float32(2/255) - 1`. The arithmetic is TensorFlow's CPU kernels' (resize_bilinear_op.cc,
 resize_nearest_neighbor_op.cc), operation for operation in float32, so the results are
-identical (tests/litert/test_preprocess.py compares them with the TensorFlow ops on real photos).
+identical (tests/litert/test_decode_and_preprocess.py compares them with the TensorFlow ops on
+real photos).
+
+How a photo reaches a file's network, for both file runners (`tflite.runner.ModelFile`,
+`onnx.runner.OnnxFile`) and the writers' checks (`network.file_input`), by the file's input mode:
+- `ANY_SIZE` (uint8 files that resize inside, the default export): the photo goes in as it is;
+- `MODEL_SIZE_FLOAT32`: the graph's `Preprocessor` here (`preprocess`), the scaled image goes in;
+- `MODEL_SIZE_UINT8` (uint8 files written with a fixed size): resized here as the graph resizes,
+  rounded to uint8 for the file. Exact for photos of the model's size; for other sizes the
+  rounding moves pixels by up to 0.5.
 """
 
 from __future__ import annotations
@@ -14,6 +23,9 @@ import numpy as np
 # float32(2.0 / 255.0): the graph's `Preprocessor/mul/x`; dividing by 127.5 differs by an ulp.
 SCALE = np.float32(2.0 / 255.0)
 RESIZE_METHODS = ("BILINEAR", "NEAREST_NEIGHBOR")
+ANY_SIZE = "any size"
+MODEL_SIZE_FLOAT32 = "model size, float32"
+MODEL_SIZE_UINT8 = "model size, uint8"
 
 
 def _legacy_scale(in_size: int, out_size: int) -> np.float32:
@@ -76,3 +88,27 @@ def preprocess(image: np.ndarray, height: int, width: int, method: str = "BILINE
     if normalize_before_resize:
         return np.asarray(resize(normalize(image), height, width), np.float32)
     return normalize(resize(image, height, width))
+
+
+def input_mode(any_size: bool, float32_input: bool) -> str:
+    """How a file takes a photo (module docstring): at any size (`any_size`), else at the model's
+    size, already scaled (`float32_input`) or as uint8."""
+    return ANY_SIZE if any_size else MODEL_SIZE_FLOAT32 if float32_input else MODEL_SIZE_UINT8
+
+
+def feed(image: np.ndarray, input_mode: str, image_size, resize_method: str = "BILINEAR",
+         normalize_before_resize: bool = False) -> np.ndarray:
+    """uint8 [H, W, 3] RGB -> the input [1, ...] of a file of `input_mode` (module docstring)
+    whose model takes `image_size` (h, w) with the graph's `resize_method` and order."""
+    image = np.asarray(image)
+    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+        raise ValueError(f"image must be uint8 [H, W, 3], got {image.dtype} {list(image.shape)}")
+    if input_mode == ANY_SIZE:
+        return image[None]
+    h, w = image_size
+    if input_mode == MODEL_SIZE_FLOAT32:
+        return preprocess(image, h, w, resize_method, normalize_before_resize)[None]
+    if image.shape[:2] == (h, w):
+        return image[None]
+    resize = resize_bilinear if resize_method == "BILINEAR" else resize_nearest
+    return np.clip(np.rint(resize(image, h, w)), 0, 255).astype(np.uint8)[None]

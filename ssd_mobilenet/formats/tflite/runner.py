@@ -4,7 +4,7 @@ TensorFlow: what the file is, and its detections on one photo of any size.
 `ModelFile(path).detect(image)` takes uint8 [H, W, 3] RGB and returns the signature's four
 outputs for it (numpy, [1, D, ...]: `detection_boxes` [ymin, xmin, ymax, xmax] normalised to
 the image, `detection_scores`, `detection_classes` 1-based, `num_detections`). How the photo
-reaches the network depends on the file (`input_mode`):
+reaches the network depends on the file (`input_mode`, `ssd_mobilenet.formats.preprocess`):
 - "any size" (uint8 files with metadata, the default export): the photo goes in as it is, and
   the file resizes and scales it with the TF1 graph's kernels (TFLite's RESIZE_BILINEAR /
   RESIZE_NEAREST_NEIGHBOR with align_corners and half_pixel_centers off, on float32).
@@ -24,31 +24,10 @@ import os
 
 import numpy as np
 
-from ssd_mobilenet.litert import file_format as ff
-from ssd_mobilenet.litert import preprocess
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
-
-ANY_SIZE = "any size"
-MODEL_SIZE_FLOAT32 = "model size, float32"
-MODEL_SIZE_UINT8 = "model size, uint8"
-
-
-def feed(image: np.ndarray, input_mode: str, image_size, resize_method: str = "BILINEAR",
-         normalize_before_resize: bool = False) -> np.ndarray:
-    """uint8 [H, W, 3] RGB -> the input [1, ...] of a file of `input_mode` (module docstring)
-    whose model takes `image_size` (h, w) with the graph's `resize_method` and order."""
-    image = np.asarray(image)
-    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
-        raise ValueError(f"image must be uint8 [H, W, 3], got {image.dtype} {list(image.shape)}")
-    if input_mode == ANY_SIZE:
-        return image[None]
-    h, w = image_size
-    if input_mode == MODEL_SIZE_FLOAT32:
-        return preprocess.preprocess(image, h, w, resize_method, normalize_before_resize)[None]
-    if image.shape[:2] == (h, w):
-        return image[None]
-    resize = preprocess.resize_bilinear if resize_method == "BILINEAR" else preprocess.resize_nearest
-    return np.clip(np.rint(resize(image, h, w)), 0, 255).astype(np.uint8)[None]
+from ssd_mobilenet.formats import preprocess
+from ssd_mobilenet.formats.preprocess import ANY_SIZE, MODEL_SIZE_UINT8
+from ssd_mobilenet.formats.tflite import file_format as ff
 
 
 class ModelFileError(ValueError):
@@ -157,11 +136,10 @@ class ModelFile:
         self.image_size = [int(s) for s in meta.get("image_size", shape[1:3])]
         self.resize_method = meta.get("resize_method", "BILINEAR")
         self.normalize_before_resize = bool(meta.get("normalize_before_resize", False))
-        self.input_mode = ANY_SIZE if dynamic else (MODEL_SIZE_UINT8 if self.input_type == ff.UINT8
-                                                    else MODEL_SIZE_FLOAT32)
-        self.nms = ff.PER_CLASS
+        self.input_mode = preprocess.input_mode(dynamic, self.input_type == ff.FLOAT32)
+        self.nms = ff.NMS_PER_CLASS
         if ff.CUSTOM_OP in custom:
-            self.nms = ff.REGULAR if ff.custom_op_options(data)[0][0].get("use_regular_nms") else ff.FAST
+            self.nms = ff.NMS_REGULAR if ff.custom_op_options(data)[0][0].get("use_regular_nms") else ff.NMS_FAST
         self.int8 = any(t["dtype"] == np.int8 for t in interpreter.get_tensor_details())
         self.max_detections = int(self._runner.get_output_details()["detection_scores"]["shape_signature"][-1])
         self._data = data  # the interpreter reads the model from these bytes
@@ -186,8 +164,9 @@ class ModelFile:
                 f"{self.max_detections} detections")
 
     def feed(self, image: np.ndarray) -> np.ndarray:
-        """uint8 [H, W, 3] -> the file's input [1, ...] (`feed`)."""
-        return feed(image, self.input_mode, self.image_size, self.resize_method, self.normalize_before_resize)
+        """uint8 [H, W, 3] -> the file's input [1, ...] (`preprocess.feed`)."""
+        return preprocess.feed(image, self.input_mode, self.image_size, self.resize_method,
+                               self.normalize_before_resize)
 
     def run(self, feed: np.ndarray) -> dict:
         """The file's input [1, ...] as `feed` gives it -> the four outputs (numpy, [1, D, ...])."""

@@ -1,14 +1,6 @@
 """An `.onnx` file of `migrate export --onnx` on ONNX Runtime, without TensorFlow: what the file
-is, and its detections on one photo of any size.
-
-The contract between the writer (`ssd_mobilenet.export.onnx`) and the readers (`predict`,
-`verify --onnx`): one input, `input_tensor` uint8 [1, H, W, 3] of any size (the default) or
-`normalized_input_image_tensor` float32 [1, h, w, 3] at the model's size, already scaled to
-[-1, 1] (`--onnx-input float32`, for TensorRT, which refuses uint8); the OD API's four outputs
-(`DETECTION_OUTPUTS`: `detection_boxes` [1, D, 4] [ymin, xmin, ymax, xmax] normalised, clipped,
-`detection_scores` [1, D], `detection_classes` [1, D] 1-based float32, `num_detections` [1]);
-and a metadata property `METADATA_NAME` (UTF-8 JSON: the model's input size, resize kernel and
-order, NMS variant, class count), which ONNX Runtime reads without the `onnx` package.
+is, and its detections on one photo of any size (`OnnxFile(path).detect`). What the file holds:
+`file_format`.
 """
 
 from __future__ import annotations
@@ -18,16 +10,10 @@ import os
 
 import numpy as np
 
-from ssd_mobilenet.litert import model_file
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
+from ssd_mobilenet.formats import preprocess
+from ssd_mobilenet.formats.onnx.file_format import FLOAT32, INPUT_NAMES, METADATA_NAME, METADATA_VERSION, UINT8
 
-UINT8 = "uint8"
-FLOAT32 = "float32"
-INPUT_TYPES = (UINT8, FLOAT32)
-INPUT_NAMES = {UINT8: "input_tensor", FLOAT32: "normalized_input_image_tensor"}
-METADATA_NAME = "ssd_mobilenet_migrate"
-# Readers refuse a larger version (a file of a newer project release).
-METADATA_VERSION = 1
 # ONNX Runtime (1.32 measured, on Linux) starts Microsoft's telemetry as it loads unless this is set:
 # it writes a device id and an SQLite store under ~/.cache/Microsoft/DeveloperTools and a `.ses` file
 # into the temporary folder, files outside the paths a command is given (tests/test_leftovers.py).
@@ -50,65 +36,6 @@ class OnnxFileError(ValueError):
 def _first_line(error: Exception) -> str:
     lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
     return (lines[0] if lines else type(error).__name__)[:200]
-
-
-# ModelProto's `metadata_props` (field 14, StringStringEntryProto: key 1, value 2), in protobuf's
-# wire format: wire types 0 varint, 1 eight bytes, 2 length-delimited, 5 four bytes.
-_METADATA_PROPS, _KEY, _VALUE = 14, 1, 2
-
-
-def _varint(data: bytes, i: int) -> tuple:
-    value = shift = 0
-    while True:
-        byte = data[i]
-        value |= (byte & 0x7F) << shift
-        i, shift = i + 1, shift + 7
-        if not byte & 0x80:
-            return value, i
-
-
-def _fields(data: bytes):
-    """(field number, value) of a protobuf message's fields; a length-delimited value as bytes."""
-    i = 0
-    while i < len(data):
-        tag, i = _varint(data, i)
-        field, wire = tag >> 3, tag & 7
-        if wire == 0:
-            value, i = _varint(data, i)
-        elif wire == 2:
-            size, i = _varint(data, i)
-            value, i = data[i:i + size], i + size
-        elif wire in (1, 5):
-            size = 8 if wire == 1 else 4
-            value, i = data[i:i + size], i + size
-        else:
-            raise ValueError(f"wire type {wire}")
-        yield field, value
-
-
-def read_metadata(path: str) -> dict | None:
-    """The file's `METADATA_NAME` entry as a dict, read from the ModelProto's wire format without
-    ONNX Runtime or the onnx package (the graph is skipped by its length); None when the file
-    has none or is not an ONNX file this way."""
-    try:
-        with open(path, "rb") as f:
-            data = memoryview(f.read())  # slices of it are views: the graph's bytes are not copied
-        for field, value in _fields(data):
-            if field == _METADATA_PROPS:
-                entry = dict(_fields(value))
-                if bytes(entry.get(_KEY, b"")) == METADATA_NAME.encode():
-                    meta = json.loads(bytes(entry.get(_VALUE, b"")).decode("utf-8"))
-                    return meta if isinstance(meta, dict) else None
-    except (OSError, ValueError, IndexError):  # unreadable, truncated, not protobuf, not JSON
-        return None
-    return None
-
-
-def input_mode(any_size: bool, input_type: str) -> str:
-    """How a file takes a photo (`model_file.feed`'s modes): at any size (`any_size`, the default
-    export), or at the model's size, as uint8 or already scaled float32 (`input_type`)."""
-    return (model_file.ANY_SIZE if any_size else
-            model_file.MODEL_SIZE_FLOAT32 if input_type == FLOAT32 else model_file.MODEL_SIZE_UINT8)
 
 
 def session_options(threads: int | None):
@@ -150,9 +77,9 @@ class OnnxFile:
     """An `.onnx` file of `migrate export --onnx` in an ONNX Runtime session.
 
     `detect(image uint8 [H, W, 3])` -> the four outputs (numpy, [1, D, ...]) for that photo,
-    fed as the file takes it (`input_mode`: the photo as it is for the default file, which
-    resizes and scales it itself; prepared as the TF1 graph prepares it for a fixed-size float32
-    file, `ssd_mobilenet.litert.preprocess`, bit for bit).
+    fed as the file takes it (`preprocess.input_mode`: the photo as it is for the default file,
+    which resizes and scales it itself; prepared as the TF1 graph prepares it for a fixed-size
+    float32 file, `ssd_mobilenet.formats.preprocess`, bit for bit).
     Raises:
       OnnxFileError: no such file, a file ONNX Runtime cannot load (truncated, not ONNX), or an
         ONNX file that is not this project's (other outputs, no metadata).
@@ -203,7 +130,7 @@ class OnnxFile:
                                 f"{', '.join(i.name for i in inputs)})")
         self.input_name = inputs[0].name
         self.any_size = bool(self.metadata.get("any_size"))
-        self.input_mode = input_mode(self.any_size, FLOAT32 if self.input_name == INPUT_NAMES[FLOAT32] else UINT8)
+        self.input_mode = preprocess.input_mode(self.any_size, self.input_name == INPUT_NAMES[FLOAT32])
         size = f"any size, resized to {h}x{w} inside" if self.any_size else f"{h}x{w}"
         # One line, as the TFLite file's `ModelFile.kind`: input, precision, classes, detections.
         precision = "float32"
@@ -216,11 +143,11 @@ class OnnxFile:
     @property
     def exact_for_any_size(self) -> bool:
         """Whether every photo size gets the TF1 graph's detections (not so for a fixed-size uint8 file)."""
-        return self.input_mode != model_file.MODEL_SIZE_UINT8
+        return self.input_mode != preprocess.MODEL_SIZE_UINT8
 
     def feed(self, image: np.ndarray) -> np.ndarray:
         """uint8 [H, W, 3] -> this file's input [1, ...]."""
-        return model_file.feed(image, self.input_mode, self.image_size, self.metadata.get("resize_method", "BILINEAR"),
+        return preprocess.feed(image, self.input_mode, self.image_size, self.metadata.get("resize_method", "BILINEAR"),
                                bool(self.metadata.get("normalize_before_resize")))
 
     def run(self, batch: np.ndarray) -> dict:

@@ -14,8 +14,8 @@ The file holds a batch of one image and one signature, `serving_default`:
   `num_detections` [1], so `Interpreter.get_signature_runner()(input_tensor=...)` returns the
   dict the SavedModel's signature returns (D = `max_detections`, the config's
   `max_total_detections` by default);
-- a metadata entry (`metadata`, read by `ssd_mobilenet.litert.file_format.read_metadata`): the
-  model's input size, resize kernel and order, NMS mode, class count.
+- a metadata entry (`metadata`, read by `file_format.read_metadata`): the model's input size,
+  resize kernel and order, NMS mode, class count.
 
 Post-processing modes (`nms`):
 
@@ -56,20 +56,20 @@ import numpy as np
 import tensorflow as tf
 
 from ssd_mobilenet import box_coder, postprocessing
-from ssd_mobilenet.export import network as network_lib
-from ssd_mobilenet.export import tflite_integer
-from ssd_mobilenet.export.network import any_size, file_input
-# The file's contract (names, metadata) is its readers' as well: `ssd_mobilenet.litert.file_format`.
-from ssd_mobilenet.litert.file_format import (CUSTOM_OP, FAST, FLOAT32, INPUT_NAMES, INPUT_TYPES,  # noqa: F401
-                                              METADATA_NAME, METADATA_VERSION, NMS_MODES, PER_CLASS, REGULAR,
-                                              SIGNATURE_KEY, UINT8, custom_op_options, operator_names)
+from ssd_mobilenet.formats import network as network_lib
+from ssd_mobilenet.formats.network import any_size, file_input
+from ssd_mobilenet.formats.tflite import integer as tflite_integer
+# The file's contract (names, metadata) is its readers' as well.
+from ssd_mobilenet.formats.tflite.file_format import (CUSTOM_OP, INPUT_NAMES, INPUT_TYPES, METADATA_NAME,
+                                                      METADATA_VERSION, NMS_FAST, NMS_MODES, NMS_PER_CLASS,
+                                                      NMS_REGULAR, UINT8)
 
 # What the custom-op modes differ in from the TF graph, one line each (the module docstring has more).
 DIFFERENCES = {
-    REGULAR: "TFLite_Detection_PostProcess, regular NMS: boxes not clipped to the image, scores at the threshold "
+    NMS_REGULAR: "TFLite_Detection_PostProcess, regular NMS: boxes not clipped to the image, scores at the threshold "
              "kept, per-class caps as the graph's; detections agree with the converted model's by class and IoU, "
              "not exactly",
-    FAST: "TFLite_Detection_PostProcess, fast NMS: one class per anchor (its best) and one class-agnostic NMS, "
+    NMS_FAST: "TFLite_Detection_PostProcess, fast NMS: one class per anchor (its best) and one class-agnostic NMS, "
           "boxes not clipped; detections of overlapping objects of different classes suppress each other",
 }
 
@@ -112,7 +112,7 @@ def custom_op_attributes(config, nms: str, max_detections: int) -> dict:
     the config's per-class cap, thresholds and box coder scales; `use_regular_nms` for "regular"."""
     ys, xs, hs, ws = config.box_coder_scales
     return {"max_detections": int(max_detections), "max_classes_per_detection": 1,
-            "detections_per_class": int(config.max_detections_per_class), "use_regular_nms": nms == REGULAR,
+            "detections_per_class": int(config.max_detections_per_class), "use_regular_nms": nms == NMS_REGULAR,
             "nms_score_threshold": float(config.score_threshold), "nms_iou_threshold": float(config.iou_threshold),
             "num_classes": int(config.num_classes), "y_scale": float(ys), "x_scale": float(xs),
             "h_scale": float(hs), "w_scale": float(ws)}
@@ -194,7 +194,7 @@ class _Export(tf.Module):
         config = model.config
         if config.weight_bits:
             # Quantization-aware: the integer file (`tflite_integer`), per-class NMS on the photo.
-            if nms != PER_CLASS or not any_size(config, input_type):
+            if nms != NMS_PER_CLASS or not any_size(config, input_type):
                 raise ValueError(f"quantization-aware: uint8 photos and per-class NMS only (not nms={nms!r}, "
                                  f"input_type={input_type!r})")
             folded, network = tflite_integer.heads_function(model)
@@ -205,7 +205,7 @@ class _Export(tf.Module):
             if config.weight_bits:
                 return _per_class(folded, network(image), max_detections)
             codes, logits = network(image)
-            if nms == PER_CLASS:
+            if nms == NMS_PER_CLASS:
                 return _per_class(folded, [(codes, logits)], max_detections)
             return _custom_op(folded, codes, logits, nms, max_detections)
 
@@ -270,7 +270,7 @@ class NeedsFlexOps(RuntimeError):
     builtin ops (it would need Flex ops); the message is the converter's list of them."""
 
 
-def convert(model, nms: str = PER_CLASS, input_type: str = UINT8, max_detections: int | None = None,
+def convert(model, nms: str = NMS_PER_CLASS, input_type: str = UINT8, max_detections: int | None = None,
             representative_images=None, carried: dict | None = None) -> bytes:
     """The `.tflite` file of `model` (an `SSDMobileNetV1` with its weights, batch norm unfolded,
     as `detector.load_model` returns it), per the module docstring.
@@ -293,7 +293,7 @@ def convert(model, nms: str = PER_CLASS, input_type: str = UINT8, max_detections
     # Builtin ops only: a Flex op would need the TF select runtime, which mobile apps rarely link.
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     # The one custom op allowed is the detection post-processing the modes other than per-class ask for.
-    converter.allow_custom_ops = nms != PER_CLASS
+    converter.allow_custom_ops = nms != NMS_PER_CLASS
     if representative_images is not None:
         images = [file_input(image, model.config, input_type) for image in representative_images]
         if not images:
@@ -309,7 +309,7 @@ def convert(model, nms: str = PER_CLASS, input_type: str = UINT8, max_detections
         if flex:
             raise NeedsFlexOps(f"TF Select ops: {flex}") from None
         raise
-    if nms != PER_CLASS:
+    if nms != NMS_PER_CLASS:
         data = _with_options(data, custom_op_attributes(model.config, nms, module.max_detections))
     return _with_metadata(data, metadata(model.config, nms, input_type, module.max_detections,
                                          representative_images is not None or bool(model.config.weight_bits),
@@ -385,7 +385,7 @@ def _without_requantization(tflite_bytes: bytes) -> bytes:
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
 
 
-def export_tflite(model, path: str, nms: str = PER_CLASS, input_type: str = UINT8,
+def export_tflite(model, path: str, nms: str = NMS_PER_CLASS, input_type: str = UINT8,
                   max_detections: int | None = None) -> None:
     """Writes `convert(model, ...)` to `path`, atomically (nothing is left at `path` on an error)."""
     from ssd_mobilenet.atomic_write import write_bytes

@@ -1,6 +1,6 @@
 """A quantization-aware model (FakeQuant ranges from its TF1 checkpoint) in an ONNX file: QDQ
 (QuantizeLinear / DequantizeLinear) on the ranges training learned, no calibration set; the
-integer `.tflite` file's counterpart (`tflite_integer`).
+integer `.tflite` file's counterpart (`formats.tflite.integer`).
 
 `network(model, input_type)` is what tf2onnx converts: the folded inference copy with every
 quantized kernel already on its int8 grid (constants: tf2onnx has no form for a narrow-range or
@@ -34,8 +34,8 @@ import tensorflow as tf
 from onnx import helper, numpy_helper
 
 from ssd_mobilenet import layers as layers_lib
-from ssd_mobilenet.export import integer_weights
-from ssd_mobilenet.export.network import prepare
+from ssd_mobilenet.formats import integer_weights
+from ssd_mobilenet.formats.network import prepare
 from ssd_mobilenet.model import fold_batch_norm, with_weights_as_constants
 
 # The scaled image's range, the first FakeQuant of a quantization-aware graph (8 bits).

@@ -47,9 +47,9 @@ from ssd_mobilenet import detector as detector_lib
 from ssd_mobilenet import preprocessing
 from ssd_mobilenet.model import PRECISIONS
 
-FAST = "fast"
-EXACT = "exact"
-VARIANTS = (FAST, EXACT)
+FAST_VARIANT = "fast"
+EXACT_VARIANT = "exact"
+VARIANTS = (FAST_VARIANT, EXACT_VARIANT)
 SIGNATURE_KEY = "serving_default"
 
 
@@ -63,7 +63,7 @@ def weights_kind(variant: str, config, precision: str = "float32", weights: str 
 
 def describe(variant: str, config, precision: str = "float32", weights: str | None = None) -> str:
     """What the SavedModel of `variant` holds, for the conversion report."""
-    if variant == EXACT:
+    if variant == EXACT_VARIANT:
         return "op for op the TF1 graph as written, weights as variables"
     if weights_kind(variant, config, precision, weights) == "constants":
         return "batch norm folded, heads merged, weights as graph constants"
@@ -75,7 +75,7 @@ def describe(variant: str, config, precision: str = "float32", weights: str | No
 def weights_as_constants(variant: str, config, precision: str = "float32") -> bool:
     """Whether `variant` traces the weights in as constants (module docstring): the fast variant
     in a mixed precision, unless the model is quantization-aware."""
-    return variant == FAST and precision != "float32" and detector_lib.constants_keep_rounding(config)
+    return variant == FAST_VARIANT and precision != "float32" and detector_lib.constants_keep_rounding(config)
 
 
 class DetectionModule(tf.Module):
@@ -92,21 +92,22 @@ class DetectionModule(tf.Module):
         process that starts slower and holds the weights many times over (docs/cold_start.md).
     """
 
-    def __init__(self, model, variant: str = FAST, precision: str = "float32", weights: str | None = None):
+    def __init__(self, model, variant: str = FAST_VARIANT, precision: str = "float32",
+                 weights: str | None = None):
         super().__init__(name="ssd_mobilenet_v1")
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-        if variant == EXACT and precision != "float32":
+        if variant == EXACT_VARIANT and precision != "float32":
             raise ValueError("the exact variant computes in float32 (reduced precision runs on the folded model)")
-        if weights not in (None, "constants", "variables") or (weights is not None and variant == EXACT):
+        if weights not in (None, "constants", "variables") or (weights is not None and variant == EXACT_VARIANT):
             raise ValueError(f"weights must be None, 'constants' or 'variables' (fast variant only), got {weights!r}")
         # The detector stays in a closure, not an attribute: tf.Module would track its Keras
         # model and save its variables too.
         constants = weights_kind(variant, model.config, precision, weights) == "constants"
-        detector = detector_lib.Detector(model, fold_batch_norm=variant == FAST, freeze_weights=constants,
-                                         precision=precision)
+        detector = detector_lib.Detector(model, fold_batch_norm=variant == FAST_VARIANT,
+                                         freeze_weights=constants, precision=precision)
         if constants:
             run = detector.serve
         else:
@@ -159,7 +160,7 @@ class DetectionModule(tf.Module):
         return self._guarded(input_tensor)
 
 
-def export_saved_model(model, path: str, variant: str = FAST, precision: str = "float32",
+def export_saved_model(model, path: str, variant: str = FAST_VARIANT, precision: str = "float32",
                        source: str | None = None, weights: str | None = None) -> None:
     """Writes `model` as a SavedModel at `path` (module docstring), with its metadata file;
     `weights`: `DetectionModule`'s.

@@ -80,7 +80,7 @@ def configure(memory_growth: bool = False, memory_limit_mb: int | None = None, d
         # A limited logical device is allocated as it is used.
         raise RuntimeConfigError("memory growth and a memory limit exclude each other on a GPU; choose one")
     if devices_initialized():
-        raise RuntimeConfigError("TensorFlow has already initialised its devices: call runtime.configure() before "
+        raise RuntimeConfigError("TensorFlow has already initialised its devices: call memory.configure() before "
                                  "any op")
     if onednn_weight_cache:
         os.environ[WEIGHT_CACHE_ENV] = "1"
@@ -142,7 +142,7 @@ def memory_info(device: str | None = None) -> dict:
     """
     device = device or default_device()
     if not memory_stats_available(device):
-        # Set it before TensorFlow starts, or call ssd_mobilenet.runtime.configure(device='CPU') first.
+        # Set it before TensorFlow starts, or call ssd_mobilenet.memory.configure(device='CPU') first.
         raise RuntimeConfigError(f"{device}: the allocator keeps no statistics; set {BFC_ENV}=true first")
     info = tf.config.experimental.get_memory_info(device)
     return {"device": device, "current": int(info["current"]), "peak": int(info["peak"])}

@@ -1,6 +1,6 @@
 """What a `.tflite` file of `migrate export` holds, and reading it without TensorFlow.
 
-The contract between the writer (`ssd_mobilenet.export.tflite`) and the readers (this package,
+The contract between the writer (`ssd_mobilenet.formats.tflite.writer`) and the readers (`runner`,
 `verify --tflite`, `bench`): one signature, `serving_default`, with one input named for its
 type and the SavedModel's four outputs, and a metadata entry `METADATA_NAME` (UTF-8 JSON) that
 says what the signature alone cannot: the model's input size and resize kernel when the file
@@ -24,10 +24,12 @@ UINT8 = "uint8"
 FLOAT32 = "float32"
 INPUT_TYPES = (UINT8, FLOAT32)
 INPUT_NAMES = {UINT8: "input_tensor", FLOAT32: "normalized_input_image_tensor"}
-PER_CLASS = "per-class"
-REGULAR = "regular"
-FAST = "fast"
-NMS_MODES = (PER_CLASS, REGULAR, FAST)
+# The post-processing modes (`--nms`): the graph's per-class NMS in builtin ops, or the custom op's
+# regular or fast NMS (`writer`'s docstring).
+NMS_PER_CLASS = "per-class"
+NMS_REGULAR = "regular"
+NMS_FAST = "fast"
+NMS_MODES = (NMS_PER_CLASS, NMS_REGULAR, NMS_FAST)
 CUSTOM_OP = "TFLite_Detection_PostProcess"
 # A FlatBuffer's file identifier sits at bytes 4..8; TFLite's is "TFL3".
 IDENTIFIER = b"TFL3"

@@ -1,7 +1,7 @@
 """What every exported file holds before its own post-processing: the folded inference network
 with constant weights, the photo's resize and scaling, and the images int8 calibrates on.
 
-The file formats (`tflite`, `onnx` and its `onnx_aware` / `onnx_integer` variants, and the web
+The file formats (`tflite`, `onnx` and its quantized `aware` / `integer` variants, and the web
 page that runs the `.onnx` file) differ in how they express the post-processing; the network in
 front of it is this module's, so that each format takes it from here and none from another:
 
@@ -18,11 +18,12 @@ import numpy as np
 import tensorflow as tf
 
 from ssd_mobilenet import preprocessing
-from ssd_mobilenet.litert.preprocess import RESIZE_METHODS
+from ssd_mobilenet.formats import preprocess
+from ssd_mobilenet.formats.preprocess import RESIZE_METHODS
 from ssd_mobilenet.model import fold_batch_norm, with_weights_as_constants
 
-# The input types every format takes (`ssd_mobilenet.litert.file_format` and
-# `ssd_mobilenet.onnx_file` give them the same names): the photo, or the scaled image.
+# The input types every format takes (`tflite.file_format` and `onnx.file_format` give them the
+# same names): the photo, or the scaled image.
 UINT8 = "uint8"
 FLOAT32 = "float32"
 
@@ -90,10 +91,8 @@ def generated_images(config, count: int = GENERATED_CALIBRATION_IMAGES, seed: in
 
 def file_input(image, config, input_type: str = UINT8) -> np.ndarray:
     """One uint8 [H, W, 3] image (any size) -> what a file of `config` and `input_type` takes for
-    it ([1, ...]; `model_file.feed`, as LiteRT's `ModelFile.detect` and `OnnxFile.detect` feed it):
+    it ([1, ...]; `preprocess.feed`, as LiteRT's `ModelFile.detect` and `OnnxFile.detect` feed it):
     the photo itself for a file of `any_size`, else resized and, for float32, scaled in numpy."""
-    from ssd_mobilenet.litert import model_file
-    mode = (model_file.ANY_SIZE if any_size(config, input_type) else
-            model_file.MODEL_SIZE_UINT8 if input_type == UINT8 else model_file.MODEL_SIZE_FLOAT32)
-    return model_file.feed(image, mode, (config.image_height, config.image_width), config.resize_method,
+    mode = preprocess.input_mode(any_size(config, input_type), input_type == FLOAT32)
+    return preprocess.feed(image, mode, (config.image_height, config.image_width), config.resize_method,
                            config.normalize_before_resize)

@@ -1,7 +1,7 @@
 """ONNX export: the converted detector as one `.onnx` file for ONNX Runtime, OpenVINO and TensorRT.
 
-The file (contract: `ssd_mobilenet.onnx_file`) is a static graph, opset `OPSET` (13), with no
-Loop, If, Scan or Sequence op:
+The file (contract: `file_format`) is a static graph, opset `OPSET` (13), with no Loop, If, Scan
+or Sequence op:
 
 - input `input_tensor` uint8 [1, H, W, 3] of any H, W (`input_type="uint8"`, the default): the
   file casts the photo to float32, resizes it to the model's size with the TF1 graph's legacy
@@ -38,11 +38,11 @@ import onnx
 import tensorflow as tf
 
 from ssd_mobilenet import box_coder, postprocessing
-from ssd_mobilenet.export import network as network_lib
-from ssd_mobilenet.export import onnx_aware, onnx_postprocessing
-from ssd_mobilenet.export.network import any_size
-from ssd_mobilenet.onnx_file import (FLOAT32, INPUT_NAMES, INPUT_TYPES, METADATA_NAME,  # noqa: F401
-                                     METADATA_VERSION, UINT8)
+from ssd_mobilenet.formats import network as network_lib
+from ssd_mobilenet.formats.network import any_size
+from ssd_mobilenet.formats.onnx import aware as onnx_aware
+from ssd_mobilenet.formats.onnx import postprocessing as onnx_postprocessing
+from ssd_mobilenet.formats.onnx.file_format import INPUT_NAMES, INPUT_TYPES, METADATA_NAME, METADATA_VERSION, UINT8
 
 OPSET = onnx_postprocessing.OPSET
 # Ops a file of this exporter must not hold: control flow and sequences, which TensorRT's

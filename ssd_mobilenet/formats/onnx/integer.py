@@ -1,4 +1,4 @@
-"""Post-training int8 quantization of an ONNX file of `ssd_mobilenet.export.onnx`: QDQ
+"""Post-training int8 quantization of an ONNX file of `ssd_mobilenet.formats.onnx.writer`: QDQ
 (QuantizeLinear / DequantizeLinear pairs) around the network's convolutions, calibrated on images
 as the TFLite int8 export is (`onnxruntime.quantization.quantize_static`).
 
@@ -18,7 +18,7 @@ import tempfile
 
 import onnx
 
-from ssd_mobilenet.onnx_file import INPUT_NAMES, METADATA_NAME
+from ssd_mobilenet.formats.onnx.file_format import INPUT_NAMES, METADATA_NAME
 
 QUANTIZED_OPS = ("Conv",)
 

@@ -6,6 +6,6 @@ Reading a model: `sources` (checkpoint, `.meta`, frozen graph, SavedModel, zoo d
 names -> the Keras model's weights, strictly). Running one: `frozen_graph` (freezing, a
 `tf.compat.v1` session runner), `op_allowlist` (the ops a graph may run), `inference_graph` (a
 source frozen, pruned and checked, ready to run), `builder` (TF1 graphs built from a config, the
-public `migrate.tf1_builder`). Comparing it with the converted model: `parity` (the rules),
+public `migrate.tf1.builder`). Comparing it with the converted model: `parity` (the rules),
 `side_by_side` (both sides over batches) and `self_check` (the check `convert` runs).
 """

@@ -1,4 +1,5 @@
-"""`migrate convert`: a TF1 OD API SSD MobileNet v1 -> a native TF2 model (`migrate.convert.conversion`)."""
+"""`migrate convert`: a TF1 OD API SSD MobileNet v1 -> a native TF2 model
+(`migrate.convert.conversion`)."""
 
 from __future__ import annotations
 

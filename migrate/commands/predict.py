@@ -1,6 +1,6 @@
-"""`migrate predict`: a model over image files and folders -> JSON lines (`migrate.predict.prediction`), on
-the runtime `migrate.predict.runtimes` gives the model, or as a Beam pipeline (`--engine beam`,
-`migrate.predict.beam`).
+"""`migrate predict`: a model over image files and folders -> JSON lines
+(`migrate.predict.prediction`), on the runtime `migrate.predict.runtimes` gives the model, or as a
+Beam pipeline (`--engine beam`, `migrate.predict.beam`).
 
 The command knows no runtime by name: `runtimes.runtime_kind(model)` says which options the
 model's runtime takes (the others are refused here, each with the line that says what it is

@@ -220,7 +220,7 @@ def test_runners_give_the_tf1_detections(small_pair, tmp_path):
         check_detections(sides.runner(side, src, out)(images), ref)
     # The SavedModels bench exports: the exact one within 1e-5 (ties may swap against the
     # session's folded arithmetic), the bfloat16 one by class and IoU.
-    from migrate.verify import verification
+    from migrate.tf1.parity import compare_detections, match_detections
     with open(os.path.join(out, "model_config.json")) as f:
         config = json.load(f)
     paths = sides.export_sides(out, str(tmp_path), ["saved_model_constants", "saved_model_exact", "saved_model_mixed"])
@@ -231,9 +231,9 @@ def test_runners_give_the_tf1_detections(small_pair, tmp_path):
     exact = sides.runner("saved_model_exact", src, out, paths["saved_model_exact"])(images)
     mixed = sides.runner("saved_model_mixed", src, out, paths["saved_model_mixed"])(images)
     for i in range(len(images)):
-        assert verification.compare_detections(exact, ref, i, atol=1e-5, rtol=0)["ok"]
-        assert verification.match_detections(mixed, ref, i, config["score_threshold"], 0.05,
-                                             config["max_total_detections"], config["iou_threshold"])["ok"]
+        assert compare_detections(exact, ref, i, atol=1e-5, rtol=0)["ok"]
+        assert match_detections(mixed, ref, i, config["score_threshold"], 0.05,
+                                config["max_total_detections"], config["iou_threshold"])["ok"]
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import pytest
 from PIL import Image
 
 from tests.conftest import needs_shared, random_images, run_cli, warnings_in
-from migrate.verify import verification
+from migrate.tf1.parity import MIXED_TOLERANCES, compare_detections, match_detections
 from migrate.cli import main
 from ssd_mobilenet import converted_dir, export
 from ssd_mobilenet.detections import ALL_OUTPUTS
@@ -82,12 +82,11 @@ def client_results(exported, tmp_path_factory):
 def _agree(ours: dict, ref: dict, index: int, precision: str, converted: str) -> dict:
     """verify's criterion: exact in float32 (ties may swap), by class and IoU in bfloat16."""
     if precision == "float32":
-        return verification.compare_detections(ours, ref, index, atol=1e-5, rtol=0)
+        return compare_detections(ours, ref, index, atol=1e-5, rtol=0)
     with open(os.path.join(converted, "model_config.json")) as f:
         config = json.load(f)
-    return verification.match_detections(ours, ref, index, config["score_threshold"],
-                                         verification.MIXED_TOLERANCES[precision]["score_margin"],
-                                         config["max_total_detections"], config["iou_threshold"])
+    return match_detections(ours, ref, index, config["score_threshold"], MIXED_TOLERANCES[precision]["score_margin"],
+                            config["max_total_detections"], config["iou_threshold"])
 
 
 @needs_shared
@@ -154,7 +153,7 @@ def test_saved_model_cli_shows_and_runs_it(exported, variant, tmp_path):
     got = {k: np.load(tmp_path / "out" / f"{k}.npy") for k in export_keys()}
     ref = dict(np.load(os.path.join(src, "reference.npz")))
     for i in range(len(images)):
-        r = verification.compare_detections(got, ref, i, atol=1e-5, rtol=0)
+        r = compare_detections(got, ref, i, atol=1e-5, rtol=0)
         assert r["ok"], r
 
 

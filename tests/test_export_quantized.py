@@ -18,6 +18,7 @@ from ai_edge_litert.interpreter import Interpreter
 
 from tests.conftest import SHARED, needs_shared
 from migrate.verify import verification
+from migrate.verify.report import format_report
 from migrate.cli import main
 from ssd_mobilenet import detector
 from ssd_mobilenet.export import integer_weights, tflite
@@ -84,7 +85,7 @@ def test_integer_file_agrees_with_the_tf1_quantized_graph_on_photos(quantized_co
     Measured when this was written: 673 of 700 (0.961) on the seven photos."""
     src, converted = quantized_converted
     report = verification.verify(src, converted, images=[PHOTOS], tflite=quantized_tflite, threads=2, measure=False)
-    printed = verification.format_report(report)
+    printed = format_report(report)
     print(printed)
     assert report.passed, printed
     assert report.tflite["int8"] and report.tolerances["criterion"] == "agreement"

@@ -68,7 +68,9 @@ def missing_path(args):
 
 @tensorflow_command
 def run(args) -> int:
+    from migrate.tf1.inference_graph import VerifyInputError
     from migrate.verify import verification
+    from migrate.verify.report import format_report
     from migrate.common import images
     from migrate.tf1 import frozen_graph
     try:
@@ -79,9 +81,9 @@ def run(args) -> int:
                                      memory_growth=args.memory_growth, memory_limit_mb=args.memory_limit,
                                      trace_dir=args.trace, progress=progress(args.quiet), tflite=args.tflite,
                                      threads=args.threads, onnx=args.onnx, warn=warn)
-    except (verification.VerifyInputError, images.ImageError, frozen_graph.GraphFreezeError) as e:
+    except (VerifyInputError, images.ImageError, frozen_graph.GraphFreezeError) as e:
         return bad_input(e)
-    print(verification.format_report(report))
+    print(format_report(report))
     # The precision that ran (a SavedModel's own when --precision was not given), for `warn_precision`.
     args.precision = report.precision
     return EXIT_OK if report.passed else EXIT_FAIL

@@ -49,26 +49,17 @@ import platform
 import migrate
 from migrate.common.console import shown
 from migrate.tf1 import frozen_graph, sources
-from migrate.tf1.inference_graph import VerifyInputError, inference_graph_of, tf1_inference_graph
-from migrate.tf1.parity import (DEFAULT_ATOL, DEFAULT_RTOL, MATCH_IOU, MIXED_TOLERANCES, NMS_FLIP_BAND,
-                                compare_detections, compare_tensor, match_detections, summarise)
+from migrate.tf1.inference_graph import VerifyInputError, inference_graph_of
+from migrate.tf1.parity import DEFAULT_ATOL, DEFAULT_RTOL, MIXED_TOLERANCES, summarise
 from migrate.tf1.side_by_side import compare_batches, saved_model_detector, tf2_side
 from migrate.verify.inputs import (_check_outputs, file_images, generated_images, resolve_paths,
                                    saved_model_precision)
 from migrate.verify import same_network
 from migrate.verify.measuring import _measure_sides, _side_summary, _trace
-from migrate.verify.report import (RUNTIMES, VerifyReport, _first_divergence, _tolerances,
-                                   _write_pngs, format_report)
-from migrate.verify.sides import SAVED_MODEL, tf1_session_runner, tf2_runner
+from migrate.verify.report import RUNTIMES, VerifyReport, _first_divergence, _tolerances, _write_pngs
+from migrate.verify.sides import SAVED_MODEL
 from ssd_mobilenet import atomic_write
 from ssd_mobilenet.model import PRECISIONS
-
-# The public names of `migrate.verify.verification`, wherever they live now (docs/guides/verify.md: "In Python").
-__all__ = ["DEFAULT_ATOL", "DEFAULT_BATCH", "DEFAULT_RTOL", "MATCH_IOU", "MIXED_TOLERANCES", "MODES", "NMS_FLIP_BAND",
-           "SAVED_MODEL", "VerifyInputError", "VerifyReport", "compare_batches",
-           "compare_detections", "compare_tensor", "file_images", "format_report", "generated_images",
-           "inference_graph_of", "match_detections", "resolve_paths", "saved_model_detector",
-           "saved_model_precision", "tf1_inference_graph", "tf1_session_runner", "tf2_runner", "verify"]
 
 DEFAULT_BATCH = 4
 MODES = ("eager", "function", "xla", "saved_model")

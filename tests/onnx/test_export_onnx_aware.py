@@ -25,7 +25,8 @@ pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip in
 
 from tests.conftest import SHARED, run_cli, unwrapped  # noqa: E402
 from migrate import export_drift  # noqa: E402
-from migrate.verify import verification
+from migrate.verify import verification  # noqa: E402
+from migrate.verify.report import format_report  # noqa: E402
 from ssd_mobilenet import detector, onnx_file  # noqa: E402
 from ssd_mobilenet.export import onnx as onnx_export  # noqa: E402
 from ssd_mobilenet.export import onnx_aware  # noqa: E402
@@ -188,7 +189,7 @@ def test_verify_onnx_matches_the_tf1_quantized_graph_on_photos(aware_file):
     src, converted, path = aware_file
     report = verification.verify(src, converted, images=[os.path.join(SHARED, "photos")], onnx=path, threads=2,
                                  measure=False)
-    printed = verification.format_report(report)
+    printed = format_report(report)
     print(printed)
     assert report.passed and report.mode == "onnx", printed
     assert report.tflite["int8"] and report.tolerances["criterion"] == "agreement"

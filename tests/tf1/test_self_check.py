@@ -126,7 +126,7 @@ def test_a_checkpoint_alone_names_every_assumed_trait(model_2017, tmp_path, caps
 def test_postprocessing_check_alone_catches_a_background_slice_verify_would_miss(model_2017):
     """On generated images the stages agree whatever `background_slice` says (it acts after the
     network); only post-processing on crafted values shows it, in verify as in convert."""
-    from migrate.verify import verification
+    from migrate.tf1.parity import DEFAULT_ATOL, DEFAULT_RTOL
     from migrate.tf1.frozen_graph import FrozenGraphRunner
     from ssd_mobilenet import SSDMobileNetV1
     from migrate.tf1 import assign
@@ -136,8 +136,7 @@ def test_postprocessing_check_alone_catches_a_background_slice_verify_would_miss
     for background_slice, ok in (("logits", True), ("scores", False)):
         model = SSDMobileNetV1(config.replace(background_slice=background_slice))
         assign.assign(source.weights, model)
-        result = self_check.check_postprocessing(runner, model, model.config, verification.DEFAULT_ATOL,
-                                                 verification.DEFAULT_RTOL)
+        result = self_check.check_postprocessing(runner, model, model.config, DEFAULT_ATOL, DEFAULT_RTOL)
         assert result["ok"] == ok
         if not ok:
             assert result["suspects"] == ["background_slice (the graph computes as with logits)"]

@@ -3,12 +3,8 @@
 
 from __future__ import annotations
 
-import sys
-
 from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_labels, add_verbose, bad_input, labels_problem, missing,
                                      op_list, print_wrapped, progress, tensorflow_command)
-
-
 from migrate.common.console import shown
 
 

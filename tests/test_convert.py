@@ -16,7 +16,7 @@ from tests.conftest import (CONVERT_STDERR, DEPTHWISE, ODAPI_EXPORTS, QUANTIZED,
 from migrate.cli import main
 from migrate.tf1.frozen_graph import FrozenGraphRunner
 from migrate.tf1.sources import read_graph_def
-from migrate.verify.verification import MIXED_TOLERANCES, compare_detections, match_detections
+from migrate.tf1.parity import MIXED_TOLERANCES, compare_detections, match_detections
 from ssd_mobilenet import converted_dir, label_map
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
 

@@ -132,9 +132,9 @@ def _example(model, photo: str, image, names: dict, max_detections: int) -> dict
     import numpy as np
     from PIL import Image
 
-    from migrate import predict
+    from migrate.predict import prediction
     from migrate.common import draw
-    from migrate.runtimes.base import from_outputs
+    from migrate.predict.runtimes.base import from_outputs
     from ssd_mobilenet.detector import Detector
     name = EXAMPLE_STEM + os.path.splitext(photo)[1].lower()
     # Unsliced: the model is converted to ONNX afterwards, as loaded.
@@ -147,7 +147,7 @@ def _example(model, photo: str, image, names: dict, max_detections: int) -> dict
                                        DRAW_MIN_SCORE)).save(drawn, format="JPEG", quality=90)
     with open(photo, "rb") as f:
         data = f.read()
-    return {"photo": name, "data": data, "record": predict.record(result, labels), "drawn": drawn.getvalue()}
+    return {"photo": name, "data": data, "record": prediction.record(result, labels), "drawn": drawn.getvalue()}
 
 
 def _filled(html_text: str, marker: str, content: str) -> str:

@@ -7,15 +7,15 @@
 
 Without --src it takes the 2018 zoo graph from ../shared (built into a full TF1 model directory
 with synthetic weights by ../shared/tools/make_zoo_fixture.py) when present, else the built-in
-default model (`migrate.default_model`). `--model fpn_640` / `ppn_300` take the zoo's FPN 640 or PPN
+default model (`migrate.convert.default_model`). `--model fpn_640` / `ppn_300` take the zoo's FPN 640 or PPN
 300 COCO config from ../shared/zoo/sample_configs instead, built by the project's TF1 builder with
-synthetic weights (`migrate.benchmark.zoo_models`). It converts the model into a temporary directory,
+synthetic weights (`migrate.bench.zoo_models`). It converts the model into a temporary directory,
 runs the benchmark of `python -m migrate bench` with every side but the TFLite ones (or `--sides`) and
 prints its tables. The TFLite sides (`--sides ...,tflite,tflite_int8`) run on LiteRT at batch 1 only
 (at every `--size`: the exported file resizes photos itself), which `--batch` must then include; their
 memory is measured in a process that never imports TensorFlow.
 
-It writes nothing unless told where (`migrate.benchmark.publish`): `--out DIR` writes NAME.md,
+It writes nothing unless told where (`migrate.bench.publish`): `--out DIR` writes NAME.md,
 NAME.json and, where matplotlib is installed, NAME.png into DIR; `--publish` writes them into docs/,
 replacing the published figures. NAME is benchmarks, or benchmarks_fpn_640 / benchmarks_ppn_300 with
 `--model`, unless --name says otherwise (`--name benchmarks_eigen` for the run on Eigen's kernels,
@@ -44,26 +44,26 @@ def source_and_conversion(src, tmp: str, progress, model: str | None = None) -> 
     """(TF1 model dir, its conversion under `tmp`): SRC, else `model` (a `zoo_models.MODELS` name)
     built under `tmp`, else the 2018 zoo fixture built under `tmp` when ../shared is there, else the
     built-in default model."""
-    from migrate import convert
+    from migrate.convert import conversion
     if src is None and model is not None:
-        from migrate.benchmark import zoo_models
+        from migrate.bench import zoo_models
         progress(f"building {model}: {zoo_models.MODELS[model][0]}")
         src = zoo_models.make(model, SHARED, os.path.join(tmp, model))
     elif src is None and os.path.isfile(MAKE_FIXTURE) and os.path.isdir(ZOO_2018):
         src = os.path.join(tmp, "zoo_2018")
         subprocess.run([sys.executable, MAKE_FIXTURE, ZOO_2018, src], check=True, capture_output=True)
     elif src is None:
-        from migrate import default_model
+        from migrate.convert import default_model
         src = default_model.ensure_tf1_model()
     converted = os.path.join(tmp, "converted")
     progress(f"converting {src}")
-    convert.convert(src, converted)
+    conversion.convert(src, converted)
     return src, converted
 
 
 def parse_args(argv=None) -> tuple:
     """(the options, the files' default name); exits 2 on options that exclude each other."""
-    from migrate.benchmark import publish, zoo_models
+    from migrate.bench import publish, zoo_models
     from migrate.commands.common import COLUMNS, add_verbose
     # The usage argparse prints with an error, wrapped within the project's 100 columns.
     width = min(shutil.get_terminal_size().columns - 2, COLUMNS)
@@ -99,7 +99,7 @@ def parse_args(argv=None) -> tuple:
 
 
 def main() -> int:
-    from migrate.benchmark import zoo_models
+    from migrate.bench import zoo_models
     args, default_name = parse_args()
     if args.model is not None and zoo_models.missing(args.model, SHARED):  # before TensorFlow loads
         print(f"error: {zoo_models.missing(args.model, SHARED)}", file=sys.stderr)
@@ -112,19 +112,21 @@ def main() -> int:
 def run(args, default_name: str) -> int:
     """Builds and converts the model, measures it, prints the tables and writes the pages where
     `publish.destination` says (TensorFlow's output already set by `main`)."""
-    from migrate import bench
+    from migrate.bench import benchmark
+    from migrate.bench.inputs import BenchInputError, parse_batches, parse_sizes
+    from migrate.bench.sides import DEFAULT_SIDES
     from migrate.commands.bench import print_report
     from migrate.commands.common import progress
     say = progress(False, wrap=True)
     with tempfile.TemporaryDirectory(prefix="ssd-bench-") as tmp:
         src, converted = source_and_conversion(args.src, tmp, say, args.model)
         try:
-            report = bench.bench(src, converted, sizes=bench.parse_sizes(args.size),
-                                 batches=bench.parse_batches(args.batch), repeats=args.repeats, onednn=args.onednn,
-                                 sides=args.sides.split(",") if args.sides else bench.DEFAULT_SIDES,
-                                 weight_cache=args.weight_cache, progress=say,
-                                 photos=None if args.no_cold else args.photos, cold_runs=args.cold_runs)
-        except bench.BenchInputError as e:  # e.g. TFLite sides without batch 1 in --batch
+            report = benchmark.bench(src, converted, sizes=parse_sizes(args.size),
+                                     batches=parse_batches(args.batch), repeats=args.repeats, onednn=args.onednn,
+                                     sides=args.sides.split(",") if args.sides else DEFAULT_SIDES,
+                                     weight_cache=args.weight_cache, progress=say,
+                                     photos=None if args.no_cold else args.photos, cold_runs=args.cold_runs)
+        except BenchInputError as e:  # e.g. TFLite sides without batch 1 in --batch
             print(f"error: {e}", file=sys.stderr)
             return 2
     print_report(report)
@@ -136,14 +138,14 @@ def write_pages(report: dict, args, default_name: str, say) -> None:
     """NAME.md, NAME.json (and NAME.png with two batches or more, where matplotlib is installed)
     where `publish.destination` says, the FPN and PPN section of that folder's benchmarks.md
     refreshed; nothing, and a line that says so, without --out or --publish."""
-    from migrate import bench
-    from migrate.benchmark import publish, tables
+    from migrate.bench import publish, tables
+    from migrate.bench.plot import plot_available, write_plot
     out_dir = publish.destination(args, publish.DOCS)
     if out_dir is None:
         say(f"nothing written: --out DIR, or --publish for docs/, writes {args.name}.md (+ .json, .png)")
         return
     os.makedirs(out_dir, exist_ok=True)
-    bench.write_json(report, os.path.join(out_dir, f"{args.name}.json"), force=True)
+    tables.write_json(report, os.path.join(out_dir, f"{args.name}.json"), force=True)
     command = (f"python scripts/bench.py --batch {args.batch} --size {args.size} --repeats {args.repeats}"
                + (f" --onednn {args.onednn}" if args.onednn else "")
                + (" --weight-cache" if args.weight_cache else "")
@@ -156,10 +158,10 @@ def write_pages(report: dict, args, default_name: str, say) -> None:
                   + ("" if args.cold_runs == 3 else f" --cold-runs {args.cold_runs}"))
                + publish.option(args))
     plot = None
-    if bench.plot_available() and len(report["batches"]) > 1:  # matplotlib: the optional `plot` extra
+    if plot_available() and len(report["batches"]) > 1:  # matplotlib: the optional `plot` extra
         plot = f"{args.name}.png"
-        bench.write_plot(report, os.path.join(out_dir, plot), force=True)
-    bench.write_markdown(report, os.path.join(out_dir, f"{args.name}.md"), command, force=True, plot=plot)
+        write_plot(report, os.path.join(out_dir, plot), force=True)
+    tables.write_markdown(report, os.path.join(out_dir, f"{args.name}.md"), command, force=True, plot=plot)
     # docs/benchmarks.md lists the FPN and PPN pages' rows: after their runs, and again after its own.
     tables.refresh_family_section(os.path.join(out_dir, "benchmarks.md"))
     say(f"wrote {os.path.join(out_dir, args.name)}.md (+ .json{', .png' if plot else ''})")

@@ -6,9 +6,9 @@
 Converts the model (the 2018 zoo fixture from ../shared without --src, as scripts/bench.py does),
 exports the SavedModel with its weights as constants (bench's `saved_model_constants`), and runs each
 side cold over the photos (../shared/photos without --photos) in a fresh process per side and
-setting (`migrate.benchmark.cold_memory`): its memory at each stage, then its peak under each
+setting (`migrate.bench.cold_memory`): its memory at each stage, then its peak under each
 setting that switches one part of TensorFlow off. It prints the page, and writes it to --out's file
-or, with --publish, to docs/cold_memory.md (`migrate.benchmark.publish`).
+or, with --publish, to docs/cold_memory.md (`migrate.bench.publish`).
 """
 
 from __future__ import annotations
@@ -45,13 +45,13 @@ def stage_table(stages: dict) -> list:
 
 
 def main() -> int:
-    from migrate.benchmark import cold_memory
+    from migrate.bench import cold_memory
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--src", help="a TF1 model directory with frozen_inference_graph.pb")
     p.add_argument("--photos", default=PHOTOS)
     p.add_argument("--sides", default=",".join(SIDES))
     p.add_argument("--settings", default=",".join(cold_memory.SETTINGS))
-    from migrate.benchmark import publish
+    from migrate.bench import publish
     published = os.path.join(publish.DOCS, "cold_memory.md")
     publish.add_options(p, published, "write the page to this file")
     args = p.parse_args()
@@ -64,14 +64,14 @@ def main() -> int:
     if problems:
         print(f"error: {problems[0]}", file=sys.stderr)
         return 2
-    from migrate import bench
-    from migrate.benchmark.tables import _machine
+    from migrate.bench.sides import EXPORTED_SIDES, export_sides
+    from migrate.bench.tables import _machine
     from ssd_mobilenet.memory import onednn_on
     progress = lambda msg: print(f"[cold_memory] {msg}", file=sys.stderr, flush=True)  # noqa: E731
     with tempfile.TemporaryDirectory(prefix="ssd-cold-memory-") as tmp:
         src, converted = source_and_conversion(args.src, tmp, progress)
-        exported = bench.export_sides(converted, os.path.join(tmp, "exported"),
-                                      [s for s in sides if s in bench.EXPORTED_SIDES])
+        exported = export_sides(converted, os.path.join(tmp, "exported"),
+                                [s for s in sides if s in EXPORTED_SIDES])
         measured = {}
         for setting in settings:
             for side in sides:
@@ -99,7 +99,7 @@ def main() -> int:
         f"Machine: {_machine()}; TensorFlow's oneDNN kernels: {'on' if onednn_on() else 'off'} by default; the "
         f"photos of {'`../shared/photos`' if args.photos == PHOTOS else args.photos}, one per call. Each side and "
         "setting is one fresh process in the environment a user's process has (TensorFlow's own allocator; "
-        "`migrate.benchmark.cold_memory`); the sides are bench's ([benchmarks](benchmarks.md)). What the "
+        "`migrate.bench.cold_memory`); the sides are bench's ([benchmarks](benchmarks.md)). What the "
         "figures say, and what was changed because of them: [cold start](cold_start.md).", "",
         "## Stage by stage", "",
         "MiB. `files`: resident pages of mapped files (the shared libraries); `anonymous`: the rest (the C "

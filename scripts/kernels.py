@@ -1,4 +1,4 @@
-"""Where each side's time goes inside oneDNN, primitive by primitive (`migrate.benchmark.kernels`).
+"""Where each side's time goes inside oneDNN, primitive by primitive (`migrate.bench.kernels`).
 
     .venv/bin/python scripts/kernels.py [--src TF1_DIR] [--sides tf1_session,saved_model,saved_model_mixed]
         [--batch 1] [--size 480x640] [--calls 10] [--json PATH]
@@ -48,17 +48,17 @@ def run(args) -> int:
     """Profiles each side and prints its summary (TensorFlow's output already set by `main`)."""
     from bench import source_and_conversion
 
-    from migrate import bench
-    from migrate.benchmark import kernels
-    from migrate.benchmark.sides import export_sides
+    from migrate.bench import kernels
+    from migrate.bench.inputs import BenchInputError, parse_sizes
+    from migrate.bench.sides import export_sides
     from ssd_mobilenet import memory
     if not memory.onednn_on():  # the workers inherit this process's environment
         print(f"error: {kernels.OFF}", file=sys.stderr)
         return 2
     sides = args.sides.split(",")
     try:
-        size = bench.parse_sizes(args.size)[0]
-    except bench.BenchInputError as e:
+        size = parse_sizes(args.size)[0]
+    except BenchInputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     from migrate.commands.common import progress as progress_lines

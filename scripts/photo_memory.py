@@ -7,11 +7,11 @@ docs/photo_memory.md.
 Converts the model (the 2018 zoo fixture from ../shared without --src, as scripts/bench.py does),
 exports the files `migrate export` writes by default, and runs `migrate predict` over the photos
 (../shared/photos without --photos) with each, every one in a fresh process, against the TF1
-frozen graph's session over the same photos (`migrate.benchmark.photo_memory`). Sides:
+frozen graph's session over the same photos (`migrate.bench.photo_memory`). Sides:
 `tflite`, `tflite_int8`, `onnx`, `onnx_int8` (files), `saved_model` (the converted directory on
 TensorFlow). Each side runs `--repeats` times (default 3); the table keeps each side's median
 run and gives the spread. It prints the table, and writes the page to --out's file or, with
---publish, to docs/photo_memory.md (`migrate.benchmark.publish`).
+--publish, to docs/photo_memory.md (`migrate.bench.publish`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def main() -> int:
     p.add_argument("--photos", default=os.path.join(SHARED, "photos"))
     p.add_argument("--sides", default="tflite,tflite_int8,onnx,onnx_int8,saved_model")
     p.add_argument("--repeats", type=int, default=3)
-    from migrate.benchmark import publish
+    from migrate.bench import publish
     published = os.path.join(publish.DOCS, "photo_memory.md")
     publish.add_options(p, published, "write the page to this file")
     args = p.parse_args()
@@ -48,13 +48,13 @@ def main() -> int:
     if problems:
         print(f"error: {problems[0]}", file=sys.stderr)
         return 2
-    from migrate import bench
-    from migrate.benchmark import photo_memory
-    from migrate.benchmark.tables import _machine
+    from migrate.bench import photo_memory
+    from migrate.bench.sides import export_sides
+    from migrate.bench.tables import _machine
     progress = lambda msg: print(f"[photo_memory] {msg}", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="ssd-photo-memory-") as tmp:
         src, converted = source_and_conversion(args.src, tmp, progress)
-        files = bench.export_sides(converted, os.path.join(tmp, "exported"), [s for s in sides if s != "saved_model"])
+        files = export_sides(converted, os.path.join(tmp, "exported"), [s for s in sides if s != "saved_model"])
         models = [converted if side == "saved_model" else files[side] for side in sides]
         runs = [photo_memory.measure_photos(os.path.join(src, "frozen_inference_graph.pb"), models, args.photos,
                                             progress=progress, rotate=r) for r in range(args.repeats)]
@@ -91,7 +91,7 @@ def main() -> int:
         "Each side is one fresh process, in the environment a user's process has (TensorFlow's own allocator): "
         "`tf1_session` decodes each photo with TensorFlow and runs the frozen graph's session on it, as a TF1 "
         "client does; every other side is `migrate predict MODEL PHOTOS` writing its JSON lines "
-        "(`migrate.benchmark.photo_memory`). Peak RSS is the process's `VmHWM` at its end; `x TF1` divides by the "
+        "(`migrate.bench.photo_memory`). Peak RSS is the process's `VmHWM` at its end; `x TF1` divides by the "
         "TF1 session's median peak. `first detections s`: from just before the process started to its first "
         "detections (`predict`: its first JSON line, which comes with its first batch of up to 8 photos); "
         "`wall s`: to its exit; their `x TF1` is the median of each round's ratio to the TF1 session's run of the "

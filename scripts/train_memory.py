@@ -4,7 +4,7 @@
         [--levers float32,mixed_float16,...] [--out FILE | --publish]
 
 It prints each lever's figures as a JSON line, and writes the page to --out's file or, with
---publish, to docs/training_memory.md (`migrate.benchmark.publish`).
+--publish, to docs/training_memory.md (`migrate.bench.publish`).
 
 Every lever trains the same model (a converted directory; default: the built-in default model,
 `python -m migrate convert` without a source, converted first when missing) at the same images per
@@ -217,7 +217,7 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=5, help="measured steps per lever")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--levers", default=",".join(LEVERS))
-    from migrate.benchmark import publish
+    from migrate.bench import publish
     published = os.path.join(publish.DOCS, "training_memory.md")
     publish.add_options(p, published, "write the page to this file")
     p.add_argument("--worker", help=argparse.SUPPRESS)
@@ -231,14 +231,14 @@ def main() -> int:
     if unknown or "float32" not in args.levers or args.batch % 4:
         p.error(f"levers among {', '.join(LEVERS)}, float32 included (the ratios' base), got {args.levers}; "
                 "--batch a multiple of 4")
-    from migrate import convert, default_model
+    from migrate.convert import conversion, default_model
     from ssd_mobilenet import detector
     from ssd_mobilenet.config.ssd_config import SSDConfig
     from ssd_mobilenet.training import shapes_dataset
     if args.converted is None:
         args.converted = default_model.converted_dir()
         if not os.path.isfile(os.path.join(args.converted, detector.CONFIG_FILE)):
-            convert.convert(default_model.ensure_tf1_model(print), args.converted)
+            conversion.convert(default_model.ensure_tf1_model(print), args.converted)
     with open(os.path.join(args.converted, detector.CONFIG_FILE), encoding="utf-8") as f:
         config = SSDConfig.from_dict(json.load(f))
     command = "python scripts/train_memory.py " + " ".join(a for a in sys.argv[1:])

@@ -7,9 +7,9 @@ one thread and on several, against the TF1 session in the same run, and the page
 Without --src it takes the 2018 zoo graph from ../shared (as scripts/bench.py), else the built-in
 default model; without --photo the first 300x300 photo of ../shared/photos, else a generated one.
 It converts the model and exports its page (`migrate export --web`) into a temporary folder, then
-runs `migrate.benchmark.web.measure` in Debian's headless Chromium (scripts/setup_env.sh installs it).
+runs `migrate.bench.web.measure` in Debian's headless Chromium (scripts/setup_env.sh installs it).
 It prints the page, and writes NAME.md and NAME.json into --out's folder or, with --publish, into
-docs/ (`migrate.benchmark.publish`).
+docs/ (`migrate.bench.publish`).
 """
 
 from __future__ import annotations
@@ -92,14 +92,14 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=30)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--note", default="", help="a sentence about the run (e.g. the machine was shared)")
-    from migrate.benchmark import publish
+    from migrate.bench import publish
     publish.add_options(p, publish.DOCS, "write NAME.md and NAME.json into this folder")
     p.add_argument("--name", default="benchmarks_web")
     args = p.parse_args()
     from bench import source_and_conversion
 
     from migrate import export_web
-    from migrate.benchmark import web
+    from migrate.bench import web
 
     def say(msg):
         print(f"[web_bench] {msg}", file=sys.stderr, flush=True)

@@ -23,7 +23,7 @@ is the one the metadata describes; this module reads files only, without TensorF
 The label map travels with the model: `convert` keeps the one its source's pipeline.config names
 (or the one given with `--labels`), `train` writes it along, and `predict`, `export` and
 `evaluate` read it unless `--labels` gives another. `synthetic_weights.txt` marks a model whose
-weights `migrate.tf1_builder` generated (the built-in default model, the shapes demo before
+weights `migrate.tf1.builder` generated (the built-in default model, the shapes demo before
 training), whose detections, and so their labels, mean nothing: the commands that show
 detections say so. The builder writes the same file into the TF1 model directories it writes
 with generated weights, and `convert` carries it over.
@@ -42,7 +42,7 @@ SAVED_MODEL_DIR = "saved_model"
 LABEL_MAP_FILE = "label_map.pbtxt"
 SYNTHETIC_FILE = "synthetic_weights.txt"
 # The marker's text: why the file is there, for a person who finds it.
-SYNTHETIC_TEXT = ("The weights of this model are seeded synthetic ones (migrate.tf1_builder), not trained:\n"
+SYNTHETIC_TEXT = ("The weights of this model are seeded synthetic ones (migrate.tf1.builder), not trained:\n"
                   "its detections and their labels mean nothing.\n")
 # Under the SavedModel directory (module docstring).
 METADATA_PATH = os.path.join("assets.extra", "ssd_mobilenet.json")

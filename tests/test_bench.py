@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import (SHARED, SKYLAKE_SP, check_detections, needs_shared, random_images, run_cli,
                             unwrapped)
-from migrate import bench
+from migrate.bench import inputs, interleaving, sides, statistics, tables
 from migrate.cli import main
 from ssd_mobilenet import detector, hardware, loading, memory
 from ssd_mobilenet.config.pipeline_reader import read_pipeline_config
@@ -20,36 +20,36 @@ PHOTOS = sorted(os.path.join(SHARED, "photos", f) for f in os.listdir(os.path.jo
 
 
 def test_sizes_and_batches_parse_or_fail_with_the_flag_named():
-    assert bench.parse_sizes("300x300, 480x640") == [(300, 300), (480, 640)]
-    assert bench.parse_batches("1,8,32") == [1, 8, 32]
+    assert inputs.parse_sizes("300x300, 480x640") == [(300, 300), (480, 640)]
+    assert inputs.parse_batches("1,8,32") == [1, 8, 32]
     for bad in ("300", "0x300", "axb"):
-        with pytest.raises(bench.BenchInputError, match="--size"):
-            bench.parse_sizes(bad)
+        with pytest.raises(inputs.BenchInputError, match="--size"):
+            inputs.parse_sizes(bad)
     for bad in ("0", "1,x", ""):
-        with pytest.raises(bench.BenchInputError, match="--batch"):
-            bench.parse_batches(bad)
+        with pytest.raises(inputs.BenchInputError, match="--batch"):
+            inputs.parse_batches(bad)
 
 
 def test_smaller_batches_get_more_rounds_up_to_a_limit():
-    assert [bench.rounds(15, b, [1, 8, 32]) for b in (1, 8, 32)] == [60, 60, 15]
-    assert [bench.rounds(10, b, [1, 2]) for b in (1, 2)] == [20, 10]
-    assert bench.rounds(10, 8, [8]) == 10
+    assert [interleaving.rounds(15, b, [1, 8, 32]) for b in (1, 8, 32)] == [60, 60, 15]
+    assert [interleaving.rounds(10, b, [1, 2]) for b in (1, 2)] == [20, 10]
+    assert interleaving.rounds(10, 8, [8]) == 10
 
 
 def test_ratio_interval_resamples_rounds_in_pairs():
     rng = np.random.default_rng(3)
     # A drift that slows both sides in the same rounds (x1 .. x2) cancels in every resample.
     base = 30.0 * rng.uniform(1.0, 2.0, 15)
-    assert bench.ratio_interval(0.8 * base, base) == pytest.approx([0.8, 0.8])
+    assert statistics.ratio_interval(0.8 * base, base) == pytest.approx([0.8, 0.8])
     # Independent noise on each side: an interval around the measured ratio, wider with fewer rounds.
     side = 24.0 * rng.uniform(0.9, 1.1, 40)
     base = 30.0 * rng.uniform(0.9, 1.1, 40)
-    lo, hi = bench.ratio_interval(side, base)
+    lo, hi = statistics.ratio_interval(side, base)
     assert lo < np.median(side) / np.median(base) < hi and hi - lo < 0.1
-    lo5, hi5 = bench.ratio_interval(side[:5], base[:5])
+    lo5, hi5 = statistics.ratio_interval(side[:5], base[:5])
     assert hi5 - lo5 > hi - lo
     with pytest.raises(ValueError, match="paired"):
-        bench.ratio_interval(side[:5], base[:4])
+        statistics.ratio_interval(side[:5], base[:4])
 
 
 def test_targets_say_when_the_interval_reaches_across_the_limit():
@@ -61,7 +61,7 @@ def test_targets_say_when_the_interval_reaches_across_the_limit():
                        row("saved_model", 8, 0.75, [0.72, 0.78], alloc_ratio=0.5, steady_rss_ratio=1.04),
                        row("detector", 8, 0.85, [0.8, 0.9])]}
     (b1_text, b1, b1_met), (b8_text, b8, b8_met), (_, alloc, alloc_met), (rss_text, rss, rss_met), \
-        (det_text, _, det_met) = bench.targets(report)
+        (det_text, _, det_met) = tables.targets(report)
     assert "`saved_model` latency at batch 1" in b1_text and b1_met and "0.74-0.83" in b1
     assert "reaches across 0.8x" in b1
     assert "batch 8" in b8_text and b8_met and "reaches across" not in b8
@@ -71,15 +71,15 @@ def test_targets_say_when_the_interval_reaches_across_the_limit():
     # The reduced-precision target holds where the CPU has the units; elsewhere it is not judged.
     report["rows"].append(row("saved_model_mixed", 1, 1.9, [1.8, 2.0]))
     why = hardware.missing_units("mixed_bfloat16", cpuinfo=SKYLAKE_SP, gpus=[])
-    (mixed_text, mixed, mixed_met), = [t for t in bench.targets({**report, "missing_units": why})
+    (mixed_text, mixed, mixed_met), = [t for t in tables.targets({**report, "missing_units": why})
                                        if "saved_model_mixed" in t[0]]
     assert mixed_met is None and mixed.startswith("1.90x") and "not applicable: this machine has no bfloat16" in mixed
-    (_, _, mixed_met), = [t for t in bench.targets({**report, "missing_units": None}) if "saved_model_mixed" in t[0]]
+    (_, _, mixed_met), = [t for t in tables.targets({**report, "missing_units": None}) if "saved_model_mixed" in t[0]]
     assert mixed_met is False
     # The TFLite targets are judged at 300x300 only, where devices run the zoo model.
     report["rows"] += [dict(row("tflite", 1, 0.9, [0.8, 1.0], rss_ratio=0.5), size=[480, 640]),
                        dict(row("tflite", 1, 0.55, [0.5, 0.62], rss_ratio=0.15), size=[300, 300])]
-    (lat_text, lat, lat_met), (rss_text, rss, rss_met) = [t for t in bench.targets(report) if "`tflite`" in t[0]]
+    (lat_text, lat, lat_met), (rss_text, rss, rss_met) = [t for t in tables.targets(report) if "`tflite`" in t[0]]
     assert "latency at batch 1, 300x300: <= 0.6x" in lat_text and lat_met and "reaches across 0.6x" in lat
     assert "process peak RSS at batch 1, 300x300: <= 0.12x" in rss_text and not rss_met and rss == "0.15x"
 
@@ -123,7 +123,7 @@ def test_existing_outputs_are_not_replaced_without_force(small_pair, tmp_path, c
 # files (exported by the same export process), at two sizes and batches 1 and 2, with cold starts over
 # two photos. The other runners' outputs: test_runners_give_the_tf1_detections.
 TF_SIDES = ("tf1_session", "detector", "saved_model_exact")
-EVERY_SIDE = TF_SIDES + bench.TFLITE_SIDES
+EVERY_SIDE = TF_SIDES + sides.TFLITE_SIDES
 SIZES = ((128, 128), (96, 160))
 
 
@@ -215,33 +215,33 @@ def test_runners_give_the_tf1_detections(small_pair, tmp_path):
     saved_model_lib.export_saved_model(detector.load_model(out), os.path.join(out, "saved_model"),
                                        saved_model_lib.FAST_VARIANT, "float32")
     images = random_images(5, 2, 128, 128)
-    ref = bench.runner("tf1_session", src, out)(images)
+    ref = sides.runner("tf1_session", src, out)(images)
     assert ref["num_detections"].min() > 0
     for side in ("tf1_wrap_function", "saved_model"):
-        check_detections(bench.runner(side, src, out)(images), ref)
+        check_detections(sides.runner(side, src, out)(images), ref)
     # The SavedModels bench exports: the exact one within 1e-5 (ties may swap against the
     # session's folded arithmetic), the bfloat16 one by class and IoU.
-    from migrate import verify
+    from migrate.tf1.parity import compare_detections, match_detections
     with open(os.path.join(out, "model_config.json")) as f:
         config = json.load(f)
-    paths = bench.export_sides(out, str(tmp_path), ["saved_model_constants", "saved_model_exact", "saved_model_mixed"])
+    paths = sides.export_sides(out, str(tmp_path), ["saved_model_constants", "saved_model_exact", "saved_model_mixed"])
     # The default SavedModel with its weights as constants (the warm-latency lever).
-    check_detections(bench.runner("saved_model_constants", src, out, paths["saved_model_constants"])(images), ref)
+    check_detections(sides.runner("saved_model_constants", src, out, paths["saved_model_constants"])(images), ref)
     with open(os.path.join(paths["saved_model_constants"], "assets.extra", "ssd_mobilenet.json")) as f:
         assert json.load(f)["weights"] == "constants"
-    exact = bench.runner("saved_model_exact", src, out, paths["saved_model_exact"])(images)
-    mixed = bench.runner("saved_model_mixed", src, out, paths["saved_model_mixed"])(images)
+    exact = sides.runner("saved_model_exact", src, out, paths["saved_model_exact"])(images)
+    mixed = sides.runner("saved_model_mixed", src, out, paths["saved_model_mixed"])(images)
     for i in range(len(images)):
-        assert verify.compare_detections(exact, ref, i, atol=1e-5, rtol=0)["ok"]
-        assert verify.match_detections(mixed, ref, i, config["score_threshold"], 0.05, config["max_total_detections"],
-                                       config["iou_threshold"])["ok"]
+        assert compare_detections(exact, ref, i, atol=1e-5, rtol=0)["ok"]
+        assert match_detections(mixed, ref, i, config["score_threshold"], 0.05,
+                                config["max_total_detections"], config["iou_threshold"])["ok"]
 
 
 @pytest.fixture(scope="module")
 def tflite_path(small_pair, tmp_path_factory):
     """The float32 `.tflite` file bench exports for the small model (the default export: any size)."""
     _, out = small_pair
-    return bench.export_sides(out, str(tmp_path_factory.mktemp("bench_tflite")), ["tflite"])["tflite"]
+    return sides.export_sides(out, str(tmp_path_factory.mktemp("bench_tflite")), ["tflite"])["tflite"]
 
 
 @needs_shared
@@ -305,23 +305,22 @@ def test_tflite_sides_need_batch_1_and_any_size_will_do(small_pair, tmp_path, ca
     assert len(err) == 1 and "batch 1" in err[0] and "--batch" in err[0], err
     assert not json_path.exists()
     # The default export takes photos of any size: sizes without the model's are fine.
-    from migrate.benchmark import inputs
     assert inputs.check_tflite(out, ["tflite"], [(96, 96), (64, 64)], [1]) == ((128, 128), True, False)
     # A file of one size (a resize TFLite has no builtin for) would need the model's size in --size.
     from ssd_mobilenet.formats import network
     monkeypatch.setattr(network, "any_size", lambda config, input_type: False)
-    with pytest.raises(bench.BenchInputError, match="--size 96x96,64x64,128x128"):
+    with pytest.raises(inputs.BenchInputError, match="--size 96x96,64x64,128x128"):
         inputs.check_tflite(out, ["tflite"], [(96, 96), (64, 64)], [1])
     assert inputs.check_tflite(out, ["tflite"], [(128, 128)], [1, 2]) == ((128, 128), False, False)
-    assert not bench.applies("tflite", (96, 96), 1, (128, 128)) and bench.applies("tflite", (96, 96), 1, None)
-    assert not bench.applies("tflite", (96, 96), 2, None) and bench.applies("tf1_session", (96, 96), 2, (128, 128))
+    assert not sides.applies("tflite", (96, 96), 1, (128, 128)) and sides.applies("tflite", (96, 96), 1, None)
+    assert not sides.applies("tflite", (96, 96), 2, None) and sides.applies("tf1_session", (96, 96), 2, (128, 128))
 
 
 def test_tflite_memory_process_never_imports_tensorflow(small_pair, tflite_path, tmp_path):
     """The TFLite sides' memory worker with a `tensorflow` on its PYTHONPATH that cannot be
     imported: it measures, and says TensorFlow is not loaded. A runner that needs TensorFlow
     fails there (the stub is what that process sees)."""
-    from migrate.benchmark import litert_memory
+    from migrate.bench import litert_memory
     from migrate.common import measure
     src, out = small_pair
     stub = tmp_path / "no_tensorflow"
@@ -330,14 +329,14 @@ def test_tflite_memory_process_never_imports_tensorflow(small_pair, tflite_path,
     env = {"PYTHONPATH": str(stub)}
     images = [random_images(1, 1, 128, 128), random_images(2, 1, 90, 200)]
     kwargs = {"side": "tflite", "src": src, "converted": out, "exported": tflite_path, "threads": 1}
-    result = litert_memory.measure_without_tensorflow("migrate.benchmark.sides:runner", kwargs, images, warmup=1,
+    result = litert_memory.measure_without_tensorflow("migrate.bench.sides:runner", kwargs, images, warmup=1,
                                                       repeats=1, env=env)
     assert result["tensorflow_imported"] is False and result["runtime"].startswith("LiteRT ")
     assert [b["shape"] for b in result["batches"]] == [[1, 128, 128, 3], [1, 90, 200, 3]]
     assert result["peak_rss_bytes"] >= result["rss_bytes"] > 0 and result["peak_memory_bytes"] is None
     assert result["build_s"] > 0 and result["first_call_s"] > 0 and result["env"]["PYTHONPATH"] == str(stub)
     with pytest.raises(measure.MeasureError, match="tensorflow is not available here"):
-        litert_memory.measure_without_tensorflow("migrate.benchmark.sides:mixed_precision", {}, images[:1], env=env)
+        litert_memory.measure_without_tensorflow("migrate.bench.sides:mixed_precision", {}, images[:1], env=env)
 
 
 def test_tflite_runner_gives_the_tf1_detections(small_pair, tflite_path):
@@ -346,8 +345,8 @@ def test_tflite_runner_gives_the_tf1_detections(small_pair, tflite_path):
     # tests/test_export_tflite.py; counts, classes and order exactly), at the model's size and
     # at another (the file resizes the photo with the graph's kernel).
     src, out = small_pair
-    ref_runner = bench.runner("tf1_session", src, out)
-    ours = bench.runner("tflite", src, out, tflite_path, threads=1)
+    ref_runner = sides.runner("tf1_session", src, out)
+    ours = sides.runner("tflite", src, out, tflite_path, threads=1)
     for h, w in ((128, 128), (96, 160)):
         images = random_images(5, 1, h, w)
         ref = ref_runner(images)
@@ -364,7 +363,7 @@ def test_kernels_counts_every_convolution_of_a_call_and_the_filters_reordered_ea
     has layers of each, and filter reorders on every call (a variable's filter is reordered per call;
     constants are cached). Where TensorFlow runs Eigen's kernels (CPUs without AVX-512, TF_ENABLE_ONEDNN_OPTS=0), the
     profile says so in one line instead of counting the primitives Eigen's products call."""
-    from migrate.benchmark import kernels
+    from migrate.bench import kernels
     from ssd_mobilenet import layers
     src, out = small_pair
     summary = kernels.profile("detector", src, out, size=(96, 160), batch=1, calls=3, warmup=1)
@@ -392,7 +391,7 @@ def test_kernels_counts_every_convolution_of_a_call_and_the_filters_reordered_ea
 def test_cold_memory_notes_every_stage_of_a_fresh_process(small_pair, tmp_path):
     from PIL import Image
 
-    from migrate.benchmark import cold_memory
+    from migrate.bench import cold_memory
     src, out = small_pair
     rng = np.random.default_rng(0)
     for name, (h, w) in {"a.jpg": (90, 160), "b.png": (200, 120)}.items():
@@ -425,7 +424,7 @@ def test_model_option_builds_the_zoo_config_as_a_tf1_model_that_converts(tmp_pat
     """`--model fpn_640` / `ppn_300` read the zoo's sample configs as FPN and PPN; `ppn_300` (the
     same code path as `fpn_640`, cheaper) built by the TF1 builder at the small model's scale is
     that config and converts with its check."""
-    from migrate.benchmark import zoo_models
+    from migrate.bench import zoo_models
     zoo = {name: read_pipeline_config(os.path.join(SHARED, "zoo", folder, config))
            for name, (_, folder, config) in zoo_models.MODELS.items() if config is not None}
     assert {name: (c.feature_extractor_type, c.anchor_generator_type, c.image_height) for name, c in zoo.items()} == {

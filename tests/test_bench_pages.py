@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from migrate.benchmark import tables
+from migrate.bench import tables
 
 
 def _row(side, size, batch, ms, ratio, ci, rss, rss_ratio):

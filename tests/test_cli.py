@@ -140,7 +140,7 @@ def test_notes_wrap_at_100_columns_on_a_wide_terminal(wide_terminal):
 
 
 def test_verify_report_lines_fit(wide_terminal):
-    from migrate.verification.report import VerifyReport, format_report
+    from migrate.verify.report import VerifyReport, format_report
     stage = "FeatureExtractor/MobilenetV1/Conv2d_13_pointwise_2_Conv2d_2_3x3_s2_512"  # the longest of depth 1
     tensors = [{"name": stage, "tf1_tensor": stage + ":0", "max_abs_err": 2.384e-06, "max_rel_err": 1.3e-07,
                 "allowed": 1.6e-05, "ok": False}]
@@ -176,7 +176,7 @@ def test_verify_report_lines_fit(wide_terminal):
 
 
 def test_bench_tables_fit(wide_terminal):
-    from migrate.benchmark.tables import format_table
+    from migrate.bench.tables import format_table
     rows = []
     for side in ("tf1_session", "detector_variables", "tf1_wrap_function", "tflite_int8", "onnx_int8"):
         for size, batch in (((1024, 1024), 64), ((480, 640), 8)):

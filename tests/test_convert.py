@@ -16,7 +16,7 @@ from tests.conftest import (CONVERT_STDERR, DEPTHWISE, ODAPI_EXPORTS, QUANTIZED,
 from migrate.cli import main
 from migrate.tf1.frozen_graph import FrozenGraphRunner
 from migrate.tf1.sources import read_graph_def
-from migrate.verify import MIXED_TOLERANCES, compare_detections, match_detections
+from migrate.tf1.parity import MIXED_TOLERANCES, compare_detections, match_detections
 from ssd_mobilenet import converted_dir, label_map
 from ssd_mobilenet.config.pipeline_reader import read_pipeline_config
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
@@ -189,7 +189,7 @@ def test_written_pipeline_config_spells_numbers_as_a_person_would_and_reads_back
     """The 2018 zoo config spells its float32 values to 12 digits (0.600000023842), SSDConfig
     holds them as Python floats (0.6000000238418579); the written pipeline.config has the shortest
     spelling of each float32 (0.6), and reading it back gives the very same float32 values."""
-    from migrate.convert import GRAPH_ONLY_FIELDS
+    from migrate.convert.conversion import GRAPH_ONLY_FIELDS
     _, out = zoo_converted
     with open(os.path.join(out, "pipeline.config")) as f:
         written = f.read()
@@ -680,7 +680,7 @@ def test_the_default_model_is_marked_as_synthetic_weights(tmp_path, monkeypatch)
     """The built-in default model's weights are generated: its TF1 directory is marked (also one
     built before the mark existed), so that its conversion carries the mark and predict says that
     its boxes mean nothing."""
-    from migrate import default_model
+    from migrate.convert import default_model
     monkeypatch.setattr(default_model, "checkpoints_dir", lambda: str(tmp_path))
     os.makedirs(default_model.tf1_dir())
     # A default model built by an earlier release: its frozen graph there, no mark.

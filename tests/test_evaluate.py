@@ -8,7 +8,8 @@ import os
 
 import pytest
 
-from migrate import convert, evaluate
+from migrate import evaluate
+from migrate.convert import conversion
 from migrate.cli import main
 from migrate.common.console import shown
 from migrate.tf1 import builder
@@ -25,7 +26,7 @@ def models(tmp_path_factory):
     converted = str(root / "tf2")
     # Without convert's stage-by-stage check (test_convert's and test_self_check's subject): the
     # scores compared below are this conversion's proof here.
-    convert.convert(tf1_dir, converted, check=False)
+    conversion.convert(tf1_dir, converted, check=False)
     data_dir = str(root / "shapes")
     shapes_dataset.write_shapes_dataset(data_dir, num_train=4, num_eval=12, image_size=160, seed=5)
     return tf1_dir, converted, data_dir

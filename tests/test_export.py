@@ -18,7 +18,7 @@ import pytest
 from PIL import Image
 
 from tests.conftest import needs_shared, random_images, run_cli, warnings_in
-from migrate import verify
+from migrate.tf1.parity import MIXED_TOLERANCES, compare_detections, match_detections
 from migrate.cli import main
 from ssd_mobilenet import converted_dir
 from ssd_mobilenet.formats.saved_model import writer as saved_model_lib
@@ -83,12 +83,11 @@ def client_results(exported, tmp_path_factory):
 def _agree(ours: dict, ref: dict, index: int, precision: str, converted: str) -> dict:
     """verify's criterion: exact in float32 (ties may swap), by class and IoU in bfloat16."""
     if precision == "float32":
-        return verify.compare_detections(ours, ref, index, atol=1e-5, rtol=0)
+        return compare_detections(ours, ref, index, atol=1e-5, rtol=0)
     with open(os.path.join(converted, "model_config.json")) as f:
         config = json.load(f)
-    return verify.match_detections(ours, ref, index, config["score_threshold"],
-                                   verify.MIXED_TOLERANCES[precision]["score_margin"], config["max_total_detections"],
-                                   config["iou_threshold"])
+    return match_detections(ours, ref, index, config["score_threshold"], MIXED_TOLERANCES[precision]["score_margin"],
+                            config["max_total_detections"], config["iou_threshold"])
 
 
 @needs_shared
@@ -155,7 +154,7 @@ def test_saved_model_cli_shows_and_runs_it(exported, variant, tmp_path):
     got = {k: np.load(tmp_path / "out" / f"{k}.npy") for k in export_keys()}
     ref = dict(np.load(os.path.join(src, "reference.npz")))
     for i in range(len(images)):
-        r = verify.compare_detections(got, ref, i, atol=1e-5, rtol=0)
+        r = compare_detections(got, ref, i, atol=1e-5, rtol=0)
         assert r["ok"], r
 
 

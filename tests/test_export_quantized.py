@@ -17,7 +17,8 @@ import pytest
 from ai_edge_litert.interpreter import Interpreter
 
 from tests.conftest import SHARED, needs_shared
-from migrate import verify
+from migrate.verify import verification
+from migrate.verify.report import format_report
 from migrate.cli import main
 from ssd_mobilenet import detector
 from ssd_mobilenet.formats import integer_weights
@@ -84,8 +85,8 @@ def test_integer_file_agrees_with_the_tf1_quantized_graph_on_photos(quantized_co
     detections scoring >= 0.5 matched by class and IoU >= 0.5 (the figures are printed, pytest -s).
     Measured when this was written: 673 of 700 (0.961) on the seven photos."""
     src, converted = quantized_converted
-    report = verify.verify(src, converted, images=[PHOTOS], tflite=quantized_tflite, threads=2, measure=False)
-    printed = verify.format_report(report)
+    report = verification.verify(src, converted, images=[PHOTOS], tflite=quantized_tflite, threads=2, measure=False)
+    printed = format_report(report)
     print(printed)
     assert report.passed, printed
     assert report.tflite["int8"] and report.tolerances["criterion"] == "agreement"
@@ -124,14 +125,13 @@ def test_bench_takes_the_integer_files_as_its_tflite_and_onnx_sides(quantized_co
     """bench's `tflite` and `onnx` sides of a quantization-aware conversion are its integer files
     (the ONNX one: tests/onnx/test_export_onnx_aware.py); there is no post-training `tflite_int8`
     or `onnx_int8` of it, and no float32 file for the `openvino` side."""
-    from migrate import bench
-    from migrate.benchmark import inputs
+    from migrate.bench import inputs
     _, converted = quantized_converted
     assert inputs.check_tflite(converted, ["tflite", "onnx"], [(300, 300)], [1]) == ((300, 300), True, True)
-    with pytest.raises(bench.BenchInputError, match=r"^--sides tflite_int8: none of a quantization-aware model \(its "
-                                                    r"tflite side is int8\)$"):
+    with pytest.raises(inputs.BenchInputError, match=r"^--sides tflite_int8: none of a quantization-aware model \(its "
+                                                     r"tflite side is int8\)$"):
         inputs.check_tflite(converted, ["tflite", "tflite_int8"], [(300, 300)], [1])
     for side in ("onnx_int8", "openvino"):
-        with pytest.raises(bench.BenchInputError, match=f"^--sides {side}: none of a quantization-aware model .its "
-                                                        "onnx side is int8.$"):
+        with pytest.raises(inputs.BenchInputError, match=f"^--sides {side}: none of a quantization-aware model .its "
+                                                         "onnx side is int8.$"):
             inputs.check_tflite(converted, ["onnx", side], [(300, 300)], [1])

@@ -1,6 +1,6 @@
 """The model family beyond the files in ../shared: other class counts, sizes, depth multipliers,
 padding, heads and export versions, each built as a real TF1 model directory by
-`migrate.tf1_builder` (an independent TF1/slim implementation of the OD API graph), read back
+`migrate.tf1.builder` (an independent TF1/slim implementation of the OD API graph), read back
 the way `convert` reads a user's directory, and compared stage by stage with the Keras model.
 
 Tolerance: as tests/test_parity.py, 1e-5 absolute on every stage (measured 0.0 with the TF1
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import check_detections, fits_100_columns, random_images, unwrapped
-from migrate import tf1_builder
+from migrate.tf1 import builder
 from migrate.tf1 import assign, config_inference, sources
 from migrate.tf1.frozen_graph import FrozenGraphRunner, endpoint_candidates
 from ssd_mobilenet import SSDConfig, SSDMobileNetV1, anchor_generators
@@ -139,7 +139,7 @@ def built(tmp_path_factory):
     def get(name):
         if name not in cache:
             out = str(tmp_path_factory.mktemp("family") / name)
-            tf1_builder.write_model_dir(FAMILY[name], out, seed=7)
+            builder.write_model_dir(FAMILY[name], out, seed=7)
             cache[name] = out
         return cache[name]
     return get
@@ -219,7 +219,7 @@ def test_preprocessing_order_from_every_source_form(built, tmp_path, form):
     import glob
     import os
     import shutil
-    from migrate import convert
+    from migrate.convert import conversion
     if form == "checkpoint alone":
         for path in glob.glob(f"{built(NORMALIZE_FIRST)}/model.ckpt.*") + [f"{built(NORMALIZE_FIRST)}/pipeline.config"]:
             if not path.endswith(".meta"):
@@ -230,7 +230,7 @@ def test_preprocessing_order_from_every_source_form(built, tmp_path, form):
     config, notes = config_inference.infer_config(source)
     assert config.normalize_before_resize == (form != "checkpoint alone")
     if form == "checkpoint alone":
-        assert convert.assumed_fields(source, config)["normalize_before_resize"] is False
+        assert conversion.assumed_fields(source, config)["normalize_before_resize"] is False
         assert any("preprocessing order" in n for n in notes)
     else:
         assert config.to_dict() == FAMILY[NORMALIZE_FIRST].to_dict()
@@ -320,8 +320,8 @@ def test_tflite_export_converts_its_network_and_refuses_verify(tmp_path, capsys)
     from migrate.cli import main
     src = tmp_path / "tflite"
     src.mkdir()
-    weights = tf1_builder.synthetic_weights(TFLITE_CONFIG, seed=3)
-    graph_def = tf1_builder.tflite_graph_def(TFLITE_CONFIG, weights, max_detections=10)
+    weights = builder.synthetic_weights(TFLITE_CONFIG, seed=3)
+    graph_def = builder.tflite_graph_def(TFLITE_CONFIG, weights, max_detections=10)
     (src / "tflite_graph.pb").write_bytes(graph_def.SerializeToString())
     out = str(tmp_path / "out")
     assert main(["convert", str(src), "--out", out]) == 0
@@ -339,12 +339,12 @@ def test_tflite_export_converts_its_network_and_refuses_verify(tmp_path, capsys)
     pre = model.preprocess(random_images(5, 1, 480, 640))
     graph = tf.Graph()
     with graph.as_default():
-        sub = tf.compat.v1.graph_util.extract_sub_graph(graph_def, list(tf1_builder.TFLITE_OUTPUTS[:2]))
+        sub = tf.compat.v1.graph_util.extract_sub_graph(graph_def, list(builder.TFLITE_OUTPUTS[:2]))
         tf.compat.v1.import_graph_def(sub, name="")
     config = tf.compat.v1.ConfigProto()
     config.graph_options.rewrite_options.disable_meta_optimizer = True
     with tf.compat.v1.Session(graph=graph, config=config) as session:
-        ref = session.run([f"{n}:0" for n in tf1_builder.TFLITE_OUTPUTS[:2]],
+        ref = session.run([f"{n}:0" for n in builder.TFLITE_OUTPUTS[:2]],
                           {"normalized_input_image_tensor:0": np.asarray(pre)})
     raw = model(pre)
     np.testing.assert_allclose(raw["box_encodings"].numpy(), ref[0], rtol=0, atol=ATOL)
@@ -363,8 +363,8 @@ def test_tflite_export_converts_its_network_and_refuses_verify(tmp_path, capsys)
 def test_tflite_export_without_its_op_takes_the_thresholds_of_pipeline_config(tmp_path):
     src = tmp_path / "tflite"
     src.mkdir()
-    weights = tf1_builder.synthetic_weights(TFLITE_CONFIG, seed=3)
-    graph_def = tf1_builder.tflite_graph_def(TFLITE_CONFIG, weights, postprocess_op=False)
+    weights = builder.synthetic_weights(TFLITE_CONFIG, seed=3)
+    graph_def = builder.tflite_graph_def(TFLITE_CONFIG, weights, postprocess_op=False)
     (src / "tflite_graph.pb").write_bytes(graph_def.SerializeToString())
     (src / "pipeline.config").write_text(to_pipeline_config(TFLITE_CONFIG.replace(max_total_detections=7)))
     config, notes = config_inference.infer_config(sources.open_source(str(src)))
@@ -382,7 +382,7 @@ def test_a_checkpoint_graph_beside_a_tflite_export_is_preferred(built, tmp_path)
     shutil.rmtree(src / "saved_model")
     os.remove(src / "frozen_inference_graph.pb")
     config = FAMILY["one_class_pad_to_32"]
-    graph_def = tf1_builder.tflite_graph_def(config, sources.open_source(str(src)).weights)
+    graph_def = builder.tflite_graph_def(config, sources.open_source(str(src)).weights)
     (src / "tflite_graph.pb").write_bytes(graph_def.SerializeToString())
     assert sources.open_source(str(src)).graph_from == str(src / "model.ckpt.meta")
     os.remove(src / "model.ckpt.meta")
@@ -400,7 +400,7 @@ def test_embedded_ssd_mobilenet_v1_is_refused_as_such(tmp_path, capsys):
     from migrate.cli import main
     config = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
     graph_def = tf.compat.v1.GraphDef()
-    for name, value in tf1_builder.synthetic_weights(config, seed=1).items():
+    for name, value in builder.synthetic_weights(config, seed=1).items():
         if name.startswith("BoxPredictor_5/") or "_Conv2d_5_" in name:
             continue  # 5 feature maps
         m = re.match(r"(.*_Conv2d_4_)3x3(_s2_\d+/.*)", name)

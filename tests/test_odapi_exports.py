@@ -22,7 +22,8 @@ import pytest
 import tensorflow as tf
 
 from tests.conftest import ODAPI_EXPORTS, needs_shared, run_cli
-from migrate import verify
+from migrate.verify import verification
+from migrate.verify.report import format_report
 from migrate.tf1 import assign, config_inference, name_map, sources
 from migrate.tf1.graph_anchors import graph_anchors
 from ssd_mobilenet import SSDMobileNetV1, detector
@@ -223,8 +224,8 @@ def test_verify_names_the_first_diverging_stage(odapi_converted, tmp_path, name,
     for i, image in enumerate(random_images(3, 2, 150, 170)):
         tf.io.write_file(str(folder / f"im{i}.png"), tf.io.encode_png(image))
     broken = _scaled(odapi_converted(name), tmp_path / "broken", weight)
-    report = verify.verify(export(name), broken, images=[str(folder)], measure=False)
-    assert not report.passed and report.first_divergence["name"] == stage, verify.format_report(report)
+    report = verification.verify(export(name), broken, images=[str(folder)], measure=False)
+    assert not report.passed and report.first_divergence["name"] == stage, format_report(report)
 
 
 
@@ -239,8 +240,8 @@ def test_a_checkpoint_alone_converts_and_verifies_through_the_tf1_builder(tmp_pa
     assert code == 0, err
     check = _report(out)["check"]
     assert not check["ran"] and "fused_batch_norm" in check["assumed"]
-    report = verify.verify(src, out, images=None, measure=False)
-    assert report.passed and "migrate.tf1_builder" in report.notes[0], verify.format_report(report)
+    report = verification.verify(src, out, images=None, measure=False)
+    assert report.passed and "migrate.tf1.builder" in report.notes[0], format_report(report)
     assert any(t["name"] == "FeatureExtractor/MobilenetV1/fpn/bottom_up_Conv2d_15" and t["max_abs_err"] <= ATOL
                for t in report.tensors)
 

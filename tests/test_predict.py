@@ -14,7 +14,8 @@ import tensorflow as tf
 
 import ssd_mobilenet
 from tests.conftest import REPO, SHARED, ZOO_2018, model_for_fixture, needs_shared, warnings_in
-from migrate import predict
+from migrate.predict import prediction
+from migrate.predict.runtimes.base import MAX_BATCH
 from migrate.cli import main
 from migrate.common import images
 from ssd_mobilenet import label_map
@@ -209,10 +210,10 @@ def test_a_terminal_gets_a_line_per_image_and_a_pipe_the_json(converted, folder,
         shown[bool(out)] = terminal.getvalue().splitlines()
     json_lines = [json.loads(line) for line in shown[True]]
     assert [line["image"] for line in json_lines] == two
-    assert shown[False] == [predict.summary_line(line) for line in json_lines]
+    assert shown[False] == [prediction.summary_line(line) for line in json_lines]
     for text, line in zip(shown[False], json_lines):
         assert text.startswith(f"{line['image']}  {line['height']}x{line['width']}  {line['num_detections']} detections")
-        assert len(text) <= predict.TERMINAL_COLUMNS
+        assert len(text) <= prediction.TERMINAL_COLUMNS
 
 
 def test_summary_line_names_the_best_detections_that_fit():
@@ -221,14 +222,14 @@ def test_summary_line_names_the_best_detections_that_fit():
                  [{"class_id": 7, "label": "train", "score": 0.2}]
     line = {"image": "photos/a.jpg", "height": 480, "width": 640, "num_detections": len(detections),
             "detections": detections}
-    text = predict.summary_line(line)
+    text = prediction.summary_line(line)
     assert text.startswith("photos/a.jpg  480x640  24 detections: dog 0.91, person 0.88, id 3 0.52, airplane 0.50")
     shown = text.split(": ", 1)[1].split(", ")
     more = int(shown[-1].split()[0])  # "+N more": the ones scoring >= 0.5 that did not fit
     assert shown[-1] == f"+{more} more" and len(shown) - 1 + more == 23 and len(text) <= 100
-    assert predict.summary_line(dict(line, detections=detections[:2], num_detections=2)) == (
+    assert prediction.summary_line(dict(line, detections=detections[:2], num_detections=2)) == (
         "photos/a.jpg  480x640  2 detections: dog 0.91, person 0.88")
-    assert predict.summary_line({"image": "x.jpg", "error": "cannot read image"}) is None
+    assert prediction.summary_line({"image": "x.jpg", "error": "cannot read image"}) is None
 
 
 @needs_shared
@@ -271,10 +272,10 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, capsys, ca
 
 def test_options_of_another_runtime_are_refused_before_any_runtime_loads(tmp_path):
     """Every runtime option (`migrate.commands.predict`) given for a model whose runtime does not
-    take it (`migrate.runtimes.KINDS`) is refused in one line, exit 2, before the command imports
+    take it (`migrate.predict.runtimes.KINDS`) is refused in one line, exit 2, before the command imports
     TensorFlow or a runtime: the lines for each runtime, with and without --engine beam."""
     from migrate.commands.predict import _RUNTIME_OPTIONS
-    from migrate.runtimes import KINDS, runtime_kind
+    from migrate.predict.runtimes import KINDS, runtime_kind
     image = tmp_path / "a.png"
     image.write_bytes(b"")  # present (what is in it is checked later)
     models = {"tensorflow": tmp_path / "converted", "litert": tmp_path / "m.tflite", "onnx": tmp_path / "m.onnx"}
@@ -301,7 +302,7 @@ for args in {argvs!r}:
     with contextlib.redirect_stderr(err):
         exit_code = main(args)
     results.append([exit_code, err.getvalue()])
-modules = ("tensorflow", "onnxruntime", "migrate.runtimes.litert", "migrate.engines.beam")
+modules = ("tensorflow", "onnxruntime", "migrate.predict.runtimes.litert", "migrate.predict.beam")
 loaded = [m for m in modules if m in sys.modules]
 print(json.dumps([results, loaded]))
 """
@@ -326,11 +327,11 @@ print(json.dumps([results, loaded]))
 
 
 def test_each_runtime_kind_names_its_class_and_its_options_are_the_class_keywords():
-    """`migrate.runtimes.KINDS` describes its classes without importing them: the same name, and
+    """`migrate.predict.runtimes.KINDS` describes its classes without importing them: the same name, and
     options that are keywords of the class's constructor."""
     import importlib
     import inspect
-    from migrate.runtimes import KINDS
+    from migrate.predict.runtimes import KINDS
     for kind in KINDS.values():
         module, name = kind.runtime.split(":")
         runtime_class = getattr(importlib.import_module(module), name)
@@ -433,7 +434,7 @@ def test_max_memory_picks_the_batch_in_a_fresh_process(small_pair, folder, tmp_p
                           capture_output=True, text=True, env=env, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-2000:]
     batch = int(re.search(r"batch size (\d+): the largest whose measured peak stays under 5 MiB", proc.stderr)[1])
-    assert 1 <= batch <= predict.MAX_BATCH
+    assert 1 <= batch <= MAX_BATCH
     assert [line["image"] for line in _lines(tmp_path / "r.jsonl")] == two
     proc = subprocess.run(cmd + ["--max-memory", "1", "--out", str(tmp_path / "small.jsonl")],
                           capture_output=True, text=True, env=env, cwd=REPO)
@@ -445,9 +446,9 @@ def test_max_memory_picks_the_batch_in_a_fresh_process(small_pair, folder, tmp_p
 
 def test_png_names_mirror_the_common_folder_and_never_clash(tmp_path):
     paths = [str(tmp_path / "a" / "x.jpg"), str(tmp_path / "a" / "x.png"), str(tmp_path / "b" / "c" / "y.jpeg")]
-    assert predict.png_names(paths) == {paths[0]: os.path.join("a", "x.jpg.png"),
-                                        paths[1]: os.path.join("a", "x.png.png"),
-                                        paths[2]: os.path.join("b", "c", "y.png")}
+    assert prediction.png_names(paths) == {paths[0]: os.path.join("a", "x.jpg.png"),
+                                           paths[1]: os.path.join("a", "x.png.png"),
+                                           paths[2]: os.path.join("b", "c", "y.png")}
 
 
 @pytest.mark.slow  # an .onnx and a .tflite export of the small model, and a predict on each: ~15 s

@@ -1,4 +1,4 @@
-"""`predict --engine beam` (`migrate.engines.beam`): a model over a folder as an Apache Beam
+"""`predict --engine beam` (`migrate.predict.beam`): a model over a folder as an Apache Beam
 pipeline on Beam's local runner with two worker processes, line for line against `predict` run
 in this process on the same inputs.
 

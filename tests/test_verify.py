@@ -22,12 +22,15 @@ from tensorflow.python.framework import tensor_util
 
 from tests.conftest import (DEPTHWISE, ZOO_2018, needs_shared, random_images, save_synthetic_model, warnings_in,
                             zoo_path)
-from migrate import verify
+from migrate.tf1.inference_graph import VerifyInputError
+from migrate.tf1.parity import DEFAULT_ATOL, MIXED_TOLERANCES, compare_detections, compare_tensor, match_detections
+from migrate.verify import verification
+from migrate.verify.report import format_report
 from migrate.cli import main
 from migrate.common import draw
 from migrate.tf1 import op_allowlist
 from migrate.tf1.sources import read_graph_def, read_meta_graph
-from migrate.verification import measuring
+from migrate.verify import measuring
 from ssd_mobilenet import SSDMobileNetV1, detector
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
@@ -108,27 +111,27 @@ def test_tied_detections_may_swap_but_classes_and_counts_are_exact():
     a, b, c = [0.1, 0.1, 0.5, 0.5], [0.2, 0.3, 0.6, 0.9], [0.0, 0.0, 0.4, 0.4]
     tf1 = _detections([a, b, c], [0.9, 0.7, 0.7], [3.0, 5.0, 8.0])
     swapped = _detections([a, c, b], [0.9, 0.7 + 1e-7, 0.7], [3.0, 8.0, 5.0])
-    result = verify.compare_detections(swapped, tf1, 0, 1e-5, 1e-5)
+    result = compare_detections(swapped, tf1, 0, 1e-5, 1e-5)
     assert result["ok"] and result["ties_swapped"] == 2 and "another order" in result["note"]
     # No tolerance makes a wrong class or a missing detection pass.
     wrong_class = _detections([a, b, c], [0.9, 0.7, 0.7], [3.0, 5.0, 9.0])
-    assert not verify.compare_detections(wrong_class, tf1, 0, 1.0, 1.0)["ok"]
+    assert not compare_detections(wrong_class, tf1, 0, 1.0, 1.0)["ok"]
     one_less = _detections([a, b], [0.9, 0.7], [3.0, 5.0])
-    result = verify.compare_detections(one_less, tf1, 0, 1.0, 1.0)
+    result = compare_detections(one_less, tf1, 0, 1.0, 1.0)
     assert not result["ok"] and result["note"] == "3 detections in TF1, 2 in TF2"
     moved = _detections([a, b, [0.0, 0.0, 0.4, 0.41]], [0.9, 0.7, 0.7], [3.0, 5.0, 8.0])
-    assert not verify.compare_detections(moved, tf1, 0, 1e-5, 1e-5)["ok"]
+    assert not compare_detections(moved, tf1, 0, 1e-5, 1e-5)["ok"]
 
 
 def test_tensor_tolerance_scales_with_the_tensor_range():
     ref = np.array([6.0, 0.0001, 3.0], np.float32)
     # 3e-5 off on a near-zero element of a tensor whose range is 6: rounding, within 1e-5 + 6 * 1e-5.
-    near = verify.compare_tensor(ref + np.array([0, 3e-5, 0], np.float32), ref, 1e-5, 1e-5)
+    near = compare_tensor(ref + np.array([0, 3e-5, 0], np.float32), ref, 1e-5, 1e-5)
     assert near["ok"] and near["max_rel_err"] == pytest.approx(3e-5 / 6, rel=1e-3)
-    assert not verify.compare_tensor(ref + np.array([0, 1e-4, 0], np.float32), ref, 1e-5, 1e-5)["ok"]
-    shape = verify.compare_tensor(np.zeros((1, 10, 90)), np.zeros((1, 10, 91)), 1e-5, 1e-5)
+    assert not compare_tensor(ref + np.array([0, 1e-4, 0], np.float32), ref, 1e-5, 1e-5)["ok"]
+    shape = compare_tensor(np.zeros((1, 10, 90)), np.zeros((1, 10, 91)), 1e-5, 1e-5)
     assert not shape["ok"] and "shape" in shape["note"]
-    assert not verify.compare_tensor(np.array([np.nan]), np.array([0.0]), 1.0, 1.0)["ok"]
+    assert not compare_tensor(np.array([np.nan]), np.array([0.0]), 1.0, 1.0)["ok"]
 
 
 # ---- faithful conversions pass ---------------------------------------------------------------
@@ -159,7 +162,7 @@ def test_zoo_conversion_passes_on_the_generated_set(zoo, tmp_path, capsys):
         "generated:300x300", "generated:257x311", "generated:480x640"}
     assert len(report["detections"]) == 5 and all(d["ok"] for d in report["detections"])
     assert sum(d["num_tf1"] for d in report["detections"]) > 0
-    assert report["tf2"]["mode"] == "function" and report["tolerances"]["atol"] == verify.DEFAULT_ATOL
+    assert report["tf2"]["mode"] == "function" and report["tolerances"]["atol"] == DEFAULT_ATOL
     assert report["versions"]["tensorflow"] == tf.__version__
     assert "PASSED" in printed.out
     # The table says the bound as it is applied and the largest error beside the bound at its own
@@ -184,9 +187,9 @@ def test_custom_checkpoint_with_meta_graph_passes(zoo_dir_converted, tmp_path, s
     fx, converted = zoo_dir_converted(DEPTHWISE)  # the session's `convert DIR` (test_convert reads it too)
     # Naming the .meta file: the graph comes from it, its variables from the checkpoint.
     png = tmp_path / "png"
-    report = verify.verify(os.path.join(fx, "model.ckpt.meta"), converted, images=[small_images], batch=2,
-                           mode="eager", measure=False, png_dir=str(png))
-    assert report.passed, verify.format_report(report)
+    report = verification.verify(os.path.join(fx, "model.ckpt.meta"), converted, images=[small_images], batch=2,
+                                 mode="eager", measure=False, png_dir=str(png))
+    assert report.passed, format_report(report)
     assert "model.ckpt.meta" in report.notes[0]
     assert len(report.images) == 3 and all(d["ok"] for d in report.detections)
     # Eager Keras against the graph as written: bit-identical.
@@ -210,8 +213,8 @@ def test_xla_mode_compares_the_network_after_tf_preprocessing(zoo, tmp_path):
     # keeps preprocessing outside XLA and the stage comparison must compile what the Detector does.
     fx, converted = zoo
     tf.io.write_file(str(tmp_path / "big.png"), tf.io.encode_png(random_images(7, 1, 480, 640)[0]))
-    report = verify.verify(fx, converted, images=[str(tmp_path)], mode="xla", measure=False)
-    assert report.passed, verify.format_report(report)
+    report = verification.verify(fx, converted, images=[str(tmp_path)], mode="xla", measure=False)
+    assert report.passed, format_report(report)
 
 
 # ---- broken conversions fail, at the right place ------------------------------------------------
@@ -240,7 +243,7 @@ def test_swapped_box_coordinates_are_caught(zoo, tmp_path, one_image):
             var.assign(codes[..., [1, 0, 2, 3]].reshape(value.shape))
         return model
     broken = _edited_copy(zoo[1], tmp_path / "swapped", swap_ty_tx)
-    report = verify.verify(zoo[0], broken, images=[one_image], mode="eager", measure=False)
+    report = verification.verify(zoo[0], broken, images=[one_image], mode="eager", measure=False)
     assert not report.passed and report.first_divergence["name"] == "concat"
     _check_ok_before(report, "concat")
     assert not all(d["ok"] for d in report.detections)
@@ -262,7 +265,7 @@ def no_bn(zoo, tmp_path_factory):
 
 @needs_shared
 def test_dropped_batch_norm_is_caught(zoo, no_bn, one_image):
-    report = verify.verify(zoo[0], no_bn, images=[one_image], mode="eager", measure=False)
+    report = verification.verify(zoo[0], no_bn, images=[one_image], mode="eager", measure=False)
     assert not report.passed and report.first_divergence["name"] == NO_BN
     _check_ok_before(report, NO_BN)
 
@@ -281,8 +284,8 @@ def test_wrong_class_count_is_caught(zoo, tmp_path, one_image):
         return fewer
     broken = _edited_copy(zoo[1], tmp_path / "89_classes", drop_last_class)
     # Another class count is another network: refused before either side runs, not compared.
-    with pytest.raises(verify.VerifyInputError, match="classes 89, TF1 90: not a conversion of this model"):
-        verify.verify(zoo[0], broken, images=[one_image], mode="eager", measure=False)
+    with pytest.raises(VerifyInputError, match="classes 89, TF1 90: not a conversion of this model"):
+        verification.verify(zoo[0], broken, images=[one_image], mode="eager", measure=False)
 
 
 def _checkpoint_alone(tf1_dir, folder) -> str:
@@ -429,27 +432,26 @@ def test_mixed_precision_detection_matching():
     tf1 = _detections([a, b, c], [0.9, 0.8, 0.33], [3.0, 5.0, 8.0])
     # Boxes and scores moved by rounding, another order: all matched.
     moved = _detections([b, a, [0.6, 0.0, 0.9, 0.31]], [0.79, 0.91, 0.34], [5.0, 3.0, 8.0])
-    result = verify.match_detections(moved, tf1, 0, 0.3, 0.05, 100, 0.6)
+    result = match_detections(moved, tf1, 0, 0.3, 0.05, 100, 0.6)
     assert result["ok"] and result["matched"] == 3 and result["max_score_err"] == pytest.approx(0.01, abs=1e-6)
     # A confident detection without a counterpart fails; one near the threshold (0.33 < 0.3 + 0.05) does not.
-    assert not verify.match_detections(_detections([b, c], [0.8, 0.33], [5.0, 8.0]), tf1, 0, 0.3, 0.05, 100, 0.6)["ok"]
-    result = verify.match_detections(_detections([a, b], [0.9, 0.8], [3.0, 5.0]), tf1, 0, 0.3, 0.05, 100, 0.6)
+    assert not match_detections(_detections([b, c], [0.8, 0.33], [5.0, 8.0]), tf1, 0, 0.3, 0.05, 100, 0.6)["ok"]
+    result = match_detections(_detections([a, b], [0.9, 0.8], [3.0, 5.0]), tf1, 0, 0.3, 0.05, 100, 0.6)
     assert result["ok"] and [d["index"] for d in result["unmatched_tf1"]] == [2]
     # Same box, wrong class: unmatched on both sides.
-    wrong = verify.match_detections(_detections([a, b, c], [0.9, 0.8, 0.33], [3.0, 6.0, 8.0]), tf1, 0, 0.3, 0.05,
-                                    100, 0.6)
+    wrong = match_detections(_detections([a, b, c], [0.9, 0.8, 0.33], [3.0, 6.0, 8.0]), tf1, 0, 0.3, 0.05, 100, 0.6)
     assert not wrong["ok"] and wrong["matched"] == 2 and wrong["unmatched_tf2"][0]["class"] == 6
     # NMS flip: TF2 keeps a box that TF1's higher-scoring box of its class overlaps at IoU 0.58,
     # near the NMS threshold 0.6; a box overlapping it at 0.3 is a real extra detection.
     shift = 0.4 * (1 - 0.58) / (1 + 0.58)  # two 0.4 x 0.4 boxes this far apart overlap at IoU 0.58
     near = [0.1, 0.1 + shift, 0.5, 0.5 + shift]
-    flipped = verify.match_detections(_detections([a, b, c, near], [0.9, 0.8, 0.33, 0.85], [3.0, 5.0, 8.0, 3.0]),
-                                      tf1, 0, 0.3, 0.05, 100, 0.6)
+    flipped = match_detections(_detections([a, b, c, near], [0.9, 0.8, 0.33, 0.85], [3.0, 5.0, 8.0, 3.0]),
+                               tf1, 0, 0.3, 0.05, 100, 0.6)
     (extra,) = flipped["unmatched_tf2"]
     assert flipped["ok"] and extra["nms_flip"] and extra["suppressor_iou"] == pytest.approx(0.58, abs=1e-3)
     far = [0.1, 0.3, 0.5, 0.7]
-    assert not verify.match_detections(_detections([a, b, c, far], [0.9, 0.8, 0.33, 0.85], [3.0, 5.0, 8.0, 3.0]),
-                                       tf1, 0, 0.3, 0.05, 100, 0.6)["ok"]
+    assert not match_detections(_detections([a, b, c, far], [0.9, 0.8, 0.33, 0.85], [3.0, 5.0, 8.0, 3.0]),
+                                tf1, 0, 0.3, 0.05, 100, 0.6)["ok"]
 
 
 @needs_shared
@@ -472,7 +474,7 @@ def test_mixed_bfloat16_faithful_conversion_passes_with_a_trace(zoo, small_image
     assert report["passed"] and report["precision"] == "mixed_bfloat16"
     tolerances = report["tolerances"]
     assert tolerances["criterion"] == "mixed_precision"
-    assert tolerances["rtol"] == verify.MIXED_TOLERANCES["mixed_bfloat16"]["rtol"]
+    assert tolerances["rtol"] == MIXED_TOLERANCES["mixed_bfloat16"]["rtol"]
     # Every convolution output carries bfloat16 rounding, far beyond the float32 tolerance
     # (the preprocessed image is computed in float32 on both sides).
     convs = [t for t in report["tensors"] if t["name"].startswith(FE)]
@@ -491,10 +493,10 @@ def test_mixed_bfloat16_faithful_conversion_passes_with_a_trace(zoo, small_image
 @pytest.mark.slow
 def test_mixed_bfloat16_still_names_the_broken_layer(zoo, perturbed, no_bn, one_image):
     fx, converted = zoo
-    rtol = verify.MIXED_TOLERANCES["mixed_bfloat16"]["rtol"]
+    rtol = MIXED_TOLERANCES["mixed_bfloat16"]["rtol"]
     for src, model, layer in ((perturbed, converted, PERTURBED), (fx, no_bn, NO_BN)):
-        report = verify.verify(src, model, images=[one_image], measure=False, precision="mixed_bfloat16")
-        assert not report.passed and report.first_divergence["name"] == layer, verify.format_report(report)
+        report = verification.verify(src, model, images=[one_image], measure=False, precision="mixed_bfloat16")
+        assert not report.passed and report.first_divergence["name"] == layer, format_report(report)
         # Far outside the bfloat16 tolerance, not at its edge.
         assert report.first_divergence["max_rel_err"] > 4 * rtol
         _check_ok_before(report, layer)
@@ -513,8 +515,8 @@ def test_too_small_a_memory_limit_fails_in_one_line(zoo, tmp_path):
     # `verify`, waits out the allocator's retries for minutes before failing, so it is not used here.)
     images_npz = tmp_path / "images.npz"
     np.savez(images_npz, batch_000=random_images(1, 1, 200, 240))
-    with pytest.raises(verify.VerifyInputError) as failure:
-        measuring._measure_one("migrate.verification.sides:tf2_runner", {"converted": converted},
+    with pytest.raises(VerifyInputError) as failure:
+        measuring._measure_one("migrate.verify.sides:tf2_runner", {"converted": converted},
                                str(images_npz), {"memory_growth": False, "memory_limit_mb": 1}, 0, 1, "TF2")
     message = str(failure.value)
     assert message.startswith("TF2 measurement failed under --memory-limit 1 MiB") and "OOM" in message
@@ -528,8 +530,8 @@ def test_png_folder_is_replaced_whole_with_force(zoo, one_image, tmp_path):
     drawn.mkdir()
     (drawn / "old.png").write_bytes(b"stale")
     # (One picture per image at several sizes: test_custom_checkpoint_with_meta_graph_passes.)
-    report = verify.verify(fx, converted, images=[one_image], mode="eager", measure=False,
-                           png_dir=str(drawn), force=True)
+    report = verification.verify(fx, converted, images=[one_image], mode="eager", measure=False,
+                                 png_dir=str(drawn), force=True)
     assert report.passed
     names = sorted(os.listdir(drawn))
     assert "old.png" not in names and len(names) == 1 and all(n.endswith(".png") for n in names)
@@ -582,7 +584,7 @@ def test_tflite_per_class_file_reproduces_the_tf1_detections(zoo, zoo_tflite, tm
     assert info["file"] == zoo_tflite["per-class"] and info["threads"] == 1
     assert (info["nms"], info["input_type"], info["int8"], info["input_size"]) == ("per-class", "uint8", False,
                                                                                   [300, 300])
-    assert report["tolerances"]["criterion"] == "exact" and report["tolerances"]["atol"] == verify.DEFAULT_ATOL
+    assert report["tolerances"]["criterion"] == "exact" and report["tolerances"]["atol"] == DEFAULT_ATOL
     dets = report["detections"]
     assert len(dets) == 6 and all(d["ok"] and d["classes_equal"] and d["num_tf1"] == d["num_tf2"] for d in dets)
     assert sum(d["num_tf1"] for d in dets) > 0
@@ -600,10 +602,11 @@ def test_tflite_per_class_file_reproduces_the_tf1_detections(zoo, zoo_tflite, tm
 def test_tflite_custom_op_and_int8_files_report_their_agreement(zoo, zoo_tflite, small_images, name):
     """Files whose detections differ from the graph's by design are matched by class and IoU;
     the rates are printed (pytest -s) and each image must reach `AGREEMENT_MIN_RATE`."""
-    from migrate.verification import tflite_file
+    from migrate.verify import tflite_file
     fx, converted = zoo
-    report = verify.verify(fx, converted, images=[small_images], tflite=zoo_tflite[name], threads=2, measure=False)
-    printed = verify.format_report(report)
+    report = verification.verify(fx, converted, images=[small_images], tflite=zoo_tflite[name], threads=2,
+                                 measure=False)
+    printed = format_report(report)
     print(printed)
     assert report.passed, printed
     info = report.tflite
@@ -619,8 +622,8 @@ def test_tflite_custom_op_and_int8_files_report_their_agreement(zoo, zoo_tflite,
     # Not the same detections as the graph's, but the same objects where matched.
     assert agreement["rate"] < 1.0 and agreement["mean_iou"] > 0.9
     # A tolerance does not apply to a file judged by agreement.
-    with pytest.raises(verify.VerifyInputError, match="agreement"):
-        verify.verify(fx, converted, images=[small_images], tflite=zoo_tflite[name], atol=1e-3, measure=False)
+    with pytest.raises(VerifyInputError, match="agreement"):
+        verification.verify(fx, converted, images=[small_images], tflite=zoo_tflite[name], atol=1e-3, measure=False)
 
 
 @needs_shared
@@ -676,11 +679,11 @@ def test_tflite_file_of_other_weights_fails_at_the_detections(zoo, perturbed, zo
     """The zoo file against the TF1 graph with Conv2d_7_pointwise's weights scaled (`perturbed`):
     same model, same size, other weights; a file has no stages, so the mismatch is named at its
     detections."""
-    report = verify.verify(perturbed, zoo[1], images=[one_image], tflite=zoo_tflite["per-class"], measure=False)
+    report = verification.verify(perturbed, zoo[1], images=[one_image], tflite=zoo_tflite["per-class"], measure=False)
     assert not report.passed and report.first_divergence["name"] == "detections of the TFLite file"
     assert "without a TF2 counterpart" in report.first_divergence["note"]
     assert not any(d["ok"] for d in report.detections)
-    assert "FIRST DIVERGENCE  detections of the TFLite file" in verify.format_report(report)
+    assert "FIRST DIVERGENCE  detections of the TFLite file" in format_report(report)
 
 
 @needs_shared

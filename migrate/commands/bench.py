@@ -1,5 +1,5 @@
 """`migrate bench`: latency and memory of the TF1 graph vs the converted model, side by side
-(`migrate.bench`), and its table, JSON, Markdown and plot."""
+(`migrate.bench.benchmark`), and its table, JSON, Markdown and plot."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ssd_mobilenet import converted_dir
 
 
 def add_parser(sub) -> None:
-    from migrate.bench import DEFAULT_SIDES, ONNX_SIDES, SIDES, TFLITE_SIDES
+    from migrate.bench.sides import DEFAULT_SIDES, ONNX_SIDES, SIDES, TFLITE_SIDES
     p = sub.add_parser("bench", help="latency and memory of the TF1 graph vs the converted model, side by side")
     p.add_argument("src", help="the TF1 model directory (with frozen_inference_graph.pb)")
     p.add_argument("converted", help="the converted directory")
@@ -63,25 +63,27 @@ def missing_path(args):
 
 @tensorflow_command
 def run(args) -> int:
-    from migrate import bench
+    from migrate.bench import benchmark, plot, tables
+    from migrate.bench.inputs import BenchInputError, parse_batches, parse_sizes
+    from migrate.bench.sides import DEFAULT_SIDES
     try:
         for path in (args.json, args.markdown, args.plot):
             if path and os.path.exists(path) and not args.force:
-                raise bench.BenchInputError(f"{path}: exists (use --force to replace it)")
+                raise BenchInputError(f"{path}: exists (use --force to replace it)")
         if args.plot:  # refused before the run, not after minutes of measuring
-            bench.check_plot(args.plot, len(bench.parse_batches(args.batch)))
+            plot.check_plot(args.plot, len(parse_batches(args.batch)))
         env = {}
         if args.threads:
             env = {"TF_NUM_INTRAOP_THREADS": str(args.threads), "TF_NUM_INTEROP_THREADS": str(args.threads)}
-        report = bench.bench(args.src, args.converted, sizes=bench.parse_sizes(args.size),
-                             batches=bench.parse_batches(args.batch),
-                             sides=[s.strip() for s in args.sides.split(",") if s.strip()], repeats=args.repeats,
-                             warmup=args.warmup, memory=not args.no_memory, onednn=args.onednn, env=env,
-                             weight_cache=args.weight_cache,
-                             memory_growth=args.memory_growth, memory_limit_mb=args.memory_limit,
-                             trace_dir=args.trace, progress=progress(args.quiet), tflite_threads=args.threads,
-                             photos=args.photos, cold_runs=args.cold_runs)
-    except bench.BenchInputError as e:
+        report = benchmark.bench(args.src, args.converted, sizes=parse_sizes(args.size),
+                                 batches=parse_batches(args.batch),
+                                 sides=[s.strip() for s in args.sides.split(",") if s.strip()], repeats=args.repeats,
+                                 warmup=args.warmup, memory=not args.no_memory, onednn=args.onednn, env=env,
+                                 weight_cache=args.weight_cache,
+                                 memory_growth=args.memory_growth, memory_limit_mb=args.memory_limit,
+                                 trace_dir=args.trace, progress=progress(args.quiet), tflite_threads=args.threads,
+                                 photos=args.photos, cold_runs=args.cold_runs)
+    except BenchInputError as e:
         return bad_input(e)
     except RuntimeError as e:  # a side that failed to run (measure.MeasureError, an OOM under a limit)
         lines = str(e).strip().splitlines()
@@ -89,28 +91,28 @@ def run(args) -> int:
         return EXIT_FAIL
     print_report(report)
     if args.json:
-        bench.write_json(report, args.json, force=True)
+        tables.write_json(report, args.json, force=True)
     if args.markdown:
         command = (f"python -m migrate bench {args.src} {args.converted} --batch {args.batch} --size {args.size} "
                    f"--repeats {args.repeats}" + (f" --onednn {args.onednn}" if args.onednn else "")
                    + (f" --threads {args.threads}" if args.threads else "")
                    + (" --weight-cache" if args.weight_cache else "")
-                   + (f" --sides {args.sides}" if args.sides != ",".join(bench.DEFAULT_SIDES) else "")
+                   + (f" --sides {args.sides}" if args.sides != ",".join(DEFAULT_SIDES) else "")
                    + (" --no-memory" if args.no_memory else "")
                    + (f" --photos {args.photos} --cold-runs {args.cold_runs}" if args.photos else "")
                    + f" --markdown {args.markdown}")
-        bench.write_markdown(report, args.markdown, command, force=True)
+        tables.write_markdown(report, args.markdown, command, force=True)
     if args.plot:
-        bench.write_plot(report, args.plot, force=True)
+        plot.write_plot(report, args.plot, force=True)
     return EXIT_OK
 
 
 def print_report(report: dict) -> None:
     """The report's tables on stdout, within `COLUMNS`: latency and memory, the TFLite sides'
     settings (wrapped), the cold rows (scripts/bench.py prints the same)."""
-    from migrate import bench
-    print(bench.format_table(report))
+    from migrate.bench import tables
+    print(tables.format_table(report))
     if report.get("tflite"):
-        print(wrapped(bench.tflite_settings(report)))
+        print(wrapped(tables.tflite_settings(report)))
     if report.get("cold"):
-        print(bench.cold_table(report))
+        print(tables.cold_table(report))

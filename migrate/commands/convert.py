@@ -1,13 +1,10 @@
-"""`migrate convert`: a TF1 OD API SSD MobileNet v1 -> a native TF2 model (`migrate.convert`)."""
+"""`migrate convert`: a TF1 OD API SSD MobileNet v1 -> a native TF2 model
+(`migrate.convert.conversion`)."""
 
 from __future__ import annotations
 
-import sys
-
 from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_labels, add_verbose, bad_input, labels_problem, missing,
                                      op_list, print_wrapped, progress, tensorflow_command)
-
-
 from migrate.common.console import shown
 
 
@@ -51,23 +48,23 @@ def missing_path(args):
 
 @tensorflow_command
 def run(args) -> int:
-    from migrate import convert
+    from migrate.convert import conversion
     from migrate.tf1 import config_inference, self_check
     from ssd_mobilenet import label_map
     try:
         if args.src is None:
-            from migrate import default_model
+            from migrate.convert import default_model
             args.src = default_model.ensure_tf1_model(progress(args.quiet, wrap=True))
             args.out = args.out or default_model.converted_dir()
             args.labels = args.labels or default_model.LABELS
-        report = convert.convert(args.src, args.out, force=args.force, trust_weights=args.trust_weights,
-                                 image_size=args.image_size, use_moving_averages=args.use_moving_averages,
-                                 check=not args.no_check, progress=progress(args.quiet, wrap=True),
-                                 saved_model="exact" if args.exact else "fast", precision=args.precision,
-                                 allow_ops=op_list(args.allow_ops),
-                                 saved_model_weights="constants" if args.constant_weights else None,
-                                 labels=args.labels)
-    except (convert.OutputExistsError, convert.CheckRefusedError, convert.ExportOptionError,
+        report = conversion.convert(args.src, args.out, force=args.force, trust_weights=args.trust_weights,
+                                    image_size=args.image_size, use_moving_averages=args.use_moving_averages,
+                                    check=not args.no_check, progress=progress(args.quiet, wrap=True),
+                                    saved_model="exact" if args.exact else "fast", precision=args.precision,
+                                    allow_ops=op_list(args.allow_ops),
+                                    saved_model_weights="constants" if args.constant_weights else None,
+                                    labels=args.labels)
+    except (conversion.OutputExistsError, conversion.CheckRefusedError, conversion.ExportOptionError,
             label_map.LabelMapError) as e:
         return bad_input(e)
     except self_check.CheckFailed as e:

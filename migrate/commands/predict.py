@@ -1,6 +1,6 @@
-"""`migrate predict`: a model over image files and folders -> JSON lines (`migrate.predict`), on
-the runtime `migrate.runtimes` gives the model, or as a Beam pipeline (`--engine beam`,
-`migrate.engines.beam`).
+"""`migrate predict`: a model over image files and folders -> JSON lines
+(`migrate.predict.prediction`), on the runtime `migrate.predict.runtimes` gives the model, or as a
+Beam pipeline (`--engine beam`, `migrate.predict.beam`).
 
 The command knows no runtime by name: `runtimes.runtime_kind(model)` says which options the
 model's runtime takes (the others are refused here, each with the line that says what it is
@@ -66,7 +66,7 @@ def add_parser(sub) -> None:
 
 # `--out -`: the JSON lines on stdout, also when it is a terminal.
 STDOUT = "-"
-# predict's options for a runtime, each with its keyword there (`migrate.runtimes.Kind.options`), in
+# predict's options for a runtime, each with its keyword there (`migrate.predict.runtimes.Kind.options`), in
 # the order a refusal names the first one given.
 _RUNTIME_OPTIONS = {"--batch": "batch_size", "--max-memory": "max_memory_mb", "--memory-growth": "memory_growth",
                     "--memory-limit": "memory_limit_mb", "--jit": "jit_compile", "--weight-cache": "weight_cache",
@@ -84,23 +84,24 @@ def missing_path(args):
         return f"{args.converted}: no such directory, .tflite or .onnx file (convert's or export's output)"
     for path in args.images:
         if args.engine and ("://" in path or any(c in path for c in "*?[")):
-            continue  # a pattern or URL for the engine's file systems (`migrate.engines.beam.sources`)
+            continue  # a pattern or URL for the engine's file systems (`migrate.predict.beam.sources`)
         if missing(path):
             return f"{path}: no such file or folder"
     return labels_problem(args.labels)
 
 
 def run(args) -> int:
-    from migrate.runtimes import KINDS, runtime_kind
+    from migrate.predict.runtimes import KINDS, runtime_kind
     if runtime_kind(args.converted) is KINDS["tensorflow"]:  # also for an engine's workers
         problem = tensorflow_missing(KINDS["tensorflow"].model)
         if problem:
             return bad_input(problem)
     if args.engine or args.workers is not None or args.pipeline_options:
         return _run_engine(args)  # the driver imports no TensorFlow; the workers do
-    from migrate import predict
     from migrate.common import images
-    from migrate.runtimes import runtime_kind
+    from migrate.predict import prediction
+    from migrate.predict.runtimes import runtime_kind
+    from migrate.predict.runtimes.base import BudgetError, ModelDirError, RuntimeOptionError
     from ssd_mobilenet import label_map
     kind = runtime_kind(args.converted)
     problem = _refused(args, kind, _RUNTIME_OPTIONS) or _out_of_range(args)
@@ -111,12 +112,12 @@ def run(args) -> int:
     out = None if args.out == STDOUT else args.out
     with kind.console(verbose=args.verbose):
         try:
-            summary = predict.run(args.converted, args.images, out=out, png_dir=args.png, force=args.force,
-                                  labels=args.labels, min_score=args.min_score, png_min_score=args.png_min_score,
-                                  terminal=terminal, progress=progress(args.quiet, wrap=True),
-                                  **{name: getattr(args, name) for name in kind.options})
-        except (images.ImageError, label_map.LabelMapError, predict.ModelDirError, predict.OutputExistsError,
-                predict.BudgetError, predict.RuntimeOptionError) as e:
+            summary = prediction.run(args.converted, args.images, out=out, png_dir=args.png, force=args.force,
+                                     labels=args.labels, min_score=args.min_score, png_min_score=args.png_min_score,
+                                     terminal=terminal, progress=progress(args.quiet, wrap=True),
+                                     **{name: getattr(args, name) for name in kind.options})
+        except (images.ImageError, label_map.LabelMapError, ModelDirError, prediction.OutputExistsError, BudgetError,
+                RuntimeOptionError) as e:
             return bad_input(e)
         code = _summary(args, summary, shown(out) if out else None)
         warn_precision(args.precision)
@@ -146,7 +147,7 @@ def _refused(args, kind, flags, engine=False):
 
 
 def _out_of_range(args):
-    from migrate.runtimes.base import MAX_BATCH
+    from migrate.predict.runtimes.base import MAX_BATCH
     if args.batch_size is not None and not 1 <= args.batch_size <= MAX_BATCH:
         return f"--batch {args.batch_size}: must be 1..{MAX_BATCH}"
     if args.threads is not None and args.threads < 1:
@@ -155,10 +156,10 @@ def _out_of_range(args):
 
 
 def _run_engine(args) -> int:
-    """`predict --engine beam`: the pipeline of `migrate.engines.beam`, its workers' stderr
+    """`predict --engine beam`: the pipeline of `migrate.predict.beam`, its workers' stderr
     reduced to the project's lines (`console.only_project_lines`) unless --verbose."""
     from migrate.common import console, images
-    from migrate.runtimes import runtime_kind
+    from migrate.predict.runtimes import runtime_kind
     from ssd_mobilenet import label_map
     problem = None
     if not args.engine:
@@ -177,7 +178,7 @@ def _run_engine(args) -> int:
         return bad_input(problem)
     try:
         with console.only_project_lines(args.verbose):  # its import logs on the root logger
-            from migrate.engines import beam
+            from migrate.predict import beam
     except ImportError as e:
         return bad_input(f"--engine beam: {(e.name or 'apache_beam').split('.')[0]} is not installed: pip install "
                          "'ssd-mobilenet-migrate[beam]'")

@@ -1,13 +1,11 @@
 """`migrate verify`: a conversion against its TF1 graph, tensor by tensor, and the cost of both
-(`migrate.verify`)."""
+(`migrate.verify.verification`)."""
 
 from __future__ import annotations
 
-import os
-import re
-
 from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_verbose, bad_input, missing, missing_inputs, op_list,
                                      progress, tensorflow_command, warn)
+from migrate.verify.paths import looks_tf1
 from ssd_mobilenet import converted_dir
 
 
@@ -52,22 +50,6 @@ def add_parser(sub) -> None:
     add_verbose(p)
 
 
-# What a TF1 model directory holds (`migrate.tf1.sources.open_source` reads these), and the files
-# and checkpoint prefixes it names itself.
-_TF1_FILES = ("frozen_inference_graph.pb", "saved_model.pb", os.path.join("saved_model", "saved_model.pb"),
-              "pipeline.config", "checkpoint", "tflite_graph.pb")
-_TF1_FILE = re.compile(r"\.(pb|meta|index|config|pbtxt|data-\d+-of-\d+)$")
-
-
-def looks_tf1(path) -> bool:
-    """Whether `path` looks like a TF1 model (a directory of one, a file or checkpoint prefix in
-    one) and not like a converted directory: what `sources.open_source` reads, by names only."""
-    if os.path.isdir(path):
-        return not converted_dir.is_converted(path) and (any(os.path.isfile(os.path.join(path, f)) for f in _TF1_FILES)
-                                          or any(f.endswith(".index") for f in os.listdir(path)))
-    return bool(_TF1_FILE.search(path)) or os.path.isfile(path + ".index")
-
-
 def missing_path(args):
     # CONVERTED derived from SRC, and the built-in model, are left to the run.
     if missing(args.src, prefix=True):
@@ -86,20 +68,22 @@ def missing_path(args):
 
 @tensorflow_command
 def run(args) -> int:
-    from migrate import verify
+    from migrate.tf1.inference_graph import VerifyInputError
+    from migrate.verify import verification
+    from migrate.verify.report import format_report
     from migrate.common import images
     from migrate.tf1 import frozen_graph
     try:
-        report = verify.verify(args.src, args.converted, images=args.images, batch=args.batch, mode=args.mode,
-                               atol=args.atol, rtol=args.rtol, allow_ops=op_list(args.allow_ops),
-                               png_dir=args.png, json_path=args.json, force=args.force,
-                               measure=not args.no_measure, repeats=args.repeats, precision=args.precision,
-                               memory_growth=args.memory_growth, memory_limit_mb=args.memory_limit,
-                               trace_dir=args.trace, progress=progress(args.quiet), tflite=args.tflite,
-                               threads=args.threads, onnx=args.onnx, warn=warn)
-    except (verify.VerifyInputError, images.ImageError, frozen_graph.GraphFreezeError) as e:
+        report = verification.verify(args.src, args.converted, images=args.images, batch=args.batch, mode=args.mode,
+                                     atol=args.atol, rtol=args.rtol, allow_ops=op_list(args.allow_ops),
+                                     png_dir=args.png, json_path=args.json, force=args.force,
+                                     measure=not args.no_measure, repeats=args.repeats, precision=args.precision,
+                                     memory_growth=args.memory_growth, memory_limit_mb=args.memory_limit,
+                                     trace_dir=args.trace, progress=progress(args.quiet), tflite=args.tflite,
+                                     threads=args.threads, onnx=args.onnx, warn=warn)
+    except (VerifyInputError, images.ImageError, frozen_graph.GraphFreezeError) as e:
         return bad_input(e)
-    print(verify.format_report(report))
+    print(format_report(report))
     # The precision that ran (a SavedModel's own when --precision was not given), for `warn_precision`.
     args.precision = report.precision
     return EXIT_OK if report.passed else EXIT_FAIL

@@ -25,7 +25,7 @@ measured with TensorFlow 2.21 on a CPU):
    project's modules) still shows, as one `warning: MESSAGE` line like the commands' own
    (`project_warnings_as_lines`; Python's form adds the file, line and source line).
 
-The processes the commands start (`migrate.common.measure` and `migrate.benchmark` workers) capture
+The processes the commands start (`migrate.common.measure` and `migrate.bench` workers) capture
 their stderr and show its tail only when they fail; `QUIET_ENV` tells them to quiet 1., 3.
 and 4. too (`quiet_worker`), so that tail is the failure. Their C++ log level stays the one
 `migrate.common.measure.BASE_ENV` gives every measured side (it is part of the recorded setup).

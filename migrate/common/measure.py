@@ -49,7 +49,7 @@ import time
 
 # Set for every measured process, whatever the side: the allocator that keeps statistics.
 BASE_ENV = {"TF_CPU_ALLOCATOR_USE_BFC": "true", "TF_CPP_MIN_LOG_LEVEL": "2"}
-# Set for the processes measured as users run them (`benchmark.cold_start`, `benchmark.photo_memory`):
+# Set for the processes measured as users run them (`migrate.bench.cold_start`, `migrate.bench.photo_memory`):
 # TensorFlow's own allocator, as a user's process has it; only the C++ log quieter.
 USER_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2"}
 

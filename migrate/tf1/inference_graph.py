@@ -18,7 +18,7 @@ def tf1_inference_graph(src: str, stage_nodes, allow_ops=(), image_size=None):
 
     A frozen graph is used as is; a checkpoint's `.meta` or a TF1 SavedModel has its variables
     replaced by the checkpoint's values; a checkpoint without a graph is built by
-    `migrate.tf1_builder` from the config its weights imply. Only the subgraph computing the
+    `migrate.tf1.builder` from the config its weights imply. Only the subgraph computing the
     detections and `stage_nodes` is kept, and its ops are checked against
     `op_allowlist.SSD_INFERENCE_OPS` before anything runs.
     """
@@ -36,7 +36,7 @@ def inference_graph_of(source, stage_nodes, allow_ops=(), image_size=None, confi
             graph_def = builder.frozen_graph_def(config, source.weights)
         except ValueError as e:
             raise VerifyInputError(f"{source.weights_from}: {e}") from None
-        graph_from = f"{source.weights_from} (graph built by migrate.tf1_builder)"
+        graph_from = f"{source.weights_from} (graph built by migrate.tf1.builder)"
     else:
         graph_def, graph_from = source.graph_def, source.graph_from
     names = {n.name for n in graph_def.node}

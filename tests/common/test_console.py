@@ -2,7 +2,7 @@
 a missing path refused before TensorFlow loads.
 
 The commands run as a user runs them: `python -m migrate ...` in a fresh process whose
-environment has no TF_CPP_MIN_LOG_LEVEL, on a small real TF1 model (`tf1_builder`).
+environment has no TF_CPP_MIN_LOG_LEVEL, on a small real TF1 model (`migrate.tf1.builder`).
 """
 
 import json

@@ -30,7 +30,7 @@ import pytest
 
 from tests.conftest import ODAPI_EXPORTS, built_once, json_lines, needs_shared, run_cli, shared_available
 from migrate import export_drift
-from migrate.verification.tflite_file import AGREEMENT_MIN_RATE
+from migrate.verify.tflite_file import AGREEMENT_MIN_RATE
 
 FPN, PPN = "fpn_small", "ppn_small"
 NAMES = (FPN, PPN)
@@ -183,7 +183,7 @@ def test_int8_file_agrees_with_the_tf1_graph(family_files, tmp_path, name, form)
 
 @pytest.fixture(scope="module")
 def chromium():
-    from migrate.benchmark import browser
+    from migrate.bench import browser
     with browser.chromium() as context:
         yield context
 
@@ -194,7 +194,7 @@ def test_web_page_gives_the_tf1_detections_in_a_browser(family_files, chromium, 
     """`export --web`: the page in headless Chromium (ONNX Runtime Web, WebAssembly, one thread, as
     a static server without isolation headers serves it) gives the export's reference detections
     on its PNG images, by the plain SSD's rule for the page (tests/web)."""
-    from migrate.benchmark import browser
+    from migrate.bench import browser
     files, ref = family_files(name), _reference(name)
     code, _, err = run_cli(["export", files["tf2"], "--web", str(tmp_path / "web"), "--quiet"])
     assert code == 0, err

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import json_lines, same_predict_lines, mixed_image_folder, save_synthetic_model, without_tensorflow
-from migrate import predict
+from migrate.predict import prediction
 from ssd_mobilenet.config.ssd_config import SSDConfig
 from ssd_mobilenet.formats.tflite import writer as tflite
 
@@ -53,7 +53,7 @@ def test_tflite_predict_without_tensorflow_gives_the_converted_models_lines(mode
     assert "LiteRT, batch 1" in run.stderr and "uint8 input of any size" in run.stderr
     ours = json_lines(out)
     # The TensorFlow runtime on the converted directory, in this process.
-    predict.run(converted, [folder], out=str(tmp_path / "tf.jsonl"), labels=labels, batch_size=1)
+    prediction.run(converted, [folder], out=str(tmp_path / "tf.jsonl"), labels=labels, batch_size=1)
     ref = json_lines(tmp_path / "tf.jsonl")
     assert sorted(ours) == sorted(ref) and set(ours[corrupt]) == {"image", "error"} == set(ref[corrupt])
     sizes = {(line["height"], line["width"]) for line in ours.values() if "error" not in line}
@@ -111,7 +111,7 @@ def test_model_file_from_bytes_is_the_file(model, tmp_path):
 
 def test_the_class_count_is_read_from_the_files_metadata_without_a_runtime(model, tmp_path):
     """`runtimes.model_classes`: what `--labels` is checked against, before any runtime loads."""
-    from migrate.runtimes import model_classes
+    from migrate.predict.runtimes import model_classes
     converted, path, _ = model
     assert model_classes(path) == model_classes(converted) == CONFIG.num_classes
     (tmp_path / "cut.tflite").write_bytes(open(path, "rb").read()[:64])

@@ -15,7 +15,7 @@ pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip instal
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
 from tests.conftest import check_detections, random_images, unwrapped  # noqa: E402
-from migrate import bench  # noqa: E402
+from migrate.bench import sides  # noqa: E402
 from migrate.cli import main  # noqa: E402
 
 
@@ -25,20 +25,20 @@ def small(small_pair, tmp_path_factory):
     (`conftest.small_pair`: depth 0.25, 128x128, 2 classes, the TF1 builder's seeded synthetic
     weights, built once per run) and the two ONNX files bench exports from it."""
     src, out = small_pair
-    files = bench.export_sides(out, str(tmp_path_factory.mktemp("bench_onnx") / "exported"), ["onnx", "onnx_int8"])
+    files = sides.export_sides(out, str(tmp_path_factory.mktemp("bench_onnx") / "exported"), ["onnx", "onnx_int8"])
     return src, out, files
 
 
 def test_onnx_runners_give_the_tf1_detections(small):
     from migrate import export_drift
     src, out, files = small
-    tf1 = bench.runner("tf1_session", src, out)
-    onnx_run = bench.runner("onnx", src, out, exported=files["onnx"], threads=1)
-    int8_run = bench.runner("onnx_int8", src, out, exported=files["onnx_int8"], threads=1)
+    tf1 = sides.runner("tf1_session", src, out)
+    onnx_run = sides.runner("onnx", src, out, exported=files["onnx"], threads=1)
+    int8_run = sides.runner("onnx_int8", src, out, exported=files["onnx_int8"], threads=1)
     runners = [onnx_run]
     try:
         import openvino  # noqa: F401
-        runners.append(bench.runner("openvino", src, out, exported=files["onnx"], threads=1))
+        runners.append(sides.runner("openvino", src, out, exported=files["onnx"], threads=1))
     except ImportError:
         pass
     for seed, (h, w) in enumerate([(128, 128), (90, 200)]):
@@ -51,14 +51,14 @@ def test_onnx_runners_give_the_tf1_detections(small):
 
 
 def test_onnx_memory_process_never_imports_tensorflow(small, tmp_path):
-    from migrate.benchmark import litert_memory
+    from migrate.bench import litert_memory
     src, out, files = small
     stub = tmp_path / "no_tensorflow"
     (stub / "tensorflow").mkdir(parents=True)
     (stub / "tensorflow" / "__init__.py").write_text("raise ImportError('tensorflow is not available here')\n")
     kwargs = {"side": "onnx", "src": src, "converted": out, "exported": files["onnx"], "threads": 1}
     images = [random_images(1, 1, 128, 128), random_images(2, 1, 90, 200)]
-    result = litert_memory.measure_without_tensorflow("migrate.benchmark.sides:runner", kwargs, images, warmup=1,
+    result = litert_memory.measure_without_tensorflow("migrate.bench.sides:runner", kwargs, images, warmup=1,
                                                       repeats=1, env={"PYTHONPATH": str(stub)})
     assert result["tensorflow_imported"] is False and result["runtime"].startswith("ONNX Runtime ")
     assert [b["shape"] for b in result["batches"]] == [[1, 128, 128, 3], [1, 90, 200, 3]]
@@ -69,7 +69,7 @@ def test_onnx_memory_process_never_imports_tensorflow(small, tmp_path):
 def test_photo_memory_runs_predict_over_the_photos_beside_the_tf1_session(small, tmp_path):
     from PIL import Image
 
-    from migrate.benchmark import photo_memory
+    from migrate.bench import photo_memory
     src, out, files = small
     photos = tmp_path / "photos"
     photos.mkdir()

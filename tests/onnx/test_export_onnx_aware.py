@@ -24,7 +24,9 @@ pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip instal
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
 from tests.conftest import SHARED, run_cli, unwrapped  # noqa: E402
-from migrate import export_drift, verify  # noqa: E402
+from migrate import export_drift  # noqa: E402
+from migrate.verify import verification  # noqa: E402
+from migrate.verify.report import format_report  # noqa: E402
 from ssd_mobilenet import detector  # noqa: E402
 from ssd_mobilenet.formats.onnx import aware as onnx_aware  # noqa: E402
 from ssd_mobilenet.formats.onnx import runner as onnx_runner  # noqa: E402
@@ -186,9 +188,9 @@ def test_verify_onnx_matches_the_tf1_quantized_graph_on_photos(aware_file):
     >= 0.5 matched by class and IoU >= 0.5. Measured when this was written: 678 of 700 (0.969, mean
     IoU 0.977); the integer `.tflite` file 673 of 700 (0.961, 0.974)."""
     src, converted, path = aware_file
-    report = verify.verify(src, converted, images=[os.path.join(SHARED, "photos")], onnx=path, threads=2,
-                           measure=False)
-    printed = verify.format_report(report)
+    report = verification.verify(src, converted, images=[os.path.join(SHARED, "photos")], onnx=path, threads=2,
+                                 measure=False)
+    printed = format_report(report)
     print(printed)
     assert report.passed and report.mode == "onnx", printed
     assert report.tflite["int8"] and report.tolerances["criterion"] == "agreement"

@@ -1,5 +1,5 @@
 """`predict MODEL.onnx --engine beam`: the ONNX Runtime runtime behind Beam's pipeline (each
-worker opens it through `migrate.runtimes.open_runtime`), line for line `predict`'s on the same
+worker opens it through `migrate.predict.runtimes.open_runtime`), line for line `predict`'s on the same
 file and images (one image per call in both)."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip in
 
 from tests.conftest import (SMALL_EXPORT_CONFIG, json_lines, same_predict_lines, mixed_image_folder,  # noqa: E402
                             run_cli, unwrapped, without_tensorflow)
-from migrate import predict  # noqa: E402
+from migrate.predict import prediction  # noqa: E402
 from ssd_mobilenet.formats.onnx import file_format as onnx_format  # noqa: E402
 from ssd_mobilenet.formats.onnx import runner as onnx_runner  # noqa: E402
 ATOL = 1e-5  # the project's parity tolerance: ONNX Runtime's kernels round otherwise than oneDNN's
@@ -61,7 +61,7 @@ def test_onnx_predict_without_tensorflow_gives_the_converted_models_lines(model,
         in unwrapped(run.stderr)), run.stderr  # a long path wraps the line
     ours = json_lines(out)
     # The TensorFlow runtime on the converted directory, in this process.
-    predict.run(converted, [folder], out=str(tmp_path / "tf.jsonl"), labels=labels, batch_size=1, min_score=0.05)
+    prediction.run(converted, [folder], out=str(tmp_path / "tf.jsonl"), labels=labels, batch_size=1, min_score=0.05)
     ref = json_lines(tmp_path / "tf.jsonl")
     assert sorted(ours) == sorted(ref) and set(ours[corrupt]) == {"image", "error"} == set(ref[corrupt])
     sizes = {(line["height"], line["width"]) for line in ours.values() if "error" not in line}
@@ -147,7 +147,7 @@ def test_export_force_replaces_the_file_with_the_same_model(model, tmp_path):
 def test_a_tflite_file_still_runs_on_litert(model, tmp_path):
     """`open_runtime` chooses by the file: an .onnx suffix or ONNX content -> ONNX Runtime, a
     TFLite file -> LiteRT; the same file under another name is still ONNX."""
-    from migrate.runtimes import file_runtime
+    from migrate.predict.runtimes import file_runtime
     _, path, _ = model
     renamed = tmp_path / "model.bin"
     shutil.copy(path, renamed)
@@ -162,7 +162,7 @@ def test_the_class_count_is_read_from_the_files_metadata_without_a_runtime(model
     with neither ONNX Runtime nor the onnx package: what `--labels` is checked against."""
     import onnx
 
-    from migrate.runtimes import model_classes
+    from migrate.predict.runtimes import model_classes
     converted, path, _ = model
     meta = json.loads({p.key: p.value for p in onnx.load(path).metadata_props}[onnx_format.METADATA_NAME])
     assert onnx_format.read_metadata(path) == meta

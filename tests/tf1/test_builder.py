@@ -1,4 +1,4 @@
-"""`migrate.tf1_builder` against the real TF1 graphs, and the model directories it writes.
+"""`migrate.tf1.builder` against the real TF1 graphs, and the model directories it writes.
 
 The builder is a second implementation of the OD API inference graph (tf-slim, graph mode),
 independent of the Keras model. Against each published graph, with the fixture's checkpoint
@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 from tests.conftest import check_detections, DEPTHWISE, TF13, ZOO_2018, needs_shared, random_images
-from migrate import tf1_builder
+from migrate.tf1 import builder
 from migrate.cli import main
 from migrate.tf1 import assign, config_inference, sources
 from migrate.tf1.frozen_graph import FrozenGraphRunner, endpoint_candidates
@@ -43,10 +43,10 @@ def zoo_pairs(zoo_fixture):
             fx = zoo_fixture(name)
             source = sources.open_source(fx)
             config, _ = config_inference.infer_config(source, trust_weights=True)
-            graph, _, _ = tf1_builder.build_inference_graph(config)
+            graph, _, _ = builder.build_inference_graph(config)
             cache[name] = {
                 "dir": fx, "source": source, "config": config, "graph": graph,
-                "ours": FrozenGraphRunner(tf1_builder.frozen_graph_def(config, source.weights), exact_arithmetic=True),
+                "ours": FrozenGraphRunner(builder.frozen_graph_def(config, source.weights), exact_arithmetic=True),
                 "real": FrozenGraphRunner(source.graph_def, exact_arithmetic=True),
                 "stages": endpoint_candidates(SSDMobileNetV1(config)),
             }
@@ -108,7 +108,7 @@ ZOO_FILES = ["checkpoint", "frozen_inference_graph.pb", "model.ckpt.data-00000-o
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
     root = tmp_path_factory.mktemp("tf1_builder")
-    model_dir = tf1_builder.write_model_dir(SMALL, str(root / "model"), seed=7)
+    model_dir = builder.write_model_dir(SMALL, str(root / "model"), seed=7)
     frozen = sources.read_graph_def(os.path.join(model_dir, "frozen_inference_graph.pb"))
     return {"root": root, "dir": model_dir, "frozen": frozen}
 
@@ -129,13 +129,13 @@ def test_written_dir_has_the_zoo_layout_and_gives_back_its_config(written):
         source = sources.open_source(os.path.join(written["dir"], form))
         assert graph_traits(source.graph_def) == traits, form
     with pytest.raises(FileExistsError, match="not empty"):
-        tf1_builder.write_model_dir(SMALL, written["dir"])
+        builder.write_model_dir(SMALL, written["dir"])
     assert sorted(os.listdir(written["dir"])) == ZOO_FILES
     assert [p for p in os.listdir(written["root"]) if p.startswith(".")] == []
 
 
 def test_synthetic_weights_are_seeded_and_plausible(written):
-    weights = tf1_builder.synthetic_weights(SMALL, seed=7)
+    weights = builder.synthetic_weights(SMALL, seed=7)
     stored = sources.open_source(written["dir"]).weights
     assert sorted(weights) == sorted(n for n in stored if n != "global_step")
     for name, value in weights.items():
@@ -146,7 +146,7 @@ def test_synthetic_weights_are_seeded_and_plausible(written):
     assert 0.5 <= gammas.min() and gammas.max() <= 1.5
     assert 0.5 <= variances.min() and variances.max() <= 2.0
     assert -3.5 < class_biases.mean() < -2.5
-    other = tf1_builder.synthetic_weights(SMALL, seed=8)
+    other = builder.synthetic_weights(SMALL, seed=8)
     name = "BoxPredictor_0/ClassPredictor/biases"
     assert not np.array_equal(other[name], weights[name])
 
@@ -157,7 +157,7 @@ def test_frozen_graph_def_names_missing_and_misshaped_variables(written):
     weights["BoxPredictor_2/ClassPredictor/biases"] = np.zeros([5], np.float32)
     weights["FeatureExtractor/MobilenetV1/Conv2d_0/weights/RMSProp"] = np.zeros([1], np.float32)  # ignored
     with pytest.raises(ValueError) as e:
-        tf1_builder.frozen_graph_def(SMALL, weights)
+        builder.frozen_graph_def(SMALL, weights)
     assert "Conv2d_3_pointwise/weights: missing" in str(e.value)
     assert "BoxPredictor_2/ClassPredictor/biases: shape [5]" in str(e.value)
     assert "RMSProp" not in str(e.value)
@@ -210,8 +210,8 @@ FAMILY = {
 @pytest.mark.parametrize("variant", list(FAMILY))
 def test_config_family_matches_the_keras_model(variant):
     config = FAMILY[variant]
-    weights = tf1_builder.synthetic_weights(config, seed=3)
-    runner = FrozenGraphRunner(tf1_builder.frozen_graph_def(config, weights), exact_arithmetic=True)
+    weights = builder.synthetic_weights(config, seed=3)
+    runner = FrozenGraphRunner(builder.frozen_graph_def(config, weights), exact_arithmetic=True)
     model = SSDMobileNetV1(config)
     assign.assign(weights, model)
     stages = runner.resolve(endpoint_candidates(model))
@@ -273,7 +273,7 @@ def test_fpn_and_ppn_graphs_are_the_odapi_exporters(name, upsampling):
     path = zoo_path("odapi_exports", name)
     source = sources.open_source(path)
     config, _ = config_inference.infer_config(source)
-    ours = tf1_builder.frozen_graph_def(config, source.weights, fpn_upsampling=upsampling)
+    ours = builder.frozen_graph_def(config, source.weights, fpn_upsampling=upsampling)
     real = sources.read_graph_def(os.path.join(path, "frozen_inference_graph.pb"))
     model = SSDMobileNetV1(config)
     runners = [FrozenGraphRunner(g, exact_arithmetic=True) for g in (real, ours)]

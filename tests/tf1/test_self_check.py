@@ -3,7 +3,7 @@
 Each trait the converter infers is injected wrong in turn into the config `infer_config`
 returns, for a small 2017-style TF1 model (softmax over the class columns after the
 background slice, threshold and clipping before NMS, zero-padded extra layers; 128 px, depth
-0.25, built by `migrate.tf1_builder`): `convert` must exit 1, write nothing, and name the
+0.25, built by `migrate.tf1.builder`): `convert` must exit 1, write nothing, and name the
 first divergent stage and the field. The faithful conversion passes the same check.
 """
 
@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pytest
 
-from migrate import tf1_builder
+from migrate.tf1 import builder
 from migrate.cli import main
 from migrate.tf1 import config_inference, self_check, sources
 from tests.conftest import fits_100_columns, unwrapped
@@ -43,7 +43,7 @@ INJECTED = {
 
 @pytest.fixture(scope="module")
 def model_2017(tmp_path_factory):
-    return tf1_builder.write_model_dir(SMALL_2017, str(tmp_path_factory.mktemp("self_check") / "tf1"), seed=3)
+    return builder.write_model_dir(SMALL_2017, str(tmp_path_factory.mktemp("self_check") / "tf1"), seed=3)
 
 
 @pytest.mark.slow
@@ -126,7 +126,7 @@ def test_a_checkpoint_alone_names_every_assumed_trait(model_2017, tmp_path, caps
 def test_postprocessing_check_alone_catches_a_background_slice_verify_would_miss(model_2017):
     """On generated images the stages agree whatever `background_slice` says (it acts after the
     network); only post-processing on crafted values shows it, in verify as in convert."""
-    from migrate import verify
+    from migrate.tf1.parity import DEFAULT_ATOL, DEFAULT_RTOL
     from migrate.tf1.frozen_graph import FrozenGraphRunner
     from ssd_mobilenet import SSDMobileNetV1
     from migrate.tf1 import assign
@@ -136,8 +136,7 @@ def test_postprocessing_check_alone_catches_a_background_slice_verify_would_miss
     for background_slice, ok in (("logits", True), ("scores", False)):
         model = SSDMobileNetV1(config.replace(background_slice=background_slice))
         assign.assign(source.weights, model)
-        result = self_check.check_postprocessing(runner, model, model.config, verify.DEFAULT_ATOL,
-                                                 verify.DEFAULT_RTOL)
+        result = self_check.check_postprocessing(runner, model, model.config, DEFAULT_ATOL, DEFAULT_RTOL)
         assert result["ok"] == ok
         if not ok:
             assert result["suspects"] == ["background_slice (the graph computes as with logits)"]
@@ -151,8 +150,8 @@ def test_a_normalize_first_graph_is_compared_at_its_preprocessed_image(tmp_path,
     "shape [2, 128, 128, 3] vs TF1 [2, 257, 311, 3]"), bit for bit; the older order, off by rounding
     only, fails naming the field."""
     import json
-    src = tf1_builder.write_model_dir(SMALL_2017.replace(normalize_before_resize=True, pad_extra_layers_to_even=False,
-                                                         interpolated_anchor_after_unit_ratio=False),
+    src = builder.write_model_dir(SMALL_2017.replace(normalize_before_resize=True, pad_extra_layers_to_even=False,
+                                                     interpolated_anchor_after_unit_ratio=False),
                                       str(tmp_path / "tf1"), seed=3)
     out = tmp_path / "out"
     assert main(["convert", src, "--out", str(out), "--quiet"]) == 0

@@ -22,8 +22,9 @@ import numpy as np
 import pytest
 
 from tests.conftest import SHARED, json_lines, run_cli, same_predict_lines, shared_available
-from migrate import export_web, predict
-from migrate.benchmark import browser
+from migrate import export_web
+from migrate.predict import prediction
+from migrate.bench import browser
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 PHOTOS = sorted(glob.glob(os.path.join(SHARED, "photos", "*.jpg")))
@@ -74,7 +75,7 @@ def references(zoo_web):
     photos = sorted(glob.glob(str(root / "photos" / "*.jpg"))) + [str(root / "photos" / "as_png.png")]
     photos = [p for p in photos if not p.endswith("truncated.jpg")]
     out = root / "predict.jsonl"
-    predict.run(converted, photos, out=str(out), labels=str(root / "labels.txt"), batch_size=1)
+    prediction.run(converted, photos, out=str(out), labels=str(root / "labels.txt"), batch_size=1)
     records = {os.path.basename(k): v for k, v in json_lines(out).items()}
     runner = FrozenGraphRunner(read_graph_def(os.path.join(src, "frozen_inference_graph.pb")), exact_arithmetic=True)
     tf1 = {}

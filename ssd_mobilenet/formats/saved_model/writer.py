@@ -10,7 +10,7 @@ What the written SavedModel offers its clients:
 - `detect_resized(resized_images)` (where the weights are variables): float32 [N, h, w, 3]
   images already resized to the model's input size (values 0..255, as
   `ssd_mobilenet.preprocessing.resize` gives them) -> the same dict: what `predict` batches
-  photos of mixed sizes through (`migrate.runtimes.tensorflow`).
+  photos of mixed sizes through (`migrate.predict.runtimes.tensorflow`).
 
 Variants (`VARIANTS`):
 - "fast" (the default `convert` writes): the inference copy (`model.fold_batch_norm`: batch
@@ -138,7 +138,7 @@ class DetectionModule(tf.Module):
         resized = tf.TensorSpec([None, config.image_height, config.image_width, 3], tf.float32,
                                 name="resized_images")
         # The detector's computation on images `preprocessing.resize` brought to the input size:
-        # its resize is then an exact identity (migrate.runtimes.tensorflow), so photos of mixed
+        # its resize is then an exact identity (migrate.predict.runtimes.tensorflow), so photos of mixed
         # sizes share a batch and each gets the detections it gets alone.
         self.detect_resized = tf.function(self._guarded, input_signature=[resized], autograph=False)
         if not config.normalize_before_resize:

@@ -1,0 +1,115 @@
+"""The web page of `export --web` against the TF1 session, in one run: in-browser latency per photo
+(ONNX Runtime Web on one thread, and on several where the page is cross-origin isolated) and the
+TF1 session's on the same decoded photo, interleaved round by round, and the page's download size.
+
+The page's time is its own (`window.lastTiming`, `performance.now()` in the page): `model_ms` the
+ONNX Runtime Web call on the uint8 photo (the file resizes it, as the TF1 graph does: the same work
+as the TF1 session's run), `total_ms` with the photo's JPEG decoding. The TF1 session runs the
+decoded photo (uint8 [1, H, W, 3]) in this process, with TensorFlow's default threads.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import time
+
+import numpy as np
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
+
+
+def folder_bytes(folder: str) -> dict:
+    """{"files": count, "bytes": total, "gzip_bytes": total gzip -6 compressed (what a server that
+    compresses sends), "by_file": {name: bytes}} of an `export --web` folder."""
+    by_file, compressed = {}, 0
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name), "rb") as f:
+            data = f.read()
+        by_file[name] = len(data)
+        compressed += len(gzip.compress(data, compresslevel=6))
+    return {"files": len(by_file), "bytes": sum(by_file.values()), "gzip_bytes": compressed, "by_file": by_file}
+
+
+def _summary(values) -> dict:
+    v = np.asarray(values, np.float64)
+    return {"median_ms": float(np.median(v)), "p10_ms": float(np.percentile(v, 10)),
+            "p90_ms": float(np.percentile(v, 90)), "runs": int(len(v))}
+
+
+def measure(src: str, web_folder: str, photo: str, threads=(1, None), warmup: int = 3, repeats: int = 30,
+            progress=None) -> dict:
+    """Latencies of `photo` on the page of `web_folder` for each of `threads` (None: the page's
+    default once cross-origin isolated, `min(cores, 4)`) and on the TF1 graph of `src` (a TF1
+    model directory with frozen_inference_graph.pb), `repeats` interleaved rounds after `warmup`.
+
+    Returns:
+      dict: photo {name, height, width}, tf1_session (`_summary`), browser {label: `_summary` of
+      model_ms, total (`_summary` of total_ms), threads, cross_origin_isolated}, ratios {label:
+      median model_ms / median TF1}, download (`folder_bytes`), chromium (its user agent).
+    """
+    import shutil
+    import tempfile
+
+    import tensorflow as tf
+
+    from migrate.bench import browser
+    from migrate.tf1.frozen_graph import FrozenGraphRunner
+    from migrate.tf1.sources import read_graph_def
+    say = progress or (lambda msg: None)
+    image = tf.io.decode_image(open(photo, "rb").read(), channels=3).numpy()[None]
+    graph = read_graph_def(os.path.join(src, "frozen_inference_graph.pb"))
+    tf1 = FrozenGraphRunner(graph)
+    fetches = {k: f"{k}:0" for k in DETECTION_OUTPUTS}
+    root = tempfile.mkdtemp(prefix="migrate-web-bench-")
+    os.symlink(os.path.abspath(web_folder), os.path.join(root, "web"))
+    shutil.copy(photo, os.path.join(root, "photo" + os.path.splitext(photo)[1]))
+    url = "../photo" + os.path.splitext(photo)[1]
+    pages, servers = {}, []
+    try:
+        with browser.chromium() as context:
+            for n in threads:
+                isolated = n is None or n > 1
+                server = browser.serve(root, isolated=isolated)
+                base = server.__enter__()
+                servers.append(server)
+                page, info = browser.open_page(context, f"{base}web/" + (f"?threads={n}" if n else ""))
+                label = f"{info['threads']} thread{'s' if info['threads'] > 1 else ''}"
+                pages[label] = (page, info)
+                say(f"page loaded: {label}, cross-origin isolated {info['cross_origin_isolated']}")
+            timings = {label: [] for label in pages}
+            tf1_ms = []
+
+            def run_page(page):
+                page.evaluate("(url) => window.detect(url).then(() => document.getElementById('results')"
+                              ".replaceChildren())", url)
+                return page.evaluate("() => window.lastTiming")
+
+            for _ in range(warmup):
+                tf1.run(image, fetches)
+                for page, _ in pages.values():
+                    run_page(page)
+            for i in range(repeats):
+                start = time.perf_counter()
+                tf1.run(image, fetches)
+                tf1_ms.append((time.perf_counter() - start) * 1000)
+                for label, (page, _) in pages.items():
+                    timings[label].append(run_page(page))
+                if (i + 1) % 10 == 0:
+                    say(f"round {i + 1} of {repeats}")
+            version = next(iter(pages.values()))[0].evaluate("() => navigator.userAgent")
+    finally:
+        for server in servers:
+            server.__exit__(None, None, None)
+        tf1.close()
+        shutil.rmtree(root, ignore_errors=True)
+    tf1_summary = _summary(tf1_ms)
+    out = {"photo": {"name": os.path.basename(photo), "height": int(image.shape[1]), "width": int(image.shape[2])},
+           "tf1_session": tf1_summary, "browser": {}, "ratios": {}, "download": folder_bytes(web_folder),
+           "chromium": version, "repeats": repeats, "warmup": warmup}
+    for label, (page, info) in pages.items():
+        out["browser"][label] = {**_summary([t["model_ms"] for t in timings[label]]),
+                                 "total": _summary([t["total_ms"] for t in timings[label]]),
+                                 "threads": info["threads"], "cross_origin_isolated": info["cross_origin_isolated"],
+                                 "runtime": info["runtime"]}
+        out["ratios"][label] = out["browser"][label]["median_ms"] / tf1_summary["median_ms"]
+    return out

@@ -1,0 +1,49 @@
+"""The ONNX Runtime runtime of `predict`: an `.onnx` file of `migrate export --onnx` on ONNX
+Runtime's CPU provider, one image per call, in a process that never imports TensorFlow
+(`ssd_mobilenet.formats.onnx.runner`; `pip install 'ssd-mobilenet-migrate[onnx]'`).
+
+Images are decoded as TensorFlow decodes them (`ssd_mobilenet.formats.images`) and go to the file
+at their own size when it resizes them itself (the default export); a fixed-size file gets them
+prepared as the graph prepares them (`OnnxFile.feed`). Boxes are normalised to the image, as on
+the TensorFlow runtime.
+
+`runner(path, threads)` is the same file as a measured runner, `run(images [1, H, W, 3])`, for
+`verify --onnx`.
+"""
+
+from __future__ import annotations
+
+from migrate.predict.runtimes.base import ModelDirError
+from migrate.predict.runtimes.file import FileRuntime, one_image_runner
+from ssd_mobilenet.formats.onnx.runner import OnnxFile, OnnxFileError
+
+
+class OnnxRuntime(FileRuntime):
+    """`predict`'s runtime for an `.onnx` file (`migrate.predict.runtimes.Runtime`, `file.FileRuntime`)."""
+
+    name = "ONNX Runtime"
+
+    def __init__(self, path: str, threads: int | None = None, say=None, warn=None):
+        try:
+            self.file = OnnxFile(path, threads=threads)
+        except OnnxFileError as e:
+            raise ModelDirError(str(e)) from None
+        super().__init__()
+        say = say or (lambda msg: None)
+        say(f"{path}: ONNX file, ONNX Runtime, {self.file.threads} thread{'s' if self.file.threads > 1 else ''}")
+        say(self.file.kind)
+        if not self.file.exact_for_any_size and warn:
+            h, w = self.file.image_size
+            # Other sizes are resized outside it and rounded to uint8: their detections differ slightly
+            # from the TF1 graph's.
+            warn(f"warning: {path}: {h}x{w} only; other sizes, resized outside it, differ slightly")
+
+
+def runner(path: str, threads: int | None = None):
+    """`run(images uint8 [1, H, W, 3]) -> the four outputs` (numpy, [1, D, ...]) of the `.onnx`
+    file at `path` on ONNX Runtime with `threads` threads (default: the CPU count): the photo fed
+    as the file takes it, as `predict` runs it. Imports no TensorFlow.
+    Raises:
+      OnnxFileError: no such file, or not one of `migrate export --onnx`.
+    """
+    return one_image_runner(OnnxFile(path, threads=threads), "an ONNX side")

@@ -23,6 +23,8 @@ import os
 import sys
 import tempfile
 
+from ssd_mobilenet.errors import InputError
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "scripts"))
@@ -58,7 +60,7 @@ def run(args) -> int:
     sides = args.sides.split(",")
     try:
         size = bench.parse_sizes(args.size)[0]
-    except bench.BenchInputError as e:
+    except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     from migrate.commands.common import progress as progress_lines

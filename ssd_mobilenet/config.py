@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ssd_mobilenet import pipeline_schema, pipeline_text
+from ssd_mobilenet.errors import ConfigError
 from ssd_mobilenet.pipeline_text import Scalar, TextMessage
 
 # How the exporter's post-processing orders thresholding, clipping and NMS. It changed in
@@ -61,21 +62,6 @@ FPN_BASE_LEVELS = (2, 3, 4, 5)
 
 SCORE_CONVERTERS = ("SIGMOID", "SOFTMAX", "IDENTITY")
 RESIZE_METHODS = ("BILINEAR", "NEAREST_NEIGHBOR", "BICUBIC", "AREA")
-
-
-class ConfigError(ValueError):
-    """A pipeline.config that cannot be read or that asks for something unsupported.
-
-    `line` (1-based, or None) is where in the file the problem is; `at(path)` words the error
-    for the file `path` as one line: `PATH:LINE: PROBLEM`, or `PATH: PROBLEM` without a line.
-    """
-
-    def __init__(self, problem: str, line: "int | None" = None):
-        super().__init__(problem if not line else f"line {line}: {problem}")
-        self.problem, self.line = problem, line or None
-
-    def at(self, path: str) -> "ConfigError":
-        return ConfigError(f"{path}:{self.line}: {self.problem}" if self.line else f"{path}: {self.problem}")
 
 
 def _f32(x) -> float:
@@ -522,12 +508,9 @@ def parse_pipeline_config(path_or_text: str) -> TextMessage:
             raise ConfigError(f"cannot read: {e}") from None
     try:
         root = pipeline_text.parse(text)
-    except pipeline_text.TextFormatError as e:
-        raise ConfigError(f"text format: {e}", e.line) from None
-    try:
-        pipeline_schema.check(root)
-    except pipeline_schema.SchemaError as e:
-        raise ConfigError(e.problem, e.line) from None
+    except ConfigError as e:
+        raise ConfigError(f"text format: {e.problem}", e.line) from None
+    pipeline_schema.check(root)
     return root
 
 

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from tests.conftest import ZOO, needs_shared, zoo_path
-from ssd_mobilenet import ConfigError, SSDConfig
+from ssd_mobilenet import SSDConfig
 from ssd_mobilenet import pipeline_text
+from ssd_mobilenet.errors import ConfigError
 
 
 @needs_shared

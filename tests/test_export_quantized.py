@@ -20,6 +20,7 @@ from tests.conftest import SHARED, needs_shared
 from migrate import verify
 from migrate.cli import main
 from ssd_mobilenet import detector
+from ssd_mobilenet.errors import InputError
 from ssd_mobilenet.export import integer_weights, tflite
 from ssd_mobilenet.litert import file_format
 
@@ -123,14 +124,13 @@ def test_bench_takes_the_integer_files_as_its_tflite_and_onnx_sides(quantized_co
     """bench's `tflite` and `onnx` sides of a quantization-aware conversion are its integer files
     (the ONNX one: tests/onnx/test_export_onnx_aware.py); there is no post-training `tflite_int8`
     or `onnx_int8` of it, and no float32 file for the `openvino` side."""
-    from migrate import bench
     from migrate.benchmark import inputs
     _, converted = quantized_converted
     assert inputs.check_tflite(converted, ["tflite", "onnx"], [(300, 300)], [1]) == ((300, 300), True, True)
-    with pytest.raises(bench.BenchInputError, match=r"^--sides tflite_int8: none of a quantization-aware model \(its "
-                                                    r"tflite side is int8\)$"):
+    with pytest.raises(InputError, match=r"^--sides tflite_int8: none of a quantization-aware model \(its "
+                                         r"tflite side is int8\)$"):
         inputs.check_tflite(converted, ["tflite", "tflite_int8"], [(300, 300)], [1])
     for side in ("onnx_int8", "openvino"):
-        with pytest.raises(bench.BenchInputError, match=f"^--sides {side}: none of a quantization-aware model .its "
-                                                        "onnx side is int8.$"):
+        with pytest.raises(InputError, match=f"^--sides {side}: none of a quantization-aware model .its "
+                                             "onnx side is int8.$"):
             inputs.check_tflite(converted, ["onnx", side], [(300, 300)], [1])

@@ -8,9 +8,10 @@ import os
 import pytest
 
 from tests.conftest import ZOO, needs_shared, zoo_path
-from ssd_mobilenet import ConfigError, SSDConfig
+from ssd_mobilenet import SSDConfig
 from ssd_mobilenet import pipeline_messages as pm
 from ssd_mobilenet.config import parse_pipeline_config
+from ssd_mobilenet.errors import ConfigError
 from ssd_mobilenet.training.train_config import TrainingConfig
 
 REAL_CONFIGS = sorted(glob.glob(os.path.join(ZOO, "*", "pipeline.config"))

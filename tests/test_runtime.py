@@ -18,6 +18,7 @@ from tests.conftest import REPO, ZOO_2018, model_for_fixture, needs_shared, rand
 from migrate.tf1.frozen_graph import FrozenGraphRunner
 from ssd_mobilenet import SSDConfig, SSDMobileNetV1, detector, runtime
 from ssd_mobilenet.box_predictor import MERGED_CHANNEL_MULTIPLE, BoxPredictor
+from ssd_mobilenet.errors import InputError
 from ssd_mobilenet.model import fold_batch_norm
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
@@ -200,13 +201,13 @@ def test_mixed_precision_detections_agree_with_float32(zoo, folded, precision):
 
 def test_configure_after_devices_exist_is_refused():
     tf.constant(1.0) + 1.0  # initialises the devices of this process
-    with pytest.raises(runtime.RuntimeConfigError, match="already initialised"):
+    with pytest.raises(InputError, match="already initialised"):
         runtime.configure(memory_limit_mb=100)
     before = os.environ.get(runtime.WEIGHT_CACHE_ENV)
-    with pytest.raises(runtime.RuntimeConfigError, match="already initialised"):
+    with pytest.raises(InputError, match="already initialised"):
         runtime.configure(onednn_weight_cache=True)
     assert os.environ.get(runtime.WEIGHT_CACHE_ENV) == before  # nothing applied when refused
-    with pytest.raises(runtime.RuntimeConfigError, match="exclude"):
+    with pytest.raises(InputError, match="exclude"):
         runtime.configure(memory_growth=True, memory_limit_mb=100)
 
 
@@ -319,10 +320,10 @@ def test_memory_info_needs_the_bfc_allocator_on_the_cpu(monkeypatch):
     # process (whatever its allocator) asks as a process started without TF_CPU_ALLOCATOR_USE_BFC would.
     monkeypatch.delenv(runtime.BFC_ENV, raising=False)
     assert not runtime.memory_stats_available("CPU:0")
-    with pytest.raises(runtime.RuntimeConfigError, match="CPU:0: the allocator keeps no statistics; set "
-                                                         "TF_CPU_ALLOCATOR_USE_BFC=true first"):
+    with pytest.raises(InputError, match="CPU:0: the allocator keeps no statistics; set "
+                                         "TF_CPU_ALLOCATOR_USE_BFC=true first"):
         runtime.memory_info("CPU:0")
-    with pytest.raises(runtime.RuntimeConfigError, match="TF_CPU_ALLOCATOR_USE_BFC"):
+    with pytest.raises(InputError, match="TF_CPU_ALLOCATOR_USE_BFC"):
         runtime.measure_peak(lambda: None, "CPU:0")
 
 

@@ -30,6 +30,7 @@ from migrate.tf1.sources import read_graph_def, read_meta_graph
 from migrate.verification import measuring
 from ssd_mobilenet import SSDMobileNetV1, detector
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
+from ssd_mobilenet.errors import InputError
 
 FE = "FeatureExtractor/MobilenetV1/"
 PERTURBED = FE + "Conv2d_7_pointwise"
@@ -281,7 +282,7 @@ def test_wrong_class_count_is_caught(zoo, tmp_path, one_image):
         return fewer
     broken = _edited_copy(zoo[1], tmp_path / "89_classes", drop_last_class)
     # Another class count is another network: refused before either side runs, not compared.
-    with pytest.raises(verify.VerifyInputError, match="classes 89, TF1 90: not a conversion of this model"):
+    with pytest.raises(InputError, match="classes 89, TF1 90: not a conversion of this model"):
         verify.verify(zoo[0], broken, images=[one_image], mode="eager", measure=False)
 
 
@@ -513,7 +514,7 @@ def test_too_small_a_memory_limit_fails_in_one_line(zoo, tmp_path):
     # `verify`, waits out the allocator's retries for minutes before failing, so it is not used here.)
     images_npz = tmp_path / "images.npz"
     np.savez(images_npz, batch_000=random_images(1, 1, 200, 240))
-    with pytest.raises(verify.VerifyInputError) as failure:
+    with pytest.raises(InputError) as failure:
         measuring._measure_one("migrate.verification.sides:tf2_runner", {"converted": converted},
                                str(images_npz), {"memory_growth": False, "memory_limit_mb": 1}, 0, 1, "TF2")
     message = str(failure.value)
@@ -616,7 +617,7 @@ def test_tflite_custom_op_and_int8_files_report_their_agreement(zoo, zoo_tflite,
     # Not the same detections as the graph's, but the same objects where matched.
     assert agreement["rate"] < 1.0 and agreement["mean_iou"] > 0.9
     # A tolerance does not apply to a file judged by agreement.
-    with pytest.raises(verify.VerifyInputError, match="agreement"):
+    with pytest.raises(InputError, match="agreement"):
         verify.verify(fx, converted, images=[small_images], tflite=zoo_tflite[name], atol=1e-3, measure=False)
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import re
 
-from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_verbose, bad_input, missing, missing_inputs, op_list,
-                                     progress, tensorflow_command, warn)
+from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_verbose, missing, missing_inputs, op_list, progress,
+                                     tensorflow_command, warn)
 from ssd_mobilenet import converted_dir
 
 
@@ -87,18 +87,12 @@ def missing_path(args):
 @tensorflow_command
 def run(args) -> int:
     from migrate import verify
-    from migrate.common import images
-    from migrate.tf1 import frozen_graph
-    try:
-        report = verify.verify(args.src, args.converted, images=args.images, batch=args.batch, mode=args.mode,
-                               atol=args.atol, rtol=args.rtol, allow_ops=op_list(args.allow_ops),
-                               png_dir=args.png, json_path=args.json, force=args.force,
-                               measure=not args.no_measure, repeats=args.repeats, precision=args.precision,
-                               memory_growth=args.memory_growth, memory_limit_mb=args.memory_limit,
-                               trace_dir=args.trace, progress=progress(args.quiet), tflite=args.tflite,
-                               threads=args.threads, onnx=args.onnx, warn=warn)
-    except (verify.VerifyInputError, images.ImageError, frozen_graph.GraphFreezeError) as e:
-        return bad_input(e)
+    report = verify.verify(args.src, args.converted, images=args.images, batch=args.batch, mode=args.mode,
+                           atol=args.atol, rtol=args.rtol, allow_ops=op_list(args.allow_ops), png_dir=args.png,
+                           json_path=args.json, force=args.force, measure=not args.no_measure, repeats=args.repeats,
+                           precision=args.precision, memory_growth=args.memory_growth,
+                           memory_limit_mb=args.memory_limit, trace_dir=args.trace, progress=progress(args.quiet),
+                           tflite=args.tflite, threads=args.threads, onnx=args.onnx, warn=warn)
     print(verify.format_report(report))
     # The precision that ran (a SavedModel's own when --precision was not given), for `warn_precision`.
     args.precision = report.precision

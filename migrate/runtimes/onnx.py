@@ -13,7 +13,6 @@ the TensorFlow runtime.
 
 from __future__ import annotations
 
-from migrate.runtimes.base import ModelDirError
 from migrate.runtimes.file import FileRuntime, one_image_runner
 from ssd_mobilenet import onnx_file
 
@@ -24,10 +23,7 @@ class OnnxRuntime(FileRuntime):
     name = "ONNX Runtime"
 
     def __init__(self, path: str, threads: int | None = None, say=None, warn=None):
-        try:
-            self.file = onnx_file.OnnxFile(path, threads=threads)
-        except onnx_file.OnnxFileError as e:
-            raise ModelDirError(str(e)) from None
+        self.file = onnx_file.OnnxFile(path, threads=threads)
         super().__init__()
         say = say or (lambda msg: None)
         say(f"{path}: ONNX file, ONNX Runtime, {self.file.threads} thread{'s' if self.file.threads > 1 else ''}")
@@ -44,6 +40,6 @@ def runner(path: str, threads: int | None = None):
     file at `path` on ONNX Runtime with `threads` threads (default: the CPU count): the photo fed
     as the file takes it, as `predict` runs it. Imports no TensorFlow.
     Raises:
-      onnx_file.OnnxFileError: no such file, or not one of `migrate export --onnx`.
+      InputError: no such file, or not one of `migrate export --onnx`.
     """
     return one_image_runner(onnx_file.OnnxFile(path, threads=threads), "an ONNX side")

@@ -15,7 +15,8 @@ import json
 from dataclasses import dataclass, field
 
 from ssd_mobilenet import pipeline_messages as pm
-from ssd_mobilenet.config import ConfigError, _f32, _PipelineReader, float_text
+from ssd_mobilenet.config import _f32, _PipelineReader, float_text
+from ssd_mobilenet.errors import ConfigError
 from ssd_mobilenet.pipeline_text import TextMessage
 
 READ, IGNORED, DEFAULT_ONLY, REFUSED = "read", "ignored", "default_only", "refused"

@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import json_lines, same_predict_lines, mixed_image_folder, save_synthetic_model, without_tensorflow
 from migrate import predict
 from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.errors import InputError
 from ssd_mobilenet.export import tflite
 
 CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
@@ -103,9 +104,9 @@ def test_model_file_from_bytes_is_the_file(model, tmp_path):
     photo = np.random.default_rng(1).integers(0, 256, (97, 131, 3), dtype=np.uint8)
     for key, value in from_path.detect(photo).items():
         np.testing.assert_array_equal(from_bytes.detect(photo)[key], value)
-    with pytest.raises(model_file.ModelFileError, match="^the exported file: not a TFLite file"):
+    with pytest.raises(InputError, match="^the exported file: not a TFLite file"):
         model_file.ModelFile.from_bytes(b"not a model at all", name="the exported file")
-    with pytest.raises(model_file.ModelFileError, match="^the exported file: the LiteRT interpreter cannot load"):
+    with pytest.raises(InputError, match="^the exported file: the LiteRT interpreter cannot load"):
         model_file.ModelFile.from_bytes(open(path, "rb").read()[:5000], name="the exported file")
 
 

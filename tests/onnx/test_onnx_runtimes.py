@@ -21,6 +21,7 @@ from tests.conftest import SHARED, check_detections, save_synthetic_model, share
 from migrate.cli import main  # noqa: E402
 from ssd_mobilenet import onnx_file  # noqa: E402
 from ssd_mobilenet.config import SSDConfig  # noqa: E402
+from ssd_mobilenet.errors import InputError
 from ssd_mobilenet.export import onnx as onnx_export  # noqa: E402
 from ssd_mobilenet.litert import images  # noqa: E402
 
@@ -195,5 +196,5 @@ def test_a_file_with_other_metadata_is_one_onnx_file_error(tmp_path, entry):
     helper.set_model_props(model, {onnx_file.METADATA_NAME: entry})
     path = tmp_path / "other.onnx"
     onnx.save(model, str(path))
-    with pytest.raises(onnx_file.OnnxFileError, match="other.onnx: ssd_mobilenet_migrate metadata without version or image_size$"):
+    with pytest.raises(InputError, match="other.onnx: ssd_mobilenet_migrate metadata without version or image_size$"):
         onnx_file.OnnxFile(str(path), threads=1)

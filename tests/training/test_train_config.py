@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import needs_shared, zoo_path
-from ssd_mobilenet import ConfigError
+from ssd_mobilenet.errors import ConfigError
 from ssd_mobilenet.training import augmentation
 from ssd_mobilenet.training.hard_example_miner import HardExampleMiner
 from ssd_mobilenet.training.losses import SigmoidFocal, WeightedSigmoid, WeightedSmoothL1

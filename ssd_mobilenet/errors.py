@@ -19,7 +19,10 @@ before and without loading it).
 `migrate.commands.common.run_command` maps the kinds to the exit codes, for every command.
 
 The base classes are kept for library users: `except ValueError` still catches every input error,
-`except FileExistsError` an existing output, `except RuntimeError` a failed check or run.
+`except FileExistsError` an existing output, `except RuntimeError` a failed check or run. Two
+refusals took the kind of what the user does about them, and with it another base: the memory
+settings `ssd_mobilenet.runtime` cannot apply (a `RuntimeError` before) and a zoo model's missing
+files (`migrate.benchmark.zoo_models`, a `FileNotFoundError` before) are `InputError`s.
 """
 
 from __future__ import annotations

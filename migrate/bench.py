@@ -143,7 +143,7 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=D
         close = difflib.get_close_matches(unknown[0], SIDES, n=1)
         # All of them would be ~250 columns; `bench --help` lists them.
         raise InputError(f"--sides {unknown[0]}: no such side" + (f" (did you mean {close[0]}?)" if close else
-                                                                       "; `bench --help` lists them"))
+                                                                  "; `bench --help` lists them"))
     sides = [BASELINE] + [s for s in sides if s != BASELINE]
     tflite_sides = [s for s in sides if s in FILE_SIDES]  # every file side: one image per call
     tflite_size, tflite = None, None

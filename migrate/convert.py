@@ -30,7 +30,8 @@ from migrate.tf1 import assign as assign_lib
 from migrate.tf1 import config_inference, sources
 from ssd_mobilenet import atomic_write, converted_dir
 from ssd_mobilenet import label_map as label_maps
-from ssd_mobilenet import pipeline_text
+from ssd_mobilenet.config import pipeline_text
+from ssd_mobilenet.config.pipeline_writer import to_pipeline_config
 from ssd_mobilenet.converted_dir import file_sha256
 from ssd_mobilenet import detector as detector_lib
 from ssd_mobilenet import export as export_lib
@@ -254,7 +255,7 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
         t = time.perf_counter()
         detector_lib.save(model, tmp)
         with open(os.path.join(tmp, "pipeline.config"), "w", encoding="utf-8") as f:
-            f.write(config.to_pipeline_config())
+            f.write(to_pipeline_config(config))
         if source.pipeline_config is not None:
             # The source's own config, verbatim: its training settings (loss, matcher,
             # train_config) are what `migrate train` continues with.

@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 import migrate
-from ssd_mobilenet.config import NMS_CLIP_AFTER, SSDConfig
+from ssd_mobilenet.config.ssd_config import NMS_CLIP_AFTER, SSDConfig
 from ssd_mobilenet.converted_dir import mark_synthetic, synthetic_weights
 
 NAME = "ssd_mobilenet_v1_coco_synthetic"

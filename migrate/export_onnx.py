@@ -97,7 +97,7 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
             import onnxruntime.quantization  # noqa: F401  (`onnx_integer.quantize`, `quantization_drift`)
     except ImportError as e:
         raise InputError(f"--onnx: {(e.name or 'tf2onnx').split('.')[0]} is not installed: pip install "
-                               "'ssd-mobilenet-migrate[onnx-export]'") from None
+                         "'ssd-mobilenet-migrate[onnx-export]'") from None
     if input_type not in onnx_lib.INPUT_TYPES:
         raise InputError(f"--input {input_type}: one of {', '.join(onnx_lib.INPUT_TYPES)}")
     config = converted_config(converted)  # the options the model does not take, before its weights are loaded

@@ -1,13 +1,14 @@
 """`export --web DIR`: a converted model as a static web page that detects objects in the browser.
 
-The folder holds the page (`web/page/`: index.html, with the model's name and size and the
-example written into it, app.js, jpeg.js, draw.js, style.css), the model's `.onnx` file
+The folder holds the page (`migrate/web_page/page/`: index.html, with the model's name and size
+and the example written into it, app.js, jpeg.js, draw.js, style.css), the model's `.onnx` file
 (`ssd_mobilenet.export.onnx`, the uint8 photo of any size in), its label map as `labels.json`,
 `model.json` (what the page reads first: the files, the input's name, the model's size, the
 example's record), with `example` an example photo and the same photo with the converted model's
 detections drawn (`predict --png`'s drawing), which the page shows from its first paint and
 replaces by its own run once the model has loaded, and the browser runtime, copied from
-`web/node_modules` (npm, pinned by `web/package-lock.json`, installed by `scripts/setup_env.sh`):
+`migrate/web_page/node_modules` (npm, pinned by `migrate/web_page/package-lock.json`, installed by
+`scripts/setup_env.sh` in a clone and by `install_hint`'s line in an install from a wheel):
 
 - ONNX Runtime Web (`onnxruntime-web`): its WebAssembly build with SIMD and threads, which run
   where the page is cross-origin isolated (served with COOP/COEP headers), else on one thread;
@@ -31,12 +32,14 @@ import os
 import shutil
 import time
 
+from migrate.common.console import shown
 from migrate.export_inputs import carried, load_converted
 from ssd_mobilenet import atomic_write
 from ssd_mobilenet.errors import InputError
 
-# The repository's web/ folder: package.json and its lockfile, node_modules once installed, page/.
-WEB_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "web")
+# The page's folder, package data of `migrate` (in a clone as in an installed wheel): page/,
+# package.json and its lockfile; node_modules once npm has installed the runtime there.
+WEB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "web_page")
 PAGE_DIR = os.path.join(WEB_DIR, "page")
 PAGE_FILES = ("index.html", "app.js", "jpeg.js", "draw.js", "style.css")
 MODEL_FILE = "model.onnx"
@@ -48,8 +51,6 @@ EXAMPLE_STEM = "example"
 EXAMPLE_DRAWN = "example_drawn.jpg"
 # The page draws detections from this score (draw.js's MIN_SCORE, `predict --png-min-score`'s default).
 DRAW_MIN_SCORE = 0.5
-# scripts/setup_env.sh runs it.
-INSTALL_HINT = "npm ci --ignore-scripts --prefix web"
 
 ONNXRUNTIME_WEB = "onnxruntime-web"
 JPEG_TURBO = "@cwasm/jpeg-turbo"
@@ -64,10 +65,17 @@ RUNTIME_FILES = (
 
 
 def pinned_versions(web_dir: str = WEB_DIR) -> dict:
-    """{npm package: version} of the runtime's packages as `web/package-lock.json` pins them."""
+    """{npm package: version} of the runtime's packages as `web_dir/package-lock.json` pins them."""
     with open(os.path.join(web_dir, "package-lock.json"), encoding="utf-8") as f:
         lock = json.load(f)
     return {name: lock["packages"][f"node_modules/{name}"]["version"] for name in (ONNXRUNTIME_WEB, JPEG_TURBO)}
+
+
+def install_hint(web_dir: str = WEB_DIR) -> str:
+    """The command that installs the runtime into `web_dir/node_modules`, the versions its lockfile
+    pins (what `scripts/setup_env.sh` runs in a clone), with `web_dir` as the console shows paths:
+    `migrate/web_page` from a clone's root, the installed package's folder from elsewhere."""
+    return f"npm ci --ignore-scripts --prefix {shown(web_dir)}"
 
 
 def installed_runtime(web_dir: str = WEB_DIR) -> dict:
@@ -83,15 +91,15 @@ def installed_runtime(web_dir: str = WEB_DIR) -> dict:
     for name, version in pinned.items():
         path = os.path.join(web_dir, "node_modules", name, "package.json")
         if not os.path.isfile(path):
-            raise InputError(f"--web: {name} is not installed: {INSTALL_HINT}")
+            raise InputError(f"--web: {name} is not installed: {install_hint(web_dir)}")
         with open(path, encoding="utf-8") as f:
             found[name] = json.load(f)
         if found[name].get("version") != version:
             raise InputError(f"--web: {name} {found[name].get('version')}, lockfile "
-                                   f"{version}: {INSTALL_HINT}")
+                             f"{version}: {install_hint(web_dir)}")
     for package, inside, _ in RUNTIME_FILES:
         if not os.path.isfile(os.path.join(web_dir, "node_modules", package, inside)):
-            raise InputError(f"--web: {package}/{inside} is missing: {INSTALL_HINT}")
+            raise InputError(f"--web: {package}/{inside} is missing: {install_hint(web_dir)}")
     return found
 
 
@@ -145,7 +153,7 @@ def _example(model, photo: str, image, names: dict, max_detections: int) -> dict
 
 def _filled(html_text: str, marker: str, content: str) -> str:
     """`html_text` with its one `marker` replaced by `content`."""
-    if html_text.count(marker) != 1:  # web/page/index.html changed without this module
+    if html_text.count(marker) != 1:  # web_page/page/index.html changed without this module
         raise RuntimeError(f"index.html: {marker!r} found {html_text.count(marker)} times, not once")
     return html_text.replace(marker, content)
 
@@ -228,7 +236,7 @@ def export_web(converted: str, out: str, labels: str | None = None, max_detectio
         from ssd_mobilenet.export import onnx as onnx_lib
     except ImportError as e:
         raise InputError(f"--web: {(e.name or 'tf2onnx').split('.')[0]} is not installed: pip install "
-                               "'ssd-mobilenet-migrate[onnx-export]'") from None
+                         "'ssd-mobilenet-migrate[onnx-export]'") from None
     from ssd_mobilenet.export import network
     model = load_converted(converted)
     config = model.config

@@ -31,7 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ssd_mobilenet.config import SSD_MOBILENET_V1_FPN, SSD_MOBILENET_V1_PPN, WEIGHT_SHARED, SSDConfig
+from ssd_mobilenet.config.pipeline_writer import to_pipeline_config
+from ssd_mobilenet.config.ssd_config import SSDConfig
+from ssd_mobilenet.config.type_names import SSD_MOBILENET_V1_FPN, SSD_MOBILENET_V1_PPN, WEIGHT_SHARED
 
 MODEL_CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
 # The PPN of the zoo's ssd_mobilenet_v1_ppn_shared_box_predictor_300x300_coco14_sync at the demo's
@@ -113,7 +115,7 @@ def model_training_text(config: SSDConfig, batch_norm_decay: "float | None" = No
     focal = ZOO_FOCAL_TRAINING.get(config.feature_extractor_type)
     if batch_norm_decay is None:
         batch_norm_decay = focal.batch_norm_decay if focal is not None else 0.9997
-    text = config.to_pipeline_config()
+    text = to_pipeline_config(config)
     text = text.replace("decay: 0.9997", f"decay: {batch_norm_decay}")
     override = "      override_base_feature_extractor_hyperparams: true\n"
     text = text.replace("      min_depth: 16\n", "      min_depth: 16\n" + override, 1)

@@ -134,12 +134,12 @@ def training_settings(converted: str, config: str = None):
             raise e.at(path) from None
     # Training settings: model.ssd.loss and train_config (an inference-only config has neither).
     raise InputError(f"{candidates[0] if config else converted}: no training settings; give --config "
-                          "PIPELINE_CONFIG")
+                     "PIPELINE_CONFIG")
 
 
 def _has_training_fields(path: str) -> bool:
     # An inference-only pipeline.config (what convert writes) has neither block.
-    from ssd_mobilenet.config import parse_pipeline_config
+    from ssd_mobilenet.config.pipeline_reader import parse_pipeline_config
     root = parse_pipeline_config(path)
     model = root.child("model")
     ssd = model.child("ssd") if model is not None else None

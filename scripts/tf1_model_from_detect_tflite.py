@@ -33,7 +33,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from migrate.tf1 import builder  # noqa: E402
-from ssd_mobilenet.config import NMS_CLIP_AFTER, SSDConfig  # noqa: E402
+from ssd_mobilenet.config.ssd_config import NMS_CLIP_AFTER, SSDConfig  # noqa: E402
 from ssd_mobilenet.litert import file_format  # noqa: E402
 from ssd_mobilenet.litert.model_file import litert_interpreter  # noqa: E402
 

@@ -82,7 +82,8 @@ TRAIN_CONFIG = """train_config {
 
 
 def training_pipeline(model_config) -> str:
-    text = model_config.to_pipeline_config()
+    from ssd_mobilenet.config.pipeline_writer import to_pipeline_config
+    text = to_pipeline_config(model_config)
     return text.replace("    post_processing {", TRAINING_FIELDS, 1) + TRAIN_CONFIG
 
 
@@ -232,7 +233,7 @@ def main() -> int:
                 "--batch a multiple of 4")
     from migrate import convert, default_model
     from ssd_mobilenet import detector
-    from ssd_mobilenet.config import SSDConfig
+    from ssd_mobilenet.config.ssd_config import SSDConfig
     from ssd_mobilenet.training import shapes_dataset
     if args.converted is None:
         args.converted = default_model.converted_dir()

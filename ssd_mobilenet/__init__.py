@@ -16,7 +16,7 @@ is left as it is. The modules in `WITHOUT_TENSORFLOW` load without it.
 
 import importlib.util
 
-from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.config.ssd_config import SSDConfig
 from ssd_mobilenet.errors import ConfigError
 
 __version__ = "0.1.0"
@@ -25,9 +25,8 @@ __all__ = ["ConfigError", "SSDConfig", "SSDMobileNetV1", "count_parameters", "lo
 
 # The modules that load without TensorFlow (the command line reads them before it loads
 # TensorFlow, or instead of it: a `.tflite` or `.onnx` file on a device).
-WITHOUT_TENSORFLOW = ("atomic_write", "config", "converted_dir", "detections", "errors", "hardware", "label_map",
-                      "label_maps", "litert", "onnx_file", "pipeline_messages", "pipeline_schema", "pipeline_text",
-                      "tensorflow_start")
+WITHOUT_TENSORFLOW = ("anchor_generators", "atomic_write", "config", "converted_dir", "detections", "errors",
+                      "hardware", "label_map", "label_maps", "litert", "onnx_file", "tensorflow_start")
 # The names loaded on first use: {name: module that defines it}.
 _ON_FIRST_USE = {"SSDMobileNetV1": "model", "count_parameters": "model", "load": "loading", "Detector": "detector"}
 

@@ -119,7 +119,7 @@ def read_config(directory: str):
       FileNotFoundError: no such file (not a converted directory).
       ConfigError: a config this version cannot read.
     """
-    from ssd_mobilenet.config import SSDConfig
+    from ssd_mobilenet.config.ssd_config import SSDConfig
     path = config_path(directory)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: not found (not a converted model directory)")

@@ -16,7 +16,7 @@ import warnings
 import tensorflow as tf
 
 from ssd_mobilenet import image_io, postprocessing
-from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.config.ssd_config import SSDConfig
 from ssd_mobilenet.converted_dir import CHECKPOINT_DIR, CHECKPOINT_PREFIX, CONFIG_FILE, read_config
 from ssd_mobilenet.image_io import INPUT_SIGNATURE
 from ssd_mobilenet.model import PRECISIONS, SSDMobileNetV1

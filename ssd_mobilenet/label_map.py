@@ -1,7 +1,7 @@
 """Class names for detection class ids, from an Object Detection API label map or a names file.
 
 Two formats, told apart by content:
-- `label_map.pbtxt` (protobuf text format, read with `ssd_mobilenet.pipeline_text`, no
+- `label_map.pbtxt` (protobuf text format, read with `ssd_mobilenet.config.pipeline_text`, no
   Object Detection API needed): `item { id: 1 name: '/m/01g317' display_name: 'person' }`.
   `display_name` is preferred over `name`, as the OD API's
   `create_category_index_from_labelmap(use_display_name=True)` does. As the OD API's
@@ -24,7 +24,7 @@ import json
 import os
 import re
 
-from ssd_mobilenet import pipeline_text
+from ssd_mobilenet.config import pipeline_text
 from ssd_mobilenet.errors import ConfigError, InputError
 
 # The label maps the package ships, by the name that selects them in place of a path: `coco`, the
@@ -172,7 +172,7 @@ def fits(path: str, names: dict, num_classes: int) -> None:
     if beyond:
         span = id_ranges(beyond) if len(beyond) < 4 else f"{beyond[0]}..{beyond[-1]}"
         raise InputError(f"{path}: id{'s' if len(beyond) > 1 else ''} {span} beyond the model's {num_classes} "
-                            "classes: the map of another model?")
+                         "classes: the map of another model?")
 
 
 def class_ids(path: str) -> dict:

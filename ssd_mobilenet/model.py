@@ -9,7 +9,7 @@ import tensorflow as tf
 from ssd_mobilenet import anchor_generators, box_coder, box_predictors, feature_extractors, postprocessing, preprocessing
 from ssd_mobilenet import layers as layers_lib
 from ssd_mobilenet.box_predictors.convolutional import BoxPredictor
-from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.config.ssd_config import SSDConfig
 from ssd_mobilenet.feature_extractors.mobilenet_v1 import STEM_END  # noqa: F401 (its old home)
 
 

@@ -192,11 +192,11 @@ class OnnxFile:
             raise InputError(f"{path}: {METADATA_NAME} metadata without version or image_size") from None
         if version > METADATA_VERSION:
             raise InputError(f"{path}: from a newer release (metadata version {version}, this one reads "
-                                f"{METADATA_VERSION})")
+                             f"{METADATA_VERSION})")
         inputs = self.session.get_inputs()
         if len(inputs) != 1 or inputs[0].name not in INPUT_NAMES.values():
             raise InputError(f"{path}: not from `migrate export` (inputs: "
-                                f"{', '.join(i.name for i in inputs)})")
+                             f"{', '.join(i.name for i in inputs)})")
         self.input_name = inputs[0].name
         self.any_size = bool(self.metadata.get("any_size"))
         self.input_mode = input_mode(self.any_size, FLOAT32 if self.input_name == INPUT_NAMES[FLOAT32] else UINT8)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.config.ssd_config import SSDConfig
 
 # float32(2.0 / 255.0): the graph's `Preprocessor/mul/x`; dividing by 127.5 differs by an ulp.
 SCALE = np.float32(2.0 / 255.0)

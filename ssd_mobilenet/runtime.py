@@ -79,7 +79,7 @@ def configure(memory_growth: bool = False, memory_limit_mb: int | None = None, d
         raise InputError("memory growth and a memory limit exclude each other on a GPU; choose one")
     if devices_initialized():
         raise InputError("TensorFlow has already initialised its devices: call runtime.configure() before "
-                                 "any op")
+                         "any op")
     if onednn_weight_cache:
         os.environ[WEIGHT_CACHE_ENV] = "1"
     gpus = tf.config.list_physical_devices("GPU") if device == "GPU" else []

@@ -456,7 +456,7 @@ def small_converted(tmp_path_factory):
     """A converted directory of `SMALL_EXPORT_CONFIG` with the TF1 builder's seeded synthetic
     weights (`save_synthetic_model`, seed 3), once per run, for the export tests that read it and
     write elsewhere."""
-    from ssd_mobilenet.config import SSDConfig
+    from ssd_mobilenet.config.ssd_config import SSDConfig
     folder = built_once(tmp_path_factory, "small_converted",
                         lambda out: save_synthetic_model(str(out / "converted"), SSDConfig(**SMALL_EXPORT_CONFIG)))
     return os.path.join(folder, "converted")

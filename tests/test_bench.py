@@ -13,7 +13,7 @@ from tests.conftest import (SHARED, SKYLAKE_SP, check_detections, needs_shared, 
 from migrate import bench
 from migrate.cli import main
 from ssd_mobilenet import detector, hardware, runtime
-from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.config.pipeline_reader import read_pipeline_config
 from ssd_mobilenet.errors import InputError, RunError
 
 PHOTOS = sorted(os.path.join(SHARED, "photos", f) for f in os.listdir(os.path.join(SHARED, "photos"))
@@ -425,13 +425,13 @@ def test_model_option_builds_the_zoo_config_as_a_tf1_model_that_converts(tmp_pat
     same code path as `fpn_640`, cheaper) built by the TF1 builder at the small model's scale is
     that config and converts with its check."""
     from migrate.benchmark import zoo_models
-    zoo = {name: SSDConfig.from_pipeline_config(os.path.join(SHARED, "zoo", folder, config))
+    zoo = {name: read_pipeline_config(os.path.join(SHARED, "zoo", folder, config))
            for name, (_, folder, config) in zoo_models.MODELS.items() if config is not None}
     assert {name: (c.feature_extractor_type, c.anchor_generator_type, c.image_height) for name, c in zoo.items()} == {
         "fpn_640": ("ssd_mobilenet_v1_fpn", "multiscale_anchor_generator", 640),
         "ppn_300": ("ssd_mobilenet_v1_ppn", "ssd_anchor_generator", 300)}
     src = zoo_models.make("ppn_300", SHARED, str(tmp_path / "tf1"), **SMALL)
-    assert SSDConfig.from_pipeline_config(os.path.join(src, "pipeline.config")) == zoo["ppn_300"].replace(**SMALL)
+    assert read_pipeline_config(os.path.join(src, "pipeline.config")) == zoo["ppn_300"].replace(**SMALL)
     assert main(["convert", src, "--out", str(tmp_path / "tf2"), "--quiet"]) == 0
     with open(tmp_path / "tf2" / "conversion_report.json") as f:
         assert json.load(f)["check"]["passed"]

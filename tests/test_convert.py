@@ -18,6 +18,7 @@ from migrate.tf1.frozen_graph import FrozenGraphRunner
 from migrate.tf1.sources import read_graph_def
 from migrate.verify import MIXED_TOLERANCES, compare_detections, match_detections
 from ssd_mobilenet import converted_dir, label_map
+from ssd_mobilenet.config.pipeline_reader import read_pipeline_config
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 
@@ -198,7 +199,7 @@ def test_written_pipeline_config_spells_numbers_as_a_person_would_and_reads_back
     assert not re.findall(r"\d\.\d{8,}", written)  # no float32 noise anywhere
     with open(os.path.join(out, "model_config.json")) as f:
         converted = ssd_mobilenet.SSDConfig.from_dict(json.load(f))
-    again = ssd_mobilenet.SSDConfig.from_pipeline_config(written)
+    again = read_pipeline_config(written)
     # What a pipeline.config cannot hold (read off the graph) stays model_config.json's alone.
     assert again.replace(**{k: getattr(converted, k) for k in GRAPH_ONLY_FIELDS + ("anchor_specs",)}) == converted
     assert (again.iou_threshold, again.score_threshold) == (float(np.float32(0.6)), float(np.float32(0.3)))
@@ -234,7 +235,7 @@ def test_a_checkpoint_alone_console_states_the_size_and_thresholds_model_config_
     """FPN's checkpoint without its .meta or pipeline.config takes its zoo config's 640x640: the
     console says that size once (the written one, not 300x300) and the thresholds as
     model_config.json's float32 values read (1e-08 and 0.6, not their float64 spelling)."""
-    from ssd_mobilenet.config import float_text
+    from ssd_mobilenet.config.ssd_config import float_text
     src = tmp_path / "fpn_checkpoint"
     src.mkdir()
     for name in ("checkpoint", "model.ckpt.index", "model.ckpt.data-00000-of-00001"):

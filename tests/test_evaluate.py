@@ -12,7 +12,7 @@ from migrate import convert, evaluate
 from migrate.cli import main
 from migrate.common.console import shown
 from migrate.tf1 import builder
-from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.config.ssd_config import SSDConfig
 from ssd_mobilenet.training import shapes_dataset
 
 CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128, score_threshold=0.05)

@@ -21,7 +21,7 @@ from ai_edge_litert.interpreter import Interpreter
 
 from tests.conftest import SHARED, SMALL_EXPORT_CONFIG, check_detections
 from ssd_mobilenet import SSDMobileNetV1, detector, preprocessing
-from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.config.ssd_config import SSDConfig
 from ssd_mobilenet.export import tflite
 from ssd_mobilenet.training import shapes_dataset
 from ssd_mobilenet.detections import DETECTION_OUTPUTS

@@ -14,26 +14,28 @@ from tests.conftest import check_detections, fits_100_columns, random_images, un
 from migrate import tf1_builder
 from migrate.tf1 import assign, config_inference, sources
 from migrate.tf1.frozen_graph import FrozenGraphRunner, endpoint_candidates
-from ssd_mobilenet import SSDConfig, SSDMobileNetV1, anchors
-from ssd_mobilenet.config import NMS_CLIP_AFTER
+from ssd_mobilenet import SSDConfig, SSDMobileNetV1, anchor_generators, anchors
+from ssd_mobilenet.config.pipeline_reader import read_pipeline_config
+from ssd_mobilenet.config.pipeline_writer import to_pipeline_config
+from ssd_mobilenet.config.ssd_config import NMS_CLIP_AFTER
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
 from ssd_mobilenet.errors import ConfigError, InputError
 
 ATOL = 1e-5
 
 
-def _f32(x):
+def f32(x):
     return float(np.float32(x))
 
 
-F32_03 = _f32(0.3)
+F32_03 = f32(0.3)
 ROUNDED = "tf1.4.1_export_rounded_interpolated_scales_small"
 
 
 def _rounded_interpolated_scales(config) -> tuple:
     """`config`'s anchor specs with each layer's interpolated anchor (its last) at a scale rounded
     to four decimals, as float32 constants: what the TF 1.4.1 export the issue names holds."""
-    return tuple(tuple((_f32(round(s, 4)) if i > 0 and j == len(layer) - 1 else _f32(s), _f32(r))
+    return tuple(tuple((f32(round(s, 4)) if i > 0 and j == len(layer) - 1 else f32(s), f32(r))
                        for j, (s, r) in enumerate(layer))
                  for i, layer in enumerate(anchors.box_specs(config)))
 
@@ -43,7 +45,7 @@ def _fpn(**fields) -> SSDConfig:
     return SSDConfig(**{**dict(feature_extractor_type="ssd_mobilenet_v1_fpn",
                                box_predictor_type="weight_shared_convolutional_box_predictor",
                                anchor_generator_type="multiscale_anchor_generator", aspect_ratios=(1.0, 2.0, 0.5),
-                               class_prediction_bias_init=_f32(-4.6), score_threshold=_f32(1e-8),
+                               class_prediction_bias_init=f32(-4.6), score_threshold=f32(1e-8),
                                normalize_before_resize=True, fused_batch_norm=True, nms_variant=NMS_CLIP_AFTER),
                         **fields})
 
@@ -54,32 +56,32 @@ FAMILY = {
     # A base anchor other than 1 x 1 (read back from the graph's anchors without a config).
     "one_class_pad_to_32": SSDConfig(num_classes=1, pad_to_multiple=32, aspect_ratios=(1.0, 2.0, 0.5),
                                      interpolated_scale_aspect_ratio=0.0, add_background_class=False,
-                                     base_anchor_height=_f32(1.2), base_anchor_width=_f32(0.8)),
+                                     base_anchor_height=f32(1.2), base_anchor_width=f32(0.8)),
     # Explicit anchor scales and an interpolated anchor of aspect ratio 2.
     "depth_0.75_320_tf1.12_export": SSDConfig(num_classes=20, depth_multiplier=0.75, image_height=320,
                                               image_width=320, fused_batch_norm=True,
                                               nms_variant=NMS_CLIP_AFTER, score_threshold=F32_03,
-                                              scales=tuple(_f32(x) for x in (0.1, 0.25, 0.4, 0.55, 0.7, 0.85)),
+                                              scales=tuple(f32(x) for x in (0.1, 0.25, 0.4, 0.55, 0.7, 0.85)),
                                               interpolated_scale_aspect_ratio=2.0),
     # min_depth 16 (the proto default) clamps Conv2d_0 (int(32 * 0.35) = 11) to 16 channels. The
     # weights show int(1024 * 0.35) = 358 channels at Conv2d_13: 358 / 1024 = 0.3496 builds the same
     # layers, and 0.35 is what the config says.
     # Also: every layer with the configured ratios, other scales, box coder and resize method, and
     # explicit anchor strides and offsets in pixels (the last layers' single row shows no stride).
-    "depth_0.35_min_depth_landscape": SSDConfig(num_classes=5, depth_multiplier=_f32(0.35), min_depth=16,
+    "depth_0.35_min_depth_landscape": SSDConfig(num_classes=5, depth_multiplier=f32(0.35), min_depth=16,
                                                 image_height=240, image_width=416,
                                                 anchor_strides=tuple((16 * 2 ** i, 16 * 2 ** i) for i in range(6)),
                                                 anchor_offsets=tuple((4 * 2 ** i, 4 * 2 ** i) for i in range(6)),
-                                                reduce_boxes_in_lowest_layer=False, min_scale=_f32(0.1),
-                                                max_scale=_f32(0.8), box_coder_scales=(5.0, 5.0, 2.0, 2.0),
+                                                reduce_boxes_in_lowest_layer=False, min_scale=f32(0.1),
+                                                max_scale=f32(0.8), box_coder_scales=(5.0, 5.0, 2.0, 2.0),
                                                 resize_method="BICUBIC"),
     # pad_to_multiple: the image's zero rows and columns, then the explicit padding of Conv2d_0.
     "explicit_padding_depthwise_kernel3_pad_to_8": SSDConfig(num_classes=3, use_explicit_padding=True,
                                                              use_depthwise=True, box_predictor_use_depthwise=True,
                                                              pad_to_multiple=8, box_predictor_kernel_size=3,
                                                              image_height=257, image_width=257,
-                                                             batch_norm_epsilon=_f32(0.01),
-                                                             box_predictor_batch_norm_epsilon=_f32(0.005)),
+                                                             batch_norm_epsilon=f32(0.01),
+                                                             box_predictor_batch_norm_epsilon=f32(0.005)),
     # The image's zero padding and the extra layers' are the same ops in the graph. 2017 exports
     # slice the background column off the logits and softmax the class columns alone.
     "tf1.3_export_softmax_portrait_pad_to_16": SSDConfig(num_classes=4, pad_extra_layers_to_even=True,
@@ -87,8 +89,8 @@ FAMILY = {
                                                          pad_to_multiple=16, interpolated_anchor_after_unit_ratio=True,
                                                          score_converter="SOFTMAX", image_height=321, image_width=199,
                                                          # 2017 exports: conv_hyperparams' epsilon on every layer
-                                                         batch_norm_epsilon=_f32(0.003),
-                                                         base_batch_norm_epsilon=_f32(0.003)),
+                                                         batch_norm_epsilon=f32(0.003),
+                                                         base_batch_norm_epsilon=f32(0.003)),
     # Later OD API code (TF 1.15 exports): the image scaled to [-1, 1] at full size, then resized;
     # FusedBatchNorm and NMS with its threshold, clipping after the sort. Small.
     "tf1.15_export_normalize_before_resize_small": SSDConfig(num_classes=11, depth_multiplier=0.25,
@@ -103,7 +105,7 @@ FAMILY = {
     # The 2017_11_17 zoo graph's order (slice, scale_logits, sigmoid) with a logit scale, small.
     "2017_11_zoo_sigmoid_logit_scale_small": SSDConfig(num_classes=6, depth_multiplier=0.25, image_height=128,
                                                        image_width=160, background_slice="logits",
-                                                       logit_scale=_f32(2.5)),
+                                                       logit_scale=f32(2.5)),
     # FPN and PPN (the builder's slim graphs are the OD API exporter's: tests/tf1/test_builder.py),
     # in the exports' TF 1.15+ form. FPN levels 2..5 (Conv2d_3 tapped, no bottom-up layers) of
     # depth 128, every 3x3 conv depthwise separable, explicit padding at a size whose levels do not
@@ -116,7 +118,7 @@ FAMILY = {
     # Levels 4..6 on multiplier 0.35 with min_depth 24 clamping early layers; one shared tower
     # without batch norm (its convs have biases); anchors of one scale in 3 per octave, scale 3.
     "fpn_levels4to6_shared_tower_without_batch_norm": _fpn(
-        num_classes=7, depth_multiplier=_f32(0.35), min_depth=24, image_height=160, image_width=128,
+        num_classes=7, depth_multiplier=f32(0.35), min_depth=24, image_height=160, image_width=128,
         fpn_min_level=4, fpn_max_level=6, box_predictor_depth=24, box_predictor_num_layers_before_predictor=2,
         box_predictor_kernel_size=3, share_prediction_tower=True, box_predictor_batch_norm=False,
         anchor_min_level=4, anchor_max_level=6, anchor_scale=3.0, scales_per_octave=3, aspect_ratios=(1.0, 2.0)),
@@ -125,7 +127,7 @@ FAMILY = {
         feature_extractor_type="ssd_mobilenet_v1_ppn", box_predictor_type="weight_shared_convolutional_box_predictor",
         num_classes=5, depth_multiplier=0.25, image_height=128, image_width=160, box_predictor_depth=32,
         box_predictor_num_layers_before_predictor=2, box_predictor_kernel_size=3,
-        class_prediction_bias_init=_f32(-4.6), min_scale=_f32(0.15), reduce_boxes_in_lowest_layer=False,
+        class_prediction_bias_init=f32(-4.6), min_scale=f32(0.15), reduce_boxes_in_lowest_layer=False,
         normalize_before_resize=True, fused_batch_norm=True, nms_variant=NMS_CLIP_AFTER),
 }
 
@@ -150,7 +152,7 @@ def test_family_member_reads_back_and_matches_its_tf1_graph(built, name):
     config, _ = config_inference.infer_config(source)
     assert config.to_dict() == FAMILY[name].to_dict()
     # What the weights alone show agrees with the config, and so does what the graph alone shows.
-    facts = config_inference.weight_facts(source.weights, config.anchors_per_location()[0], config.min_depth,
+    facts = config_inference.weight_facts(source.weights, anchor_generators.anchors_per_location(config)[0], config.min_depth,
                                config.add_background_class)
     # Without a config the weights' multiplier is the shortest decimal building their layer depths.
     assert facts.pop("depth_multiplier") == pytest.approx(config.depth_multiplier, abs=1e-7)
@@ -295,8 +297,8 @@ def test_image_padding_in_the_graph_decides_pad_to_multiple(built, tmp_path, con
     import shutil
     src = tmp_path / "model"
     shutil.copytree(built("one_class_pad_to_32"), src)
-    (src / "pipeline.config").write_text(FAMILY["one_class_pad_to_32"].replace(
-        pad_to_multiple=configured).to_pipeline_config())
+    (src / "pipeline.config").write_text(to_pipeline_config(FAMILY["one_class_pad_to_32"].replace(
+        pad_to_multiple=configured)))
     config, notes = config_inference.infer_config(sources.open_source(str(src)))
     assert config.pad_to_multiple == expected
     assert any(n.startswith("pad_to_multiple: 32") for n in notes) == (configured != expected)
@@ -304,8 +306,8 @@ def test_image_padding_in_the_graph_decides_pad_to_multiple(built, tmp_path, con
 
 # Static batch 1: the image's zero padding (240 -> 256) is a Fill of constant shape here.
 TFLITE_CONFIG = SSDConfig(num_classes=5, depth_multiplier=0.25, image_height=240, image_width=320,
-                          pad_to_multiple=32, score_threshold=F32_03, logit_scale=_f32(1.5),
-                          base_anchor_height=_f32(0.9))
+                          pad_to_multiple=32, score_threshold=F32_03, logit_scale=f32(1.5),
+                          base_anchor_height=f32(0.9))
 
 
 @pytest.mark.slow
@@ -329,9 +331,9 @@ def test_tflite_export_converts_its_network_and_refuses_verify(tmp_path, capsys)
     assert model.config.image_height == 240 and model.config.pad_to_multiple == 32
     assert model.config.max_total_detections == 10
     assert model.config.score_threshold == F32_03 and model.config.score_converter == "SIGMOID"
-    assert model.config.logit_scale == _f32(1.5)
+    assert model.config.logit_scale == f32(1.5)
     # Its anchors constant ([ycenter, xcenter, h, w]) shows the base anchor size.
-    assert _f32(model.config.base_anchor_height) == _f32(0.9) and model.config.base_anchor_width == 1.0
+    assert f32(model.config.base_anchor_height) == f32(0.9) and model.config.base_anchor_width == 1.0
     # The network (raw outputs after the score converter) against the TFLite graph run by TF1,
     # without the TFLite op, on the model's own preprocessing of a 480x640 image.
     pre = model.preprocess(random_images(5, 1, 480, 640))
@@ -364,7 +366,7 @@ def test_tflite_export_without_its_op_takes_the_thresholds_of_pipeline_config(tm
     weights = tf1_builder.synthetic_weights(TFLITE_CONFIG, seed=3)
     graph_def = tf1_builder.tflite_graph_def(TFLITE_CONFIG, weights, postprocess_op=False)
     (src / "tflite_graph.pb").write_bytes(graph_def.SerializeToString())
-    (src / "pipeline.config").write_text(TFLITE_CONFIG.replace(max_total_detections=7).to_pipeline_config())
+    (src / "pipeline.config").write_text(to_pipeline_config(TFLITE_CONFIG.replace(max_total_detections=7)))
     config, notes = config_inference.infer_config(sources.open_source(str(src)))
     assert config.to_dict() == TFLITE_CONFIG.replace(max_total_detections=7).to_dict()
     assert any("is a TFLite export without its post-processing op" in n for n in notes)
@@ -468,7 +470,7 @@ def test_another_feature_extractor_is_refused_naming_it(tmp_path, capsys, form, 
     assert err[-1] == f"error: {where}: feature extractor {named} not supported"
     if form == "frozen graph":
         return
-    text = SSDConfig(num_classes=3).to_pipeline_config()
+    text = to_pipeline_config(SSDConfig(num_classes=3))
     for kind in ("ssd_inception_v2", "ssd_mobilenet_v1_fpn"):
         (src / "pipeline.config").write_text(text.replace('type: "ssd_mobilenet_v1"', f'type: "{kind}"'))
         assert main(["convert", str(src), "--out", str(tmp_path / "out"), "--quiet"]) == 2
@@ -506,7 +508,7 @@ def test_anchors_taken_as_written_convert_in_every_source_form(built, tmp_path, 
     model = detector.load_model(out)
     assert model.config.anchor_specs == want.anchor_specs
     np.testing.assert_array_equal(model.anchors, anchors.generate_anchors(want, model.feature_map_shapes))
-    written = SSDConfig.from_pipeline_config(os.path.join(out, "pipeline.config"))
+    written = read_pipeline_config(os.path.join(out, "pipeline.config"))
     assert not written.anchor_specs and (written.min_scale, written.max_scale) == (want.min_scale, want.max_scale)
     assert "nearest generator settings" in open(os.path.join(out, "pipeline.config")).read()
 

@@ -5,6 +5,7 @@ import pytest
 
 from tests.conftest import needs_shared, zoo_path
 from ssd_mobilenet import SSDConfig, SSDMobileNetV1, count_parameters
+from ssd_mobilenet.config.pipeline_reader import read_pipeline_config
 from ssd_mobilenet.anchors import generate_anchors
 
 
@@ -129,7 +130,7 @@ def test_zoo_fpn_and_ppn_build(name, maps, anchors, weights, scopes):
     """The zoo's FPN 640 and PPN 300: feature maps, anchors (the issue's 51150 for FPN), weight count
     (that of the OD API export of the same config in ../shared, variables.txt), and the layers after
     MobileNet named by their TF1 op scopes."""
-    model = SSDMobileNetV1(SSDConfig.from_pipeline_config(zoo_path("sample_configs", name)))
+    model = SSDMobileNetV1(read_pipeline_config(zoo_path("sample_configs", name)))
     assert [tuple(model.get_layer(n).output.shape[1:]) for n in model.feature_map_names] == maps
     assert model.anchors.shape == (anchors, 4) and len(model.weights) == weights
     assert [s for s in model.endpoint_scopes.values() if not s.startswith("Conv2d_")] == scopes

@@ -25,7 +25,8 @@ from tests.conftest import ODAPI_EXPORTS, needs_shared, run_cli
 from migrate import verify
 from migrate.tf1 import assign, config_inference, name_map, sources
 from migrate.tf1.graph_anchors import graph_anchors
-from ssd_mobilenet import SSDConfig, SSDMobileNetV1, detector
+from ssd_mobilenet import SSDMobileNetV1, detector
+from ssd_mobilenet.config.pipeline_reader import read_pipeline_config
 from ssd_mobilenet.feature_extractors import feature_map_shapes
 
 EXPORTS = ODAPI_EXPORTS
@@ -171,7 +172,7 @@ def test_keras_layers_carry_the_tf1_variable_names(name):
     """Every model weight of the export's checkpoint (`variables.txt`) is a Keras variable of the same
     shape through the name map's renames; PPN's MobileNet layers after Conv2d_11 are ignored with
     their reason, as a frozen graph prunes them."""
-    config = SSDConfig.from_pipeline_config(os.path.join(export(name), "pipeline.config"))
+    config = read_pipeline_config(os.path.join(export(name), "pipeline.config"))
     model = SSDMobileNetV1(config)
     shapes = {v.path: tuple(v.shape) for v in model.weights}
     used = {}

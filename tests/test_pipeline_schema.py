@@ -8,9 +8,8 @@ import os
 import pytest
 
 from tests.conftest import ZOO, needs_shared, zoo_path
-from ssd_mobilenet import SSDConfig
-from ssd_mobilenet import pipeline_messages as pm
-from ssd_mobilenet.config import parse_pipeline_config
+from ssd_mobilenet.config import pipeline_messages as pm
+from ssd_mobilenet.config.pipeline_reader import parse_pipeline_config, read_pipeline_config
 from ssd_mobilenet.errors import ConfigError
 from ssd_mobilenet.training.train_config import TrainingConfig
 
@@ -85,7 +84,7 @@ def test_a_misspelling_the_inference_reader_ignored_is_refused():
     # Before the schema, iou_treshold read as "unset" and the model took the default 0.6.
     text = zoo_text().replace("iou_threshold: 0.600000023842", "iou_treshold: 0.5", 1)
     with pytest.raises(ConfigError, match=r'^line 105: no field "iou_treshold"'):
-        SSDConfig.from_pipeline_config(text)
+        read_pipeline_config(text)
     with pytest.raises(ConfigError, match=r'^line 105: no field "iou_treshold"'):
         TrainingConfig.from_pipeline_config(text)
 

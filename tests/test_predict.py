@@ -19,7 +19,7 @@ from migrate.cli import main
 from migrate.common import images
 from ssd_mobilenet import label_map
 from ssd_mobilenet import SSDConfig, detector, preprocessing
-from ssd_mobilenet.config import RESIZE_METHODS
+from ssd_mobilenet.config.ssd_config import RESIZE_METHODS
 from ssd_mobilenet.errors import InputError
 
 LABELS = """# a TF Object Detection API label map

@@ -24,7 +24,7 @@ from tests.conftest import REPO, save_synthetic_model, smooth_noise, unwrapped, 
 from migrate.cli import main
 from migrate.common import console
 from ssd_mobilenet import detector
-from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.config.ssd_config import SSDConfig
 from ssd_mobilenet.export import tflite
 
 pytest.importorskip("apache_beam", reason="Apache Beam is not installed (pip install -e '.[beam]')")

@@ -21,7 +21,7 @@ import ssd_mobilenet
 from migrate import evaluate, shapes, train
 from migrate.cli import main
 from ssd_mobilenet import converted_dir, detector
-from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.config.ssd_config import SSDConfig
 
 from tests.conftest import REPO, run_cli, save_synthetic_model, unwrapped
 

@@ -57,7 +57,7 @@ def check_tflite(converted: str, sides, sizes, batches) -> tuple:
     `onnx_int8` and `openvino` on one (its `onnx` file is the int8 QDQ one)."""
     import json
 
-    from ssd_mobilenet.config import SSDConfig
+    from ssd_mobilenet.config.ssd_config import SSDConfig
     from ssd_mobilenet.detector import CONFIG_FILE
     from ssd_mobilenet.export import network
     with open(os.path.join(converted, CONFIG_FILE), encoding="utf-8") as f:
@@ -72,7 +72,7 @@ def check_tflite(converted: str, sides, sizes, batches) -> tuple:
         # Its `onnx` file is already int8 QDQ on the checkpoint's ranges; OpenVINO's side runs a
         # float32 file in float32, which such a model has none of.
         raise InputError(f"--sides {','.join(onnx_sides)}: none of a quantization-aware model (its onnx side "
-                              "is int8)")
+                         "is int8)")
     any_size = network.any_size(config, network.UINT8)
     if 1 not in batches:
         raise InputError("--batch: the .tflite and .onnx sides run at batch 1 (one image per call); add 1")

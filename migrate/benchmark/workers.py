@@ -101,7 +101,7 @@ def _measure(request, sides, sizes, batches, settings, base_env, memory, memory_
                                                     repeats=memory_repeats, env=memory_env)
                 if result.get("tensorflow_imported") is not False:
                     raise RunError(f"the memory process of {side} imported TensorFlow: its RSS would not be "
-                                       "LiteRT's alone")
+                                   "LiteRT's alone")
             else:
                 say(f"memory: {side} in a fresh process")
                 result = measure.measure_isolated("migrate.benchmark.sides:runner", kwargs, images, warmup=1,

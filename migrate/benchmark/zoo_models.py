@@ -65,6 +65,6 @@ def make(name: str, shared: str, out: str, **replace) -> str:
         subprocess.run([sys.executable, tool, os.path.dirname(meta), out], check=True, capture_output=True)
         return out
     from migrate.tf1 import builder
-    from ssd_mobilenet.config import SSDConfig
-    config = SSDConfig.from_pipeline_config(inputs[0])
+    from ssd_mobilenet.config.pipeline_reader import read_pipeline_config
+    config = read_pipeline_config(inputs[0])
     return builder.write_model_dir(config.replace(**replace) if replace else config, out, seed=SEED)

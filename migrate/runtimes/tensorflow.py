@@ -70,7 +70,7 @@ def budget_batch_size(detector, max_memory_mb: float) -> int:
                                image_size=size, limit=MAX_BATCH)
     if n == 0:
         raise InputError(f"--max-memory {max_memory_mb:g}: one image at {size[0]}x{size[1]} already peaks above "
-                          f"{max_memory_mb:g} MiB (weights included)")
+                         f"{max_memory_mb:g} MiB (weights included)")
     return n
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-from ssd_mobilenet.config import (CONVOLUTIONAL, SSD_MOBILENET_V1, SSD_MOBILENET_V1_FPN,
-                                  SSD_MOBILENET_V1_PPN, WEIGHT_SHARED)
+from ssd_mobilenet.config.type_names import (CONVOLUTIONAL, SSD_MOBILENET_V1, SSD_MOBILENET_V1_FPN,
+                                             SSD_MOBILENET_V1_PPN, WEIGHT_SHARED)
 from ssd_mobilenet.feature_extractors import fpn
 from ssd_mobilenet.feature_extractors.mobilenet_v1 import output_layer
 

@@ -43,8 +43,11 @@ import tensorflow as tf
 import tf_slim as slim
 from tensorflow.python.training import moving_averages
 
-from ssd_mobilenet.config import (BACKGROUND_SLICE_LOGITS, MULTISCALE_ANCHORS, NMS_CLIP_BEFORE, SSD_MOBILENET_V1_FPN,
-                                  SSD_MOBILENET_V1_PPN, WEIGHT_SHARED, SSDConfig)
+from ssd_mobilenet import anchor_generators
+from ssd_mobilenet.config.pipeline_writer import to_pipeline_config
+from ssd_mobilenet.config.ssd_config import BACKGROUND_SLICE_LOGITS, NMS_CLIP_BEFORE, SSDConfig
+from ssd_mobilenet.config.type_names import (MULTISCALE_ANCHORS, SSD_MOBILENET_V1_FPN, SSD_MOBILENET_V1_PPN,
+                                             WEIGHT_SHARED)
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 tf1 = tf.compat.v1
@@ -810,7 +813,7 @@ def build_inference_graph(config: SSDConfig, fpn_upsampling: str = "stack"):
         shapes = [tuple(_static_or_dynamic_shape(f)[1:3]) for f in feature_maps]
         image_shape = _static_or_dynamic_shape(preprocessed)
         anchors = _anchors(config, shapes, image_shape[1], image_shape[2])
-        boxes, classes = _box_predictor(feature_maps, config.anchors_per_location(), config)
+        boxes, classes = _box_predictor(feature_maps, anchor_generators.anchors_per_location(config), config)
         box_encodings = tf.squeeze(tf.concat(boxes, axis=1, name="concat"), axis=2)
         class_logits = tf.concat(classes, axis=1, name="concat_1")
         detections = _postprocess(box_encodings, class_logits, anchors, config)
@@ -898,7 +901,7 @@ def tflite_graph_def(config: SSDConfig, weights: dict, postprocess_op: bool = Tr
         feature_maps = _feature_maps(image, config)
         shapes = [tuple(_static_or_dynamic_shape(f)[1:3]) for f in feature_maps]
         anchors = _anchors(config, shapes, config.image_height, config.image_width)
-        boxes, classes = _box_predictor(feature_maps, config.anchors_per_location(), config)
+        boxes, classes = _box_predictor(feature_maps, anchor_generators.anchors_per_location(config), config)
         box_encodings = tf.squeeze(tf.concat(boxes, axis=1, name="concat"), axis=2)
         class_logits = tf.concat(classes, axis=1, name="concat_1")
         # post_processing_builder's score conversion, outside any scope as the exporter calls it.
@@ -1010,7 +1013,7 @@ def write_model_dir(config: SSDConfig, out_dir: str, weights: dict = None, seed:
             f.write(frozen.SerializeToString())
         _write_saved_model(frozen, os.path.join(tmp, "saved_model"))
         with open(os.path.join(tmp, "pipeline.config"), "w", encoding="utf-8") as f:
-            f.write(config.to_pipeline_config())
+            f.write(to_pipeline_config(config))
         if os.path.isdir(out_dir):
             os.rmdir(out_dir)  # empty, checked above
         os.rename(tmp, out_dir)

@@ -17,9 +17,12 @@ from migrate.tf1.graph_anchors import ANCHOR_ATOL, fit_anchor_grid, graph_anchor
 from migrate.tf1.graph_traits import (TFLITE_POSTPROCESS_OP, anchor_box_specs, anchor_generator_type, fpn_levels,
                                       graph_traits, is_tflite_export, multiscale_anchor_fields,
                                       tflite_postprocess_node)
+from ssd_mobilenet import anchor_generators
 from ssd_mobilenet.anchors import box_specs
-from ssd_mobilenet.config import (MULTISCALE_ANCHORS, SSD_ANCHORS, SSD_MOBILENET_V1, SSD_MOBILENET_V1_FPN,
-                                  SSD_MOBILENET_V1_PPN, WEIGHT_SHARED, SSDConfig, float_text)
+from ssd_mobilenet.config.pipeline_reader import read_pipeline_config
+from ssd_mobilenet.config.ssd_config import SSDConfig, float_text
+from ssd_mobilenet.config.type_names import (MULTISCALE_ANCHORS, SSD_ANCHORS, SSD_MOBILENET_V1, SSD_MOBILENET_V1_FPN,
+                                             SSD_MOBILENET_V1_PPN, WEIGHT_SHARED)
 from ssd_mobilenet.errors import ConfigError, InputError
 from ssd_mobilenet.feature_extractors import feature_map_shapes, fpn
 from ssd_mobilenet.feature_extractors.mobilenet_v1 import MOBILENET_V1_BLOCKS
@@ -225,7 +228,7 @@ def _anchor_grid_from_graph(source, config: SSDConfig, notes: list) -> SSDConfig
     difference = max_difference(config, shapes, anchors, form)
     if difference <= ANCHOR_ATOL:
         return config
-    count = sum(gh * gw * n for (gh, gw), n in zip(shapes, config.anchors_per_location()))
+    count = sum(gh * gw * n for (gh, gw), n in zip(shapes, anchor_generators.anchors_per_location(config)))
     # How far apart, in a few words (docs/guides/troubleshooting.md says what to look at).
     apart = (f"{len(anchors)} of them, not {count}" if difference == float("inf") else f"{difference:.3g} off")
     if config.anchor_generator_type == MULTISCALE_ANCHORS:
@@ -441,7 +444,7 @@ def infer_config(source, trust_weights=False, image_size=None):
     check_feature_extractor(source.weights, source.weights_from, source.graph_def, source.graph_from)
     if source.pipeline_config is not None:
         try:
-            config = SSDConfig.from_pipeline_config(source.pipeline_config)
+            config = read_pipeline_config(source.pipeline_config)
         except ConfigError as e:
             raise e.at(source.pipeline_config_from) from None
         _check_architecture(source, config)
@@ -460,7 +463,7 @@ def infer_config(source, trust_weights=False, image_size=None):
                 if key in traits and traits[key] != getattr(config, key):
                     graph = _beside(source.graph_from, source.pipeline_config_from)
                     raise InputError(f"{source.pipeline_config_from}: {key} {getattr(config, key)}, but {graph} "
-                                        f"resizes to {traits[key]}")
+                                     f"resizes to {traits[key]}")
             quantized = (traits["weight_bits"], traits["activation_bits"])
             if quantized != (config.weight_bits, config.activation_bits):
                 graph = _beside(source.graph_from, source.pipeline_config_from)
@@ -528,16 +531,16 @@ def infer_config(source, trust_weights=False, image_size=None):
                      "pipeline.config): override with --image-size H W")
     config = _check_quantization(source, config, notes)
     held = architecture.predictor_anchors(source.weights, config.num_feature_maps)
-    if held is not None and held != config.anchors_per_location():
+    if held is not None and held != anchor_generators.anchors_per_location(config):
         listed = lambda counts: "[" + " ".join(map(str, counts)) + "]"  # noqa: E731
         if source.pipeline_config is None:
             # Neither pipeline.config nor a graph: the zoo defaults' generator gives other counts
             # (troubleshooting.md names them); the model's own config or graph says its generator.
             raise InputError(f"{source.weights_from}: {listed(held)} anchors per location; add its pipeline.config")
         raise InputError(f"{source.weights_from}: {listed(held)} anchors per location, "
-                            f"{_beside(source.pipeline_config_from, source.weights_from)} "
-                            f"{listed(config.anchors_per_location())}")
-    facts = weight_facts(source.weights, config.anchors_per_location()[0], config.min_depth,
+                         f"{_beside(source.pipeline_config_from, source.weights_from)} "
+                         f"{listed(anchor_generators.anchors_per_location(config))}")
+    facts = weight_facts(source.weights, anchor_generators.anchors_per_location(config)[0], config.min_depth,
                          config.add_background_class, config)
     for key in ("feature_extractor_type", "box_predictor_type"):  # checked first (`_check_architecture`)
         facts.pop(key, None)

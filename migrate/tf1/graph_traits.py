@@ -12,7 +12,8 @@ import re
 from tensorflow.core.framework import types_pb2
 from tensorflow.python.framework import tensor_util
 
-from ssd_mobilenet.config import BACKGROUND_SLICE_LOGITS, BACKGROUND_SLICE_SCORES, NMS_CLIP_AFTER, NMS_CLIP_BEFORE
+from ssd_mobilenet.config.ssd_config import (BACKGROUND_SLICE_LOGITS, BACKGROUND_SLICE_SCORES, NMS_CLIP_AFTER,
+                                             NMS_CLIP_BEFORE)
 from ssd_mobilenet.errors import ConfigError
 
 _SCORE_CONVERTERS = {"Sigmoid": "SIGMOID", "Softmax": "SOFTMAX", "Identity": "IDENTITY"}
@@ -525,7 +526,7 @@ def score_path_traits(graph_def, nodes=None) -> dict:
         for key in ("score_converter", "logit_scale"):
             if other.get(key) != fields.get(key):
                 raise ConfigError(f"the class logits reach NMS along paths with different "
-                                     f"{key}: {fields.get(key)} and {other.get(key)}")
+                                  f"{key}: {fields.get(key)} and {other.get(key)}")
     if "score_converter" not in fields:
         fields["score_converter"] = "IDENTITY"
     return fields

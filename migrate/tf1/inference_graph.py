@@ -51,5 +51,5 @@ def inference_graph_of(source, stage_nodes, allow_ops=(), image_size=None, confi
         # Not in the SSD inference op set (op_allowlist): not run unless allowed.
         what = "is not an SSD op" if len(refused) == 1 else "are not SSD ops"
         raise InputError(f"{graph_from}: {', '.join(refused)} {what} (--allow-ops {','.join(refused)} runs "
-                               f"{'it' if len(refused) == 1 else 'them'})")
+                         f"{'it' if len(refused) == 1 else 'them'})")
     return frozen, graph_from

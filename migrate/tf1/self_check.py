@@ -440,7 +440,7 @@ def check_conversion(source, model, config, allow_ops=(), progress=None, deploye
         report["first_divergence"] = {"name": stage, "detail": detail, "suspects": suspects}
         likely = f"; likely {', '.join(suspects)}" if suspects else ""
         raise CheckFailedError(f"{graph_from}: the conversion differs first at {stage}: {detail}{likely}; nothing "
-                          "written (--no-check writes it)")
+                               "written (--no-check writes it)")
     worst = max((t["max_abs_err"] for t in tensors if t["max_abs_err"] is not None), default=0.0)
     say(f"check passed in {report['seconds']:.1f} s: {len(tensors)} stages on {len(detections)} images (largest "
         f"error {worst:.3g})")

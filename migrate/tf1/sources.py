@@ -58,7 +58,7 @@ def _checkpoint_prefix(directory: str):
     indexes = sorted(f for f in os.listdir(directory) if f.endswith(".index"))
     if len(indexes) > 1:
         raise InputError(f"{directory}: {len(indexes)} checkpoints ({indexes[-1][:-len('.index')]}, ...): name one "
-                          "by its prefix")
+                         "by its prefix")
     return os.path.join(directory, indexes[0][:-len(".index")]) if indexes else None
 
 

@@ -62,7 +62,8 @@ import tensorflow as tf
 
 from migrate.tf1 import builder
 from migrate.tf1.builder import BASE, BOX_PREDICTOR, EXTRA, LayerTraining
-from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet import anchor_generators
+from ssd_mobilenet.config.ssd_config import SSDConfig
 
 tf1 = tf.compat.v1
 
@@ -419,7 +420,7 @@ def build_training_step(config: SSDConfig, training, batch_size: int, max_boxes:
         feature_maps = builder._feature_maps(inputs["image"], config, {BASE: groups[BASE], EXTRA: groups[EXTRA]})
         shapes = [tuple(f.shape.as_list()[1:3]) for f in feature_maps]
         anchors = builder._anchors(config, shapes, h, w)
-        boxes, classes = builder._box_predictor(feature_maps, config.anchors_per_location(), config,
+        boxes, classes = builder._box_predictor(feature_maps, anchor_generators.anchors_per_location(config), config,
                                                 groups[BOX_PREDICTOR])
         box_encodings = tf.squeeze(tf.concat(boxes, axis=1), axis=2)
         class_logits = tf.concat(classes, axis=1)

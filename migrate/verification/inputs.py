@@ -104,7 +104,7 @@ def file_images(paths, batch: int, warn=None, skipped: list | None = None) -> li
     if not by_size:
         first = errors[0][1]
         raise InputError(first if len(errors) == 1 else
-                                    f"none of the {len(errors)} images can be read ({first})")
+                         f"none of the {len(errors)} images can be read ({first})")
     for path, error in errors:
         warn(f"warning: {error}")
         if skipped is not None:

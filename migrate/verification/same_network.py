@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from migrate.common.console import shown
 from migrate.tf1 import config_inference
-from ssd_mobilenet.config import float_text
+from ssd_mobilenet import anchor_generators
+from ssd_mobilenet.config.ssd_config import float_text
 from ssd_mobilenet.errors import InputError
 
 IMAGE_SIZE = "image size"
@@ -22,7 +23,7 @@ SHAPE_FACTS = (
     ("depth multiplier", lambda c: float_text(c.depth_multiplier)),
     ("classes", lambda c: str(c.num_classes)),
     ("feature maps", lambda c: str(c.num_feature_maps)),
-    ("anchors per location", lambda c: "[" + " ".join(map(str, c.anchors_per_location())) + "]"),
+    ("anchors per location", lambda c: "[" + " ".join(map(str, anchor_generators.anchors_per_location(c))) + "]"),
 )
 
 

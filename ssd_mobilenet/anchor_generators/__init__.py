@@ -9,7 +9,7 @@ resized image, bit for bit the TF1 graph's. Pure numpy: no TensorFlow.
 from __future__ import annotations
 
 from ssd_mobilenet.anchor_generators import multiscale_grid, ssd
-from ssd_mobilenet.config import MULTISCALE_ANCHORS, SSD_ANCHORS
+from ssd_mobilenet.config.type_names import MULTISCALE_ANCHORS, SSD_ANCHORS
 
 ANCHOR_GENERATORS = {SSD_ANCHORS: ssd, MULTISCALE_ANCHORS: multiscale_grid}
 

@@ -9,7 +9,7 @@ class_logits [N, A, num_class_slots])`, Keras tensors of layers named `concat` a
 from __future__ import annotations
 
 from ssd_mobilenet.box_predictors import convolutional, weight_shared
-from ssd_mobilenet.config import CONVOLUTIONAL, WEIGHT_SHARED
+from ssd_mobilenet.config.type_names import CONVOLUTIONAL, WEIGHT_SHARED
 
 BOX_PREDICTORS = {CONVOLUTIONAL: convolutional, WEIGHT_SHARED: weight_shared}
 

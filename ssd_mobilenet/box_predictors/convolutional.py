@@ -6,6 +6,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from ssd_mobilenet import anchor_generators
 from ssd_mobilenet.layers import SlimConv
 
 BOX_CODE_SIZE = 4
@@ -133,7 +134,7 @@ def build(feature_maps, config, merge_heads: bool = False):
       (the TF1 graph's `concat` and `concat_1`; 1917 anchors at 300x300).
     """
     boxes, classes = [], []
-    for i, (fmap, anchors) in enumerate(zip(feature_maps, config.anchors_per_location())):
+    for i, (fmap, anchors) in enumerate(zip(feature_maps, anchor_generators.anchors_per_location(config))):
         predictor = BoxPredictor(anchors, config.num_class_slots, config.box_predictor_kernel_size,
                                  config.box_predictor_use_depthwise, config.box_predictor_batch_norm_epsilon,
                                  config.fused_batch_norm,

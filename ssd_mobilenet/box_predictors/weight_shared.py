@@ -17,6 +17,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from ssd_mobilenet import anchor_generators
 from ssd_mobilenet.box_predictors.convolutional import BOX_CODE_SIZE
 from ssd_mobilenet.layers import BatchNorm, SlimConv
 
@@ -145,7 +146,7 @@ def build(feature_maps, config, merge_heads: bool = False):
       box_encodings [N, num_anchors, 4] and class logits [N, num_anchors, num_class_slots] (the
       TF1 graph's `concat` and `concat_1`).
     """
-    anchors = config.anchors_per_location()
+    anchors = anchor_generators.anchors_per_location(config)
     predictor = WeightSharedConvolutionalBoxPredictor(
         len(feature_maps), anchors[0], config.num_class_slots, config.box_predictor_depth,
         config.box_predictor_num_layers_before_predictor, config.box_predictor_kernel_size,

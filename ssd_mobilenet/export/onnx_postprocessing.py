@@ -40,7 +40,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from ssd_mobilenet.config import NMS_CLIP_BEFORE
+from ssd_mobilenet.config.ssd_config import NMS_CLIP_BEFORE
 
 # ONNX opset of the file: 13 has every op used here (NonMaxSuppression since 10 / 11, TopK's
 # lower-index-first tie order since 11, Split and ReduceSum with their axes as inputs), and

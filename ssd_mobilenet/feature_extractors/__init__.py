@@ -13,7 +13,7 @@ Each module gives:
 
 from __future__ import annotations
 
-from ssd_mobilenet.config import SSD_MOBILENET_V1, SSD_MOBILENET_V1_FPN, SSD_MOBILENET_V1_PPN
+from ssd_mobilenet.config.type_names import SSD_MOBILENET_V1, SSD_MOBILENET_V1_FPN, SSD_MOBILENET_V1_PPN
 from ssd_mobilenet.feature_extractors import fpn, ppn, ssd_mobilenet_v1
 
 FEATURE_EXTRACTORS = {SSD_MOBILENET_V1: ssd_mobilenet_v1, SSD_MOBILENET_V1_FPN: fpn, SSD_MOBILENET_V1_PPN: ppn}

@@ -18,7 +18,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from ssd_mobilenet.config import FPN_BASE_LEVELS
+from ssd_mobilenet.config.ssd_config import FPN_BASE_LEVELS
 from ssd_mobilenet.feature_extractors.mobilenet_v1 import (MOBILENET_V1_BLOCKS, STEM_END, build_base,
                                                            output_shapes, unused_blocks)
 from ssd_mobilenet.layers import SlimConv

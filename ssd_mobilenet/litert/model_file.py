@@ -137,7 +137,7 @@ class ModelFile:
         shape = [int(s) for s in detail.get("shape_signature", detail["shape"])]
         if len(shape) != 4 or shape[0] != 1 or shape[3] != 3 or detail["dtype"] != np.dtype(self.input_type):
             raise InputError(f"{name}: input is {np.dtype(detail['dtype']).name} {shape}, not "
-                                 f"{self.input_type} [1, h, w, 3]")
+                             f"{self.input_type} [1, h, w, 3]")
         try:
             self.metadata = ff.read_metadata(data)
         except (ValueError, UnicodeDecodeError):

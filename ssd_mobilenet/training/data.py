@@ -41,7 +41,7 @@ from google.protobuf.message import DecodeError
 from ssd_mobilenet import image_io as images
 from ssd_mobilenet import label_map as label_maps
 from ssd_mobilenet import preprocessing
-from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.config.ssd_config import SSDConfig
 from ssd_mobilenet.errors import InputError
 from ssd_mobilenet.training import augmentation
 

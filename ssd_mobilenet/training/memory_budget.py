@@ -118,5 +118,5 @@ def largest_batch(trainer, max_memory_mb: float, limit: int = MAX_BATCH, runs: i
     if n == 0:
         config = trainer.model.config
         raise InputError(f"--max-memory {max_memory_mb:g}: one {config.image_height}x{config.image_width} image's "
-                          f"training step peaks at {peaks[1] / 2**20:.0f} MiB (weights included)")
+                         f"training step peaks at {peaks[1] / 2**20:.0f} MiB (weights included)")
     return n

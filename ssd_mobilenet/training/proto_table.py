@@ -14,15 +14,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ssd_mobilenet import pipeline_messages as pm
-from ssd_mobilenet.config import _f32, _PipelineReader, float_text
+from ssd_mobilenet.config import pipeline_messages as pm
+from ssd_mobilenet.config.pipeline_reader import PipelineReader, proto_default
+from ssd_mobilenet.config.pipeline_text import TextMessage
+from ssd_mobilenet.config.ssd_config import float_text
 from ssd_mobilenet.errors import ConfigError
-from ssd_mobilenet.pipeline_text import TextMessage
 
 READ, IGNORED, DEFAULT_ONLY, REFUSED = "read", "ignored", "default_only", "refused"
 # The reason for a field no table lists: training here does not reproduce it.
 _NOT_REPRODUCED = ""
-_ZERO = {pm.FLOAT: 0.0, pm.INT32: 0, pm.UINT32: 0, pm.BOOL: False, pm.STRING: ""}
 
 
 @dataclass(frozen=True)
@@ -70,15 +70,6 @@ def _kind(f: pm.Field):
     return pm.message(f.kind) if isinstance(f.kind, str) and f.kind not in pm.SCALARS else f.kind
 
 
-def _default(f: pm.Field):
-    """The value an unset field reads as: its proto default, else protobuf's zero value."""
-    if f.repeated:
-        return ()
-    if f.default is not None:
-        return _f32(f.default) if f.kind == pm.FLOAT else f.default
-    return f.kind.members[0] if isinstance(f.kind, pm.Enum) else _ZERO[f.kind]
-
-
 def _text(value, kind) -> str:
     """`value` as a pipeline.config spells it: `true`, `0.6` (not 0.6000000238418579), `"a"`, `[1, 2]`."""
     if isinstance(value, tuple):
@@ -102,7 +93,7 @@ def read(msg: "TextMessage | None", path: str, spec: Uses) -> dict:
     """
     msg = msg if msg is not None else TextMessage()
     # The inference config reader already parses scalars the way proto text format spells them.
-    scalars = _PipelineReader(None)
+    scalars = PipelineReader(None)
     out = {}
     for f in pm.message(spec.message).fields:
         how, why = spec.use(f.name)
@@ -120,9 +111,9 @@ def read(msg: "TextMessage | None", path: str, spec: Uses) -> dict:
         elif values:
             value = scalars.get(msg, f.name, path, as_python, None)
         else:
-            value = None if f.name in spec.unset_is_none else _default(f)
-        if how == DEFAULT_ONLY and value != _default(f):
-            fail(where, _text(value, f.kind), why or f"training supports {_text(_default(f), f.kind)} only", line)
+            value = None if f.name in spec.unset_is_none else proto_default(f)
+        if how == DEFAULT_ONLY and value != proto_default(f):
+            fail(where, _text(value, f.kind), why or f"training supports {_text(proto_default(f), f.kind)} only", line)
         if how == READ:
             out[f.name] = value
     return out

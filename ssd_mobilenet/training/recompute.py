@@ -31,7 +31,7 @@ import keras
 import tensorflow as tf
 
 from ssd_mobilenet.backbone import BASE_FEATURE_LAYERS, MOBILENET_V1_BLOCKS
-from ssd_mobilenet.config import SSD_MOBILENET_V1, SSD_MOBILENET_V1_FPN, SSD_MOBILENET_V1_PPN
+from ssd_mobilenet.config.type_names import SSD_MOBILENET_V1, SSD_MOBILENET_V1_FPN, SSD_MOBILENET_V1_PPN
 from ssd_mobilenet.feature_extractors import fpn, ppn
 from ssd_mobilenet.layers import BatchNorm
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ssd_mobilenet import pipeline_text
-from ssd_mobilenet.config import SSDConfig, _PipelineReader, parse_pipeline_config
+from ssd_mobilenet.config import pipeline_text
+from ssd_mobilenet.config.pipeline_reader import PipelineReader, parse_pipeline_config
+from ssd_mobilenet.config.ssd_config import SSDConfig
 from ssd_mobilenet.training.proto_table import Uses, choose, fail, read
 
 _INPUT = "about the TF1 input pipeline, not the numerics"
@@ -343,7 +344,7 @@ class TrainingConfig:
           ConfigError: naming the field and value that cannot be honoured (or the parse error).
         """
         root = parse_pipeline_config(path_or_text)
-        inference = _PipelineReader(root).config()  # the SSDConfig: refuses what the model cannot build
+        inference = PipelineReader(root).config()  # the SSDConfig: refuses what the model cannot build
         return _read_training(root, root.child("model").child("ssd"), inference)
 
 
@@ -378,7 +379,7 @@ def _box_predictor(bp, p):
     else:
         # Its inference fields are SSDConfig's; the class head's initial bias, as the OD API's
         # ConvolutionalClassHead takes it.
-        bias_init = _PipelineReader(None).get(msg, "class_prediction_bias_init", p, float, 0.0)
+        bias_init = PipelineReader(None).get(msg, "class_prediction_bias_init", p, float)
     return p, msg.child("conv_hyperparams"), bias_init
 
 

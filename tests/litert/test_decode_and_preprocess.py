@@ -77,7 +77,7 @@ def test_legacy_resizes_and_scaling_are_tensorflows_bit_for_bit(size):
                                                half_pixel_centers=False).numpy()[0]
         np.testing.assert_array_equal(preprocess.resize_nearest(image, h, w), ref)
     from ssd_mobilenet import preprocessing
-    from ssd_mobilenet.config import SSDConfig
+    from ssd_mobilenet.config.ssd_config import SSDConfig
     for method in preprocess.RESIZE_METHODS:
         for before in (False, True):
             config = SSDConfig(num_classes=2, image_height=h, image_width=w, resize_method=method,

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import json_lines, same_predict_lines, mixed_image_folder, save_synthetic_model, without_tensorflow
 from migrate import predict
-from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.config.ssd_config import SSDConfig
 from ssd_mobilenet.errors import InputError
 from ssd_mobilenet.export import tflite
 

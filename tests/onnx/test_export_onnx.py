@@ -26,7 +26,7 @@ import tensorflow as tf  # noqa: E402
 
 from tests.conftest import SMALL_EXPORT_CONFIG, check_detections, random_images, save_synthetic_model  # noqa: E402
 from ssd_mobilenet import detector, postprocessing  # noqa: E402
-from ssd_mobilenet.config import BACKGROUND_SLICE_LOGITS, NMS_CLIP_AFTER, NMS_CLIP_BEFORE, SSDConfig  # noqa: E402
+from ssd_mobilenet.config.ssd_config import BACKGROUND_SLICE_LOGITS, NMS_CLIP_AFTER, NMS_CLIP_BEFORE, SSDConfig  # noqa: E402
 from ssd_mobilenet.export import onnx as onnx_export  # noqa: E402
 from ssd_mobilenet.export import onnx_postprocessing  # noqa: E402
 

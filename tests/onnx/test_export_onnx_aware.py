@@ -33,7 +33,7 @@ from tests.onnx.test_onnx_runtimes import PHOTOS, TENSORRT_OPS  # noqa: E402
 
 def test_only_8_bit_ranges_are_taken():
     """A uint8 / int8 QDQ saturates at 8 bits: narrower FakeQuant ranges are refused."""
-    from ssd_mobilenet.config import SSDConfig
+    from ssd_mobilenet.config.ssd_config import SSDConfig
     onnx_aware.check_bits(SSDConfig(weight_bits=8, activation_bits=8))
     for weights, activations in [(4, 8), (8, 6)]:
         with pytest.raises(ValueError, match=f"not {weights}-bit weights and {activations}-bit activations"):

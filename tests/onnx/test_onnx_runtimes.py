@@ -20,7 +20,7 @@ pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip in
 from tests.conftest import SHARED, check_detections, save_synthetic_model, shared_available  # noqa: E402
 from migrate.cli import main  # noqa: E402
 from ssd_mobilenet import onnx_file  # noqa: E402
-from ssd_mobilenet.config import SSDConfig  # noqa: E402
+from ssd_mobilenet.config.ssd_config import SSDConfig  # noqa: E402
 from ssd_mobilenet.errors import InputError
 from ssd_mobilenet.export import onnx as onnx_export  # noqa: E402
 from ssd_mobilenet.litert import images  # noqa: E402

@@ -21,7 +21,7 @@ from migrate.tf1 import assign, config_inference, sources
 from migrate.tf1.frozen_graph import FrozenGraphRunner, endpoint_candidates
 from migrate.tf1.graph_traits import graph_traits
 from ssd_mobilenet import SSDMobileNetV1
-from ssd_mobilenet.config import NMS_CLIP_AFTER, SSDConfig
+from ssd_mobilenet.config.ssd_config import NMS_CLIP_AFTER, SSDConfig
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 tf1 = tf.compat.v1

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from tests.conftest import DEPTHWISE, QUANTIZED, TF13, ZOO_2017, ZOO_2018, needs_shared, zoo_path
 from migrate.tf1 import graph_traits, sources
-from ssd_mobilenet.config import BACKGROUND_SLICE_LOGITS, BACKGROUND_SLICE_SCORES
+from ssd_mobilenet.config.ssd_config import BACKGROUND_SLICE_LOGITS, BACKGROUND_SLICE_SCORES
 from ssd_mobilenet.errors import ConfigError
 
 # What each published graph's score path holds, read off the graphs (see ../shared/zoo/README.md).

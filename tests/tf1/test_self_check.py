@@ -16,7 +16,7 @@ from migrate import tf1_builder
 from migrate.cli import main
 from migrate.tf1 import config_inference, self_check, sources
 from tests.conftest import fits_100_columns, unwrapped
-from ssd_mobilenet.config import NMS_CLIP_BEFORE, SSDConfig
+from ssd_mobilenet.config.ssd_config import NMS_CLIP_BEFORE, SSDConfig
 
 SMALL_2017 = SSDConfig(num_classes=5, image_height=128, image_width=128, depth_multiplier=0.25,
                        score_converter="SOFTMAX", background_slice="logits", nms_variant=NMS_CLIP_BEFORE,

@@ -57,7 +57,7 @@ import tensorflow as tf
 
 from migrate.tf1 import assign, builder, name_map
 from migrate.tf1 import training_step as tf1_step
-from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.config.ssd_config import SSDConfig
 from ssd_mobilenet.model import SSDMobileNetV1
 from ssd_mobilenet.training.train_config import TrainingConfig
 from ssd_mobilenet.training.trainer import Trainer

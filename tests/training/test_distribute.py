@@ -27,7 +27,7 @@ import tensorflow as tf
 
 from migrate.cli import main
 from ssd_mobilenet import detector
-from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.config.ssd_config import SSDConfig
 from ssd_mobilenet.model import SSDMobileNetV1
 from ssd_mobilenet.training import shapes_dataset, trainer
 from ssd_mobilenet.training.train_config import TrainingConfig

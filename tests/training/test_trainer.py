@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.config.ssd_config import SSDConfig
 from ssd_mobilenet.model import SSDMobileNetV1
 from ssd_mobilenet.training import data, shapes_dataset
 from ssd_mobilenet.training.train_config import TrainingConfig

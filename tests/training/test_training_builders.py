@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from tests.conftest import needs_shared, zoo_path
-from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.config.ssd_config import SSDConfig
 from ssd_mobilenet.model import SSDMobileNetV1
 from ssd_mobilenet.training import builders, optimizers, schedules
 from ssd_mobilenet.training.train_config import TrainingConfig

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from ssd_mobilenet import preprocessing
-from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.config.ssd_config import SSDConfig
 from ssd_mobilenet.errors import InputError
 from ssd_mobilenet.training import data
 from ssd_mobilenet.training.tf_example import make_example

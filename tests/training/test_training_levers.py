@@ -18,7 +18,7 @@ import tensorflow as tf
 from migrate.tf1.builder import _synthetic_value
 from ssd_mobilenet import detector
 from ssd_mobilenet.backbone import MOBILENET_V1_BLOCKS, extra_layer_names
-from ssd_mobilenet.config import SSDConfig
+from ssd_mobilenet.config.ssd_config import SSDConfig
 from ssd_mobilenet.model import SSDMobileNetV1
 from ssd_mobilenet.training import data, precision, shapes_dataset
 from ssd_mobilenet.training.ssd_loss import CLASSIFICATION_LOSS, LOCALIZATION_LOSS

@@ -5,8 +5,10 @@ training fields (plain SSD: matcher, losses with hard example mining; FPN and PP
 from __future__ import annotations
 
 from migrate.shapes import ZOO_LOSS_FIELDS, model_training_text
-from ssd_mobilenet.config import (MULTISCALE_ANCHORS, SSD_MOBILENET_V1_FPN, SSD_MOBILENET_V1_PPN, WEIGHT_SHARED,
-                                  SSDConfig, _f32)
+from ssd_mobilenet.config.pipeline_writer import to_pipeline_config
+from ssd_mobilenet.config.ssd_config import SSDConfig, f32
+from ssd_mobilenet.config.type_names import (MULTISCALE_ANCHORS, SSD_MOBILENET_V1_FPN, SSD_MOBILENET_V1_PPN,
+                                             WEIGHT_SHARED)
 
 SMALL = dict(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
 # A small FPN and PPN of the zoo configs' form (weight-shared heads, the class bias -4.6, sigmoid
@@ -17,12 +19,12 @@ FPN_SMALL = dict(SMALL, feature_extractor_type=SSD_MOBILENET_V1_FPN, box_predict
                  anchor_generator_type=MULTISCALE_ANCHORS, fpn_min_level=3, fpn_max_level=6, anchor_min_level=3,
                  anchor_max_level=6, anchor_scale=2.0, aspect_ratios=(1.0, 2.0, 0.5), fpn_additional_layer_depth=64,
                  box_predictor_depth=32, box_predictor_num_layers_before_predictor=4, box_predictor_kernel_size=3,
-                 class_prediction_bias_init=_f32(-4.6), score_converter="SIGMOID", score_threshold=_f32(1e-8))
+                 class_prediction_bias_init=f32(-4.6), score_converter="SIGMOID", score_threshold=f32(1e-8))
 # PPN: one shared 1x1 tower layer of depth 32.
 PPN_SMALL = dict(SMALL, feature_extractor_type=SSD_MOBILENET_V1_PPN, box_predictor_type=WEIGHT_SHARED,
                  box_predictor_depth=32, box_predictor_num_layers_before_predictor=1, box_predictor_kernel_size=1,
-                 share_prediction_tower=True, class_prediction_bias_init=_f32(-4.6), min_scale=_f32(0.15),
-                 reduce_boxes_in_lowest_layer=False, score_converter="SIGMOID", score_threshold=_f32(1e-8))
+                 share_prediction_tower=True, class_prediction_bias_init=f32(-4.6), min_scale=f32(0.15),
+                 reduce_boxes_in_lowest_layer=False, score_converter="SIGMOID", score_threshold=f32(1e-8))
 _TRAINING_FIELDS = ZOO_LOSS_FIELDS + "{ssd_extra}    post_processing {"
 RMSPROP = """rms_prop_optimizer {
       learning_rate { constant_learning_rate { learning_rate: 0.004 } }
@@ -43,7 +45,7 @@ def _train_config(optimizer: str, train_extra: str) -> str:
 def pipeline(optimizer: str = RMSPROP, train_extra: str = "", ssd_extra: str = "", **config) -> str:
     """pipeline.config text of `SSDConfig(**{**SMALL, **config})` with training fields; `train_extra`
     and `ssd_extra` are added to `train_config` and `model.ssd`."""
-    text = SSDConfig(**{**SMALL, **config}).to_pipeline_config()
+    text = to_pipeline_config(SSDConfig(**{**SMALL, **config}))
     text = text.replace("    post_processing {", _TRAINING_FIELDS.replace("{ssd_extra}", ssd_extra), 1)
     return text + _train_config(optimizer, train_extra)
 

@@ -254,7 +254,8 @@ def test_a_page_opened_as_a_file_says_to_serve_it(zoo_web, chromium):
 
 
 def test_the_runtime_is_the_lockfiles(tmp_path):
-    """The runtime copied into the folder is the one web/package-lock.json pins (npm ci installed it)."""
+    """The runtime copied into the folder is the one migrate/web_page/package-lock.json pins (npm ci
+    installed it)."""
     pinned = export_web.pinned_versions()
     assert pinned == {"onnxruntime-web": "1.30.0", "@cwasm/jpeg-turbo": "0.1.3"}
     assert {name: info["version"] for name, info in export_web.installed_runtime().items()} == pinned
@@ -357,6 +358,7 @@ def test_a_runtime_not_installed_is_one_line(tmp_path, monkeypatch):
     web.mkdir()
     shutil.copy(os.path.join(export_web.WEB_DIR, "package-lock.json"), web)
     monkeypatch.setattr(export_web, "WEB_DIR", str(web))
+    monkeypatch.chdir(tmp_path)  # the folder as the console shows paths: relative to the working folder
     with pytest.raises(InputError, match=r"^--web: onnxruntime-web is not installed: npm ci "
                                          r"--ignore-scripts --prefix web$"):
         export_web.installed_runtime(str(web))

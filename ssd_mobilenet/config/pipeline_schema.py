@@ -21,7 +21,7 @@ console line):
   a hand-edited config, so they are refused rather than read either way.
 
 It checks form, not meaning: which values this toolkit supports is the readers' business
-(`config._PipelineReader`, `training.train_config`). Enum values are accepted by name only
+(`pipeline_reader.PipelineReader`, `training.train_config`). Enum values are accepted by name only
 (protobuf would also take their numbers, which no config in the wild uses).
 """
 
@@ -30,9 +30,9 @@ from __future__ import annotations
 import difflib
 import re
 
-from ssd_mobilenet import pipeline_messages as pm
+from ssd_mobilenet.config import pipeline_messages as pm
+from ssd_mobilenet.config.pipeline_text import Scalar, TextMessage
 from ssd_mobilenet.errors import ConfigError
-from ssd_mobilenet.pipeline_text import Scalar, TextMessage
 
 ROOT = "TrainEvalPipelineConfig"
 

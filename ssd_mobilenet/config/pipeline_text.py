@@ -5,8 +5,8 @@ The Object Detection API's `.proto` files are not a dependency of this project, 
 is a `TextMessage` mapping a field name to the list of its values, in file order. Scalars
 keep their spelling (`Scalar`), quoted strings are unquoted (`Text`, a `str`). Every value
 knows where it was written (`line`, `column`, 1-based): at its field's name, or for the list
-form `name: [a, b]` at the value itself. `ssd_mobilenet.pipeline_schema` checks the tree
-against the OD API's messages. Lexing is protobuf's own `text_format.Tokenizer`, so comments,
+form `name: [a, b]` at the value itself. `pipeline_schema` checks the tree against the OD
+API's messages. Lexing is protobuf's own `text_format.Tokenizer`, so comments,
 quoting, escapes and the separators real exports contain (`activation: RELU_6,`,
 `train_config: {`) are handled exactly as protobuf does.
 """

@@ -18,7 +18,7 @@ import shutil
 import sys
 
 from migrate.commands import bench, convert, evaluate, export, predict, shapes, train, verify
-from migrate.commands.common import COLUMNS, EXIT_BAD_INPUT, tensorflow_missing
+from migrate.commands.common import COLUMNS, EXIT_BAD_INPUT, exit_code, tensorflow_missing
 
 # The subcommands, in the order `--help` lists them.
 COMMANDS = {"convert": convert, "predict": predict, "verify": verify, "bench": bench, "evaluate": evaluate,
@@ -176,7 +176,7 @@ def main(argv=None) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    return COMMANDS[args.command].run(args)
+    return exit_code(COMMANDS[args.command].run, args)
 
 
 def entry_point():

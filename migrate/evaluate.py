@@ -20,19 +20,12 @@ import warnings
 from ssd_mobilenet import atomic_write
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
 from ssd_mobilenet import converted_dir
+from ssd_mobilenet.errors import InputError
 
 PROGRESS_EVERY = 50
 # What a class id missing from --labels costs (`label_map.coverage_warning`): the label map's items
 # are the categories scored.
 UNNAMED = "their detections not scored"
-
-
-class OutputExistsError(FileExistsError):
-    """--json names an existing file and --force was not given."""
-
-
-class ModelError(ValueError):
-    """MODEL is neither a converted directory nor a TF1 model that can run; the message names it."""
 
 
 def model_runner(model: str, allow_ops=()):
@@ -44,7 +37,7 @@ def model_runner(model: str, allow_ops=()):
             detector = ssd_mobilenet.load(model)
         except (OSError, ValueError) as e:
             from ssd_mobilenet.image_io import error_about
-            raise ModelError(error_about(model, e, "cannot load it")) from None
+            raise InputError(error_about(model, e, "cannot load it")) from None
         def run(images):
             out = detector(images)  # once per image, not once per output
             return {k: out[k].numpy() for k in DETECTION_OUTPUTS}
@@ -53,12 +46,9 @@ def model_runner(model: str, allow_ops=()):
         return run, f"converted model ({shown(model)})", detector.config.num_classes
     from migrate.tf1 import config_inference, sources
     from migrate.tf1.frozen_graph import FrozenGraphRunner
-    from migrate.tf1.inference_graph import VerifyInputError, inference_graph_of
-    try:
-        source = sources.open_source(model)
-        frozen, graph_from = inference_graph_of(source, stage_nodes=(), allow_ops=allow_ops)
-    except (sources.SourceError, VerifyInputError) as e:
-        raise ModelError(str(e)) from None
+    from migrate.tf1.inference_graph import inference_graph_of
+    source = sources.open_source(model)
+    frozen, graph_from = inference_graph_of(source, stage_nodes=(), allow_ops=allow_ops)
     session = FrozenGraphRunner(frozen)
     fetches = {k: f"{k}:0" for k in DETECTION_OUTPUTS}
     return ((lambda images: session.run(images, fetches)), f"TF1 graph ({graph_from})",
@@ -73,15 +63,14 @@ def evaluate(model: str, records, labels: str = None, json_path: str = None, for
       {"metrics": {name: value}, "images": int, "skipped": int, "model": description, "seconds": float};
       written to `json_path` (atomically; an existing file only with `force`).
     Raises:
-      OutputExistsError, ModelError, data.DataError, label_map.LabelMapError: bad input, before
-      anything is written.
+      InputError (OutputExistsError): bad input, before anything is written.
     """
     from ssd_mobilenet import label_map as label_maps
     from ssd_mobilenet.training import coco_metrics, data
 
     say = progress or (lambda msg: None)
     warn = warn or say
-    atomic_write.check_output(json_path, force, is_dir=False, flag="--json", error=OutputExistsError)
+    atomic_write.check_output(json_path, force, is_dir=False, flag="--json")
     files = data.record_files(records)
     if labels is None and converted_dir.is_converted(model):
         labels = converted_dir.label_map_file(model)
@@ -113,7 +102,7 @@ def evaluate(model: str, records, labels: str = None, json_path: str = None, for
     for w in skipped:
         warn(f"warning: {w.message}")
     if count == 0:
-        raise data.DataError(f"{', '.join(files)}: no usable record to evaluate")
+        raise InputError(f"{', '.join(files)}: no usable record to evaluate")
     metrics = evaluator.evaluate()
     result = {"metrics": dict(metrics), "images": count, "skipped": len(skipped), "model": description,
               "records": files, "seconds": round(time.perf_counter() - start, 3)}

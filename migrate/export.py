@@ -3,7 +3,7 @@
 `export(converted, tflite=OUT, ...)` is the command as a library function; what the file holds
 and how each post-processing mode differs from the TF graph is
 `ssd_mobilenet.formats.tflite.writer`'s docstring. Bad input (no converted model, an unreadable checkpoint, an existing OUT without
-`force`, a bad option) raises `ExportInputError` with one line naming the path, before
+`force`, a bad option) raises `InputError` with one line naming the path, before
 anything is written; the file is written under a temporary name and renamed into place.
 """
 
@@ -17,11 +17,12 @@ import tensorflow as tf
 
 from migrate.common import console
 from migrate.export_drift import DRIFT_IMAGES, drift_notes, drift_of
-from migrate.export_inputs import ExportInputError, calibration_images, carried, converted_config, load_converted
+from migrate.export_inputs import calibration_images, carried, converted_config, load_converted
 from ssd_mobilenet import atomic_write
 from ssd_mobilenet import detector as detector_lib
 from ssd_mobilenet.formats.tflite import file_format as tflite_format
 from ssd_mobilenet.formats.tflite import writer as tflite_lib
+from ssd_mobilenet.errors import InputError
 
 
 def quantization_drift(model, tflite_bytes: bytes, names, images, input_type: str) -> dict:
@@ -84,20 +85,20 @@ def export(converted: str, tflite: str, nms: str = tflite_format.NMS_PER_CLASS, 
       dict: notes (what the file differs in from the converted model), int8, drift
       (`quantization_drift`, or None), out, bytes, nms, input, max_detections, operators (the file's op names), seconds.
     Raises:
-      ExportInputError: bad input, one line naming the path or option; nothing is written.
+      InputError: bad input, one line naming the path or option; nothing is written.
     """
     say = progress or (lambda msg: None)
     warn = warn or (lambda msg: None)
     start = time.perf_counter()
-    atomic_write.check_output(tflite, force, is_dir=False, flag="--tflite", error=ExportInputError)
+    atomic_write.check_output(tflite, force, is_dir=False, flag="--tflite")
     if nms not in tflite_format.NMS_MODES:
-        raise ExportInputError(f"--nms {nms}: one of {', '.join(tflite_format.NMS_MODES)}")
+        raise InputError(f"--nms {nms}: one of {', '.join(tflite_format.NMS_MODES)}")
     if input_type not in tflite_format.INPUT_TYPES:
-        raise ExportInputError(f"--input {input_type}: one of {', '.join(tflite_format.INPUT_TYPES)}")
+        raise InputError(f"--input {input_type}: one of {', '.join(tflite_format.INPUT_TYPES)}")
     if max_detections is not None and max_detections < 1:
-        raise ExportInputError(f"--max-detections {max_detections}: must be >= 1")
+        raise InputError(f"--max-detections {max_detections}: must be >= 1")
     if calibration is not None and not int8:
-        raise ExportInputError("--calibration: calibrates the --int8 quantization; add --int8")
+        raise InputError("--calibration: calibrates the --int8 quantization; add --int8")
     aware = bool(converted_config(converted).weight_bits)
     if aware:
         _check_quantization_aware(converted, nms, input_type, int8)  # before the weights are loaded
@@ -139,9 +140,9 @@ def _check_quantization_aware(converted: str, nms: str, input_type: str, int8: b
     """A quantization-aware model's file is its integer file: refuse the options it does not take."""
     if int8:
         # Its file is int8 on the ranges its checkpoint holds, without calibration.
-        raise ExportInputError("--int8: a quantization-aware model exports as int8 without it")
+        raise InputError("--int8: a quantization-aware model exports as int8 without it")
     if nms != tflite_format.NMS_PER_CLASS or input_type != tflite_format.UINT8:
         flag = f"--nms {nms}" if nms != tflite_format.NMS_PER_CLASS else f"--input {input_type}"
-        raise ExportInputError(f"{flag}: not for a quantization-aware model (uint8 input, per-class NMS)")
+        raise InputError(f"{flag}: not for a quantization-aware model (uint8 input, per-class NMS)")
 
 

@@ -4,7 +4,7 @@ checkpoint's ranges).
 
 `export_onnx(converted, out, ...)` is the command as a library function. Bad input (no converted
 model, an unreadable checkpoint, an existing OUT without `force`, an option that does not apply
-to ONNX) raises `export_inputs.ExportInputError` with one line naming the path or option, before
+to ONNX) raises `InputError` with one line naming the path or option, before
 anything is written; the file is written under a temporary name and renamed into place.
 """
 
@@ -14,10 +14,11 @@ import os
 import time
 
 from migrate.export_drift import DRIFT_IMAGES, drift_notes, drift_of
-from migrate.export_inputs import ExportInputError, calibration_images, carried, converted_config, load_converted
+from migrate.export_inputs import calibration_images, carried, converted_config, load_converted
 from ssd_mobilenet import atomic_write
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
 from ssd_mobilenet.formats.onnx import file_format as onnx_format
+from ssd_mobilenet.errors import InputError
 
 
 def quantization_drift(float_bytes: bytes, int8_bytes: bytes, names, feeds) -> dict:
@@ -78,16 +79,16 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
       dict: out, bytes, input, max_detections, opset, operators (the file's op types), int8,
       quantization_aware, drift (`quantization_drift`, `aware_drift` or None), notes, seconds.
     Raises:
-      ExportInputError: bad input, one line naming the path or option; nothing is written.
+      InputError: bad input, one line naming the path or option; nothing is written.
     """
     say = progress or (lambda msg: None)
     warn = warn or (lambda msg: None)
     start = time.perf_counter()
-    atomic_write.check_output(out, force, is_dir=False, flag="--onnx", error=ExportInputError)
+    atomic_write.check_output(out, force, is_dir=False, flag="--onnx")
     if max_detections is not None and max_detections < 1:
-        raise ExportInputError(f"--max-detections {max_detections}: must be >= 1")
+        raise InputError(f"--max-detections {max_detections}: must be >= 1")
     if calibration is not None and not int8:
-        raise ExportInputError("--calibration: calibrates the --int8 quantization; add --int8")
+        raise InputError("--calibration: calibrates the --int8 quantization; add --int8")
     try:  # every package the export imports, here, so that a missing one is this one line
         import tf2onnx  # noqa: F401  (imported by `onnx_lib.convert`)
 
@@ -97,21 +98,21 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
             import_onnxruntime()  # its telemetry off before the quantization tools load it
             import onnxruntime.quantization  # noqa: F401  (`onnx_integer.quantize`, `quantization_drift`)
     except ImportError as e:
-        raise ExportInputError(f"--onnx: {(e.name or 'tf2onnx').split('.')[0]} is not installed: pip install "
+        raise InputError(f"--onnx: {(e.name or 'tf2onnx').split('.')[0]} is not installed: pip install "
                                "'ssd-mobilenet-migrate[onnx-export]'") from None
     if input_type not in onnx_format.INPUT_TYPES:
-        raise ExportInputError(f"--input {input_type}: one of {', '.join(onnx_format.INPUT_TYPES)}")
+        raise InputError(f"--input {input_type}: one of {', '.join(onnx_format.INPUT_TYPES)}")
     config = converted_config(converted)  # the options the model does not take, before its weights are loaded
     aware = bool(config.weight_bits)
     if aware and int8:
         # Its ONNX file is int8 QDQ on the ranges its checkpoint holds, without calibration.
-        raise ExportInputError("--int8: a quantization-aware model exports as int8 without it")
+        raise InputError("--int8: a quantization-aware model exports as int8 without it")
     if aware:
         from ssd_mobilenet.formats.onnx import aware as onnx_aware
         try:
             onnx_aware.check_bits(config)
         except ValueError as e:
-            raise ExportInputError(f"{converted}: {e}") from None
+            raise InputError(f"{converted}: {e}") from None
     entry = carried(converted, labels)
     model = load_converted(converted)
     max_detections = max_detections or model.config.max_total_detections

@@ -19,7 +19,7 @@ replaces by its own run once the model has loaded, and the browser runtime, copi
 Any static file server serves it; it fetches nothing from elsewhere. `export_web(converted, out,
 ...)` is the command as a library function. Bad input (no converted model, an existing DIR without
 `force`, a label map that does not read, an example that is not an image, an option that does
-not apply, the runtime not installed) raises `ExportInputError` with one line before anything is written; the folder is
+not apply, the runtime not installed) raises `InputError` with one line before anything is written; the folder is
 written beside DIR and renamed into place.
 """
 
@@ -33,8 +33,9 @@ import shutil
 import time
 
 from migrate.common.console import shown
-from migrate.export_inputs import ExportInputError, carried, load_converted
+from migrate.export_inputs import carried, load_converted
 from ssd_mobilenet import atomic_write
+from ssd_mobilenet.errors import InputError
 
 # The page's folder, package data of `migrate` (in a clone as in an installed wheel): page/,
 # package.json and its lockfile; node_modules once npm has installed the runtime there.
@@ -82,7 +83,7 @@ def installed_runtime(web_dir: str = WEB_DIR) -> dict:
     the lockfile.
 
     Raises:
-      ExportInputError: a package missing or of another version than the lockfile's, or a file of
+      InputError: a package missing or of another version than the lockfile's, or a file of
         `RUNTIME_FILES` missing.
     """
     pinned = pinned_versions(web_dir)
@@ -90,15 +91,15 @@ def installed_runtime(web_dir: str = WEB_DIR) -> dict:
     for name, version in pinned.items():
         path = os.path.join(web_dir, "node_modules", name, "package.json")
         if not os.path.isfile(path):
-            raise ExportInputError(f"--web: {name} is not installed: {install_hint(web_dir)}")
+            raise InputError(f"--web: {name} is not installed: {install_hint(web_dir)}")
         with open(path, encoding="utf-8") as f:
             found[name] = json.load(f)
         if found[name].get("version") != version:
-            raise ExportInputError(f"--web: {name} {found[name].get('version')}, lockfile "
-                                   f"{version}: {install_hint(web_dir)}")
+            raise InputError(f"--web: {name} {found[name].get('version')}, lockfile "
+                             f"{version}: {install_hint(web_dir)}")
     for package, inside, _ in RUNTIME_FILES:
         if not os.path.isfile(os.path.join(web_dir, "node_modules", package, inside)):
-            raise ExportInputError(f"--web: {package}/{inside} is missing: {install_hint(web_dir)}")
+            raise InputError(f"--web: {package}/{inside} is missing: {install_hint(web_dir)}")
     return found
 
 
@@ -106,14 +107,14 @@ def _example_image(photo: str):
     """The example photo as TensorFlow decodes it (`predict`'s pixels): uint8 [H, W, 3].
 
     Raises:
-      ExportInputError: not an image TensorFlow reads, naming it and --example.
+      InputError: not an image TensorFlow reads, naming it and --example.
     """
     from migrate.common import images
     try:
         return images.read_image(photo)
-    except images.ImageError as e:
+    except InputError as e:
         # TensorFlow's reason to its first sentence ("Unknown image file format"), within 100 columns.
-        raise ExportInputError(f"{str(e).split('. ')[0].rstrip('.')} (--example)") from None
+        raise InputError(f"{str(e).split('. ')[0].rstrip('.')} (--example)") from None
 
 
 def _example(model, photo: str, image, names: dict, max_detections: int) -> dict:
@@ -218,13 +219,13 @@ def export_web(converted: str, out: str, labels: str | None = None, max_detectio
       dict: out, files ({name: bytes}), bytes (all files), model_bytes, runtime ({package: version}),
       max_detections, example (its record, or None), seconds.
     Raises:
-      ExportInputError: bad input, one line naming the path or option; nothing is written.
+      InputError: bad input, one line naming the path or option; nothing is written.
     """
     say = progress or (lambda msg: None)
     start = time.perf_counter()
-    atomic_write.check_output(out, force, is_dir=True, flag="--web", error=ExportInputError)
+    atomic_write.check_output(out, force, is_dir=True, flag="--web")
     if max_detections is not None and max_detections < 1:
-        raise ExportInputError(f"--max-detections {max_detections}: must be >= 1")
+        raise InputError(f"--max-detections {max_detections}: must be >= 1")
     entry = carried(converted, labels)
     names = entry.get("labels", {})
     image = None if example is None else _example_image(example)
@@ -234,7 +235,7 @@ def export_web(converted: str, out: str, labels: str | None = None, max_detectio
 
         from ssd_mobilenet.formats.onnx import writer as onnx_lib
     except ImportError as e:
-        raise ExportInputError(f"--web: {(e.name or 'tf2onnx').split('.')[0]} is not installed: pip install "
+        raise InputError(f"--web: {(e.name or 'tf2onnx').split('.')[0]} is not installed: pip install "
                                "'ssd-mobilenet-migrate[onnx-export]'") from None
     from ssd_mobilenet.formats import network
     from ssd_mobilenet.formats.onnx import file_format as onnx_format
@@ -242,10 +243,10 @@ def export_web(converted: str, out: str, labels: str | None = None, max_detectio
     config = model.config
     if config.weight_bits:
         # Its ONNX file is int8 QDQ, which the page is not tested with.
-        raise ExportInputError(f"{converted}: quantization-aware; --web does not take it (--onnx does)")
+        raise InputError(f"{converted}: quantization-aware; --web does not take it (--onnx does)")
     if not network.any_size(config, network.UINT8):
         # The page takes photos of any size, resized inside the file.
-        raise ExportInputError(f"{converted}: resize_method {config.resize_method}: no ONNX form takes any size")
+        raise InputError(f"{converted}: resize_method {config.resize_method}: no ONNX form takes any size")
     max_detections = max_detections or config.max_total_detections
     shown = None
     if example is not None:

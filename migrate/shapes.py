@@ -134,10 +134,6 @@ _TRAIN_CONFIG = """train_config {{
 """
 
 
-class OutputExistsError(FileExistsError):
-    """DIR exists and --force was not given."""
-
-
 def train_config_text(config: SSDConfig = MODEL_CONFIG, batch_norm_decay: float = BATCH_NORM_DECAY,
                       flip: bool = True) -> str:
     """The demo's pipeline.config: `config`'s model with its family's zoo training fields (plain
@@ -166,7 +162,7 @@ def write(out_dir: str, force: bool = False, progress=None, num_train: int = TRA
 
     say = progress or (lambda msg: None)
     out_dir = os.path.abspath(os.fspath(out_dir))
-    atomic_write.check_output(out_dir, force, is_dir=True, flag="DIR", error=OutputExistsError)
+    atomic_write.check_output(out_dir, force, is_dir=True, flag="DIR")
     with atomic_write.atomic_directory(out_dir) as tmp:
         say(f"writing {num_train} + {num_eval} shape images as TFRecords")
         shapes_dataset.write_shapes_dataset(os.path.join(tmp, "records"), num_train=num_train, num_eval=num_eval,

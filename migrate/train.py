@@ -39,7 +39,7 @@ temporary folder of their own that they remove (TF's multi-worker checkpointing)
 restores from the chief's checkpoints, so a run resumes on any worker count or on one process
 (a worker that resumed elsewhere than the others is refused). Every worker reads the whole global
 batch of the same records and keeps its devices' slices. A worker lost mid-run ends the others
-with one line naming it (`WorkerLostError`); starting every worker again resumes the run from its
+with one line naming it (`RunError`); starting every worker again resumes the run from its
 last checkpoint. `--force` is refused under TF_CONFIG (remove OUT before starting the workers).
 """
 
@@ -52,22 +52,11 @@ import shutil
 import warnings
 
 from ssd_mobilenet import atomic_write
+from ssd_mobilenet.errors import InputError, OutputExistsError, RunError
 
 PIPELINE_CONFIG = "pipeline.config"
 SOURCE_PIPELINE_CONFIG = "source_pipeline.config"  # written by convert
 PROGRESS_LINES = 20  # about this many progress lines per run, whatever its length
-
-
-class TrainInputError(ValueError):
-    """Bad input for train; the message names the file and the problem."""
-
-
-class WorkerLostError(RuntimeError):
-    """Another worker of a multi-worker run stopped answering; the message names it and what to do."""
-
-
-class OutputExistsError(FileExistsError):
-    """OUT exists, is not a training run's directory, and --force was not given."""
 
 
 def default_out(converted: str) -> str:
@@ -128,13 +117,13 @@ def training_settings(converted: str, config: str = None):
     """(path, TrainingConfig) of the first config with training settings (module docstring).
 
     Raises:
-      TrainInputError: none has them, or `config` is missing; ConfigError: a config that has them
+      InputError: none has them, or `config` is missing; ConfigError: a config that has them
         asks for what training cannot do (naming the file and field).
     """
-    from ssd_mobilenet.config.ssd_config import ConfigError
+    from ssd_mobilenet.errors import ConfigError
     from ssd_mobilenet.training.train_config import TrainingConfig
     if config is not None and not os.path.isfile(config):
-        raise TrainInputError(f"{config}: no such file")
+        raise InputError(f"{config}: no such file")
     candidates = [config] if config is not None else [os.path.join(converted, name)
                                                        for name in (SOURCE_PIPELINE_CONFIG, PIPELINE_CONFIG)]
     for path in candidates:
@@ -144,8 +133,8 @@ def training_settings(converted: str, config: str = None):
         except ConfigError as e:
             raise e.at(path) from None
     # Training settings: model.ssd.loss and train_config (an inference-only config has neither).
-    raise TrainInputError(f"{candidates[0] if config else converted}: no training settings; give --config "
-                          "PIPELINE_CONFIG")
+    raise InputError(f"{candidates[0] if config else converted}: no training settings; give --config "
+                     "PIPELINE_CONFIG")
 
 
 def _has_training_fields(path: str) -> bool:
@@ -185,25 +174,25 @@ def settings_notes(training_config, steps: int) -> list:
 
 
 def _strategy(devices, batch_text: str, batch: int, accumulate: int):
-    """`distribute.make_strategy(devices)`; refuses (TrainInputError) what it refuses and a batch
+    """`distribute.make_strategy(devices)`; refuses (InputError) what it refuses and a batch
     that does not split into replicas x `accumulate`, a known count before creating the strategy."""
     from ssd_mobilenet.training import distribute
 
     def check(replicas):
         if batch % (replicas * accumulate):
-            raise TrainInputError(f"{batch_text} is not a multiple of {replicas} replicas x --accumulate {accumulate}")
+            raise InputError(f"{batch_text} is not a multiple of {replicas} replicas x --accumulate {accumulate}")
 
     if devices is not None and distribute.multi_worker_configured():
         # Under TF_CONFIG every worker trains on all its GPUs (or its CPU).
-        raise TrainInputError(f"--devices {devices}: not with TF_CONFIG; leave --devices out or unset TF_CONFIG")
+        raise InputError(f"--devices {devices}: not with TF_CONFIG; leave --devices out or unset TF_CONFIG")
     if devices is not None and devices != distribute.ALL and int(devices) < 1:
-        raise TrainInputError(f"--devices {devices}: must be >= 1")
+        raise InputError(f"--devices {devices}: must be >= 1")
     if devices != distribute.ALL:
         check(1 if devices is None else int(devices))
     try:
         strategy = distribute.make_strategy(devices)
     except ValueError as e:
-        raise TrainInputError(f"--devices {devices}: {e}") from None
+        raise InputError(f"--devices {devices}: {e}") from None
     check(distribute.num_replicas(strategy))
     return strategy
 
@@ -279,9 +268,9 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
     Returns:
       {"out", "model_dir", "step", "resumed_from", "losses", "notes", "metrics" (with eval_records)}.
     Raises:
-      TrainInputError, OutputExistsError, data.DataError, label_map.LabelMapError,
-      config.ConfigError: bad input, before any step runs; memory_budget.BudgetError,
-      memory.RuntimeConfigError: `max_memory_mb` too small for one image, or no allocator
+      InputError, OutputExistsError, InputError, InputError,
+      ConfigError: bad input, before any step runs; InputError,
+      InputError: `max_memory_mb` too small for one image, or no allocator
       statistics (nothing written: the search runs before the run's first checkpoint).
     """
     from ssd_mobilenet import converted_dir, detector, label_map
@@ -290,14 +279,14 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
 
     say = progress or (lambda msg: None)
     if not converted_dir.is_converted(converted):
-        raise TrainInputError(converted_dir.not_converted(converted))
+        raise InputError(converted_dir.not_converted(converted))
     if accumulate < 1:
-        raise TrainInputError(f"--accumulate {accumulate}: must be >= 1")
+        raise InputError(f"--accumulate {accumulate}: must be >= 1")
     if max_memory_mb is not None and devices is not None:
-        raise TrainInputError(f"--max-memory {max_memory_mb:g}: measures one device; with --devices give --batch")
+        raise InputError(f"--max-memory {max_memory_mb:g}: measures one device; with --devices give --batch")
     if force and distribute.multi_worker_configured():
         # Each worker would remove the run the others use.
-        raise TrainInputError("--force: TF_CONFIG is set; remove OUT before starting the workers")
+        raise InputError("--force: TF_CONFIG is set; remove OUT before starting the workers")
     config_path, training_config = training_settings(converted, config)
     batch = training_config.train.batch_size if batch_size is None else batch_size
     batch_text = f"--batch {batch}" if batch_size is not None else f"{config_path}: batch_size {batch}"
@@ -312,18 +301,15 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", data.RecordWarning)  # named again when training reads them
         if next(iter(data.read_examples(files, label_map=labels).take(1)), None) is None:
-            raise data.DataError(f"{', '.join(files)}: no usable record to train on")
+            raise InputError(f"{', '.join(files)}: no usable record to train on")
     if eval_records:
         data.record_files(eval_records)
     notes = []
     out = os.path.abspath(out or default_out(converted))
     resume = _check_out(out, force)  # last: with force it removes OUT, so only once the input is good
     if resume:
-        try:
-            trainer.resume_settings(out, trainer.run_settings(training_config, batch, accumulate, precision,
-                                                              freeze_batch_norm), max_memory_mb)
-        except trainer.ResumeError as e:
-            raise TrainInputError(str(e)) from None
+        trainer.resume_settings(out, trainer.run_settings(training_config, batch, accumulate, precision,
+                                                          freeze_batch_norm), max_memory_mb)
     scope = distribute.Replicas(strategy).scope  # the model's variables must be the strategy's
     with scope():
         model = detector.load_model(converted)
@@ -376,13 +362,13 @@ def run(converted: str, train_records, eval_records=None, labels: str = None, ou
                                checkpoint_every=checkpoint_every, progress=report, label_map=labels, seed=seed,
                                write_extra=extra, strategy=strategy, precision=precision, recompute=recompute,
                                max_memory_mb=max_memory_mb, say=say)
-    except trainer.ResumeError as e:
-        raise TrainInputError(str(e)) from None
+    except InputError:  # a resume under other settings: not a lost worker
+        raise
     except Exception as e:  # a collective op's gRPC failure surfaces as one of tf.errors' OpErrors
         lost = lost_worker_message(e, out, done[0])
         if lost is None:
             raise
-        raise WorkerLostError(lost) from None
+        raise RunError(lost) from None
     result = {"out": out, "notes": notes, **result}
     from migrate.common.console import shown
     say(f"trained to step {result['step']} -> {shown(result['model_dir'])}")

@@ -32,6 +32,8 @@ import subprocess
 import sys
 import tempfile
 
+from ssd_mobilenet.errors import InputError
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 SHARED = os.environ.get("SSD_MIGRATE_SHARED", os.path.join(os.path.dirname(REPO), "shared"))
@@ -113,7 +115,7 @@ def run(args, default_name: str) -> int:
     """Builds and converts the model, measures it, prints the tables and writes the pages where
     `publish.destination` says (TensorFlow's output already set by `main`)."""
     from migrate.bench import benchmark
-    from migrate.bench.inputs import BenchInputError, parse_batches, parse_sizes
+    from migrate.bench.inputs import parse_batches, parse_sizes
     from migrate.bench.sides import DEFAULT_SIDES
     from migrate.commands.bench import print_report
     from migrate.commands.common import progress
@@ -126,7 +128,7 @@ def run(args, default_name: str) -> int:
                                      sides=args.sides.split(",") if args.sides else DEFAULT_SIDES,
                                      weight_cache=args.weight_cache, progress=say,
                                      photos=None if args.no_cold else args.photos, cold_runs=args.cold_runs)
-        except BenchInputError as e:  # e.g. TFLite sides without batch 1 in --batch
+        except InputError as e:  # e.g. TFLite sides without batch 1 in --batch
             print(f"error: {e}", file=sys.stderr)
             return 2
     print_report(report)

@@ -23,6 +23,8 @@ import os
 import sys
 import tempfile
 
+from ssd_mobilenet.errors import InputError
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "scripts"))
@@ -49,7 +51,7 @@ def run(args) -> int:
     from bench import source_and_conversion
 
     from migrate.bench import kernels
-    from migrate.bench.inputs import BenchInputError, parse_sizes
+    from migrate.bench.inputs import parse_sizes
     from migrate.bench.sides import export_sides
     from ssd_mobilenet import memory
     if not memory.onednn_on():  # the workers inherit this process's environment
@@ -58,7 +60,7 @@ def run(args) -> int:
     sides = args.sides.split(",")
     try:
         size = parse_sizes(args.size)[0]
-    except BenchInputError as e:
+    except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     from migrate.commands.common import progress as progress_lines

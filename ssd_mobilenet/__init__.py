@@ -17,7 +17,8 @@ is left as it is. The modules in `WITHOUT_TENSORFLOW` load without it.
 
 import importlib.util
 
-from ssd_mobilenet.config.ssd_config import ConfigError, SSDConfig
+from ssd_mobilenet.config.ssd_config import SSDConfig
+from ssd_mobilenet.errors import ConfigError
 
 __version__ = "0.1.0"
 

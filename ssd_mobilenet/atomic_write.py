@@ -13,6 +13,8 @@ import os
 import shutil
 import tempfile
 
+from ssd_mobilenet.errors import OutputExistsError
+
 
 def umask() -> int:
     """The process umask (read without changing it for longer than the call)."""
@@ -50,29 +52,29 @@ def temp_dir_beside(dest: str, prefix: str = ".tmp-") -> str:
     return tmp
 
 
-def check_output(path, force: bool, is_dir: bool, flag: str, error=FileExistsError) -> None:
+def check_output(path, force: bool, is_dir: bool, flag: str) -> None:
     """Refuses, before any work, an output `path` that cannot be written or would be replaced
-    without `force`: a parent that is a file, a folder where a file is expected (or the reverse),
-    or an existing output (an empty folder is taken as it is). `flag` names the option in the
-    message; `error` is the exception class raised. None: no output."""
+    without `force` (`OutputExistsError`, every command's): a parent that is a file, a folder
+    where a file is expected (or the reverse), or an existing output (an empty folder is taken as
+    it is). `flag` names the option in the message. None: no output."""
     if path is None:
         return
     parent = os.path.dirname(os.path.abspath(path))
     while not os.path.exists(parent):
         parent = os.path.dirname(parent)
     if not os.path.isdir(parent):
-        raise error(f"{path}: {parent} is a file, not a folder")
+        raise OutputExistsError(f"{path}: {parent} is a file, not a folder")
     if not os.path.exists(path):
         return
     if not is_dir and os.path.isdir(path):
-        raise error(f"{path}: is a folder ({flag} takes a file name)")
+        raise OutputExistsError(f"{path}: is a folder ({flag} takes a file name)")
     if is_dir and not os.path.isdir(path):
-        raise error(f"{path}: is a file ({flag} takes a folder)")
+        raise OutputExistsError(f"{path}: is a file ({flag} takes a folder)")
     if force:
         return
     if is_dir and os.path.isdir(path) and not os.listdir(path):
         return
-    raise error(f"{path}: exists (use --force to replace it)")
+    raise OutputExistsError(f"{path}: exists (use --force to replace it)")
 
 
 def covers(dest: str, path: str) -> bool:

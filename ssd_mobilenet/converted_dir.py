@@ -97,7 +97,7 @@ def carried(directory: str, labels: str | None = None) -> dict:
     (`synthetic_weights`). Keys without a value are left out.
 
     Raises:
-      label_map.LabelMapError: the label map does not read, or names ids beyond the model's
+      InputError: the label map does not read, or names ids beyond the model's
         classes (`label_map.fits`).
     """
     from ssd_mobilenet import label_map
@@ -117,7 +117,7 @@ def read_config(directory: str):
 
     Raises:
       FileNotFoundError: no such file (not a converted directory).
-      ssd_mobilenet.ConfigError: a config this version cannot read.
+      ConfigError: a config this version cannot read.
     """
     from ssd_mobilenet.config.ssd_config import SSDConfig
     path = config_path(directory)

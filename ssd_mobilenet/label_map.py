@@ -10,7 +10,7 @@ Two formats, told apart by content:
 - a plain text file, one name per line: line N names class id N (1-based, the ids in
   `detection_classes`); an empty line leaves that id unnamed.
 
-Any other text is refused (`LabelMapError`): a protobuf text message with other fields than
+Any other text is refused (`InputError`): a protobuf text message with other fields than
 `item` (a `pipeline.config`), or a file whose lines hold protobuf or JSON braces.
 
 The package ships the label map of the COCO models (the model zoo's `ssd_mobilenet_v1_coco_*`,
@@ -25,15 +25,12 @@ import os
 import re
 
 from ssd_mobilenet.config import pipeline_text
+from ssd_mobilenet.errors import ConfigError, InputError
 
 # The label maps the package ships, by the name that selects them in place of a path: `coco`, the
 # 80 COCO categories with their ids 1..90 (10 unused), as the OD API's mscoco_label_map.pbtxt has them.
 BUILTIN = {"coco": "mscoco_label_map.pbtxt"}
 _BUILTIN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "label_maps")
-
-
-class LabelMapError(ValueError):
-    """A label map that cannot be read; the message names the file and the problem."""
 
 
 # A label map's first field is `item` followed by `{` (comments and blank lines aside).
@@ -45,7 +42,7 @@ def _is_text_message(text: str) -> bool:
     `label_map.pbtxt` whose first item is not first, or another message (a `pipeline.config`)."""
     try:
         root = pipeline_text.parse(text)
-    except pipeline_text.TextFormatError:
+    except ConfigError:
         return False
     return any(isinstance(v, pipeline_text.TextMessage) for values in root.values() for v in values)
 
@@ -54,14 +51,14 @@ def parse(text: str, path: str = "<label map>") -> dict:
     """Label map text -> {class id (int >= 1): name}.
 
     Raises:
-      LabelMapError: text that is neither format (module docstring), naming `path` and the problem.
+      InputError: text that is neither format (module docstring), naming `path` and the problem.
     """
     if _PBTXT_START.match(text) or _is_text_message(text):
         return _parse_pbtxt(text, path)
     for n, line in enumerate(text.splitlines(), start=1):
         if "{" in line or "}" in line:
             # A names file's line is one class name: braces are a broken pbtxt or JSON.
-            raise LabelMapError(f"{path}: line {n}: a brace, in neither a label map nor a names file")
+            raise InputError(f"{path}: line {n}: a brace, in neither a label map nor a names file")
     return {i: name.strip() for i, name in enumerate(text.splitlines(), start=1) if name.strip()}
 
 
@@ -69,30 +66,30 @@ def _pbtxt_items(text: str, path: str) -> list:
     """Label map text -> [(class id, name or None, display_name or None)], in file order."""
     try:
         root = pipeline_text.parse(text)
-    except pipeline_text.TextFormatError as e:
-        raise LabelMapError(f"{path}: not a valid label map: {e}") from None
+    except ConfigError as e:
+        raise InputError(f"{path}: not a valid label map: {e.problem}") from None
     unknown = sorted(set(root) - {"item"})
     if unknown:
         # A StringIntLabelMap (string_int_label_map.proto) has only `item`: a pipeline.config is not one.
-        raise LabelMapError(f"{path}: not a label map (top-level field {unknown[0]!r}, not `item`)")
+        raise InputError(f"{path}: not a label map (top-level field {unknown[0]!r}, not `item`)")
     items, seen = [], {}
     for n, item in enumerate(root.get("item", []), start=1):
         if not isinstance(item, pipeline_text.TextMessage):
-            raise LabelMapError(f"{path}: item {n} is not a message")
+            raise InputError(f"{path}: item {n} is not a message")
         raw_id = item.scalar("id")
         try:
             class_id = int(raw_id.text)
         except (AttributeError, ValueError):
             got = getattr(raw_id, "text", raw_id)
-            raise LabelMapError(f"{path}: item {n} has no integer id (got {got!r})") from None
+            raise InputError(f"{path}: item {n} has no integer id (got {got!r})") from None
         name, display_name = (v if isinstance(v, str) else None
                               for v in (item.scalar("name"), item.scalar("display_name")))
         if name is None and display_name is None:
-            raise LabelMapError(f"{path}: item {n} (id {class_id}) has no quoted name or display_name")
+            raise InputError(f"{path}: item {n} (id {class_id}) has no quoted name or display_name")
         if class_id < 0 or (class_id == 0 and "background" not in (name, display_name)):
-            raise LabelMapError(f"{path}: item {n} has id {class_id}: class ids start at 1 (0 is only `background`)")
+            raise InputError(f"{path}: item {n} has id {class_id}: class ids start at 1 (0 is only `background`)")
         if class_id in seen:
-            raise LabelMapError(f"{path}: id {class_id} appears twice ({seen[class_id]!r}, {display_name or name!r})")
+            raise InputError(f"{path}: id {class_id} appears twice ({seen[class_id]!r}, {display_name or name!r})")
         seen[class_id] = display_name or name
         items.append((class_id, name, display_name))
     return items
@@ -127,14 +124,14 @@ def _read_text(path: str) -> str:
         with open(path, encoding="utf-8") as f:
             return f.read()
     except (OSError, UnicodeDecodeError) as e:
-        raise LabelMapError(f"{path}: cannot read label map: {getattr(e, 'strerror', None) or e}") from None
+        raise InputError(f"{path}: cannot read label map: {getattr(e, 'strerror', None) or e}") from None
 
 
 def read(path: str) -> dict:
     """Reads a label map file (or a shipped one's name, `coco`) -> {class id: name}.
 
     Raises:
-      LabelMapError: naming the file, when it is missing, unreadable or malformed.
+      InputError: naming the file, when it is missing, unreadable or malformed.
     """
     return _read(path)[1]
 
@@ -144,7 +141,7 @@ def _read(path: str) -> tuple:
     text = _read_text(path)
     names = parse(text, path)
     if not names:
-        raise LabelMapError(f"{path}: no class names in this file")
+        raise InputError(f"{path}: no class names in this file")
     return text, names
 
 
@@ -154,7 +151,7 @@ def as_pbtxt(path: str) -> str:
     items.
 
     Raises:
-      LabelMapError: as `read`.
+      InputError: as `read`.
     """
     text, names = _read(path)
     if _PBTXT_START.match(text) or _is_text_message(text):
@@ -168,14 +165,14 @@ def fits(path: str, names: dict, num_classes: int) -> None:
     """Checks that a label map's ids are class ids of a model of `num_classes` classes.
 
     Raises:
-      LabelMapError: ids above `num_classes` (the model never gives them: the map is another
+      InputError: ids above `num_classes` (the model never gives them: the map is another
         model's), naming the file and the ids.
     """
     beyond = coverage(names, num_classes)[1]
     if beyond:
         span = id_ranges(beyond) if len(beyond) < 4 else f"{beyond[0]}..{beyond[-1]}"
-        raise LabelMapError(f"{path}: id{'s' if len(beyond) > 1 else ''} {span} beyond the model's {num_classes} "
-                            "classes: the map of another model?")
+        raise InputError(f"{path}: id{'s' if len(beyond) > 1 else ''} {span} beyond the model's {num_classes} "
+                         "classes: the map of another model?")
 
 
 def class_ids(path: str) -> dict:
@@ -185,20 +182,20 @@ def class_ids(path: str) -> dict:
     a text matches an item's `name` or its `display_name`.
 
     Raises:
-      LabelMapError: naming the file, when it is missing, unreadable, malformed, not a pbtxt
+      InputError: naming the file, when it is missing, unreadable, malformed, not a pbtxt
         label map, or when one text names two different ids.
     """
     text = _read_text(path)
     if not _PBTXT_START.match(text):
         # Class texts need its `item { id name }` entries.
-        raise LabelMapError(f"{path}: not a label_map.pbtxt (no `item {{ id name }}`)")
+        raise InputError(f"{path}: not a label_map.pbtxt (no `item {{ id name }}`)")
     ids = {}
     for class_id, *texts in _pbtxt_items(text, path):
         for t in texts:
             if t is not None and ids.setdefault(t, class_id) != class_id:
-                raise LabelMapError(f"{path}: {t!r} names both id {ids[t]} and id {class_id}")
+                raise InputError(f"{path}: {t!r} names both id {ids[t]} and id {class_id}")
     if not ids:
-        raise LabelMapError(f"{path}: no class names in this file")
+        raise InputError(f"{path}: no class names in this file")
     return ids
 
 

@@ -3,7 +3,7 @@ statistics, the largest batch under a memory budget, and profiler traces.
 
 Device memory settings only take effect before TensorFlow initialises its devices (the
 first op, `tf.config.list_logical_devices`, a `tf.function` call...), so `configure` is
-called first thing and raises `RuntimeConfigError` when it is too late.
+called first thing and raises `InputError` when it is too late.
 
 GPUs: `memory_growth` allocates on demand instead of reserving the whole device;
 `memory_limit_mb` creates one logical device capped at that size.
@@ -36,13 +36,11 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.eager import context
 
+from ssd_mobilenet.errors import InputError
+
 BFC_ENV = "TF_CPU_ALLOCATOR_USE_BFC"
 BFC_LIMIT_ENV = "TF_CPU_BFC_MEM_LIMIT_IN_MB"
 WEIGHT_CACHE_ENV = "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS"
-
-
-class RuntimeConfigError(RuntimeError):
-    """A runtime setting that cannot be applied (too late, unsupported, contradictory)."""
 
 
 def devices_initialized() -> bool:
@@ -68,19 +66,19 @@ def configure(memory_growth: bool = False, memory_limit_mb: int | None = None, d
       {"device": "GPU" | "CPU", "devices": [physical device names], "memory_growth": bool,
        "memory_limit_mb": int | None, "onednn_weight_cache": bool}: what was applied.
     Raises:
-      RuntimeConfigError: TensorFlow's devices are already initialised, or the arguments
+      InputError: TensorFlow's devices are already initialised, or the arguments
         contradict each other.
     """
     device = device.upper()
     if device not in ("GPU", "CPU"):
-        raise RuntimeConfigError(f"device must be 'GPU' or 'CPU', got {device!r}")
+        raise InputError(f"device must be 'GPU' or 'CPU', got {device!r}")
     if memory_limit_mb is not None and memory_limit_mb <= 0:
-        raise RuntimeConfigError(f"memory limit must be a positive number of MiB, got {memory_limit_mb}")
+        raise InputError(f"memory limit must be a positive number of MiB, got {memory_limit_mb}")
     if memory_growth and memory_limit_mb is not None:
         # A limited logical device is allocated as it is used.
-        raise RuntimeConfigError("memory growth and a memory limit exclude each other on a GPU; choose one")
+        raise InputError("memory growth and a memory limit exclude each other on a GPU; choose one")
     if devices_initialized():
-        raise RuntimeConfigError("TensorFlow has already initialised its devices: call memory.configure() before "
+        raise InputError("TensorFlow has already initialised its devices: call memory.configure() before "
                                  "any op")
     if onednn_weight_cache:
         os.environ[WEIGHT_CACHE_ENV] = "1"
@@ -105,7 +103,7 @@ def configure(memory_growth: bool = False, memory_limit_mb: int | None = None, d
                 tf.config.set_logical_device_configuration(
                     gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=int(memory_limit_mb))])
     except RuntimeError as e:
-        raise RuntimeConfigError(f"cannot apply GPU memory settings now: {e}") from e
+        raise InputError(f"cannot apply GPU memory settings now: {e}") from e
     return {**applied, "devices": [d.name for d in gpus]}
 
 
@@ -137,13 +135,13 @@ def memory_info(device: str | None = None) -> dict:
     since the start or the last `reset_peak` on `device` (default: `default_device()`).
 
     Raises:
-      RuntimeConfigError: on the CPU without the BFC allocator, whose statistics are all 0
+      InputError: on the CPU without the BFC allocator, whose statistics are all 0
         (set TF_CPU_ALLOCATOR_USE_BFC=true before TensorFlow starts, or call `configure`).
     """
     device = device or default_device()
     if not memory_stats_available(device):
         # Set it before TensorFlow starts, or call ssd_mobilenet.memory.configure(device='CPU') first.
-        raise RuntimeConfigError(f"{device}: the allocator keeps no statistics; set {BFC_ENV}=true first")
+        raise InputError(f"{device}: the allocator keeps no statistics; set {BFC_ENV}=true first")
     info = tf.config.experimental.get_memory_info(device)
     return {"device": device, "current": int(info["current"]), "peak": int(info["peak"])}
 
@@ -182,7 +180,7 @@ def max_batch_size(detector, budget_bytes: int, image_size=(480, 640), limit: in
     Returns:
       the batch size; 0 when even a batch of 1 does not fit.
     Raises:
-      RuntimeConfigError: the allocator keeps no statistics (see `memory_info`).
+      InputError: the allocator keeps no statistics (see `memory_info`).
     """
     if limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
@@ -232,7 +230,7 @@ def trace(logdir: str):
     try:
         tf.profiler.experimental.start(logdir)
     except tf.errors.AlreadyExistsError as e:
-        raise RuntimeConfigError(f"{logdir}: a profiler trace is already being recorded") from e
+        raise InputError(f"{logdir}: a profiler trace is already being recorded") from e
     try:
         yield logdir
     finally:

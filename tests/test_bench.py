@@ -14,6 +14,7 @@ from migrate.bench import inputs, interleaving, sides, statistics, tables
 from migrate.cli import main
 from ssd_mobilenet import detector, hardware, loading, memory
 from ssd_mobilenet.config.pipeline_reader import read_pipeline_config
+from ssd_mobilenet.errors import InputError, RunError
 
 PHOTOS = sorted(os.path.join(SHARED, "photos", f) for f in os.listdir(os.path.join(SHARED, "photos"))
                 if f.endswith(".jpg")) if os.path.isdir(os.path.join(SHARED, "photos")) else []
@@ -23,10 +24,10 @@ def test_sizes_and_batches_parse_or_fail_with_the_flag_named():
     assert inputs.parse_sizes("300x300, 480x640") == [(300, 300), (480, 640)]
     assert inputs.parse_batches("1,8,32") == [1, 8, 32]
     for bad in ("300", "0x300", "axb"):
-        with pytest.raises(inputs.BenchInputError, match="--size"):
+        with pytest.raises(InputError, match="--size"):
             inputs.parse_sizes(bad)
     for bad in ("0", "1,x", ""):
-        with pytest.raises(inputs.BenchInputError, match="--batch"):
+        with pytest.raises(InputError, match="--batch"):
             inputs.parse_batches(bad)
 
 
@@ -309,7 +310,7 @@ def test_tflite_sides_need_batch_1_and_any_size_will_do(small_pair, tmp_path, ca
     # A file of one size (a resize TFLite has no builtin for) would need the model's size in --size.
     from ssd_mobilenet.formats import network
     monkeypatch.setattr(network, "any_size", lambda config, input_type: False)
-    with pytest.raises(inputs.BenchInputError, match="--size 96x96,64x64,128x128"):
+    with pytest.raises(InputError, match="--size 96x96,64x64,128x128"):
         inputs.check_tflite(out, ["tflite"], [(96, 96), (64, 64)], [1])
     assert inputs.check_tflite(out, ["tflite"], [(128, 128)], [1, 2]) == ((128, 128), False, False)
     assert not sides.applies("tflite", (96, 96), 1, (128, 128)) and sides.applies("tflite", (96, 96), 1, None)
@@ -321,7 +322,6 @@ def test_tflite_memory_process_never_imports_tensorflow(small_pair, tflite_path,
     imported: it measures, and says TensorFlow is not loaded. A runner that needs TensorFlow
     fails there (the stub is what that process sees)."""
     from migrate.bench import litert_memory
-    from migrate.common import measure
     src, out = small_pair
     stub = tmp_path / "no_tensorflow"
     (stub / "tensorflow").mkdir(parents=True)
@@ -335,7 +335,7 @@ def test_tflite_memory_process_never_imports_tensorflow(small_pair, tflite_path,
     assert [b["shape"] for b in result["batches"]] == [[1, 128, 128, 3], [1, 90, 200, 3]]
     assert result["peak_rss_bytes"] >= result["rss_bytes"] > 0 and result["peak_memory_bytes"] is None
     assert result["build_s"] > 0 and result["first_call_s"] > 0 and result["env"]["PYTHONPATH"] == str(stub)
-    with pytest.raises(measure.MeasureError, match="tensorflow is not available here"):
+    with pytest.raises(RunError, match="tensorflow is not available here"):
         litert_memory.measure_without_tensorflow("migrate.bench.sides:mixed_precision", {}, images[:1], env=env)
 
 

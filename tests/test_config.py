@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 from tests.conftest import ZOO, needs_shared, zoo_path
-from ssd_mobilenet import ConfigError, SSDConfig, anchor_generators
+from ssd_mobilenet import SSDConfig, anchor_generators
 from ssd_mobilenet.config import pipeline_text
 from ssd_mobilenet.config.pipeline_reader import read_pipeline_config
 from ssd_mobilenet.config.pipeline_writer import to_pipeline_config
+from ssd_mobilenet.errors import ConfigError
 
 
 @needs_shared

@@ -24,6 +24,7 @@ from ssd_mobilenet import detector
 from ssd_mobilenet.formats import integer_weights
 from ssd_mobilenet.formats.tflite import file_format
 from ssd_mobilenet.formats.tflite import writer as tflite
+from ssd_mobilenet.errors import InputError
 
 PHOTOS = os.path.join(SHARED, "photos")
 
@@ -128,10 +129,10 @@ def test_bench_takes_the_integer_files_as_its_tflite_and_onnx_sides(quantized_co
     from migrate.bench import inputs
     _, converted = quantized_converted
     assert inputs.check_tflite(converted, ["tflite", "onnx"], [(300, 300)], [1]) == ((300, 300), True, True)
-    with pytest.raises(inputs.BenchInputError, match=r"^--sides tflite_int8: none of a quantization-aware model \(its "
+    with pytest.raises(InputError, match=r"^--sides tflite_int8: none of a quantization-aware model \(its "
                                                      r"tflite side is int8\)$"):
         inputs.check_tflite(converted, ["tflite", "tflite_int8"], [(300, 300)], [1])
     for side in ("onnx_int8", "openvino"):
-        with pytest.raises(inputs.BenchInputError, match=f"^--sides {side}: none of a quantization-aware model .its "
+        with pytest.raises(InputError, match=f"^--sides {side}: none of a quantization-aware model .its "
                                                          "onnx side is int8.$"):
             inputs.check_tflite(converted, ["onnx", side], [(300, 300)], [1])

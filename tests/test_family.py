@@ -20,6 +20,7 @@ from ssd_mobilenet.config.pipeline_reader import read_pipeline_config
 from ssd_mobilenet.config.pipeline_writer import to_pipeline_config
 from ssd_mobilenet.config.ssd_config import NMS_CLIP_AFTER
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
+from ssd_mobilenet.errors import ConfigError, InputError
 
 ATOL = 1e-5
 
@@ -248,8 +249,8 @@ def test_anchors_the_weights_cannot_hold_are_refused_without_config(built, tmp_p
     for path in glob.glob(f"{built('one_class_pad_to_32')}/model.ckpt.data*") + glob.glob(
             f"{built('one_class_pad_to_32')}/model.ckpt.index"):
         shutil.copy(path, tmp_path)
-    with pytest.raises(config_inference.MismatchError, match=r"model.ckpt.index: \[3 3 3 3 3 3\] anchors per "
-                                                   r"location; add its pipeline.config"):
+    with pytest.raises(InputError, match=r"model.ckpt.index: \[3 3 3 3 3 3\] anchors per "
+                                         r"location; add its pipeline.config"):
         config_inference.infer_config(sources.open_source(str(tmp_path)))
 
 
@@ -269,8 +270,8 @@ def test_anchors_no_anchor_grid_gives_are_refused(built, tmp_path):
     consumer = next(n for n in graph_def.node if n.name == ANCHORS_CONSUMER)
     consumer.input[0] = "shifted_anchors"
     (tmp_path / "frozen_inference_graph.pb").write_bytes(graph_def.SerializeToString())
-    with pytest.raises(config_inference.ConfigError, match=r"frozen_inference_graph.pb: no ssd_anchor_generator grid "
-                                                r"gives its anchors \([0-9.e-]+ off\)"):
+    with pytest.raises(ConfigError, match=r"frozen_inference_graph.pb: no ssd_anchor_generator grid "
+                                          r"gives its anchors \([0-9.e-]+ off\)"):
         config_inference.infer_config(sources.open_source(str(tmp_path)))
 
 
@@ -285,8 +286,8 @@ def test_other_nms_modes_in_the_graph_are_refused(built, tmp_path, op, name, mod
     node = graph_def.node.add()
     node.name, node.op = f"Postprocessor/{name}", op
     (tmp_path / "frozen_inference_graph.pb").write_bytes(graph_def.SerializeToString())
-    with pytest.raises(config_inference.ConfigError, match=f"frozen_inference_graph.pb: {mode} NMS not supported "
-                                                r"\((Combined|ClassAgnostic)NonMaxSuppression\)$"):
+    with pytest.raises(ConfigError, match=f"frozen_inference_graph.pb: {mode} NMS not supported "
+                                          r"\((Combined|ClassAgnostic)NonMaxSuppression\)$"):
         config_inference.infer_config(sources.open_source(str(tmp_path)))
 
 

@@ -15,6 +15,7 @@ from tests.conftest import REPO
 from migrate import cli
 from migrate.train import _label_map_classes
 from ssd_mobilenet import label_map
+from ssd_mobilenet.errors import InputError
 
 # The ids COCO's annotations leave unused in 1..90 (its 80 categories keep the 2014 paper's 91
 # numbering, less background 0 and 11 categories never annotated: 12, 26, 29, 30, 45, 66, 68,
@@ -114,7 +115,7 @@ PIPELINE_CONFIG = "model {\n  ssd {\n    num_classes: 90\n  }\n}\ntrain_input_re
 def test_a_file_that_is_no_label_map_is_refused_naming_it(tmp_path, text, problem):
     bad = tmp_path / "bad.txt"
     bad.write_text(text)
-    with pytest.raises(label_map.LabelMapError) as e:
+    with pytest.raises(InputError) as e:
         label_map.read(str(bad))
     assert str(e.value).startswith(f"{bad}: ") and problem in str(e.value)
 

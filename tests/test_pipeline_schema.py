@@ -8,10 +8,10 @@ import os
 import pytest
 
 from tests.conftest import ZOO, needs_shared, zoo_path
-from ssd_mobilenet import ConfigError
 from ssd_mobilenet.config import pipeline_messages as pm
 from ssd_mobilenet.config.pipeline_reader import parse_pipeline_config, read_pipeline_config
 from ssd_mobilenet.training.train_config import TrainingConfig
+from ssd_mobilenet.errors import ConfigError
 
 REAL_CONFIGS = sorted(glob.glob(os.path.join(ZOO, "*", "pipeline.config"))
                       + glob.glob(os.path.join(ZOO, "sample_configs", "*.config"))

@@ -21,6 +21,7 @@ from migrate.common import images
 from ssd_mobilenet import label_map
 from ssd_mobilenet import SSDConfig, detector, preprocessing
 from ssd_mobilenet.config.ssd_config import RESIZE_METHODS
+from ssd_mobilenet.errors import InputError
 
 LABELS = """# a TF Object Detection API label map
 item {
@@ -366,9 +367,9 @@ def test_label_maps(tmp_path):
                           ("\n\n", "no class names")]:
         bad = tmp_path / "bad.pbtxt"
         bad.write_text(text)
-        with pytest.raises(label_map.LabelMapError, match=f"^{re.escape(str(bad))}: .*{re.escape(problem)}"):
+        with pytest.raises(InputError, match=f"^{re.escape(str(bad))}: .*{re.escape(problem)}"):
             label_map.read(str(bad))
-    with pytest.raises(label_map.LabelMapError, match=f"{tmp_path / 'missing'}: cannot read label map"):
+    with pytest.raises(InputError, match=f"{tmp_path / 'missing'}: cannot read label map"):
         label_map.read(str(tmp_path / "missing"))
 
 

@@ -184,6 +184,6 @@ def test_a_worker_that_cannot_load_the_model_fails_the_run_in_one_line(converted
     out = str(tmp_path / "out" / "results.jsonl")
     code, err = _pipeline([str(broken), folder, "--out", out, "--quiet"], cwd=str(tmp_path))
     assert code == 1
-    assert len(err) == 1 and err[0].startswith("error: the pipeline failed: ModelDirError: ") and \
+    assert len(err) == 1 and err[0].startswith("error: the pipeline failed: InputError: ") and \
         f"{broken}: unreadable checkpoint/" in err[0], err
     assert sorted(os.listdir(tmp_path)) == ["broken"]  # no shard, no temporary folder, no output folder

@@ -20,6 +20,7 @@ from ssd_mobilenet import SSDConfig, SSDMobileNetV1, detector, memory
 from ssd_mobilenet.box_predictors.convolutional import MERGED_CHANNEL_MULTIPLE, BoxPredictor
 from ssd_mobilenet.model import fold_batch_norm
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
+from ssd_mobilenet.errors import InputError
 
 SMALL = SSDConfig(num_classes=3, image_height=96, image_width=96)
 
@@ -200,13 +201,13 @@ def test_mixed_precision_detections_agree_with_float32(zoo, folded, precision):
 
 def test_configure_after_devices_exist_is_refused():
     tf.constant(1.0) + 1.0  # initialises the devices of this process
-    with pytest.raises(memory.RuntimeConfigError, match="already initialised"):
+    with pytest.raises(InputError, match="already initialised"):
         memory.configure(memory_limit_mb=100)
     before = os.environ.get(memory.WEIGHT_CACHE_ENV)
-    with pytest.raises(memory.RuntimeConfigError, match="already initialised"):
+    with pytest.raises(InputError, match="already initialised"):
         memory.configure(onednn_weight_cache=True)
     assert os.environ.get(memory.WEIGHT_CACHE_ENV) == before  # nothing applied when refused
-    with pytest.raises(memory.RuntimeConfigError, match="exclude"):
+    with pytest.raises(InputError, match="exclude"):
         memory.configure(memory_growth=True, memory_limit_mb=100)
 
 
@@ -319,10 +320,10 @@ def test_memory_info_needs_the_bfc_allocator_on_the_cpu(monkeypatch):
     # process (whatever its allocator) asks as a process started without TF_CPU_ALLOCATOR_USE_BFC would.
     monkeypatch.delenv(memory.BFC_ENV, raising=False)
     assert not memory.memory_stats_available("CPU:0")
-    with pytest.raises(memory.RuntimeConfigError, match="CPU:0: the allocator keeps no statistics; set "
+    with pytest.raises(InputError, match="CPU:0: the allocator keeps no statistics; set "
                                                          "TF_CPU_ALLOCATOR_USE_BFC=true first"):
         memory.memory_info("CPU:0")
-    with pytest.raises(memory.RuntimeConfigError, match="TF_CPU_ALLOCATOR_USE_BFC"):
+    with pytest.raises(InputError, match="TF_CPU_ALLOCATOR_USE_BFC"):
         memory.measure_peak(lambda: None, "CPU:0")
 
 

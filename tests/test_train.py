@@ -291,7 +291,7 @@ def search(above, limit):
     budget = resident / 2**20 + above
     try:
         chosen = memory_budget.largest_batch(trainer, budget, limit=limit, progress=lines.append)
-    except memory_budget.BudgetError:
+    except InputError:
         chosen = 0
     # "batch N: step peak X MiB"
     return chosen, resident, budget, {{int(line.split()[1].rstrip(":")): float(line.split()[4]) for line in lines}}

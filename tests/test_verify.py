@@ -22,7 +22,6 @@ from tensorflow.python.framework import tensor_util
 
 from tests.conftest import (DEPTHWISE, ZOO_2018, needs_shared, random_images, save_synthetic_model, warnings_in,
                             zoo_path)
-from migrate.tf1.inference_graph import VerifyInputError
 from migrate.tf1.parity import DEFAULT_ATOL, MIXED_TOLERANCES, compare_detections, compare_tensor, match_detections
 from migrate.verify import verification
 from migrate.verify.report import format_report
@@ -33,6 +32,7 @@ from migrate.tf1.sources import read_graph_def, read_meta_graph
 from migrate.verify import measuring
 from ssd_mobilenet import SSDMobileNetV1, detector
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
+from ssd_mobilenet.errors import InputError
 
 FE = "FeatureExtractor/MobilenetV1/"
 PERTURBED = FE + "Conv2d_7_pointwise"
@@ -284,7 +284,7 @@ def test_wrong_class_count_is_caught(zoo, tmp_path, one_image):
         return fewer
     broken = _edited_copy(zoo[1], tmp_path / "89_classes", drop_last_class)
     # Another class count is another network: refused before either side runs, not compared.
-    with pytest.raises(VerifyInputError, match="classes 89, TF1 90: not a conversion of this model"):
+    with pytest.raises(InputError, match="classes 89, TF1 90: not a conversion of this model"):
         verification.verify(zoo[0], broken, images=[one_image], mode="eager", measure=False)
 
 
@@ -515,7 +515,7 @@ def test_too_small_a_memory_limit_fails_in_one_line(zoo, tmp_path):
     # `verify`, waits out the allocator's retries for minutes before failing, so it is not used here.)
     images_npz = tmp_path / "images.npz"
     np.savez(images_npz, batch_000=random_images(1, 1, 200, 240))
-    with pytest.raises(VerifyInputError) as failure:
+    with pytest.raises(InputError) as failure:
         measuring._measure_one("migrate.verify.sides:tf2_runner", {"converted": converted},
                                str(images_npz), {"memory_growth": False, "memory_limit_mb": 1}, 0, 1, "TF2")
     message = str(failure.value)
@@ -622,7 +622,7 @@ def test_tflite_custom_op_and_int8_files_report_their_agreement(zoo, zoo_tflite,
     # Not the same detections as the graph's, but the same objects where matched.
     assert agreement["rate"] < 1.0 and agreement["mean_iou"] > 0.9
     # A tolerance does not apply to a file judged by agreement.
-    with pytest.raises(VerifyInputError, match="agreement"):
+    with pytest.raises(InputError, match="agreement"):
         verification.verify(fx, converted, images=[small_images], tflite=zoo_tflite[name], atol=1e-3, measure=False)
 
 

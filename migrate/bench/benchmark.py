@@ -62,13 +62,14 @@ import shutil
 import tempfile
 
 from migrate.bench.cold_start import measure_cold
-from migrate.bench.inputs import BenchInputError, _check_frozen_graph, _frozen_graph, check_tflite
+from migrate.bench.inputs import _check_frozen_graph, _frozen_graph, check_tflite
 from migrate.bench.sides import BASELINE, DEFAULT_SIDES, EXPORTED_SIDES, FILE_EXPORTS, FILE_SIDES, SIDES, applies, \
     exported_path
 from migrate.bench.statistics import _report
 from migrate.bench.workers import _measure, _run_export_process
 from migrate.common import measure
 from ssd_mobilenet import converted_dir
+from ssd_mobilenet.errors import InputError
 
 
 def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=DEFAULT_SIDES, repeats=10, warmup=2,
@@ -100,35 +101,35 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=D
         over them, `cold_runs` interleaved rounds of fresh processes (`migrate.bench.cold_start`:
         time to the first detections, the folder's wall time, peak RSS), in the report's "cold".
     Raises:
-      BenchInputError: a missing model directory or frozen graph, an unknown side, memory
+      InputError: a missing model directory or frozen graph, an unknown side, memory
         growth together with a memory limit, or TFLite sides the run cannot measure
         (`check_tflite`: batch 1 not requested).
     """
     say = progress or (lambda msg: None)
     _check_frozen_graph(src)
     if not converted_dir.is_converted(converted):
-        raise BenchInputError(converted_dir.not_converted(converted))
+        raise InputError(converted_dir.not_converted(converted))
     if photos is not None:
         from migrate.common import images
         if cold_runs < 1:
-            raise BenchInputError(f"--cold-runs {cold_runs}: need >= 1")
+            raise InputError(f"--cold-runs {cold_runs}: need >= 1")
         try:
             images.list_images(photos)
-        except images.ImageError as e:
-            raise BenchInputError(f"--photos {e}") from None
+        except InputError as e:
+            raise InputError(f"--photos {e}") from None
     if repeats < 1 or warmup < 0:
-        raise BenchInputError(f"--repeats {repeats} / --warmup {warmup}: need >= 1 timed run and warm-up >= 0")
+        raise InputError(f"--repeats {repeats} / --warmup {warmup}: need >= 1 timed run and warm-up >= 0")
     if memory_limit_mb is not None and memory_limit_mb <= 0:
-        raise BenchInputError(f"--memory-limit {memory_limit_mb}: must be a positive number of MiB")
+        raise InputError(f"--memory-limit {memory_limit_mb}: must be a positive number of MiB")
     if memory_growth and memory_limit_mb is not None:
-        raise BenchInputError("--memory-growth and --memory-limit exclude each other; choose one")
+        raise InputError("--memory-growth and --memory-limit exclude each other; choose one")
     unknown = [s for s in sides if s not in SIDES]
     if unknown:
         import difflib
         close = difflib.get_close_matches(unknown[0], SIDES, n=1)
         # All of them would be ~250 columns; `bench --help` lists them.
-        raise BenchInputError(f"--sides {unknown[0]}: no such side" + (f" (did you mean {close[0]}?)" if close else
-                                                                       "; `bench --help` lists them"))
+        raise InputError(f"--sides {unknown[0]}: no such side" + (f" (did you mean {close[0]}?)" if close else
+                                                                  "; `bench --help` lists them"))
     sides = [BASELINE] + [s for s in sides if s != BASELINE]
     tflite_sides = [s for s in sides if s in FILE_SIDES]  # every file side: one image per call
     tflite_size, tflite = None, None
@@ -137,7 +138,7 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=D
         tflite_size = None if any_size else model_size  # None: the files take photos of any size
         tflite_threads = os.cpu_count() if tflite_threads is None else tflite_threads
         if tflite_threads < 1:
-            raise BenchInputError(f"--threads {tflite_threads}: must be >= 1")
+            raise InputError(f"--threads {tflite_threads}: must be >= 1")
         tflite = {"threads": tflite_threads, "model_size": list(model_size), "any_size": any_size,
                   "quantization_aware": aware, "batch": 1,
                   "not_measured": [f"{h}x{w}/b{b}" for h, w in sizes for b in batches

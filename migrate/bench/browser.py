@@ -17,6 +17,8 @@ import shutil
 import tempfile
 import threading
 
+from ssd_mobilenet.errors import RunError
+
 # Debian's package installs it here; CHROMIUM overrides.
 CHROMIUM = os.environ.get("CHROMIUM", shutil.which("chromium") or "/usr/bin/chromium")
 # Flags for a headless run without a network beyond 127.0.0.1: no GPU, no background connections
@@ -58,23 +60,19 @@ def serve(folder: str, isolated: bool = False):
         thread.join()
 
 
-class BrowserMissing(RuntimeError):
-    """Chromium or Playwright is not installed; the message says how to install it."""
-
-
 @contextlib.contextmanager
 def chromium():
     """Yields a headless Chromium (Playwright's `Browser`) with a new empty profile, closed on exit.
 
     Raises:
-      BrowserMissing: no Playwright, or no Chromium at `CHROMIUM`.
+      RunError: no Playwright, or no Chromium at `CHROMIUM`.
     """
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        raise BrowserMissing("the browser sides need Playwright: pip install playwright") from None
+        raise RunError("the browser sides need Playwright: pip install playwright") from None
     if not os.path.isfile(CHROMIUM):
-        raise BrowserMissing(f"{CHROMIUM}: no Chromium (Debian: apt-get install chromium)")
+        raise RunError(f"{CHROMIUM}: no Chromium (Debian: apt-get install chromium)")
     with tempfile.TemporaryDirectory(prefix="chromium-") as profile, sync_playwright() as playwright:
         # A persistent context is the one way to give Chromium a profile folder of our own.
         context = playwright.chromium.launch_persistent_context(
@@ -87,7 +85,7 @@ def chromium():
 
 def open_page(context, url: str, timeout_s: float = 120.0):
     """A new tab of `context` at `url` once its model is loaded (`window.modelReady`); returns
-    (page, pageInfo), or raises RuntimeError with the page's own message."""
+    (page, pageInfo), or raises RunError with the page's own message."""
     page = context.new_page()
     page.set_default_timeout(timeout_s * 1000)
     page.goto(url)
@@ -96,5 +94,5 @@ def open_page(context, url: str, timeout_s: float = 120.0):
                           " : document.getElementById('message').textContent")
     if error is not None:
         page.close()
-        raise RuntimeError(f"{url}: {error}")
+        raise RunError(f"{url}: {error}")
     return page, page.evaluate("() => window.pageInfo")

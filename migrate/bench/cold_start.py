@@ -55,7 +55,7 @@ def measure_cold(sides, src: str, converted: str, photos, exported: dict | None 
        rounds' ratios to the TF1 session, metric + "_ratio_range": [lowest, highest]}]}, the TF1
       session's row first.
     Raises:
-      measure.MeasureError: a process failed or timed out.
+      RunError: a process failed or timed out.
     """
     from migrate.common import images
     say = progress or (lambda msg: None)

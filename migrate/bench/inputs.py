@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import os
 
-
-class BenchInputError(ValueError):
-    """A benchmark input (model directory, size or batch list, output file) is unusable."""
+from ssd_mobilenet.errors import InputError
 
 
 def parse_sizes(text: str) -> list:
@@ -15,7 +13,7 @@ def parse_sizes(text: str) -> list:
     for item in text.split(","):
         parts = item.strip().lower().split("x")
         if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
-            raise BenchInputError(f"--size {text!r}: expected HxW[,HxW...] with positive integers")
+            raise InputError(f"--size {text!r}: expected HxW[,HxW...] with positive integers")
         sizes.append((int(parts[0]), int(parts[1])))
     return sizes
 
@@ -27,14 +25,14 @@ def parse_batches(text: str) -> list:
     except ValueError:
         batches = []
     if not batches or min(batches) < 1:
-        raise BenchInputError(f"--batch {text!r}: expected positive integers separated by commas")
+        raise InputError(f"--batch {text!r}: expected positive integers separated by commas")
     return batches
 
 
 def _frozen_graph(src: str) -> str:
     path = src if os.path.isfile(src) else os.path.join(src, "frozen_inference_graph.pb")
     if not os.path.isfile(path):
-        raise BenchInputError(f"{src}: no frozen_inference_graph.pb (bench's TF1 side runs it)")
+        raise InputError(f"{src}: no frozen_inference_graph.pb (bench's TF1 side runs it)")
     return path
 
 
@@ -44,7 +42,7 @@ def _check_frozen_graph(src: str) -> None:
     from migrate.tf1.sources import read_graph_def
     path = _frozen_graph(src)
     if graph_traits.is_tflite_export(read_graph_def(path)):
-        raise BenchInputError(f"{path}: {graph_traits.TFLITE_REFUSAL}")
+        raise InputError(f"{path}: {graph_traits.TFLITE_REFUSAL}")
 
 
 def check_tflite(converted: str, sides, sizes, batches) -> tuple:
@@ -54,7 +52,7 @@ def check_tflite(converted: str, sides, sizes, batches) -> tuple:
     one uint8 image per call, so the run needs batch 1 among `batches`; the default export
     resizes photos of any size itself (`ssd_mobilenet.formats.network.any_size`), so any size will
     do, while a file of one size would need the model's size among `sizes` (bench does not resize
-    for it). Raises BenchInputError naming what to add otherwise, or for `tflite_int8` on a
+    for it). Raises InputError naming what to add otherwise, or for `tflite_int8` on a
     quantization-aware model (whose `tflite` file is already int8, on the checkpoint's ranges), or
     `onnx_int8` and `openvino` on one (its `onnx` file is the int8 QDQ one)."""
     import json
@@ -68,17 +66,17 @@ def check_tflite(converted: str, sides, sizes, batches) -> tuple:
     text = f"{model_size[0]}x{model_size[1]}"
     if config.weight_bits and "tflite_int8" in sides:
         # Its `tflite` side is already the integer file (int8 on the checkpoint's ranges).
-        raise BenchInputError("--sides tflite_int8: none of a quantization-aware model (its tflite side is int8)")
+        raise InputError("--sides tflite_int8: none of a quantization-aware model (its tflite side is int8)")
     onnx_sides = [s for s in sides if s in ("onnx_int8", "openvino")]
     if config.weight_bits and onnx_sides:
         # Its `onnx` file is already int8 QDQ on the checkpoint's ranges; OpenVINO's side runs a
         # float32 file in float32, which such a model has none of.
-        raise BenchInputError(f"--sides {','.join(onnx_sides)}: none of a quantization-aware model (its onnx side "
-                              "is int8)")
+        raise InputError(f"--sides {','.join(onnx_sides)}: none of a quantization-aware model (its onnx side "
+                         "is int8)")
     any_size = network.any_size(config, network.UINT8)
     if 1 not in batches:
-        raise BenchInputError("--batch: the .tflite and .onnx sides run at batch 1 (one image per call); add 1")
+        raise InputError("--batch: the .tflite and .onnx sides run at batch 1 (one image per call); add 1")
     if not any_size and model_size not in [tuple(s) for s in sizes]:
         asked = ",".join(f"{h}x{w}" for h, w in sizes)
-        raise BenchInputError(f"--size: the .tflite and .onnx sides take {text} only: --size {asked},{text}")
+        raise InputError(f"--size: the .tflite and .onnx sides take {text} only: --size {asked},{text}")
     return model_size, any_size, bool(config.weight_bits)

@@ -23,6 +23,8 @@ import json
 import subprocess
 import sys
 
+from ssd_mobilenet.errors import RunError
+
 START, END = "[kernels] start", "[kernels] end"
 VERBOSE_ENV = {"ONEDNN_VERBOSE": "1"}
 # Within the console's 100 columns after `error: ` (scripts/kernels.py). Eigen's kernels are TensorFlow's
@@ -136,7 +138,7 @@ def profile(side: str, src: str, converted: str, size=(480, 640), batch: int = 1
                           env=_worker_env({**(env or {}), **VERBOSE_ENV}), capture_output=True, text=True)
     lines = proc.stdout.splitlines()
     if proc.returncode != 0 or not lines or not lines[-1].startswith("{"):
-        raise RuntimeError(f"kernels worker for {side} failed:\n" + "\n".join(proc.stderr.splitlines()[-15:]))
+        raise RunError(f"kernels worker for {side} failed:\n" + "\n".join(proc.stderr.splitlines()[-15:]))
     result = json.loads(lines[-1])
     wall = sorted(result["wall_ms"])
     summary = parse(lines[:-1] if result["onednn"] else [], calls)

@@ -44,7 +44,7 @@ def measure_without_tensorflow(factory: str, factory_kwargs: dict, images, warmu
         TensorFlow sides get them); a PYTHONPATH here comes after this checkout's root.
       timeout: seconds before the worker is killed.
     Raises:
-      measure.MeasureError: the worker failed (its stderr tail is in the message).
+      RunError: the worker failed (its stderr tail is in the message).
     """
     import numpy as np
 

@@ -63,7 +63,7 @@ def measure_photos(frozen_graph: str, models, photos: str, env: dict | None = No
         many places: a caller that repeats the measurement rotates it, so that no side always runs
         right after the same one (the rows keep the sides' order).
     Raises:
-      measure.MeasureError: a worker failed (its exit code and stderr tail) or timed out.
+      RunError: a worker failed (its exit code and stderr tail) or timed out.
     Returns:
       {"photos": [{"path", "height", "width"}], "rows": [{"side", "model", "peak_rss_bytes",
       "rss_bytes", "rss_ratio" (x the TF1 session's peak), "first_detections_s", "wall_s" (and their

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import os
 
-from migrate.bench.inputs import BenchInputError
 from migrate.bench.sides import BASELINE
 from ssd_mobilenet import atomic_write
+from ssd_mobilenet.errors import OutputExistsError
+from ssd_mobilenet.errors import InputError
 
 PLOT_EXTRA = "pip install 'ssd-mobilenet-migrate[plot]'"
 
@@ -22,12 +23,12 @@ def plot_available() -> bool:
 
 
 def check_plot(path: str, num_batches: int) -> None:
-    """Raises BenchInputError when a plot to `path` cannot be drawn: no matplotlib (the
+    """Raises InputError when a plot to `path` cannot be drawn: no matplotlib (the
     optional `plot` extra), or fewer than two batch sizes to plot against."""
     if not plot_available():
-        raise BenchInputError(f"{path}: no matplotlib ({PLOT_EXTRA})")
+        raise InputError(f"{path}: no matplotlib ({PLOT_EXTRA})")
     if num_batches < 2:
-        raise BenchInputError(f"{path}: plots against the batch size: give two or more (--batch 1,8)")
+        raise InputError(f"{path}: plots against the batch size: give two or more (--batch 1,8)")
 
 
 def write_plot(report: dict, path: str, force: bool = False) -> None:
@@ -35,12 +36,12 @@ def write_plot(report: dict, path: str, force: bool = False) -> None:
     per side, at the report's first image size and oneDNN setting (atomic write).
 
     Raises:
-      BenchInputError: matplotlib is not installed (the optional `plot` extra), `path` exists
+      InputError: matplotlib is not installed (the optional `plot` extra), `path` exists
         without `force`, or the report has fewer than two batch sizes.
     """
     check_plot(path, len(report["batches"]))
     if os.path.exists(path) and not force:
-        raise BenchInputError(f"{path}: exists (use --force to replace it)")
+        raise OutputExistsError(f"{path}: exists (use --force to replace it)")
     import io
 
     import matplotlib.ticker

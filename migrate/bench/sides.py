@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import os
 
-from migrate.bench.inputs import BenchInputError, _frozen_graph
+from migrate.bench.inputs import _frozen_graph
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
+from ssd_mobilenet.errors import InputError
 
 # The TFLite sides: the file `migrate export` writes by default (per-class NMS, uint8 input of any
 # size, resized in the file with the TF1 graph's kernel), float32 and int8 (calibrated on generated
@@ -65,14 +66,14 @@ def runner(side: str, src: str, converted: str, exported: str = None, threads: i
     The file sides' runners import no TensorFlow (their memory process runs without it)."""
     if side in ONNX_SIDES:
         if not exported:
-            raise BenchInputError("an ONNX side needs its exported .onnx file")
+            raise InputError("an ONNX side needs its exported .onnx file")
         if side == "openvino":
             return openvino_runner(exported, threads or os.cpu_count())
         from migrate.predict.runtimes import onnx  # imports no TensorFlow
         return onnx.runner(exported, threads or os.cpu_count())  # as `predict` runs it
     if side in TFLITE_SIDES:
         if not exported:
-            raise BenchInputError("a TFLite side needs its exported .tflite file")
+            raise InputError("a TFLite side needs its exported .tflite file")
         from migrate.predict.runtimes import litert  # imports no TensorFlow
         return litert.runner(exported, threads or os.cpu_count())
 
@@ -101,7 +102,7 @@ def runner(side: str, src: str, converted: str, exported: str = None, threads: i
                "detector_exact": {"fold_batch_norm": False, "slice_size": None},
                "detector_xla": {"jit_compile": True}, "detector_mixed": {"precision": mixed_precision()}}
     if side not in options:
-        raise BenchInputError(f"--sides {side}: no such side; `bench --help` lists them")
+        raise InputError(f"--sides {side}: no such side; `bench --help` lists them")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the jit_compile-on-CPU warning: measuring it is the point
         detector = ssd_mobilenet.load(converted, **options[side])

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import os
 
-from migrate.bench.inputs import BenchInputError
 from migrate.bench.interleaving import MAX_ROUNDS_FACTOR, rounds
 from migrate.bench.notes import _NOTES, _SIDE_TEXT
 from migrate.bench.sides import BASELINE, FILE_SIDES, MIXED_SIDES, ONNX_SIDES, TFLITE_SIDES
 from ssd_mobilenet import atomic_write, hardware
+from ssd_mobilenet.errors import OutputExistsError
 
 
 def onednn_label(report: dict, setting: str) -> str:
@@ -128,7 +128,7 @@ def tflite_settings(report: dict) -> str | None:
 def write_json(report: dict, path: str, force: bool = False) -> None:
     """Writes `report` to `path` atomically; refuses to replace an existing file without `force`."""
     if os.path.exists(path) and not force:
-        raise BenchInputError(f"{path}: exists (use --force to replace it)")
+        raise OutputExistsError(f"{path}: exists (use --force to replace it)")
     atomic_write.write_text(path, json.dumps(report, indent=1))
 
 
@@ -323,7 +323,7 @@ def write_markdown(report: dict, path: str, command: str, force: bool = False, p
     """docs/benchmarks.md: how it was run, the table, the targets, scaling and the notes (atomic write).
     `plot`: a PNG written by `write_plot`, shown under the scaling section (path relative to `path`)."""
     if os.path.exists(path) and not force:
-        raise BenchInputError(f"{path}: exists (use --force to replace it)")
+        raise OutputExistsError(f"{path}: exists (use --force to replace it)")
     spreads = [r["latency_ms"]["spread"] for r in report["rows"]]
     per_batch = ", ".join(f"{rounds(report['repeats'], b, report['batches'])} at batch {b}" for b in report["batches"])
     lines = ["# Benchmarks: TF1 frozen graph vs the converted TF2 model", "",

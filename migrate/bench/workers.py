@@ -15,6 +15,7 @@ from migrate.bench.interleaving import _images, interleaved_latency
 from migrate.bench.litert_memory import measure_without_tensorflow
 from migrate.bench.sides import FILE_SIDES, applies
 from migrate.common import measure
+from ssd_mobilenet.errors import RunError
 
 
 def _latency_worker(request_path, result_path):
@@ -48,7 +49,7 @@ def _run_latency_process(request: dict, env: dict, progress) -> dict:
             if line.startswith("[bench]"):
                 progress(line[len("[bench] "):].rstrip())
         if proc.wait() != 0 or not os.path.isfile(res):
-            raise RuntimeError("latency worker failed:\n" + "\n".join(tail))
+            raise RunError("latency worker failed:\n" + "\n".join(tail))
         with open(res, encoding="utf-8") as f:
             return json.load(f)
 
@@ -64,7 +65,7 @@ def _run_export_process(converted: str, out_dir: str, sides, env: dict) -> None:
                            "_export_worker(*sys.argv[1:])", converted, out_dir, ",".join(sides)],
                           env=_worker_env(env), capture_output=True, text=True)
     if proc.returncode != 0:
-        raise RuntimeError("export worker failed:\n" + "\n".join(proc.stderr.splitlines()[-15:]))
+        raise RunError("export worker failed:\n" + "\n".join(proc.stderr.splitlines()[-15:]))
 
 
 def _measure(request, sides, sizes, batches, settings, base_env, memory, memory_repeats, say):
@@ -99,8 +100,8 @@ def _measure(request, sides, sizes, batches, settings, base_env, memory, memory_
                 result = measure_without_tensorflow("migrate.bench.sides:runner", kwargs, images, warmup=1,
                                                     repeats=memory_repeats, env=memory_env)
                 if result.get("tensorflow_imported") is not False:
-                    raise RuntimeError(f"the memory process of {side} imported TensorFlow: its RSS would not be "
-                                       "LiteRT's alone")
+                    raise RunError(f"the memory process of {side} imported TensorFlow: its RSS would not be "
+                                   "LiteRT's alone")
             else:
                 say(f"memory: {side} in a fresh process")
                 result = measure.measure_isolated("migrate.bench.sides:runner", kwargs, images, warmup=1,

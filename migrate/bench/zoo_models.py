@@ -13,6 +13,8 @@ import os
 import subprocess
 import sys
 
+from ssd_mobilenet.errors import InputError
+
 # name: (what it is, the folder under ../shared/zoo, the sample config it is built from or None).
 MODELS = {
     "ssd": ("SSD MobileNet v1 COCO, the 2018_01_28 zoo release (300x300, 90 classes)",
@@ -24,10 +26,6 @@ MODELS = {
 }
 DEFAULT = "ssd"
 SEED = 0
-
-
-class ZooModelMissing(FileNotFoundError):
-    """The zoo files a model is made from are not in ../shared."""
 
 
 def _inputs(name: str, shared: str) -> list:
@@ -54,11 +52,11 @@ def make(name: str, shared: str, out: str, **replace) -> str:
       replace: SSDConfig fields that replace the config's (a builder model only; e.g. a smaller
         `depth_multiplier` and image size, as the tests build them).
     Raises:
-      ZooModelMissing: naming the file that is not there.
+      InputError: naming the file that is not there.
     """
     problem = missing(name, shared)
     if problem:
-        raise ZooModelMissing(problem)
+        raise InputError(problem)
     inputs = _inputs(name, shared)
     if MODELS[name][2] is None:
         if replace:

@@ -4,10 +4,8 @@
 from __future__ import annotations
 
 import os
-import sys
 
-from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_verbose, bad_input, missing, progress, tensorflow_command,
-                                     wrapped)
+from migrate.commands.common import EXIT_OK, add_verbose, bad_input, missing, progress, tensorflow_command, wrapped
 from ssd_mobilenet import converted_dir
 
 
@@ -64,31 +62,23 @@ def missing_path(args):
 @tensorflow_command
 def run(args) -> int:
     from migrate.bench import benchmark, plot, tables
-    from migrate.bench.inputs import BenchInputError, parse_batches, parse_sizes
+    from migrate.bench.inputs import parse_batches, parse_sizes
     from migrate.bench.sides import DEFAULT_SIDES
-    try:
-        for path in (args.json, args.markdown, args.plot):
-            if path and os.path.exists(path) and not args.force:
-                raise BenchInputError(f"{path}: exists (use --force to replace it)")
-        if args.plot:  # refused before the run, not after minutes of measuring
-            plot.check_plot(args.plot, len(parse_batches(args.batch)))
-        env = {}
-        if args.threads:
-            env = {"TF_NUM_INTRAOP_THREADS": str(args.threads), "TF_NUM_INTEROP_THREADS": str(args.threads)}
-        report = benchmark.bench(args.src, args.converted, sizes=parse_sizes(args.size),
-                                 batches=parse_batches(args.batch),
-                                 sides=[s.strip() for s in args.sides.split(",") if s.strip()], repeats=args.repeats,
-                                 warmup=args.warmup, memory=not args.no_memory, onednn=args.onednn, env=env,
-                                 weight_cache=args.weight_cache,
-                                 memory_growth=args.memory_growth, memory_limit_mb=args.memory_limit,
-                                 trace_dir=args.trace, progress=progress(args.quiet), tflite_threads=args.threads,
-                                 photos=args.photos, cold_runs=args.cold_runs)
-    except BenchInputError as e:
-        return bad_input(e)
-    except RuntimeError as e:  # a side that failed to run (measure.MeasureError, an OOM under a limit)
-        lines = str(e).strip().splitlines()
-        print(f"error: {lines[0] if lines else type(e).__name__}", file=sys.stderr)
-        return EXIT_FAIL
+    for path in (args.json, args.markdown, args.plot):
+        if path and os.path.exists(path) and not args.force:
+            return bad_input(f"{path}: exists (use --force to replace it)")
+    if args.plot:  # refused before the run, not after minutes of measuring
+        plot.check_plot(args.plot, len(parse_batches(args.batch)))
+    env = {}
+    if args.threads:
+        env = {"TF_NUM_INTRAOP_THREADS": str(args.threads), "TF_NUM_INTEROP_THREADS": str(args.threads)}
+    # A side that fails to run (a worker that dies: out of memory under a limit) is a RunError.
+    report = benchmark.bench(args.src, args.converted, sizes=parse_sizes(args.size), batches=parse_batches(args.batch),
+                             sides=[s.strip() for s in args.sides.split(",") if s.strip()], repeats=args.repeats,
+                             warmup=args.warmup, memory=not args.no_memory, onednn=args.onednn, env=env,
+                             weight_cache=args.weight_cache, memory_growth=args.memory_growth,
+                             memory_limit_mb=args.memory_limit, trace_dir=args.trace, progress=progress(args.quiet),
+                             tflite_threads=args.threads, photos=args.photos, cold_runs=args.cold_runs)
     print_report(report)
     if args.json:
         tables.write_json(report, args.json, force=True)

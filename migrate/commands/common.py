@@ -1,6 +1,6 @@
-"""What the commands share: exit codes, the --verbose option, progress lines, the path rule of
-`missing_path`, and TensorFlow: whether it is installed (`tensorflow_missing`) and its console
-(`tensorflow_command`)."""
+"""What the commands share: exit codes and the errors' kinds they map to (`exit_code`), the
+--verbose option, progress lines, the path rule of `missing_path`, and TensorFlow: whether it is
+installed (`tensorflow_missing`) and its console (`tensorflow_command`)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,28 @@ def bad_input(problem) -> int:
     """`error: PROBLEM` on stderr; the exit code of bad input."""
     print(f"error: {problem}", file=sys.stderr)
     return EXIT_BAD_INPUT
+
+
+def exit_code(run, args) -> int:
+    """`run(args)`, a command's run, with the errors' kinds (`ssd_mobilenet.errors`) as exit codes,
+    the one place every command's are mapped:
+    - `InputError` (`ConfigError`, `OutputExistsError`): `error: MESSAGE`, exit 2;
+    - `CheckFailedError`: `error: MESSAGE` wrapped to the console's width, exit 1 (the first
+      diverging stage, its node name ~70 characters, and its numbers are the diagnosis: not cut);
+    - `RunError`: `error: ` and the message's first line (a worker's stderr tail follows it), exit 1.
+    """
+    from ssd_mobilenet.errors import CheckFailedError, InputError, RunError
+    try:
+        return run(args)
+    except InputError as e:
+        return bad_input(e)
+    except CheckFailedError as e:
+        print_wrapped(f"error: {e}")
+        return EXIT_FAIL
+    except RunError as e:
+        lines = str(e).strip().splitlines()
+        print(f"error: {lines[0] if lines else type(e).__name__}", file=sys.stderr)
+        return EXIT_FAIL
 
 
 # The widest line the commands print: their lines are laid out to fit (tests/test_cli.py runs every
@@ -116,11 +138,12 @@ def labels_problem(value) -> str | None:
     if value is None:
         return None
     from ssd_mobilenet import label_map
+    from ssd_mobilenet.errors import InputError
     if missing(label_map.resolve(value)):
         return f"{value}: no such file (--labels): the model's label map, or `coco` for the COCO zoo's"
     try:
         label_map.read(value)
-    except label_map.LabelMapError as e:
+    except InputError as e:
         return str(e)
     return None
 
@@ -140,20 +163,15 @@ def tensorflow_missing(what: str) -> str | None:
 
 def tensorflow_command(run):
     """`run(args)` of a command that runs TensorFlow: TensorFlow's console output only under
-    --verbose (`migrate.common.console.tensorflow_output`), the errors of reading a model that any
-    of them may meet (a TF1 source, a config) as bad input, and `warn_precision` after the run.
-    The command line checks that TensorFlow is installed (`tensorflow_missing`) before any path
-    when the run's `needs_tensorflow` is set, as here."""
+    --verbose (`migrate.common.console.tensorflow_output`), its errors as exit codes (`exit_code`,
+    their lines within TensorFlow's quieted output), and `warn_precision` after the run, bad input
+    aside. The command line checks that TensorFlow is installed (`tensorflow_missing`) before any
+    path when the run's `needs_tensorflow` is set, as here."""
     @functools.wraps(run)
     def quieted(args) -> int:
         from migrate.common import console
         with console.tensorflow_output(verbose=args.verbose):
-            from migrate.tf1 import assign, config_inference, sources
-            from ssd_mobilenet.config.ssd_config import ConfigError
-            try:
-                code = run(args)
-            except (sources.SourceError, ConfigError, config_inference.MismatchError, assign.MappingError) as e:
-                return bad_input(e)
+            code = exit_code(run, args)
             if code != EXIT_BAD_INPUT:
                 warn_precision(getattr(args, "precision", None))
             return code

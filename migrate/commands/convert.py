@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_labels, add_verbose, bad_input, labels_problem, missing,
-                                     op_list, print_wrapped, progress, tensorflow_command)
+from migrate.commands.common import (EXIT_OK, add_labels, add_verbose, labels_problem, missing, op_list, print_wrapped,
+                                     progress, tensorflow_command)
 from migrate.common.console import shown
 
 
@@ -49,29 +49,18 @@ def missing_path(args):
 @tensorflow_command
 def run(args) -> int:
     from migrate.convert import conversion
-    from migrate.tf1 import config_inference, self_check
-    from ssd_mobilenet import label_map
-    try:
-        if args.src is None:
-            from migrate.convert import default_model
-            args.src = default_model.ensure_tf1_model(progress(args.quiet, wrap=True))
-            args.out = args.out or default_model.converted_dir()
-            args.labels = args.labels or default_model.LABELS
-        report = conversion.convert(args.src, args.out, force=args.force, trust_weights=args.trust_weights,
-                                    image_size=args.image_size, use_moving_averages=args.use_moving_averages,
-                                    check=not args.no_check, progress=progress(args.quiet, wrap=True),
-                                    saved_model="exact" if args.exact else "fast", precision=args.precision,
-                                    allow_ops=op_list(args.allow_ops),
-                                    saved_model_weights="constants" if args.constant_weights else None,
-                                    labels=args.labels)
-    except (conversion.OutputExistsError, conversion.CheckRefusedError, conversion.ExportOptionError,
-            label_map.LabelMapError) as e:
-        return bad_input(e)
-    except self_check.CheckFailed as e:
-        # The first diverging stage (its node name can be ~70 characters) and its numbers are the
-        # diagnosis: wrapped within 100 columns like the notes, not cut.
-        print_wrapped(f"error: {e}")
-        return EXIT_FAIL
+    from migrate.tf1 import config_inference
+    if args.src is None:
+        from migrate.convert import default_model
+        args.src = default_model.ensure_tf1_model(progress(args.quiet, wrap=True))
+        args.out = args.out or default_model.converted_dir()
+        args.labels = args.labels or default_model.LABELS
+    report = conversion.convert(args.src, args.out, force=args.force, trust_weights=args.trust_weights,
+                                image_size=args.image_size, use_moving_averages=args.use_moving_averages,
+                                check=not args.no_check, progress=progress(args.quiet, wrap=True),
+                                saved_model="exact" if args.exact else "fast", precision=args.precision,
+                                allow_ops=op_list(args.allow_ops),
+                                saved_model_weights="constants" if args.constant_weights else None, labels=args.labels)
     for note in report["notes"]:
         if args.verbose or not note.startswith(config_inference.EVERY_GRAPH_FIELD):
             print_wrapped(f"[migrate] {note}")

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from migrate.commands.common import (EXIT_OK, add_labels, add_verbose, bad_input, labels_problem, missing,
+from migrate.commands.common import (EXIT_OK, add_labels, add_verbose, labels_problem, missing,
                                      missing_records, op_list, progress, tensorflow_command, warn)
 
 
@@ -30,14 +30,8 @@ def missing_path(args):
 @tensorflow_command
 def run(args) -> int:
     from migrate import evaluate
-    from ssd_mobilenet import label_map
-    from ssd_mobilenet.training import data
-    try:
-        result = evaluate.evaluate(args.model, args.records, labels=args.labels, json_path=args.json,
-                                   force=args.force, progress=progress(args.quiet), warn=warn,
-                                   allow_ops=op_list(args.allow_ops))
-    except (evaluate.OutputExistsError, evaluate.ModelError, data.DataError, label_map.LabelMapError) as e:
-        return bad_input(e)
+    result = evaluate.evaluate(args.model, args.records, labels=args.labels, json_path=args.json, force=args.force,
+                               progress=progress(args.quiet), warn=warn, allow_ops=op_list(args.allow_ops))
     print(evaluate.format_result(result))
     progress(args.quiet)(f"{result['images']} images ({result['skipped']} records skipped) in "
                          f"{result['seconds']:.1f} s" + (f" -> {args.json}" if args.json else ""))

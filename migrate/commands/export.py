@@ -66,7 +66,7 @@ def missing_path(args):
 
 @tensorflow_command
 def run(args) -> int:
-    from migrate import export, export_inputs
+    from migrate import export
     if args.web:
         return _run_web(args)
     given = [flag for flag, name in _WEB_ONLY.items() if getattr(args, name) is not None]
@@ -74,12 +74,9 @@ def run(args) -> int:
         return bad_input(f"{given[0]}: for the --web page only")
     if args.onnx:
         return _run_onnx(args)
-    try:
-        result = export.export(args.converted, args.tflite, nms=args.nms or "per-class", input_type=args.input,
-                               max_detections=args.max_detections, int8=args.int8, calibration=args.calibration,
-                               force=args.force, progress=progress(args.quiet), warn=warn, labels=args.labels)
-    except export_inputs.ExportInputError as e:
-        return bad_input(e)
+    result = export.export(args.converted, args.tflite, nms=args.nms or "per-class", input_type=args.input,
+                           max_detections=args.max_detections, int8=args.int8, calibration=args.calibration,
+                           force=args.force, progress=progress(args.quiet), warn=warn, labels=args.labels)
     _result(result, f"{result['nms']} NMS, {result['input']} input, {'int8' if result['int8'] else 'float32'}")
     return EXIT_OK
 
@@ -93,35 +90,29 @@ def _result(result: dict, what: str) -> None:
 
 
 def _run_onnx(args) -> int:
-    from migrate import export_inputs, export_onnx
+    from migrate import export_onnx
     given = [flag for flag, name in _TFLITE_ONLY.items() if getattr(args, name) not in (None, False)]
     if given:
         return bad_input(f"{given[0]}: applies to --tflite files only, not to --onnx")
-    try:
-        result = export_onnx.export_onnx(args.converted, args.onnx, input_type=args.input,
-                                         max_detections=args.max_detections, int8=args.int8,
-                                         calibration=args.calibration, force=args.force, verbose=args.verbose,
-                                         progress=progress(args.quiet), warn=warn, labels=args.labels)
-    except export_inputs.ExportInputError as e:
-        return bad_input(e)
+    result = export_onnx.export_onnx(args.converted, args.onnx, input_type=args.input,
+                                     max_detections=args.max_detections, int8=args.int8, calibration=args.calibration,
+                                     force=args.force, verbose=args.verbose, progress=progress(args.quiet), warn=warn,
+                                     labels=args.labels)
     _result(result, f"ONNX opset {result['opset']}, {result['input']} input, "
                     f"{'int8 QDQ' if result['int8'] else 'float32'}")
     return EXIT_OK
 
 
 def _run_web(args) -> int:
-    from migrate import export_inputs, export_web
+    from migrate import export_web
     given = [flag for flag, name in _NOT_WEB.items() if getattr(args, name) not in (None, False)]
     if args.input != "uint8":
         given.append(f"--input {args.input}")
     if given:
         return bad_input(f"{given[0]}: not for --web (the page runs the float32 .onnx file on the photo itself)")
-    try:
-        result = export_web.export_web(args.converted, args.web, labels=args.labels, max_detections=args.max_detections,
-                                       example=args.example, force=args.force, verbose=args.verbose,
-                                       progress=progress(args.quiet))
-    except export_inputs.ExportInputError as e:
-        return bad_input(e)
+    result = export_web.export_web(args.converted, args.web, labels=args.labels, max_detections=args.max_detections,
+                                   example=args.example, force=args.force, verbose=args.verbose,
+                                   progress=progress(args.quiet))
     runtime = ", ".join(f"{name} {version}" for name, version in sorted(result["runtime"].items()))
     # Two lines within 100 columns (the runtime's names and versions, then a long OUT, wrap on their own).
     print_wrapped(f"exported a web page: {result['max_detections']} detections, {len(result['files'])} files, "

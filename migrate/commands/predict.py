@@ -98,11 +98,8 @@ def run(args) -> int:
             return bad_input(problem)
     if args.engine or args.workers is not None or args.pipeline_options:
         return _run_engine(args)  # the driver imports no TensorFlow; the workers do
-    from migrate.common import images
     from migrate.predict import prediction
     from migrate.predict.runtimes import runtime_kind
-    from migrate.predict.runtimes.base import BudgetError, ModelDirError, RuntimeOptionError
-    from ssd_mobilenet import label_map
     kind = runtime_kind(args.converted)
     problem = _refused(args, kind, _RUNTIME_OPTIONS) or _out_of_range(args)
     if problem:
@@ -111,14 +108,10 @@ def run(args) -> int:
     terminal = args.out is None and sys.stdout.isatty()
     out = None if args.out == STDOUT else args.out
     with kind.console(verbose=args.verbose):
-        try:
-            summary = prediction.run(args.converted, args.images, out=out, png_dir=args.png, force=args.force,
-                                     labels=args.labels, min_score=args.min_score, png_min_score=args.png_min_score,
-                                     terminal=terminal, progress=progress(args.quiet, wrap=True),
-                                     **{name: getattr(args, name) for name in kind.options})
-        except (images.ImageError, label_map.LabelMapError, ModelDirError, prediction.OutputExistsError, BudgetError,
-                RuntimeOptionError) as e:
-            return bad_input(e)
+        summary = prediction.run(args.converted, args.images, out=out, png_dir=args.png, force=args.force,
+                                 labels=args.labels, min_score=args.min_score, png_min_score=args.png_min_score,
+                                 terminal=terminal, progress=progress(args.quiet, wrap=True),
+                                 **{name: getattr(args, name) for name in kind.options})
         code = _summary(args, summary, shown(out) if out else None)
         warn_precision(args.precision)
         return code
@@ -158,9 +151,9 @@ def _out_of_range(args):
 def _run_engine(args) -> int:
     """`predict --engine beam`: the pipeline of `migrate.predict.beam`, its workers' stderr
     reduced to the project's lines (`console.only_project_lines`) unless --verbose."""
-    from migrate.common import console, images
+    from migrate.common import console
     from migrate.predict.runtimes import runtime_kind
-    from ssd_mobilenet import label_map
+    from ssd_mobilenet.errors import RunError
     problem = None
     if not args.engine:
         problem = f"{'--workers' if args.workers is not None else '--pipeline-options'}: needs --engine beam"
@@ -192,12 +185,10 @@ def _run_engine(args) -> int:
                                batch_size=args.batch_size, labels=args.labels, min_score=args.min_score,
                                threads=args.threads, precision=args.precision, quiet=args.quiet,
                                progress=progress(args.quiet))
-    except (images.ImageError, label_map.LabelMapError, beam.ModelDirError, beam.OutputExistsError,
-            beam.EngineOptionError) as e:
-        return bad_input(e)
-    except beam.PipelineError as e:
-        print(f"error: {e}" + ("" if args.verbose else " (--verbose shows the runner's log)"), file=sys.stderr)
-        return EXIT_FAIL
+    except RunError as e:
+        if args.verbose:
+            raise
+        raise RunError(f"{e} (--verbose shows the runner's log)") from e  # its line says where the cause is
     finally:
         restore_logs()
     shards = len(summary["shards"])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from migrate.commands.common import EXIT_OK, add_verbose, bad_input, progress, tensorflow_command
+from migrate.commands.common import EXIT_OK, add_verbose, progress, tensorflow_command
 from migrate.common.console import shown
 
 
@@ -22,9 +22,6 @@ def add_parser(sub) -> None:
 @tensorflow_command
 def run(args) -> int:
     from migrate import shapes
-    try:
-        out = shapes.write(args.out, force=args.force, progress=progress(args.quiet), model=args.model)
-    except shapes.OutputExistsError as e:
-        return bad_input(e)
+    out = shapes.write(args.out, force=args.force, progress=progress(args.quiet), model=args.model)
     print(f"wrote the shapes demo -> {shown(out)}")
     return EXIT_OK

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import sys
-
-from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_labels, add_verbose, bad_input, labels_problem, missing,
+from migrate.commands.common import (EXIT_OK, add_labels, add_verbose, bad_input, labels_problem, missing,
                                      missing_file, missing_records, progress, tensorflow_command)
 
 
@@ -60,9 +58,7 @@ def missing_path(args):
 @tensorflow_command
 def run(args) -> int:
     from migrate import evaluate, train
-    from ssd_mobilenet import label_map, memory
-    from ssd_mobilenet.config.ssd_config import ConfigError
-    from ssd_mobilenet.training import data, memory_budget
+    from ssd_mobilenet import memory
     for flag, value in (("--steps", args.steps), ("--batch", args.batch),
                         ("--checkpoint-every", args.checkpoint_every)):
         if value is not None and value < 1:
@@ -79,23 +75,16 @@ def run(args) -> int:
         return bad_input(f"--batch {args.batch} is not a multiple of --accumulate {args.accumulate}")
     if args.max_memory is not None and not args.max_memory > 0:
         return bad_input(f"--max-memory {args.max_memory:g}: must be a positive number of MiB")
-    try:
-        if args.max_memory is not None and not memory.devices_initialized():
-            # Allocator peaks on a CPU need the BFC allocator, chosen before TensorFlow starts
-            # (a process that started it already is refused below when it has no statistics).
-            memory.configure()
-        result = train.run(args.converted, args.train, eval_records=args.eval, labels=args.labels, out=args.out,
-                           config=args.config, steps=args.steps, batch_size=args.batch, accumulate=args.accumulate,
-                           freeze_batch_norm=True if args.freeze_batch_norm else None,
-                           checkpoint_every=args.checkpoint_every, force=args.force, seed=args.seed,
-                           devices=devices, progress=progress(args.quiet, wrap=True), precision=args.precision,
-                           recompute=args.recompute, max_memory_mb=args.max_memory)
-    except (train.TrainInputError, train.OutputExistsError, data.DataError, label_map.LabelMapError,
-            ConfigError, memory_budget.BudgetError, memory.RuntimeConfigError) as e:
-        return bad_input(e)
-    except train.WorkerLostError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_FAIL
+    if args.max_memory is not None and not memory.devices_initialized():
+        # Allocator peaks on a CPU need the BFC allocator, chosen before TensorFlow starts
+        # (a process that started it already is refused below when it has no statistics).
+        memory.configure()
+    result = train.run(args.converted, args.train, eval_records=args.eval, labels=args.labels, out=args.out,
+                       config=args.config, steps=args.steps, batch_size=args.batch, accumulate=args.accumulate,
+                       freeze_batch_norm=True if args.freeze_batch_norm else None,
+                       checkpoint_every=args.checkpoint_every, force=args.force, seed=args.seed, devices=devices,
+                       progress=progress(args.quiet, wrap=True), precision=args.precision, recompute=args.recompute,
+                       max_memory_mb=args.max_memory)
     if "metrics" in result:
         print(evaluate.format_result(result))
     print(f"trained to step {result['step']} -> {shown(result['model_dir'])}")

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_verbose, bad_input, missing, missing_inputs, op_list,
-                                     progress, tensorflow_command, warn)
+from migrate.commands.common import (EXIT_FAIL, EXIT_OK, add_verbose, missing, missing_inputs, op_list, progress,
+                                     tensorflow_command, warn)
 from migrate.verify.paths import looks_tf1
 from ssd_mobilenet import converted_dir
 
@@ -68,21 +68,14 @@ def missing_path(args):
 
 @tensorflow_command
 def run(args) -> int:
-    from migrate.tf1.inference_graph import VerifyInputError
     from migrate.verify import verification
     from migrate.verify.report import format_report
-    from migrate.common import images
-    from migrate.tf1 import frozen_graph
-    try:
-        report = verification.verify(args.src, args.converted, images=args.images, batch=args.batch, mode=args.mode,
-                                     atol=args.atol, rtol=args.rtol, allow_ops=op_list(args.allow_ops),
-                                     png_dir=args.png, json_path=args.json, force=args.force,
-                                     measure=not args.no_measure, repeats=args.repeats, precision=args.precision,
-                                     memory_growth=args.memory_growth, memory_limit_mb=args.memory_limit,
-                                     trace_dir=args.trace, progress=progress(args.quiet), tflite=args.tflite,
-                                     threads=args.threads, onnx=args.onnx, warn=warn)
-    except (VerifyInputError, images.ImageError, frozen_graph.GraphFreezeError) as e:
-        return bad_input(e)
+    report = verification.verify(args.src, args.converted, images=args.images, batch=args.batch, mode=args.mode,
+                                 atol=args.atol, rtol=args.rtol, allow_ops=op_list(args.allow_ops), png_dir=args.png,
+                                 json_path=args.json, force=args.force, measure=not args.no_measure,
+                                 repeats=args.repeats, precision=args.precision, memory_growth=args.memory_growth,
+                                 memory_limit_mb=args.memory_limit, trace_dir=args.trace, progress=progress(args.quiet),
+                                 tflite=args.tflite, threads=args.threads, onnx=args.onnx, warn=warn)
     print(format_report(report))
     # The precision that ran (a SavedModel's own when --precision was not given), for `warn_precision`.
     args.precision = report.precision

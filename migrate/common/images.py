@@ -4,7 +4,7 @@
 `decode` turn one file into uint8 [H, W, 3] RGB with TensorFlow's own decoders, the ones
 the TF1 Object Detection API exporters put in front of the graph (`tf.image.decode_image`
 with `channels=3`). Like them, no EXIF orientation is applied: pixels are used as stored.
-TensorFlow is imported by those two only: listing images, and `ImageError`, serve the LiteRT
+TensorFlow is imported by those two only: listing images, and `InputError`, serve the LiteRT
 runtime too (`ssd_mobilenet.formats.images` decodes the same pixels without TensorFlow).
 """
 
@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from ssd_mobilenet.formats.images import ImageError  # noqa: F401 (one error class for both decoders)
+from ssd_mobilenet.errors import InputError
 
 JPEG_MAGIC = b"\xff\xd8\xff"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -63,7 +63,7 @@ def list_images(paths) -> list:
     reached twice is listed once.
 
     Raises:
-      ImageError: naming the path, for a missing path, a folder without images, or a
+      InputError: naming the path, for a missing path, a folder without images, or a
         named file that is neither JPEG nor PNG.
     """
     if isinstance(paths, (str, os.PathLike)):
@@ -73,20 +73,20 @@ def list_images(paths) -> list:
         if os.path.isdir(path):
             found = _images_in_folder(path)
             if not found:
-                raise ImageError(f"{path}: no JPEG or PNG images in this folder (searched recursively)")
+                raise InputError(f"{path}: no JPEG or PNG images in this folder (searched recursively)")
         elif os.path.isfile(path):
             if not is_image_file(path):
-                raise ImageError(f"{path}: not a JPEG or PNG image (neither by extension nor content)")
+                raise InputError(f"{path}: not a JPEG or PNG image (neither by extension nor content)")
             found = [path]
         else:
-            raise ImageError(f"{path}: no such file or folder")
+            raise InputError(f"{path}: no such file or folder")
         for image in found:
             key = os.path.realpath(image)
             if key not in seen:
                 seen.add(key)
                 images.append(image)
     if not images:
-        raise ImageError("no image paths given")
+        raise InputError("no image paths given")
     return images
 
 
@@ -94,7 +94,7 @@ def read_image(path) -> np.ndarray:
     """Reads a JPEG or PNG (or any format `tf.io.decode_image` knows) as uint8 [H, W, 3] RGB.
 
     Raises:
-      ImageError: naming the file when it is missing or cannot be decoded.
+      InputError: naming the file when it is missing or cannot be decoded.
     """
     import tensorflow as tf
 
@@ -104,7 +104,7 @@ def read_image(path) -> np.ndarray:
         # As bytes: a file name that is not valid UTF-8 reaches the file system unchanged.
         return decode(tf.io.read_file(os.fsencode(path))).numpy()
     except (tf.errors.OpError, ValueError) as e:
-        raise ImageError(f"{path}: cannot read image: {error_message(e)}") from None
+        raise InputError(f"{path}: cannot read image: {error_message(e)}") from None
 
 
 def decode(contents):

@@ -47,15 +47,13 @@ import sys
 import tempfile
 import time
 
+from ssd_mobilenet.errors import RunError
+
 # Set for every measured process, whatever the side: the allocator that keeps statistics.
 BASE_ENV = {"TF_CPU_ALLOCATOR_USE_BFC": "true", "TF_CPP_MIN_LOG_LEVEL": "2"}
 # Set for the processes measured as users run them (`migrate.bench.cold_start`, `migrate.bench.photo_memory`):
 # TensorFlow's own allocator, as a user's process has it; only the C++ log quieter.
 USER_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2"}
-
-
-class MeasureError(RuntimeError):
-    """The measurement worker failed; the message holds its last stderr lines."""
 
 
 def run_worker(module: str, args: list, env: dict | None, timeout: float | None, what: str,
@@ -66,7 +64,7 @@ def run_worker(module: str, args: list, env: dict | None, timeout: float | None,
     worker imports this package: the same copy the parent uses).
 
     Raises:
-      MeasureError: naming `what`, the worker timed out, or failed (its exit code and stderr tail).
+      RunError: naming `what`, the worker timed out, or failed (its exit code and stderr tail).
     """
     with tempfile.TemporaryDirectory(prefix="migrate-worker-") as tmp:
         result_path = os.path.join(tmp, "result.json")
@@ -78,10 +76,10 @@ def run_worker(module: str, args: list, env: dict | None, timeout: float | None,
             proc = subprocess.run([sys.executable, "-m", module, *args, result_path], env=worker_env,
                                   capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise MeasureError(f"{what} timed out after {timeout} s") from None
+            raise RunError(f"{what} timed out after {timeout} s") from None
         if proc.returncode != 0 or not os.path.isfile(result_path):
             tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-            raise MeasureError(f"{what} failed (exit {proc.returncode}):\n{tail}")
+            raise RunError(f"{what} failed (exit {proc.returncode}):\n{tail}")
         with open(result_path, encoding="utf-8") as f:
             return json.load(f)
 
@@ -101,7 +99,7 @@ def measure_isolated(factory: str, factory_kwargs: dict, images, warmup: int = 1
       outputs_npz: if given, the last run's outputs of every batch are saved there.
       timeout: seconds before the worker is killed.
     Raises:
-      MeasureError: the worker failed (its stderr tail is in the message).
+      RunError: the worker failed (its stderr tail is in the message).
     """
     import numpy as np
 

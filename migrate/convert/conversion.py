@@ -36,13 +36,10 @@ from ssd_mobilenet.converted_dir import file_sha256
 from ssd_mobilenet import detector as detector_lib
 from ssd_mobilenet.formats.saved_model import writer as saved_model_lib
 from ssd_mobilenet.model import PRECISIONS, SSDMobileNetV1
+from ssd_mobilenet.errors import ConfigError, InputError, OutputExistsError
 
 REPORT = "conversion_report.json"
 SOURCE_PIPELINE_CONFIG = "source_pipeline.config"
-
-
-class OutputExistsError(FileExistsError):
-    pass
 
 
 def source_dir(src: str) -> str:
@@ -67,14 +64,6 @@ CONFIG_OR_GRAPH_FIELDS = ("image_height", "image_width", "resize_method", "add_b
                           "interpolated_scale_aspect_ratio", "base_anchor_height", "base_anchor_width",
                           "anchor_strides", "anchor_offsets", "reduce_boxes_in_lowest_layer", "anchor_generator_type",
                           "anchor_min_level", "anchor_max_level", "anchor_scale", "scales_per_octave")
-
-
-class ExportOptionError(ValueError):
-    """SavedModel options that exclude each other."""
-
-
-class CheckRefusedError(ValueError):
-    """The self-check cannot run the source's graph (ops outside the allowlist, no image input)."""
 
 
 IMAGE_SIZE_FIELDS = ("image_height", "image_width")
@@ -118,7 +107,6 @@ def _check(source, tmp: str, config, check: bool, allow_ops, say, precision: str
     writes the SavedModel into `tmp`: after the checkpoint's stages have passed, or at once when
     nothing is checked."""
     from migrate.tf1 import self_check
-    from migrate.tf1.inference_graph import VerifyInputError
     from migrate.tf1.side_by_side import saved_model_detector
     unchecked = _unchecked(source, config, check, say, image_size)
     if unchecked is not None:
@@ -128,12 +116,9 @@ def _check(source, tmp: str, config, check: bool, allow_ops, say, precision: str
     def write():
         write_saved_model()
         return saved_model_detector(tmp)
-    try:
-        return self_check.check_conversion(source, detector_lib.load_model(tmp), config, allow_ops, say,
-                                           deployed=(write, precision))
-    except VerifyInputError as e:
-        # The conversion check runs the graph: --no-check skips it (docs/guides/troubleshooting.md).
-        raise CheckRefusedError(str(e)) from None
+    # A graph the check cannot run is an InputError: --no-check skips it (docs/guides/troubleshooting.md).
+    return self_check.check_conversion(source, detector_lib.load_model(tmp), config, allow_ops, say,
+                                       deployed=(write, precision))
 
 
 # Where a pipeline.config names its label map: the training input's first (the map the model was
@@ -148,7 +133,7 @@ def named_label_map(source) -> str | None:
         return None
     try:
         root = pipeline_text.parse(source.pipeline_config)
-    except pipeline_text.TextFormatError:
+    except ConfigError:
         return None
     for reader in _LABEL_MAP_READERS:
         for message in root.get(reader, []):
@@ -175,7 +160,7 @@ def kept_label_map(source, labels: str | None, num_classes: int) -> tuple:
     (`named_label_map`, found by `_found_label_map`).
 
     Raises:
-      label_maps.LabelMapError: the map does not read, or names ids beyond `num_classes`
+      InputError: the map does not read, or names ids beyond `num_classes`
         (`label_map.fits`).
     """
     if labels is not None:
@@ -226,21 +211,20 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
     report's `saved_model` records them (`ssd_mobilenet.formats.saved_model.writer`).
 
     Raises:
-      sources.SourceError: bad input, with a one-line message naming the file; so are
-        `ssd_mobilenet.ConfigError`, `config_inference.MismatchError`, `assign.MappingError`,
-        `OutputExistsError`, `CheckRefusedError` and `label_map.LabelMapError`.
-      self_check.CheckFailed: the converted model differs from the graph; nothing is written.
+      InputError (ConfigError, OutputExistsError): bad input, with a one-line message naming the
+        file.
+      CheckFailedError: the converted model differs from the graph; nothing is written.
     """
     say = progress or (lambda msg: None)
     if saved_model not in saved_model_lib.VARIANTS:
-        raise ExportOptionError(f"saved_model must be one of {', '.join(saved_model_lib.VARIANTS)}, "
+        raise InputError(f"saved_model must be one of {', '.join(saved_model_lib.VARIANTS)}, "
                                 f"got {saved_model!r}")
     if precision not in PRECISIONS:
-        raise ExportOptionError(f"--precision {precision}: one of {', '.join(PRECISIONS)}")
+        raise InputError(f"--precision {precision}: one of {', '.join(PRECISIONS)}")
     if saved_model == saved_model_lib.EXACT_VARIANT and precision != "float32":
-        raise ExportOptionError(f"--exact with --precision {precision}: the op-for-op model computes in float32")
+        raise InputError(f"--exact with --precision {precision}: the op-for-op model computes in float32")
     if saved_model == saved_model_lib.EXACT_VARIANT and saved_model_weights is not None:
-        raise ExportOptionError("--exact with --constant-weights: the op-for-op model keeps its weights as variables")
+        raise InputError("--exact with --constant-weights: the op-for-op model keeps its weights as variables")
     timings = {}
     t0 = time.perf_counter()
     named = out or default_out(src)  # as the user gave it, for the console's lines
@@ -263,8 +247,8 @@ def convert(src: str, out: str = None, force: bool = False, trust_weights: bool 
     model = SSDMobileNetV1(config)
     try:
         names, ignored = assign_lib.assign(source.weights, model, use_moving_averages=use_moving_averages)
-    except assign_lib.MappingError as e:
-        raise assign_lib.MappingError(f"{source.weights_from}: {e}") from None
+    except InputError as e:
+        raise InputError(f"{source.weights_from}: {e}") from None
     timings["assign_s"] = time.perf_counter() - t
     tmp = atomic_write.temp_dir_beside(out, prefix=".convert-")
     try:

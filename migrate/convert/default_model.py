@@ -47,9 +47,9 @@ def ensure_tf1_model(progress=None) -> str:
     path = tf1_dir()
     if not os.path.isfile(os.path.join(path, "frozen_inference_graph.pb")):
         from migrate.tf1 import builder
-        from migrate.tf1.sources import SourceError
+        from ssd_mobilenet.errors import InputError
         if os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
-            raise SourceError(f"{path}: incomplete; remove it to rebuild the default model")
+            raise InputError(f"{path}: incomplete; remove it to rebuild the default model")
         if progress:
             progress(f"no TF1 model given: building the default one in {path}")
         builder.write_model_dir(CONFIG, path, seed=SEED)

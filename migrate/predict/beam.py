@@ -50,26 +50,16 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from migrate.predict import prediction
 from migrate.common import console, images
 from migrate.predict.runtimes import runtime_kind
-from migrate.predict.runtimes.base import DEFAULT_BATCH, ModelDirError, Result
+from migrate.predict.runtimes.base import DEFAULT_BATCH, Result
 from ssd_mobilenet import converted_dir
+from ssd_mobilenet.errors import OutputExistsError, RunError
+from ssd_mobilenet.errors import InputError
 
 NAMESPACE = "ssd_mobilenet_migrate"
 PROGRESS_EVERY_S = 5.0
 _GLOB = re.compile(r"[*?\[]")
 _DIRECT_RUNNERS = ("directrunner", "direct", "fnapirunner", "prismrunner")
 LOCAL_RUNNER = "FnApiRunner"  # the local runner without --runner (`pipeline_options`)
-
-
-class EngineOptionError(ValueError):
-    """Options the engine cannot run with (one line naming the option)."""
-
-
-class OutputExistsError(FileExistsError):
-    """Shards of OUT that exist and would be replaced without --force."""
-
-
-class PipelineError(RuntimeError):
-    """The pipeline failed (a worker died, the model would not load on a worker...)."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +83,7 @@ def sources(inputs) -> list:
     """Command-line inputs -> `Source`s, checked on the driver.
 
     Raises:
-      images.ImageError: naming the input, for a missing local path, a local file that is not a
+      InputError: naming the input, for a missing local path, a local file that is not a
         JPEG or PNG, or a pattern that matches nothing.
     """
     found = []
@@ -102,7 +92,7 @@ def sources(inputs) -> list:
             found.append(Source(os.path.join(item, "**"), item))
         elif not _is_url(item) and os.path.isfile(item):
             if not images.is_image_file(item):
-                raise images.ImageError(f"{item}: not a JPEG or PNG image (neither by extension nor content)")
+                raise InputError(f"{item}: not a JPEG or PNG image (neither by extension nor content)")
             found.append(Source(item, None))
         elif _is_url(item) or _GLOB.search(item):
             dot_added = not _is_url(item) and not os.path.dirname(_GLOB.split(item, 1)[0])
@@ -110,13 +100,13 @@ def sources(inputs) -> list:
             try:
                 matched = FileSystems.match([pattern], [1])[0].metadata_list
             except Exception as e:  # noqa: BLE001 - Beam's file systems raise their own kinds (no scheme, no access)
-                raise images.ImageError(f"{item}: cannot list: {_first_line(e)}") from None
+                raise InputError(f"{item}: cannot list: {_first_line(e)}") from None
             if not matched:
-                raise images.ImageError(f"{item}: no file matches")
+                raise InputError(f"{item}: no file matches")
             prefix = _GLOB.split(pattern, 1)[0]
             found.append(Source(pattern, prefix if prefix.endswith("/") else os.path.dirname(prefix), dot_added))
         else:
-            raise images.ImageError(f"{item}: no such file or folder")
+            raise InputError(f"{item}: no such file or folder")
     return found
 
 
@@ -277,13 +267,13 @@ def pipeline_options(workers: int | None, extra: str | None) -> tuple:
     for another runner) for `--workers` and `--pipeline-options`.
 
     Raises:
-      EngineOptionError: `--pipeline-options` that do not parse, or `--workers` with a runner
+      InputError: `--pipeline-options` that do not parse, or `--workers` with a runner
         that counts its workers with its own option.
     """
     try:
         args = shlex.split(extra or "")
     except ValueError as e:
-        raise EngineOptionError(f"--pipeline-options: {e}") from None
+        raise InputError(f"--pipeline-options: {e}") from None
     runner = PipelineOptions(args).view_as(StandardOptions).runner
     local = None
     if runner is None or str(runner).lower() in _DIRECT_RUNNERS:
@@ -298,14 +288,14 @@ def pipeline_options(workers: int | None, extra: str | None) -> tuple:
     elif workers is not None:
         # Another runner counts its workers with its own option (--num_workers on Dataflow,
         # --parallelism on Flink): troubleshooting.md.
-        raise EngineOptionError(f"--workers: the local runner's; {runner} counts its workers in --pipeline-options")
+        raise InputError(f"--workers: the local runner's; {runner} counts its workers in --pipeline-options")
     else:
         described = str(runner)
     options = PipelineOptions(args)
     ignored = _unparsed(options)
     if ignored:
         # `python -m apache_beam.examples.wordcount --help` lists them (troubleshooting.md).
-        raise EngineOptionError(f"--pipeline-options: {' '.join(ignored)}: not an option of Beam's runners")
+        raise InputError(f"--pipeline-options: {' '.join(ignored)}: not an option of Beam's runners")
     return options, described, local
 
 
@@ -350,9 +340,8 @@ def run(model: str, inputs, out: str, workers: int | None = None, pipeline_optio
         model; default: on the local runner the CPU count over `workers`).
       precision: the TensorFlow runtime's compute precision.
     Raises:
-      images.ImageError, label_map.LabelMapError, ModelDirError, OutputExistsError,
-      EngineOptionError: bad input, one line; nothing is written.
-      PipelineError: the pipeline failed; no shard is written.
+      InputError (OutputExistsError): bad input, one line; nothing is written.
+      RunError: the pipeline failed; no shard is written.
     """
     from migrate.predict.prediction import model_labels, synthetic_note
     say = progress or (lambda msg: None)
@@ -387,7 +376,7 @@ def run(model: str, inputs, out: str, workers: int | None = None, pipeline_optio
     try:
         pipeline = beam.Pipeline(options=options)
     except ValueError as e:  # e.g. a --runner Beam does not know
-        raise EngineOptionError(f"--pipeline-options: {_first_line(e)}") from None
+        raise InputError(f"--pipeline-options: {_first_line(e)}") from None
     paths = (pipeline | "Sources" >> beam.Create(found)
              | "Match" >> beam.FlatMap(matched_images))
     if len(found) > 1:
@@ -406,7 +395,7 @@ def run(model: str, inputs, out: str, workers: int | None = None, pipeline_optio
         _remove_beam_temp_dirs(prefix, temp_before)
         if not folder_existed and os.path.isdir(folder) and not os.listdir(folder):
             os.rmdir(folder)  # made by the sink for the shards that never came
-        raise PipelineError(f"the pipeline failed: {_worker_error(e)}") from e
+        raise RunError(f"the pipeline failed: {_worker_error(e)}") from e
     seconds = time.perf_counter() - start
     counters = {}
     for c in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]:
@@ -431,14 +420,14 @@ def _runtime_name(model: str) -> str:
     that a bad model gets its line before the pipeline starts.
 
     Raises:
-      ModelDirError: naming the model.
+      InputError: naming the model.
     """
     if os.path.isfile(model):
         from migrate.predict.runtimes import open_runtime
         return open_runtime(model, threads=1).name  # opens and inspects the file: LiteRT or ONNX Runtime
     config = converted_dir.config_path(model)
     if not os.path.isfile(config):
-        raise ModelDirError(f"{config}: not found (not a converted model directory)")
+        raise InputError(f"{config}: not found (not a converted model directory)")
     return "TensorFlow"
 
 

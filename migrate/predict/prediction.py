@@ -29,14 +29,11 @@ from migrate.predict.runtimes import model_classes, model_metadata, open_runtime
 from migrate.predict.runtimes.base import Result
 from ssd_mobilenet import atomic_write, converted_dir
 from ssd_mobilenet import label_map
+from ssd_mobilenet.errors import OutputExistsError
 
 PROGRESS_EVERY_S = 2.0
 # What a class id without a name in --labels costs a detection (`label_map.coverage_warning`).
 UNNAMED = '"label": null'
-
-
-class OutputExistsError(FileExistsError):
-    """An output that exists and would be replaced without --force."""
 
 
 def model_labels(model: str, labels: str | None, warn) -> dict | None:
@@ -46,7 +43,7 @@ def model_labels(model: str, labels: str | None, warn) -> dict | None:
     map misses the model's upper class ids (`label_map.coverage_warning`).
 
     Raises:
-      label_map.LabelMapError: the map does not read, or names ids beyond the model's classes,
+      InputError: the map does not read, or names ids beyond the model's classes,
         which it never gives (`label_map.fits`): the map of another model.
     """
     if labels is None and os.path.isdir(model):
@@ -187,13 +184,12 @@ def run(model: str, inputs, out: str | None = None, png_dir: str | None = None, 
       dict: images, failed, detections, seconds, images_per_s, batch_size, runtime, out, png_dir,
       note (`synthetic_note`, or None).
     Raises:
-      images.ImageError, label_map.LabelMapError, ModelDirError, OutputExistsError,
-      BudgetError, RuntimeOptionError: bad input, with a one-line message; nothing is written.
+      InputError (OutputExistsError): bad input, with a one-line message; nothing is written.
     """
     say = progress or (lambda msg: None)
     warn = warn or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    atomic_write.check_output(out, force, is_dir=False, flag="--out", error=OutputExistsError)
-    atomic_write.check_output(png_dir, force, is_dir=True, flag="--png", error=OutputExistsError)
+    atomic_write.check_output(out, force, is_dir=False, flag="--out")
+    atomic_write.check_output(png_dir, force, is_dir=True, flag="--png")
     paths = images.list_images(inputs)
     _check_not_an_input(out, png_dir, [model, *paths])
     names = model_labels(model, labels, warn)

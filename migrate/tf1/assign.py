@@ -7,10 +7,7 @@ import re
 import numpy as np
 
 from migrate.tf1 import name_map
-
-
-class MappingError(ValueError):
-    """The TF1 weights do not fit the model: missing, unexpected or mis-shaped names."""
+from ssd_mobilenet.errors import InputError
 
 
 def plan(weights: dict, model, use_moving_averages: bool = False):
@@ -26,7 +23,7 @@ def plan(weights: dict, model, use_moving_averages: bool = False):
       (assignments, ignored): [(keras_path, tf1_name, ndarray)] in model variable order and
       {tf1_name: reason}.
     Raises:
-      MappingError: listing every unfilled model variable, unknown TF1 weight and shape mismatch.
+      InputError: listing every unfilled model variable, unknown TF1 weight and shape mismatch.
     """
     targets = {v.path: v for v in model.weights}
     by_target, ignored, unknown = {}, {}, []
@@ -63,7 +60,7 @@ def plan(weights: dict, model, use_moving_averages: bool = False):
             continue
         assignments.append((path, name, value))
     if problems:
-        raise MappingError("; ".join(problems))
+        raise InputError("; ".join(problems))
     return assignments, ignored
 
 

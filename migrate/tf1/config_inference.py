@@ -20,20 +20,17 @@ from migrate.tf1.graph_traits import (TFLITE_POSTPROCESS_OP, anchor_box_specs, a
 from ssd_mobilenet import anchor_generators
 from ssd_mobilenet.anchor_generators.ssd import box_specs
 from ssd_mobilenet.config.pipeline_reader import read_pipeline_config
-from ssd_mobilenet.config.ssd_config import ConfigError, SSDConfig, float_text
+from ssd_mobilenet.config.ssd_config import SSDConfig, float_text
 from ssd_mobilenet.config.type_names import (MULTISCALE_ANCHORS, SSD_ANCHORS, SSD_MOBILENET_V1, SSD_MOBILENET_V1_FPN,
                                              SSD_MOBILENET_V1_PPN, WEIGHT_SHARED)
 from ssd_mobilenet.feature_extractors import feature_map_shapes, fpn
 from ssd_mobilenet.feature_extractors.mobilenet_v1 import MOBILENET_V1_BLOCKS
 from ssd_mobilenet.feature_extractors.ssd_mobilenet_v1 import EXTRA_LAYER_DEPTHS
+from ssd_mobilenet.errors import ConfigError, InputError
 
 FE = "FeatureExtractor/MobilenetV1/"
 POSTPROCESSING_FIELDS = frozenset({"score_converter", "logit_scale", "score_threshold", "iou_threshold",
                                    "max_detections_per_class", "max_total_detections", "box_coder_scales"})
-
-
-class MismatchError(ValueError):
-    """pipeline.config and the weights disagree."""
 
 
 # Every layer depth the multiplier scales: the MobileNet blocks (FPN's depthwise variant's too), the
@@ -313,7 +310,7 @@ def _check_quantization(source, config: SSDConfig, notes: list) -> SSDConfig:
     said = _quantization_text(config.weight_bits, config.activation_bits)
     # Quantization-aware weights hold FakeQuant ranges (weights_quant/act_quant min and max).
     held = "quantization-aware weights (FakeQuant ranges)" if ranges else "float weights (no FakeQuant ranges)"
-    raise MismatchError(f"{source.weights_from}: {held}, but {_beside(where, source.weights_from)} is {said}")
+    raise InputError(f"{source.weights_from}: {held}, but {_beside(where, source.weights_from)} is {said}")
 
 
 def _tflite_note(source) -> str:
@@ -411,7 +408,7 @@ def _check_architecture(source, config: SSDConfig) -> None:
     differ = [f"{getattr(config, k)}, but the weights are {v}" for k, v in shown.items()
               if v is not None and v != getattr(config, k)]
     if differ:
-        raise MismatchError(f"{source.pipeline_config_from}: " + "; ".join(differ))
+        raise InputError(f"{source.pipeline_config_from}: " + "; ".join(differ))
 
 
 def _multiscale_anchors_from_graph(source, config: SSDConfig, notes: list) -> SSDConfig:
@@ -440,7 +437,7 @@ def infer_config(source, trust_weights=False, image_size=None):
 
     Raises:
       ConfigError: the pipeline.config is unreadable or unsupported.
-      MismatchError: pipeline.config and weights disagree (without `trust_weights`).
+      InputError: pipeline.config and weights disagree (without `trust_weights`).
     """
     notes = []
     # Before the graph's traits and anchors: another feature extractor fails those in misleading ways.
@@ -465,12 +462,12 @@ def infer_config(source, trust_weights=False, image_size=None):
             for key in ("image_height", "image_width"):
                 if key in traits and traits[key] != getattr(config, key):
                     graph = _beside(source.graph_from, source.pipeline_config_from)
-                    raise MismatchError(f"{source.pipeline_config_from}: {key} {getattr(config, key)}, but {graph} "
-                                        f"resizes to {traits[key]}")
+                    raise InputError(f"{source.pipeline_config_from}: {key} {getattr(config, key)}, but {graph} "
+                                     f"resizes to {traits[key]}")
             quantized = (traits["weight_bits"], traits["activation_bits"])
             if quantized != (config.weight_bits, config.activation_bits):
                 graph = _beside(source.graph_from, source.pipeline_config_from)
-                raise MismatchError(
+                raise InputError(
                     f"{source.pipeline_config_from}: {_quantization_text(config.weight_bits, config.activation_bits)}, "
                     f"but {graph} is {_quantization_text(*quantized)}")
             # The graph's post-processing constants and resize op are what produced the TF1 detections.
@@ -539,10 +536,10 @@ def infer_config(source, trust_weights=False, image_size=None):
         if source.pipeline_config is None:
             # Neither pipeline.config nor a graph: the zoo defaults' generator gives other counts
             # (troubleshooting.md names them); the model's own config or graph says its generator.
-            raise MismatchError(f"{source.weights_from}: {listed(held)} anchors per location; add its pipeline.config")
-        raise MismatchError(f"{source.weights_from}: {listed(held)} anchors per location, "
-                            f"{_beside(source.pipeline_config_from, source.weights_from)} "
-                            f"{listed(anchor_generators.anchors_per_location(config))}")
+            raise InputError(f"{source.weights_from}: {listed(held)} anchors per location; add its pipeline.config")
+        raise InputError(f"{source.weights_from}: {listed(held)} anchors per location, "
+                         f"{_beside(source.pipeline_config_from, source.weights_from)} "
+                         f"{listed(anchor_generators.anchors_per_location(config))}")
     facts = weight_facts(source.weights, anchor_generators.anchors_per_location(config)[0], config.min_depth,
                          config.add_background_class, config)
     for key in ("feature_extractor_type", "box_predictor_type"):  # checked first (`_check_architecture`)
@@ -556,7 +553,7 @@ def infer_config(source, trust_weights=False, image_size=None):
                   if source.pipeline_config is not None and getattr(config, key) != value]
     if mismatches and not trust_weights:
         detail = "; ".join(f"{k} {_show(c)}, the weights {_show(v)}" for k, c, v in mismatches)
-        raise MismatchError(f"{source.pipeline_config_from}: {detail} (--trust-weights)")
+        raise InputError(f"{source.pipeline_config_from}: {detail} (--trust-weights)")
     for key, configured, value in mismatches:
         notes.append(f"{key}: {_show(value)} from the weights overrides {_show(configured)} from pipeline.config "
                      "(--trust-weights)")

@@ -7,6 +7,7 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.framework import tensor_util
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
+from ssd_mobilenet.errors import InputError
 
 tf1 = tf.compat.v1
 
@@ -17,10 +18,6 @@ DECODED_BOXES = ("Postprocessor/Decode",
                  ("decoded_boxes", ["Postprocessor/raw_box_locations:0", "Postprocessor/Reshape_2:0"]))
 
 _VARIABLE_OPS = ("VariableV2", "Variable")
-
-
-class GraphFreezeError(ValueError):
-    """A variable the inference graph reads has no value in the weights given."""
 
 
 def freeze_inference_graph(graph_def, weights: dict, outputs=DETECTION_OUTPUTS):
@@ -35,7 +32,7 @@ def freeze_inference_graph(graph_def, weights: dict, outputs=DETECTION_OUTPUTS):
       weights: {variable name: ndarray}.
       outputs: node names to keep (with everything they depend on).
     Raises:
-      GraphFreezeError: naming the variables without a value or with another shape.
+      InputError: naming the variables without a value or with another shape.
     """
     sub = tf1.graph_util.extract_sub_graph(graph_def, list(outputs))
     frozen = tf1.GraphDef()
@@ -62,7 +59,7 @@ def freeze_inference_graph(graph_def, weights: dict, outputs=DETECTION_OUTPUTS):
         out.attr["value"].CopyFrom(attr_value_pb2.AttrValue(
             tensor=tensor_util.make_tensor_proto(np.asarray(value, dtype=dtype.as_numpy_dtype))))
     if problems:
-        raise GraphFreezeError("; ".join(problems[:5]) + (" ..." if len(problems) > 5 else ""))
+        raise InputError("; ".join(problems[:5]) + (" ..." if len(problems) > 5 else ""))
     return frozen
 
 

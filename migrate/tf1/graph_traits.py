@@ -13,7 +13,8 @@ from tensorflow.core.framework import types_pb2
 from tensorflow.python.framework import tensor_util
 
 from ssd_mobilenet.config.ssd_config import (BACKGROUND_SLICE_LOGITS, BACKGROUND_SLICE_SCORES, NMS_CLIP_AFTER,
-                                             NMS_CLIP_BEFORE, ConfigError)
+                                             NMS_CLIP_BEFORE)
+from ssd_mobilenet.errors import ConfigError
 
 _SCORE_CONVERTERS = {"Sigmoid": "SIGMOID", "Softmax": "SOFTMAX", "Identity": "IDENTITY"}
 _RESIZE_METHODS = {"ResizeBilinear": "BILINEAR", "ResizeBicubic": "BICUBIC", "ResizeArea": "AREA",
@@ -405,10 +406,6 @@ def postprocessing_traits(graph_def, nodes=None) -> dict:
 _NMS_SCOPE = "Postprocessor/BatchMultiClassNonMaxSuppression/"
 
 
-class ScorePathError(ConfigError):
-    """The ops between the class logits and NMS are not a combination this tool reproduces."""
-
-
 def head_concats(graph_def, nodes=None) -> dict:
     """{"box_encodings": node, "class_logits": node}: the root ConcatV2 nodes joining the box
     predictors' outputs. Usually `concat` and `concat_1`, but which is which followed Python's
@@ -481,13 +478,13 @@ def _score_path_fields(path, nodes) -> dict:
             else:  # [:, :, 1:]: no end on any axis
                 whole_rest = (n.attr["end_mask"].i == 7 if "end_mask" in n.attr else False)
             if begin is None or begin.tolist() != [0, 0, 1] or not whole_rest:
-                raise ScorePathError(f"{n.name} ({n.op}) slices the scores otherwise than [0, 0, 1:]")
+                raise ConfigError(f"{n.name} ({n.op}) slices the scores otherwise than [0, 0, 1:]")
             fields["add_background_class"] = True
             fields["background_slice"] = BACKGROUND_SLICE_SCORES if converted else BACKGROUND_SLICE_LOGITS
         elif n.op in ("RealDiv", "Div", "Mul") and not converted and fields["logit_scale"] == 1.0:
             value = _const_input(nodes, n.name, 1)
             if value is None or value.size != 1 or (n.op == "Mul" and float(value) == 0.0):
-                raise ScorePathError(f"{n.name} ({n.op}) scales the class logits by a non-constant")
+                raise ConfigError(f"{n.name} ({n.op}) scales the class logits by a non-constant")
             # Since mid 2020 `scale_logits` multiplies by 1 / logit_scale (exact for 1.0; otherwise
             # within a rounding of the TF2 division, which the conversion check measures).
             fields["logit_scale"] = float(value) if n.op != "Mul" else float(np.float32(1.0 / float(value)))
@@ -496,7 +493,7 @@ def _score_path_fields(path, nodes) -> dict:
             converted = True
         else:
             # Not an op of the OD API's post-processing as this tool reproduces it.
-            raise ScorePathError(f"{n.name} ({n.op}) on the scores' way to NMS: not reproduced")
+            raise ConfigError(f"{n.name} ({n.op}) on the scores' way to NMS: not reproduced")
     fields.setdefault("add_background_class", False)
     return fields
 
@@ -517,7 +514,7 @@ def score_path_traits(graph_def, nodes=None) -> dict:
     export, whose `tflite_export_traits` apply).
 
     Raises:
-      ScorePathError: an op on the way this tool does not reproduce, or paths that disagree.
+      ConfigError: an op on the way this tool does not reproduce, or paths that disagree.
     """
     nodes = nodes or _nodes(graph_def)
     found = [_score_path_fields(p, nodes) for p in score_paths(graph_def, nodes)]
@@ -528,8 +525,8 @@ def score_path_traits(graph_def, nodes=None) -> dict:
     for other in found:
         for key in ("score_converter", "logit_scale"):
             if other.get(key) != fields.get(key):
-                raise ScorePathError(f"the class logits reach NMS along paths with different "
-                                     f"{key}: {fields.get(key)} and {other.get(key)}")
+                raise ConfigError(f"the class logits reach NMS along paths with different "
+                                  f"{key}: {fields.get(key)} and {other.get(key)}")
     if "score_converter" not in fields:
         fields["score_converter"] = "IDENTITY"
     return fields

@@ -6,11 +6,7 @@ from __future__ import annotations
 
 from migrate.tf1 import config_inference, frozen_graph, graph_traits, op_allowlist, sources
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
-
-
-class VerifyInputError(ValueError):
-    """Bad input for verify, or a graph the conversion check cannot run; the message names the file and
-    the problem."""
+from ssd_mobilenet.errors import InputError
 
 
 def tf1_inference_graph(src: str, stage_nodes, allow_ops=(), image_size=None):
@@ -35,25 +31,25 @@ def inference_graph_of(source, stage_nodes, allow_ops=(), image_size=None, confi
         try:
             graph_def = builder.frozen_graph_def(config, source.weights)
         except ValueError as e:
-            raise VerifyInputError(f"{source.weights_from}: {e}") from None
+            raise InputError(f"{source.weights_from}: {e}") from None
         graph_from = f"{source.weights_from} (graph built by migrate.tf1.builder)"
     else:
         graph_def, graph_from = source.graph_def, source.graph_from
     names = {n.name for n in graph_def.node}
     if graph_traits.is_tflite_export(graph_def):
-        raise VerifyInputError(f"{graph_from}: {graph_traits.TFLITE_REFUSAL}")
+        raise InputError(f"{graph_from}: {graph_traits.TFLITE_REFUSAL}")
     missing = [n for n in ("image_tensor",) + DETECTION_OUTPUTS if n not in names]
     if missing:
-        raise VerifyInputError(f"{graph_from}: not an SSD inference graph (no {', '.join(missing)} node)")
+        raise InputError(f"{graph_from}: not an SSD inference graph (no {', '.join(missing)} node)")
     outputs = list(DETECTION_OUTPUTS) + [n for n in stage_nodes if n in names]
     try:
         frozen = frozen_graph.freeze_inference_graph(graph_def, source.weights or {}, outputs)
-    except frozen_graph.GraphFreezeError as e:
-        raise VerifyInputError(f"{graph_from}: {e} (weights from {source.weights_from})") from None
+    except InputError as e:
+        raise InputError(f"{graph_from}: {e} (weights from {source.weights_from})") from None
     refused = op_allowlist.disallowed_ops(frozen, allow_ops)
     if refused:
         # Not in the SSD inference op set (op_allowlist): not run unless allowed.
         what = "is not an SSD op" if len(refused) == 1 else "are not SSD ops"
-        raise VerifyInputError(f"{graph_from}: {', '.join(refused)} {what} (--allow-ops {','.join(refused)} runs "
-                               f"{'it' if len(refused) == 1 else 'them'})")
+        raise InputError(f"{graph_from}: {', '.join(refused)} {what} (--allow-ops {','.join(refused)} runs "
+                         f"{'it' if len(refused) == 1 else 'them'})")
     return frozen, graph_from

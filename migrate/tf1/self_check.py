@@ -34,6 +34,7 @@ from migrate.tf1.inference_graph import inference_graph_of
 from migrate.tf1.parity import DEFAULT_ATOL, DEFAULT_RTOL, MIXED_TOLERANCES, compare_detections, summarise
 from migrate.tf1.side_by_side import compare_batches, tf2_side
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
+from ssd_mobilenet.errors import CheckFailedError
 
 CHECK_BATCH_SIZES = ((1, None), (2, (257, 311)))  # (images, size): None is the graph's input size
 CRAFTED_SEED = 20171117
@@ -70,10 +71,6 @@ _DISCRETE_ALTERNATIVES = {
     "nms_variant": ("clip_before_nms", "clip_after_sort"),
     "score_converter": ("SIGMOID", "SOFTMAX", "IDENTITY"),
 }
-
-
-class CheckFailed(RuntimeError):
-    """The converted model does not compute what the TF1 graph computes; the message is one line."""
 
 
 def stage_suspects(stage: str) -> tuple:
@@ -264,7 +261,7 @@ def check_postprocessing(runner, model, config, atol: float, rtol: float, seed: 
 def _postprocessing_suspects(model, config, codes, logits, ref, ours, detections, atol, rtol) -> list:
     """Fields behind a post-processing mismatch: first the single other values of the discrete
     graph-version fields that make the TF2 side agree; else the fields the symptom points to."""
-    from ssd_mobilenet.config.ssd_config import ConfigError
+    from ssd_mobilenet.errors import ConfigError
     explained = []
     for field, values in _DISCRETE_ALTERNATIVES.items():
         for value in values:
@@ -376,7 +373,7 @@ def checked_stages(model) -> tuple:
 
 
 def check_conversion(source, model, config, allow_ops=(), progress=None, deployed=None) -> dict:
-    """Runs the checks; returns the report's `check` section. Raises `CheckFailed` on a mismatch.
+    """Runs the checks; returns the report's `check` section. Raises `CheckFailedError` on a mismatch.
 
     Args:
       source: the opened `sources.Source`, which holds a graph (the caller skips sources without).
@@ -388,8 +385,8 @@ def check_conversion(source, model, config, allow_ops=(), progress=None, deploye
         the same images are checked against the graph's too (the report's `saved_model`; the
         stages are the Keras model's).
     Raises:
-      CheckFailed: the first divergent stage, what differs there and the fields likely behind it.
-      inference_graph.VerifyInputError: the graph cannot run (ops outside the allowlist, no image_tensor).
+      CheckFailedError: the first divergent stage, what differs there and the fields likely behind it.
+      InputError: the graph cannot run (ops outside the allowlist, no image_tensor).
     """
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
@@ -442,8 +439,8 @@ def check_conversion(source, model, config, allow_ops=(), progress=None, deploye
         stage, detail, suspects = failure
         report["first_divergence"] = {"name": stage, "detail": detail, "suspects": suspects}
         likely = f"; likely {', '.join(suspects)}" if suspects else ""
-        raise CheckFailed(f"{graph_from}: the conversion differs first at {stage}: {detail}{likely}; nothing "
-                          "written (--no-check writes it)")
+        raise CheckFailedError(f"{graph_from}: the conversion differs first at {stage}: {detail}{likely}; nothing "
+                               "written (--no-check writes it)")
     worst = max((t["max_abs_err"] for t in tensors if t["max_abs_err"] is not None), default=0.0)
     say(f"check passed in {report['seconds']:.1f} s: {len(tensors)} stages on {len(detections)} images (largest "
         f"error {worst:.3g})")

@@ -16,10 +16,7 @@ import tensorflow as tf
 from tensorflow.python.framework import tensor_util
 
 from migrate.tf1 import name_map
-
-
-class SourceError(ValueError):
-    """A source that cannot be read; the message names the file and the problem."""
+from ssd_mobilenet.errors import InputError
 
 
 @dataclasses.dataclass
@@ -60,24 +57,24 @@ def _checkpoint_prefix(directory: str):
                 return prefix
     indexes = sorted(f for f in os.listdir(directory) if f.endswith(".index"))
     if len(indexes) > 1:
-        raise SourceError(f"{directory}: {len(indexes)} checkpoints ({indexes[-1][:-len('.index')]}, ...): name one "
-                          "by its prefix")
+        raise InputError(f"{directory}: {len(indexes)} checkpoints ({indexes[-1][:-len('.index')]}, ...): name one "
+                         "by its prefix")
     return os.path.join(directory, indexes[0][:-len(".index")]) if indexes else None
 
 
 def read_checkpoint(prefix: str) -> dict:
     index = prefix + ".index"
     if not os.path.isfile(index):
-        raise SourceError(f"{index}: not found")
+        raise InputError(f"{index}: not found")
     data = [f for f in os.listdir(os.path.dirname(prefix) or ".")
             if f.startswith(os.path.basename(prefix) + ".data-")]
     if not data:
-        raise SourceError(f"{index}: checkpoint index without its data file ({os.path.basename(prefix)}.data-*)")
+        raise InputError(f"{index}: checkpoint index without its data file ({os.path.basename(prefix)}.data-*)")
     try:
         reader = tf.train.load_checkpoint(prefix)
         return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
     except Exception as e:  # noqa: BLE001 - TF raises several types for corrupt files
-        raise SourceError(f"{index}: unreadable checkpoint ({_first_line(e)})") from None
+        raise InputError(f"{index}: unreadable checkpoint ({_first_line(e)})") from None
 
 
 def read_graph_def(path: str):
@@ -86,9 +83,9 @@ def read_graph_def(path: str):
         with open(path, "rb") as f:
             graph_def.ParseFromString(f.read())
     except Exception as e:  # noqa: BLE001 - DecodeError and friends
-        raise SourceError(f"{path}: not a readable GraphDef ({_first_line(e)})") from None
+        raise InputError(f"{path}: not a readable GraphDef ({_first_line(e)})") from None
     if not graph_def.node:
-        raise SourceError(f"{path}: empty graph")
+        raise InputError(f"{path}: empty graph")
     return graph_def
 
 
@@ -99,9 +96,9 @@ def read_meta_graph(path: str):
         with open(path, "rb") as f:
             meta.ParseFromString(f.read())
     except Exception as e:  # noqa: BLE001
-        raise SourceError(f"{path}: not a readable MetaGraphDef ({_first_line(e)})") from None
+        raise InputError(f"{path}: not a readable MetaGraphDef ({_first_line(e)})") from None
     if not meta.graph_def.node:
-        raise SourceError(f"{path}: meta graph without a graph")
+        raise InputError(f"{path}: meta graph without a graph")
     return meta
 
 
@@ -115,9 +112,9 @@ def read_saved_model(directory: str):
         with open(pb, "rb") as f:
             sm.ParseFromString(f.read())
     except Exception as e:  # noqa: BLE001
-        raise SourceError(f"{pb}: not a readable SavedModel ({_first_line(e)})") from None
+        raise InputError(f"{pb}: not a readable SavedModel ({_first_line(e)})") from None
     if not sm.meta_graphs:
-        raise SourceError(f"{pb}: SavedModel without a meta graph")
+        raise InputError(f"{pb}: SavedModel without a meta graph")
     prefix = os.path.join(directory, "variables", "variables")
     weights = read_checkpoint(prefix) if os.path.isfile(prefix + ".index") else None
     return sm.meta_graphs[0], weights
@@ -147,7 +144,7 @@ def open_source(path: str) -> Source:
     stands for its directory read with that config.
     """
     if not os.path.exists(path) and not os.path.exists(path + ".index"):
-        raise SourceError(f"{path}: no such file or directory")
+        raise InputError(f"{path}: no such file or directory")
     if os.path.isdir(path):
         directory, named = path, None
     else:
@@ -162,7 +159,7 @@ def open_source(path: str) -> Source:
             with open(p, encoding="utf-8") as f:
                 src.pipeline_config = f.read()
         except (OSError, UnicodeDecodeError) as e:
-            raise SourceError(f"{p}: unreadable ({e})") from None
+            raise InputError(f"{p}: unreadable ({e})") from None
         src.pipeline_config_from = p
         src.files.append(p)
 
@@ -177,13 +174,13 @@ def open_source(path: str) -> Source:
         elif re.search(r"\.(index|meta|data-\d+-of-\d+)$", base) or os.path.isfile(named + ".index"):
             prefix = re.sub(r"\.(index|meta|data-\d+-of-\d+)$", "", named)
         else:
-            raise SourceError(f"{named}: not a checkpoint, .pb graph or pipeline.config")
+            raise InputError(f"{named}: not a checkpoint, .pb graph or pipeline.config")
     else:
         if config_named:
             take_config(path)
         entries = os.listdir(directory)
         if not entries:
-            raise SourceError(f"{directory}: empty directory")
+            raise InputError(f"{directory}: empty directory")
         prefix = _checkpoint_prefix(directory)
         frozen = os.path.join(directory, "frozen_inference_graph.pb")
         # export_tflite_ssd_graph's output: the network's weights as constants (`graph_traits`);
@@ -231,12 +228,12 @@ def open_source(path: str) -> Source:
         from migrate.tf1.architecture import graph_weight_names, other_feature_extractor
         other = other_feature_extractor(graph_weight_names(src.graph_def))
         if other is not None:
-            raise SourceError(f"{src.graph_from}: feature extractor {other} not supported")
+            raise InputError(f"{src.graph_from}: feature extractor {other} not supported")
     if src.weights is None:
         data = sorted(f for f in os.listdir(directory) if re.search(r"\.data-\d+-of-\d+$", f))
         if data:
             missing = os.path.join(directory, re.sub(r"\.data-\d+-of-\d+$", ".index", data[0]))
-            raise SourceError(f"{missing}: not found (the checkpoint's {data[0]} is there without its index)")
+            raise InputError(f"{missing}: not found (the checkpoint's {data[0]} is there without its index)")
         what = "a pipeline.config but no weights" if src.pipeline_config else "no TF1 model files"
-        raise SourceError(f"{path}: {what} (a checkpoint, frozen graph or SavedModel is needed)")
+        raise InputError(f"{path}: {what} (a checkpoint, frozen graph or SavedModel is needed)")
     return src

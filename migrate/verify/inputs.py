@@ -9,8 +9,9 @@ import os
 import numpy as np
 
 from migrate.convert import conversion
-from migrate.tf1.inference_graph import VerifyInputError
 from ssd_mobilenet import converted_dir
+from ssd_mobilenet.errors import OutputExistsError
+from ssd_mobilenet.errors import InputError
 
 
 def _is_converted(path: str) -> bool:
@@ -25,9 +26,9 @@ def _source_of(converted: str) -> str:
         with open(report_path, encoding="utf-8") as f:
             src = json.load(f)["source"]["path"]
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise VerifyInputError(f"{report_path}: unreadable conversion report ({e})") from None
+        raise InputError(f"{report_path}: unreadable conversion report ({e})") from None
     if not os.path.exists(src) and not os.path.exists(src + ".index"):
-        raise VerifyInputError(f"{report_path}: its source {src} is gone; name SRC")
+        raise InputError(f"{report_path}: its source {src} is gone; name SRC")
     return src
 
 
@@ -40,19 +41,19 @@ def resolve_paths(src=None, converted=None, progress=None):
         from migrate.convert import default_model
         converted = default_model.converted_dir()
         if not os.path.isdir(converted):
-            raise VerifyInputError(f"{converted}: not converted yet (`python -m migrate convert` writes it)")
+            raise InputError(f"{converted}: not converted yet (`python -m migrate convert` writes it)")
         src = default_model.ensure_tf1_model(progress)
     elif converted is None and os.path.isdir(src) and _is_converted(src):
         src, converted = None, src
     if src is None:
         src = _source_of(converted)
     if not os.path.exists(src) and not os.path.exists(src + ".index"):
-        raise VerifyInputError(f"{src}: no such file or directory")
+        raise InputError(f"{src}: no such file or directory")
     converted = os.path.abspath(converted or conversion.default_out(src))
     if not os.path.isdir(converted):
-        raise VerifyInputError(f"{converted}: no such folder (`python -m migrate convert SRC` writes it)")
+        raise InputError(f"{converted}: no such folder (`python -m migrate convert SRC` writes it)")
     if not converted_dir.is_converted(converted):
-        raise VerifyInputError(converted_dir.not_converted(converted))
+        raise InputError(converted_dir.not_converted(converted))
     return src, converted
 
 
@@ -86,7 +87,7 @@ def file_images(paths, batch: int, warn=None, skipped: list | None = None) -> li
     An image that cannot be decoded is skipped, as `predict` skips it: a `warning:` line through
     `warn` (default stderr), its path appended to `skipped`.
     Raises:
-      images.ImageError: a missing path, a folder without images, or no image that decodes (one
+      InputError: a missing path, a folder without images, or no image that decodes (one
         line, no warnings: the first image's error and how many could not be read).
     """
     import sys
@@ -98,14 +99,14 @@ def file_images(paths, batch: int, warn=None, skipped: list | None = None) -> li
     for path in listed:
         try:
             image = images_lib.read_image(path)
-        except images_lib.ImageError as e:
+        except InputError as e:
             errors.append((path, str(e)))
             continue
         by_size.setdefault(image.shape, []).append((path, image))
     if not by_size:
         first = errors[0][1]
-        raise images_lib.ImageError(first if len(errors) == 1 else
-                                    f"none of the {len(errors)} images can be read ({first})")
+        raise InputError(first if len(errors) == 1 else
+                         f"none of the {len(errors)} images can be read ({first})")
     for path, error in errors:
         warn(f"warning: {error}")
         if skipped is not None:
@@ -120,10 +121,10 @@ def file_images(paths, batch: int, warn=None, skipped: list | None = None) -> li
 
 def _check_outputs(json_path, png_dir, force):
     if json_path and os.path.isdir(json_path):
-        raise VerifyInputError(f"{json_path}: is a directory, not a JSON file path")
+        raise InputError(f"{json_path}: is a directory, not a JSON file path")
     if png_dir and os.path.exists(png_dir) and not os.path.isdir(png_dir):
-        raise VerifyInputError(f"{png_dir}: exists and is not a directory")
+        raise InputError(f"{png_dir}: exists and is not a directory")
     if json_path and os.path.exists(json_path) and not force:
-        raise VerifyInputError(f"{json_path}: exists (use --force to replace it)")
+        raise OutputExistsError(f"{json_path}: exists (use --force to replace it)")
     if png_dir and os.path.exists(png_dir) and (not os.path.isdir(png_dir) or os.listdir(png_dir)) and not force:
-        raise VerifyInputError(f"{png_dir}: exists and is not empty (use --force to replace it)")
+        raise OutputExistsError(f"{png_dir}: exists and is not empty (use --force to replace it)")

@@ -9,8 +9,8 @@ import tempfile
 
 import numpy as np
 
-from migrate.tf1.inference_graph import VerifyInputError
 from migrate.verify.report import RUNTIMES
+from ssd_mobilenet.errors import InputError
 
 
 # The memory settings of a TFLite file's measurement: none (they reach TensorFlow's allocator only,
@@ -30,18 +30,19 @@ def _measure_one(factory: str, kwargs: dict, images_npz: str, memory: dict, warm
     A worker that fails while memory settings are in force is reported as bad input naming
     them and the worker's most telling line: under a small CPU limit the first allocation
     beyond it fails (OOM, or a graph constant that cannot be materialised)."""
-    from migrate.common.measure import MeasureError, measure_isolated
+    from migrate.common.measure import measure_isolated
+    from ssd_mobilenet.errors import RunError
     try:
         return measure_isolated(factory, {**kwargs, **memory}, images_npz, warmup=warmup, repeats=repeats)
-    except MeasureError as e:
+    except RunError as e:
         if not memory["memory_growth"] and memory["memory_limit_mb"] is None:
             raise
         lines = [ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()]
-        cause = next((ln for key in ("RuntimeConfigError", "OOM when allocating", "Error:", "Cannot parse tensor")
+        cause = next((ln for key in ("InputError", "OOM when allocating", "Error:", "Cannot parse tensor")
                       for ln in lines if key in ln), lines[-1] if lines else "no error output")
         settings = ("--memory-growth" if memory["memory_growth"] else
                     f"--memory-limit {memory['memory_limit_mb']} MiB")
-        raise VerifyInputError(f"{side} measurement failed under {settings}: {cause[:300]}") from None
+        raise InputError(f"{side} measurement failed under {settings}: {cause[:300]}") from None
 
 
 @contextlib.contextmanager
@@ -136,5 +137,5 @@ def _trace(detect, images, trace_dir: str) -> None:
         with memory.trace(trace_dir):
             for _ in range(2):
                 [np.asarray(v) for v in detect(images).values()]
-    except memory.RuntimeConfigError as e:
-        raise VerifyInputError(f"--trace {trace_dir}: {e}") from None
+    except InputError as e:
+        raise InputError(f"--trace {trace_dir}: {e}") from None

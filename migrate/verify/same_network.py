@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from migrate.common.console import shown
 from migrate.tf1 import config_inference
-from migrate.tf1.inference_graph import VerifyInputError
 from ssd_mobilenet import anchor_generators
 from ssd_mobilenet.config.ssd_config import float_text
+from ssd_mobilenet.errors import InputError
 
 IMAGE_SIZE = "image size"
 
@@ -43,7 +43,7 @@ def differences(tf1, converted) -> list:
 
 
 def check_same_network(tf1, converted, converted_dir: str, src: str) -> None:
-    """Raises `VerifyInputError` when the TF1 model at `src` (its config `tf1`) and the converted
+    """Raises `InputError` when the TF1 model at `src` (its config `tf1`) and the converted
     one in `converted_dir` (its config `converted`) differ in a `SHAPE_FACTS` fact.
 
     The message lists each difference; when the image size alone differs (a source converted
@@ -58,4 +58,4 @@ def check_same_network(tf1, converted, converted_dir: str, src: str) -> None:
         todo = f"convert again with --image-size {tf1.image_height} {tf1.image_width}"
     else:
         todo = "not a conversion of this model (verify the one it was converted from)"
-    raise VerifyInputError(f"{shown(converted_dir)} against {shown(src)}: {listed}: {todo}")
+    raise InputError(f"{shown(converted_dir)} against {shown(src)}: {listed}: {todo}")

@@ -38,9 +38,9 @@ import os
 
 import numpy as np
 
-from migrate.tf1.inference_graph import VerifyInputError
 from migrate.verify.report import RUNTIMES
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
+from ssd_mobilenet.errors import InputError
 
 # The agreement an int8 or custom-op file must reach on every image (matched / TF1 detections
 # scoring >= export_drift.REPORT_MIN_SCORE): a check for gross errors (another model's weights, a
@@ -56,18 +56,18 @@ EXACT, AGREEMENT = "exact", "agreement"
 
 def open_onnx_file(path: str, config, threads: int | None = None):
     """(`OnnxFile` of `path` on ONNX Runtime with `threads` threads, its info dict, as `open_file`'s)
-    for `verify --onnx`. Raises VerifyInputError as `open_file`."""
+    for `verify --onnx`. Raises InputError as `open_file`."""
     from ssd_mobilenet.formats.onnx import runner as onnx_runner
     if not os.path.isfile(path):
-        raise VerifyInputError(f"{path}: no such file (--onnx)")
+        raise InputError(f"{path}: no such file (--onnx)")
     try:
         file = onnx_runner.OnnxFile(path, threads=threads)
-    except onnx_runner.OnnxFileError as e:
-        raise VerifyInputError(str(e)) from None
+    except InputError as e:
+        raise InputError(str(e)) from None
     size = [config.image_height, config.image_width]
     if list(file.image_size) != size:
         h, w = file.image_size
-        raise VerifyInputError(f"{path}: takes {h}x{w} images, the converted model {size[0]}x{size[1]}")
+        raise InputError(f"{path}: takes {h}x{w} images, the converted model {size[0]}x{size[1]}")
     meta = file.metadata
     int8 = bool(meta.get("int8"))
     info = {"file": os.path.abspath(path), "bytes": os.path.getsize(path), "nms": "per-class",
@@ -86,23 +86,23 @@ def open_file(path: str, config, threads: int | None = None):
     outputs), operators (sorted op names), kind (one line saying all that), criterion (EXACT or
     AGREEMENT), threads.
     Raises:
-      VerifyInputError: no such file, not a TFLite file, a file LiteRT cannot load, a file
+      InputError: no such file, not a TFLite file, a file LiteRT cannot load, a file
         without the export's signature, or another input size than the model's.
     """
     from migrate.common import console
     from ssd_mobilenet.formats.tflite import file_format as tflite_format
     from ssd_mobilenet.formats.tflite import runner as tflite_runner
     if not os.path.isfile(path):
-        raise VerifyInputError(f"{path}: no such file (--tflite)")
+        raise InputError(f"{path}: no such file (--tflite)")
     try:
         with console.native_stderr_quieted():  # the interpreter's "Created ... XNNPACK delegate" line
             file = tflite_runner.ModelFile(path, threads=threads)
-    except tflite_runner.ModelFileError as e:
-        raise VerifyInputError(str(e)) from None
+    except InputError as e:
+        raise InputError(str(e)) from None
     size = [config.image_height, config.image_width]
     if file.image_size != size:
         h, w = file.image_size
-        raise VerifyInputError(f"{path}: takes {h}x{w} images, the converted model {size[0]}x{size[1]}")
+        raise InputError(f"{path}: takes {h}x{w} images, the converted model {size[0]}x{size[1]}")
     info = {"file": file.path, "bytes": file.bytes, "nms": file.nms, "input_type": file.input_type,
             "input_mode": file.input_mode, "int8": file.int8, "input_size": size,
             "max_detections": file.max_detections, "operators": file.operators, "kind": file.kind,

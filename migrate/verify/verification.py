@@ -49,7 +49,7 @@ import platform
 import migrate
 from migrate.common.console import shown
 from migrate.tf1 import frozen_graph, sources
-from migrate.tf1.inference_graph import VerifyInputError, inference_graph_of
+from migrate.tf1.inference_graph import inference_graph_of
 from migrate.tf1.parity import DEFAULT_ATOL, DEFAULT_RTOL, MIXED_TOLERANCES, summarise
 from migrate.tf1.side_by_side import compare_batches, saved_model_detector, tf2_side
 from migrate.verify.inputs import (_check_outputs, file_images, generated_images, resolve_paths,
@@ -59,7 +59,9 @@ from migrate.verify.measuring import _measure_sides, _side_summary, _trace
 from migrate.verify.report import RUNTIMES, VerifyReport, _first_divergence, _tolerances, _write_pngs
 from migrate.verify.sides import SAVED_MODEL
 from ssd_mobilenet import atomic_write
+from ssd_mobilenet.errors import OutputExistsError
 from ssd_mobilenet.model import PRECISIONS
+from ssd_mobilenet.errors import InputError
 
 DEFAULT_BATCH = 4
 MODES = ("eager", "function", "xla", "saved_model")
@@ -114,9 +116,9 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
       onnx: an `.onnx` file of `migrate export --onnx` as the TF2 side, run by ONNX Runtime, as
         `tflite` (judged exactly, as a float32 per-class TFLite file). Not with `tflite`.
     Raises:
-      VerifyInputError, sources.SourceError, ConfigError, images.ImageError: bad input
-      (nothing is run or written); VerifyInputError also when a measurement process cannot
-      apply the memory settings or runs out of memory under `memory_limit_mb`.
+      InputError (ConfigError, OutputExistsError): bad input (nothing is run or written); also
+      when a measurement process cannot apply the memory settings or runs out of memory under
+      `memory_limit_mb`.
     """
     import tensorflow as tf
 
@@ -126,7 +128,7 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
     say = progress or (lambda msg: None)
     given_atol, given_rtol = atol, rtol
     if tflite is not None and onnx is not None:
-        raise VerifyInputError("--onnx: one file at a time (--tflite is given too)")
+        raise InputError("--onnx: one file at a time (--tflite is given too)")
     file_runtime = "onnx" if onnx is not None else "litert"
     if onnx is not None:
         tflite = onnx  # the same path through `_verify_tflite`, with ONNX Runtime as the runtime
@@ -134,48 +136,48 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
         _check_tflite_options(mode, batch, precision, memory_growth, memory_limit_mb, trace_dir, threads,
                               "--onnx" if onnx is not None else "--tflite")
     elif threads is not None:
-        raise VerifyInputError(f"--threads {threads}: for a --tflite or --onnx file (LiteRT's or ONNX Runtime's)")
+        raise InputError(f"--threads {threads}: for a --tflite or --onnx file (LiteRT's or ONNX Runtime's)")
     mode = mode or "function"
     batch = DEFAULT_BATCH if batch is None else batch
     if mode not in MODES:
-        raise VerifyInputError(f"--mode {mode}: one of {', '.join(MODES)}")
+        raise InputError(f"--mode {mode}: one of {', '.join(MODES)}")
     if batch < 1:
-        raise VerifyInputError(f"--batch {batch}: must be at least 1")
+        raise InputError(f"--batch {batch}: must be at least 1")
     if repeats < 1:
-        raise VerifyInputError(f"--repeats {repeats}: must be at least 1")
+        raise InputError(f"--repeats {repeats}: must be at least 1")
     if warmup < 0:
-        raise VerifyInputError(f"warmup {warmup}: must be at least 0")
+        raise InputError(f"warmup {warmup}: must be at least 0")
     if precision is not None and precision not in PRECISIONS:
-        raise VerifyInputError(f"--precision {precision}: one of {', '.join(PRECISIONS)}")
+        raise InputError(f"--precision {precision}: one of {', '.join(PRECISIONS)}")
     if memory_limit_mb is not None and memory_limit_mb <= 0:
-        raise VerifyInputError(f"--memory-limit {memory_limit_mb}: must be a positive number of MiB")
+        raise InputError(f"--memory-limit {memory_limit_mb}: must be a positive number of MiB")
     if memory_growth and memory_limit_mb is not None:
         # A limited GPU device is allocated as it is used.
-        raise VerifyInputError("--memory-growth and --memory-limit exclude each other; choose one")
+        raise InputError("--memory-growth and --memory-limit exclude each other; choose one")
     _check_outputs(json_path, png_dir, force)
     if trace_dir and os.path.exists(trace_dir) and (not os.path.isdir(trace_dir) or os.listdir(trace_dir)) \
             and not force:
-        raise VerifyInputError(f"{trace_dir}: exists and is not empty (use --force to add a trace to it)")
+        raise OutputExistsError(f"{trace_dir}: exists and is not empty (use --force to add a trace to it)")
     src, converted = resolve_paths(src, converted, say)
     if mode == SAVED_MODEL:
         written = saved_model_precision(converted)
         if precision not in (None, written):
-            raise VerifyInputError(f"{converted}: its SavedModel was written in {written}, not {precision}")
+            raise InputError(f"{converted}: its SavedModel was written in {written}, not {precision}")
         precision = written
         if not os.path.isfile(os.path.join(converted, "saved_model", "saved_model.pb")):
-            raise VerifyInputError(f"{converted}: no saved_model/saved_model.pb")
+            raise InputError(f"{converted}: no saved_model/saved_model.pb")
     precision = precision or "float32"
     mixed = MIXED_TOLERANCES.get(precision)
     atol = (mixed["atol"] if mixed else DEFAULT_ATOL) if atol is None else atol
     rtol = (mixed["rtol"] if mixed else DEFAULT_RTOL) if rtol is None else rtol
     if atol < 0 or rtol < 0:
-        raise VerifyInputError("tolerances must be >= 0")
+        raise InputError("tolerances must be >= 0")
     say(f"loading the converted model {shown(converted)}")
     try:
         model = detector_lib.load_model(converted)
     except Exception as e:  # noqa: BLE001 - a corrupt checkpoint or config, reported as bad input
         from ssd_mobilenet.image_io import error_about
-        raise VerifyInputError(error_about(converted, e, "cannot load it")) from None
+        raise InputError(error_about(converted, e, "cannot load it")) from None
     config = model.config
     if tflite is not None:
         return _verify_tflite(src, converted, config, tflite, threads or os.cpu_count() or 1, images, given_atol,
@@ -241,7 +243,7 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
 
 def _tf1_graph(src: str, converted: str, config, stage_nodes, allow_ops, say):
     """(frozen inference GraphDef, where it came from) of the TF1 model at `src`, after checking
-    that it is the converted model's network (`same_network`: else `VerifyInputError` in one line,
+    that it is the converted model's network (`same_network`: else `InputError` in one line,
     before anything runs); `stage_nodes` are kept in the graph as `inference_graph_of` keeps them."""
     say(f"reading the TF1 model {src}")
     source = sources.open_source(src)
@@ -252,12 +254,12 @@ def _tf1_graph(src: str, converted: str, config, stage_nodes, allow_ops, say):
 
 def _exact_runner(graph_def, graph_from: str):
     """The TF1 graph in a session with Grappler off (`FrozenGraphRunner(exact_arithmetic=True)`), or
-    `VerifyInputError` naming `graph_from` when it does not import (e.g. an op this TensorFlow lacks)."""
+    `InputError` naming `graph_from` when it does not import (e.g. an op this TensorFlow lacks)."""
     import tensorflow as tf
     try:
         return frozen_graph.FrozenGraphRunner(graph_def, exact_arithmetic=True)
     except (ValueError, tf.errors.OpError) as e:
-        raise VerifyInputError(f"{graph_from}: cannot import the graph ({str(e).strip().splitlines()[0][:200]})") \
+        raise InputError(f"{graph_from}: cannot import the graph ({str(e).strip().splitlines()[0][:200]})") \
             from None
 
 
@@ -273,9 +275,9 @@ def _check_tflite_options(mode, batch, precision, memory_growth, memory_limit_mb
              (trace_dir is not None, f"--trace {trace_dir}", "TensorFlow's profiler does not see the file's runtime")]
     for present, flag, why in given:
         if present:
-            raise VerifyInputError(f"{flag}: does not apply with {file_flag} ({why})")
+            raise InputError(f"{flag}: does not apply with {file_flag} ({why})")
     if threads is not None and threads < 1:
-        raise VerifyInputError(f"--threads {threads}: must be at least 1")
+        raise InputError(f"--threads {threads}: must be at least 1")
 
 
 def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, allow_ops, png_dir, json_path,
@@ -297,11 +299,11 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
     else:
         file, info = tflite_file.open_file(path, config, threads)
     if info["criterion"] == tflite_file.AGREEMENT and (atol is not None or rtol is not None):
-        raise VerifyInputError(f"--atol/--rtol: {path} is judged by agreement (class and IoU)")
+        raise InputError(f"--atol/--rtol: {path} is judged by agreement (class and IoU)")
     atol = DEFAULT_ATOL if atol is None else atol
     rtol = DEFAULT_RTOL if rtol is None else rtol
     if atol < 0 or rtol < 0:
-        raise VerifyInputError("tolerances must be >= 0")
+        raise InputError("tolerances must be >= 0")
     graph_def, graph_from = _tf1_graph(src, converted, config, [], allow_ops, say)
     # The verify image set as in the other modes; each image then goes through on its own.
     skipped = []

@@ -1,8 +1,8 @@
 """The model's configuration: the `SSDConfig` dataclass and the TF1 `pipeline.config` it is read from.
 
-- `ssd_config`: `SSDConfig` (every hyper-parameter of the inference graph), its validation,
-  `ConfigError`, `float_text`/`f32` and the value names of its fields (NMS variant,
-  background slice, score converters, resize methods).
+- `ssd_config`: `SSDConfig` (every hyper-parameter of the inference graph), its validation
+  (`ConfigError`), `float_text`/`f32` and the value names of its fields
+  (NMS variant, background slice, score converters, resize methods).
 - `type_names`: the architecture's type names (feature extractors, box predictors, anchor
   generators), a leaf module the parts' packages import.
 - `pipeline_reader`: `read_pipeline_config(path_or_text) -> SSDConfig`, `parse_pipeline_config`

@@ -17,10 +17,11 @@ import os
 from ssd_mobilenet.config import pipeline_messages as pm
 from ssd_mobilenet.config import pipeline_schema, pipeline_text
 from ssd_mobilenet.config.pipeline_text import Scalar, TextMessage
-from ssd_mobilenet.config.ssd_config import RESIZE_METHODS, SCORE_CONVERTERS, ConfigError, SSDConfig, f32
+from ssd_mobilenet.config.ssd_config import RESIZE_METHODS, SCORE_CONVERTERS, SSDConfig, f32
 from ssd_mobilenet.config.type_names import (ANCHOR_GENERATORS, BOX_PREDICTORS, FEATURE_EXTRACTOR_ALIASES,
                                              FEATURE_EXTRACTORS, MULTISCALE_ANCHORS, SSD_MOBILENET_V1,
                                              SSD_MOBILENET_V1_FPN, WEIGHT_SHARED)
+from ssd_mobilenet.errors import ConfigError
 
 # An unset scalar field whose .proto gives no default reads as protobuf's zero value.
 _ZERO = {pm.FLOAT: 0.0, pm.INT32: 0, pm.UINT32: 0, pm.BOOL: False, pm.STRING: ""}
@@ -54,12 +55,9 @@ def parse_pipeline_config(path_or_text: str) -> TextMessage:
             raise ConfigError(f"cannot read: {e}") from None
     try:
         root = pipeline_text.parse(text)
-    except pipeline_text.TextFormatError as e:
-        raise ConfigError(f"text format: {e}", e.line) from None
-    try:
-        pipeline_schema.check(root)
-    except pipeline_schema.SchemaError as e:
-        raise ConfigError(e.problem, e.line) from None
+    except ConfigError as e:
+        raise ConfigError(f"text format: {e.problem}", e.line) from None
+    pipeline_schema.check(root)
     return root
 
 

@@ -4,7 +4,7 @@ The Object Detection API reads a config with protobuf's `text_format.Merge`, whi
 field its message does not declare: a misspelt `iou_treshold` stops training there. This
 module does the same for the schema-free tree of `pipeline_text` against the tables of
 `pipeline_messages`, so that a misspelling is not read as "unset, take the default". It
-refuses, naming the field and the line it is on (`SchemaError.line`; the line says where, so
+refuses, naming the field and the line it is on (`ConfigError.line`; the line says where, so
 the message names the field and the block it is in, not its whole dotted path, and fits a
 console line):
 
@@ -32,28 +32,21 @@ import re
 
 from ssd_mobilenet.config import pipeline_messages as pm
 from ssd_mobilenet.config.pipeline_text import Scalar, TextMessage
+from ssd_mobilenet.errors import ConfigError
 
 ROOT = "TrainEvalPipelineConfig"
-
-
-class SchemaError(ValueError):
-    """A field or value the OD API's messages do not allow; `line` (1-based) locates it."""
-
-    def __init__(self, problem: str, line: int = 0):
-        super().__init__(problem)
-        self.problem, self.line = problem, line
 
 
 def check(root: TextMessage, message: str = ROOT) -> None:
     """Checks the tree `root` (from `pipeline_text.parse`) against the message `message`.
 
     Raises:
-      SchemaError: the first problem in the file (by line), naming the field.
+      ConfigError: the first problem in the file (by line), naming the field, with its `line`.
     """
     problems = []
     _check_message(root, pm.message(message), "", problems)
     if problems:
-        raise min(problems, key=lambda e: e.line)
+        raise min(problems, key=lambda e: e.line or 0)
 
 
 def _check_message(msg: TextMessage, spec: pm.Message, path: str, problems: list) -> None:
@@ -63,16 +56,16 @@ def _check_message(msg: TextMessage, spec: pm.Message, path: str, problems: list
     for name, values in msg.items():
         field = spec.field(name)
         if field is None:
-            problems.append(SchemaError(_unknown(name, spec, path), _line(values[0])))
+            problems.append(ConfigError(_unknown(name, spec, path), _line(values[0])))
             continue
         where = f"{path}.{name}" if path else name
         if not field.repeated and len(values) > 1:  # a field that holds one value
-            problems.append(SchemaError(f"{name} is set twice (first on line {_line(values[0])})", _line(values[1])))
+            problems.append(ConfigError(f"{name} is set twice (first on line {_line(values[0])})", _line(values[1])))
         if field.oneof is not None:
             other = oneof_set.setdefault(field.oneof, (name, _line(values[0])))
             if other[0] != name:
                 # Two members of one oneof: named both, the line is the second's.
-                problems.append(SchemaError(f"{other[0]} or {name}, not both", _line(values[0])))
+                problems.append(ConfigError(f"{other[0]} or {name}, not both", _line(values[0])))
         for value in values:
             _check_value(value, field, where, problems)
 
@@ -85,22 +78,22 @@ def _check_value(value, field: pm.Field, where: str, problems: list) -> None:
     name = field.name
     if isinstance(kind, pm.Message):
         if not isinstance(value, TextMessage):
-            problems.append(SchemaError(f"{name} expects a {{ ... }} block, got {_shown(value)}", _line(value)))
+            problems.append(ConfigError(f"{name} expects a {{ ... }} block, got {_shown(value)}", _line(value)))
         else:
             _check_message(value, kind, where, problems)
     elif isinstance(value, TextMessage):
-        problems.append(SchemaError(f"{name} expects {_expected(kind)}, got a {{ ... }} block", _line(value)))
+        problems.append(ConfigError(f"{name} expects {_expected(kind)}, got a {{ ... }} block", _line(value)))
     elif _close_member(value, kind):
-        problems.append(SchemaError(f'{name}: no value {value.text} (did you mean "{_close_member(value, kind)}"?)',
+        problems.append(ConfigError(f'{name}: no value {value.text} (did you mean "{_close_member(value, kind)}"?)',
                                     _line(value)))
     elif isinstance(kind, pm.Enum) and not isinstance(value, Scalar) and value in kind.members:
-        problems.append(SchemaError(f"{name} expects {value} unquoted, got {_shown(value)}", _line(value)))
+        problems.append(ConfigError(f"{name} expects {value} unquoted, got {_shown(value)}", _line(value)))
     elif isinstance(kind, pm.Enum) and (not isinstance(value, Scalar) or value.text not in kind.members):
-        problems.append(SchemaError(f"{name}: no value {_shown(value)} ({', '.join(kind.members)})", _line(value)))
+        problems.append(ConfigError(f"{name}: no value {_shown(value)} ({', '.join(kind.members)})", _line(value)))
     else:
         problem = _scalar_problem(value, kind)
         if problem is not None:
-            problems.append(SchemaError(f"{name} expects {_expected(kind)}, got {_shown(value)}{problem}",
+            problems.append(ConfigError(f"{name} expects {_expected(kind)}, got {_shown(value)}{problem}",
                                         _line(value)))
 
 

@@ -18,13 +18,7 @@ from dataclasses import dataclass, field
 
 from google.protobuf import text_format
 
-
-class TextFormatError(ValueError):
-    """The text is not valid protobuf text format; `line` and `column` (1-based) locate it."""
-
-    def __init__(self, message: str, line: int = 0, column: int = 0):
-        super().__init__(message)
-        self.line, self.column = line, column
+from ssd_mobilenet.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -86,7 +80,7 @@ def parse(text: str) -> TextMessage:
     """Parses protobuf text format into a `TextMessage` tree.
 
     Raises:
-      TextFormatError: with the line and column of the first problem.
+      ConfigError: the first problem, its `problem` without the line, and its `line`.
     """
     lines = text.splitlines()
     tokenizer = text_format.Tokenizer(lines)
@@ -97,7 +91,7 @@ def parse(text: str) -> TextMessage:
         quoted = f"'{lines[line - 1]}': " if 0 < line <= len(lines) else None
         if quoted and message.startswith(quoted):
             message = message[len(quoted):]
-        raise TextFormatError(message, line, e.GetColumn() or 0) from None
+        raise ConfigError(message, line) from None
     return root
 
 

@@ -7,8 +7,9 @@ builder next to its graph); `pipeline_reader.read_pipeline_config` reads it back
 
 from __future__ import annotations
 
-from ssd_mobilenet.config.ssd_config import ConfigError, SSDConfig, f32, float_text
+from ssd_mobilenet.config.ssd_config import SSDConfig, f32, float_text
 from ssd_mobilenet.config.type_names import CONVOLUTIONAL, MULTISCALE_ANCHORS, SSD_MOBILENET_V1_FPN
+from ssd_mobilenet.errors import ConfigError
 
 
 def to_pipeline_config(config: SSDConfig) -> str:

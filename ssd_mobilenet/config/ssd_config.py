@@ -17,6 +17,7 @@ from ssd_mobilenet.anchor_generators import anchors_per_location
 from ssd_mobilenet.config.type_names import (ANCHOR_GENERATORS, BOX_PREDICTORS, CONVOLUTIONAL, FEATURE_EXTRACTORS,
                                              MULTISCALE_ANCHORS, SSD_ANCHORS, SSD_MOBILENET_V1, SSD_MOBILENET_V1_FPN,
                                              WEIGHT_SHARED)
+from ssd_mobilenet.errors import ConfigError
 
 # How the exporter's post-processing orders thresholding, clipping and NMS. It changed in
 # the Object Detection API in mid 2018 and the pipeline.config does not record which one a
@@ -43,21 +44,6 @@ FPN_BASE_LEVELS = (2, 3, 4, 5)
 
 SCORE_CONVERTERS = ("SIGMOID", "SOFTMAX", "IDENTITY")
 RESIZE_METHODS = ("BILINEAR", "NEAREST_NEIGHBOR", "BICUBIC", "AREA")
-
-
-class ConfigError(ValueError):
-    """A pipeline.config that cannot be read or that asks for something unsupported.
-
-    `line` (1-based, or None) is where in the file the problem is; `at(path)` words the error
-    for the file `path` as one line: `PATH:LINE: PROBLEM`, or `PATH: PROBLEM` without a line.
-    """
-
-    def __init__(self, problem: str, line: "int | None" = None):
-        super().__init__(problem if not line else f"line {line}: {problem}")
-        self.problem, self.line = problem, line or None
-
-    def at(self, path: str) -> "ConfigError":
-        return ConfigError(f"{path}:{self.line}: {self.problem}" if self.line else f"{path}: {self.problem}")
 
 
 def f32(x) -> float:

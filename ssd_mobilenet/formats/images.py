@@ -18,11 +18,9 @@ import os
 
 import numpy as np
 
+from ssd_mobilenet.errors import InputError
+
 JPEG_MAGIC = b"\xff\xd8\xff"
-
-
-class ImageError(ValueError):
-    """An image file that cannot be read or decoded; the message names it."""
 
 
 def decode(data: bytes) -> np.ndarray:
@@ -57,20 +55,20 @@ def read_image(path) -> np.ndarray:
     """The image file at `path` as uint8 [H, W, 3] RGB.
 
     Raises:
-      ImageError: naming the file when it is missing, unreadable or does not decode.
+      InputError: naming the file when it is missing, unreadable or does not decode.
     """
     path = os.fspath(path)
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as e:
-        raise ImageError(f"{path}: cannot read image: {e.strerror or e}") from None
+        raise InputError(f"{path}: cannot read image: {e.strerror or e}") from None
     return decode_named(data, path)
 
 
 def decode_named(data: bytes, path: str) -> np.ndarray:
-    """`decode`, its errors as an `ImageError` naming `path` (the file the bytes were read from)."""
+    """`decode`, its errors as an `InputError` naming `path` (the file the bytes were read from)."""
     try:
         return decode(data)
     except ValueError as e:
-        raise ImageError(f"{path}: cannot read image: {str(e).splitlines()[0] if str(e) else 'not an image'}") from None
+        raise InputError(f"{path}: cannot read image: {str(e).splitlines()[0] if str(e) else 'not an image'}") from None

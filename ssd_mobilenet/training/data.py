@@ -25,7 +25,7 @@ A record that cannot be used (not a `tf.Example`, an image that does not decode,
 coordinate lists of different lengths, classes missing, 0-based or unknown) is skipped with one
 `RecordWarning` naming the file, the record's index in it and its source id, and the reason;
 a TFRecord file whose framing breaks off (truncated, bad checksum) is named with the byte
-offset where reading stopped. A missing or empty file raises `DataError` before anything runs.
+offset where reading stopped. A missing or empty file raises `InputError` before anything runs.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from ssd_mobilenet import label_map as label_maps
 from ssd_mobilenet import preprocessing
 from ssd_mobilenet.config.ssd_config import SSDConfig
 from ssd_mobilenet.training import augmentation
+from ssd_mobilenet.errors import InputError
 
 # input_reader.proto's defaults.
 MAX_NUMBER_OF_BOXES = 100
@@ -65,10 +66,6 @@ FRAME_BYTES = 16
 _UNIT_WINDOW = (0.0, 0.0, 1.0, 1.0)
 
 
-class DataError(ValueError):
-    """A record file that is missing or empty; the message names it."""
-
-
 class RecordWarning(UserWarning):
     """A record skipped as unusable; the message names file, record index, source id and reason."""
 
@@ -77,7 +74,7 @@ def record_files(paths) -> list:
     """TFRecord paths or glob patterns -> the files, in order (a pattern's matches sorted).
 
     Raises:
-      DataError: naming the path, for a missing file, a pattern matching nothing, or an empty file.
+      InputError: naming the path, for a missing file, a pattern matching nothing, or an empty file.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -85,15 +82,15 @@ def record_files(paths) -> list:
     for path in map(os.fspath, paths):
         matches = [path] if os.path.exists(path) or not glob.has_magic(path) else sorted(glob.glob(path))
         if not matches:
-            raise DataError(f"{path}: no file matches this pattern")
+            raise InputError(f"{path}: no file matches this pattern")
         for f in matches:
             if not os.path.isfile(f):
-                raise DataError(f"{f}: no such file" if not os.path.exists(f) else f"{f}: not a file")
+                raise InputError(f"{f}: no such file" if not os.path.exists(f) else f"{f}: not a file")
             if os.path.getsize(f) == 0:
-                raise DataError(f"{f}: empty record file (0 bytes, no records)")
+                raise InputError(f"{f}: empty record file (0 bytes, no records)")
             files.append(f)
     if not files:
-        raise DataError("no record files given")
+        raise InputError("no record files given")
     return files
 
 
@@ -296,7 +293,7 @@ def read_examples(paths, label_map=None, num_classes=None) -> tf.data.Dataset:
       normalised, inside [0, 1]), "classes": int32 [M] (1-based), "source_id": string []}.
 
     Raises:
-      DataError: a missing or empty file. label_map.LabelMapError: an unreadable label map.
+      InputError: a missing or empty file. InputError: an unreadable label map.
     """
     reader = _Reader(paths, label_map, num_classes)
     return reader.examples(reader.records(tf.data.Dataset.from_tensor_slices(reader.files), interleave=False))
@@ -333,7 +330,7 @@ def make_dataset(paths, config: SSDConfig, batch_size: int, *, training: bool = 
       "num_boxes": int32 [B], "source_id": string [B]}.
 
     Raises:
-      DataError: a missing or empty file. label_map.LabelMapError: an unreadable label map.
+      InputError: a missing or empty file. InputError: an unreadable label map.
     """
     reader = _Reader(paths, label_map, config.num_classes)
     files = tf.data.Dataset.from_tensor_slices(reader.files)

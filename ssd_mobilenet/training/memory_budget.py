@@ -22,7 +22,7 @@ The measured steps change the trainer's state (weights, slots, moving averages, 
 written to a temporary checkpoint first and read back afterwards, so training starts from where
 it would have. The input pipeline's buffers (decoded records ahead of the step) are outside the
 measurement. On a CPU the allocator keeps statistics only with the BFC allocator
-(`memory.configure`, before TensorFlow starts), else `memory.RuntimeConfigError`.
+(`memory.configure`, before TensorFlow starts), else `InputError`.
 """
 
 from __future__ import annotations
@@ -37,12 +37,9 @@ import tensorflow as tf
 
 from ssd_mobilenet import memory
 from ssd_mobilenet.training.data import MAX_NUMBER_OF_BOXES
+from ssd_mobilenet.errors import InputError
 
 MAX_BATCH = 1024  # the search's upper end (images per micro-batch)
-
-
-class BudgetError(ValueError):
-    """A memory budget too small for a training step on one image."""
 
 
 def generated_batch(config, size: int, seed: int = 0, max_boxes: int = MAX_NUMBER_OF_BOXES) -> dict:
@@ -102,7 +99,7 @@ def largest_batch(trainer, max_memory_mb: float, limit: int = MAX_BATCH, runs: i
     Returns:
       images per micro-batch (a step takes `trainer.accumulate` of them).
     Raises:
-      BudgetError: not even one image fits; memory.RuntimeConfigError: no allocator statistics.
+      InputError: not even one image fits; InputError: no allocator statistics.
     """
     memory.memory_info()  # no statistics: refused before any step runs
     budget = int(max_memory_mb * 2**20)
@@ -120,6 +117,6 @@ def largest_batch(trainer, max_memory_mb: float, limit: int = MAX_BATCH, runs: i
         n = memory.largest_fitting(fits, limit)
     if n == 0:
         config = trainer.model.config
-        raise BudgetError(f"--max-memory {max_memory_mb:g}: one {config.image_height}x{config.image_width} image's "
-                          f"training step peaks at {peaks[1] / 2**20:.0f} MiB (weights included)")
+        raise InputError(f"--max-memory {max_memory_mb:g}: one {config.image_height}x{config.image_width} image's "
+                         f"training step peaks at {peaks[1] / 2**20:.0f} MiB (weights included)")
     return n

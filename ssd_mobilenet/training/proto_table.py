@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from ssd_mobilenet.config import pipeline_messages as pm
 from ssd_mobilenet.config.pipeline_reader import PipelineReader, proto_default
 from ssd_mobilenet.config.pipeline_text import TextMessage
-from ssd_mobilenet.config.ssd_config import ConfigError, float_text
+from ssd_mobilenet.config.ssd_config import float_text
+from ssd_mobilenet.errors import ConfigError
 
 READ, IGNORED, DEFAULT_ONLY, REFUSED = "read", "ignored", "default_only", "refused"
 # The reason for a field no table lists: training here does not reproduce it.

@@ -58,12 +58,13 @@ from ssd_mobilenet import atomic_write
 from ssd_mobilenet.atomic_write import atomic_directory
 from ssd_mobilenet.training.optimizers import clip_gradients_by_global_norm
 from ssd_mobilenet.training.ssd_loss import CLASSIFICATION_LOSS, LOCALIZATION_LOSS, SSDLoss
+from ssd_mobilenet.errors import InputError
 
 REGULARIZATION_LOSS = "Loss/regularization_loss"
 TOTAL_LOSS = "Loss/total_loss"
 CHECKPOINT_DIR = "checkpoints"  # under train's output directory: the resumable training state
 MODEL_DIR = "model"  # under train's output directory: the trained model, as `convert` writes one
-# Under CHECKPOINT_DIR: the settings a run started with, which its checkpoints depend on (see `ResumeError`).
+# Under CHECKPOINT_DIR: the settings a run started with, which its checkpoints depend on (see `InputError`).
 RUN_SETTINGS = "run_settings.json"
 _MODEL_INPUTS = ("image", "boxes", "classes", "num_boxes")
 
@@ -87,12 +88,6 @@ def groundtruth(boxes, classes, num_boxes, num_classes: int):
     return tf.unstack(boxes), tf.unstack(one_hot), tf.unstack(weights)
 
 
-class ResumeError(ValueError):
-    """A run asked to resume under other settings than it started with: its checkpoints hold
-    another optimiser state (loss scale, accumulators, frozen batch norm) or another input
-    pipeline (batch size), so they would restore partly or not at all."""
-
-
 def run_settings(training_config, batch_size: int, accumulate: int, precision: str, freeze_batch_norm) -> dict:
     """The settings a run's checkpoints depend on, as `RUN_SETTINGS` records them."""
     return {"batch_size": batch_size, "accumulate": accumulate, "precision": precision,
@@ -102,7 +97,7 @@ def run_settings(training_config, batch_size: int, accumulate: int, precision: s
 def resume_settings(output_dir: str, wanted: dict, max_memory_mb=None) -> dict | None:
     """The settings `output_dir`'s run started with (None for a new run), after checking `wanted`
     against them. A resumed `max_memory_mb` run keeps the batch it chose (no second search,
-    which could choose another under other load). Raises `ResumeError` naming the setting."""
+    which could choose another under other load). Raises `InputError` naming the setting."""
     path = os.path.join(output_dir, CHECKPOINT_DIR, RUN_SETTINGS)
     if not os.path.isfile(path):
         return None
@@ -110,13 +105,13 @@ def resume_settings(output_dir: str, wanted: dict, max_memory_mb=None) -> dict |
         with open(path) as f:
             started = json.load(f)
     except (OSError, ValueError) as e:
-        raise ResumeError(f"{path}: unreadable ({e}); remove the run folder to start again") from None
+        raise InputError(f"{path}: unreadable ({e}); remove the run folder to start again") from None
     for key, value in wanted.items():
         if key == "batch_size" and max_memory_mb is not None:
             continue
         if started.get(key) != value:
             # Resume with the settings it started with, or train into another folder.
-            raise ResumeError(f"{output_dir}: started with {key} {started.get(key)}, not {value}")
+            raise InputError(f"{output_dir}: started with {key} {started.get(key)}, not {value}")
     return started
 
 
@@ -395,8 +390,8 @@ def train(model, training_config, records, output_dir, *, steps: int | None = No
       {"step": the last step, "losses": its losses, "model_dir": the written model directory,
        "resumed_from": the step the run started at (0 for a fresh run), "batch_size": images per step}.
     Raises:
-      memory_budget.BudgetError, memory.RuntimeConfigError: with `max_memory_mb` (see there).
-      ResumeError: `output_dir` holds a run started with another batch size, accumulation,
+      InputError, InputError: with `max_memory_mb` (see there).
+      InputError: `output_dir` holds a run started with another batch size, accumulation,
         precision or batch-norm freezing (`RUN_SETTINGS`), before anything runs.
     """
     steps = training_config.train.num_steps if steps is None else int(steps)
@@ -448,7 +443,7 @@ def train(model, training_config, records, output_dir, *, steps: int | None = No
     resumed_from = step
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and not _same_on_every_worker(strategy, step):
         # The chief's checkpoints are the run's: every worker must see them.
-        raise ResumeError(f"{output_dir}: not shared: workers resumed at other steps (here {step})")
+        raise InputError(f"{output_dir}: not shared: workers resumed at other steps (here {step})")
     while step < steps:
         start = time.perf_counter()
         micro = [trainer.train_step(next(iterator)) for _ in range(accumulate)]

@@ -22,8 +22,9 @@ from tests.conftest import REPO
 from migrate import cli
 from migrate.commands import common as cli_common
 from migrate.common import console
-from migrate.common.measure import MeasureError, measure_isolated
+from migrate.common.measure import measure_isolated
 from ssd_mobilenet import memory
+from ssd_mobilenet.errors import RunError
 
 # TensorFlow's lines: absl's pre-init notice, C++ log lines (I0000/W0000 prefixes, the oneDNN
 # and CPU-feature notices), its Python log and deprecation notices.
@@ -250,7 +251,7 @@ def test_quiet_output_hides_tensorflows_warnings_and_log_not_the_projects():
 def test_workers_of_a_quiet_command_start_quietly():
     # A worker that fails after TensorFlow has loaded: its stderr tail (in the error) is the
     # failure alone, without the notices TensorFlow's libraries print while they load.
-    with pytest.raises(MeasureError) as raised:
+    with pytest.raises(RunError) as raised:
         measure_isolated("migrate.common.console:no_such_function", {}, [np.zeros((1, 8, 8, 3), np.uint8)],
                          env={console.QUIET_ENV: "1"}, timeout=120)
     assert "AttributeError" in str(raised.value)

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from tests.conftest import random_images
 from migrate.common import images
+from ssd_mobilenet.errors import InputError
 
 
 def _write(path, data: bytes):
@@ -40,16 +41,16 @@ def test_list_images_recurses_sorts_and_sniffs(tmp_path):
 
 
 def test_list_images_errors_name_the_path(tmp_path):
-    with pytest.raises(images.ImageError, match=f"{tmp_path / 'missing'}: no such file or folder"):
+    with pytest.raises(InputError, match=f"{tmp_path / 'missing'}: no such file or folder"):
         images.list_images([str(tmp_path / "missing")])
     (tmp_path / "empty").mkdir()
     _write(tmp_path / "empty" / "readme.md", b"# no images")
-    with pytest.raises(images.ImageError, match=f"{tmp_path / 'empty'}: no JPEG or PNG images"):
+    with pytest.raises(InputError, match=f"{tmp_path / 'empty'}: no JPEG or PNG images"):
         images.list_images([str(tmp_path / "empty")])
     text = _write(tmp_path / "notes.txt", b"text")
-    with pytest.raises(images.ImageError, match=f"{text}: not a JPEG or PNG"):
+    with pytest.raises(InputError, match=f"{text}: not a JPEG or PNG"):
         images.list_images([text])
-    assert str(images.ImageError("x")) == "x" and issubclass(images.ImageError, ValueError)
+    assert str(InputError("x")) == "x" and issubclass(InputError, ValueError)
 
 
 def test_read_image_converts_to_rgb_uint8(tmp_path):
@@ -75,7 +76,7 @@ def test_read_image_errors_name_the_file(tmp_path):
     truncated = _write(tmp_path / "cut.jpg", _jpeg(random_images(1, 1, 64, 64)[0])[:300])
     junk = _write(tmp_path / "junk.png", b"\x89PNG\r\n\x1a\n but nothing after")
     for path in (truncated, junk, str(tmp_path / "missing.png")):
-        with pytest.raises(images.ImageError) as e:
+        with pytest.raises(InputError) as e:
             images.read_image(path)
         message = str(e.value)
         assert message.startswith(f"{path}: cannot read image: ") and "\n" not in message

@@ -9,7 +9,8 @@ import os
 import numpy as np
 import pytest
 
-from migrate.common.measure import MeasureError, measure_isolated
+from migrate.common.measure import measure_isolated
+from ssd_mobilenet.errors import RunError
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 ENV = {"PYTHONPATH": TESTS}
@@ -64,5 +65,5 @@ def test_memory_and_latency_of_a_real_computation(tmp_path):
 
 @pytest.mark.slow  # a fresh process importing TensorFlow before the factory fails (7.3 s, ibid.)
 def test_worker_failure_comes_back_with_its_stderr():
-    with pytest.raises(MeasureError, match="factory exploded on purpose"):
+    with pytest.raises(RunError, match="factory exploded on purpose"):
         measure_isolated("test_measure:failing_runner", {}, [np.zeros((1, 8, 8, 3), np.uint8)], env=ENV)

@@ -11,6 +11,7 @@ from PIL import Image
 
 from tests.conftest import SHARED
 from ssd_mobilenet.formats import images, preprocess
+from ssd_mobilenet.errors import InputError
 
 PHOTOS = sorted(glob.glob(os.path.join(SHARED, "photos", "*.jpg")))
 needs_photos = pytest.mark.skipif(not PHOTOS, reason=f"no photos at {SHARED}/photos")
@@ -50,10 +51,10 @@ def test_unreadable_images_are_one_line_naming_the_file(tmp_path):
              "text.jpg": b"not an image at all"}
     for name, data in cases.items():
         (tmp_path / name).write_bytes(data)
-        with pytest.raises(images.ImageError) as e:
+        with pytest.raises(InputError) as e:
             images.read_image(tmp_path / name)
         assert str(e.value).startswith(f"{tmp_path / name}: cannot read image: ") and "\n" not in str(e.value)
-    with pytest.raises(images.ImageError, match="missing.png: cannot read image"):
+    with pytest.raises(InputError, match="missing.png: cannot read image"):
         images.read_image(tmp_path / "missing.png")
 
 

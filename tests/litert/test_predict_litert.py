@@ -92,7 +92,8 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(model, folder, no_te
 def test_model_file_from_bytes_is_the_file(model, tmp_path):
     """`ModelFile.from_bytes` (export's int8 drift check) reads a file's bytes as `ModelFile`
     reads the file: the same description and detections; its errors name the given name."""
-    from ssd_mobilenet.formats.tflite.runner import ModelFile, ModelFileError
+    from ssd_mobilenet.formats.tflite.runner import ModelFile
+    from ssd_mobilenet.errors import InputError
     _, path, _ = model
     data = bytearray(open(path, "rb").read())
     from_path = ModelFile(path, threads=1)
@@ -103,9 +104,9 @@ def test_model_file_from_bytes_is_the_file(model, tmp_path):
     photo = np.random.default_rng(1).integers(0, 256, (97, 131, 3), dtype=np.uint8)
     for key, value in from_path.detect(photo).items():
         np.testing.assert_array_equal(from_bytes.detect(photo)[key], value)
-    with pytest.raises(ModelFileError, match="^the exported file: not a TFLite file"):
+    with pytest.raises(InputError, match="^the exported file: not a TFLite file"):
         ModelFile.from_bytes(b"not a model at all", name="the exported file")
-    with pytest.raises(ModelFileError, match="^the exported file: the LiteRT interpreter cannot load"):
+    with pytest.raises(InputError, match="^the exported file: the LiteRT interpreter cannot load"):
         ModelFile.from_bytes(open(path, "rb").read()[:5000], name="the exported file")
 
 

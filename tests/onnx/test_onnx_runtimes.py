@@ -24,6 +24,7 @@ from ssd_mobilenet.formats import images  # noqa: E402
 from ssd_mobilenet.formats.onnx import file_format as onnx_format  # noqa: E402
 from ssd_mobilenet.formats.onnx import runner as onnx_runner  # noqa: E402
 from ssd_mobilenet.formats.onnx import writer as onnx_export  # noqa: E402
+from ssd_mobilenet.errors import InputError
 
 CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
 PHOTOS = sorted(glob.glob(os.path.join(SHARED, "photos", "*.jpg")))
@@ -196,5 +197,5 @@ def test_a_file_with_other_metadata_is_one_onnx_file_error(tmp_path, entry):
     helper.set_model_props(model, {onnx_format.METADATA_NAME: entry})
     path = tmp_path / "other.onnx"
     onnx.save(model, str(path))
-    with pytest.raises(onnx_runner.OnnxFileError, match="other.onnx: ssd_mobilenet_migrate metadata without version or image_size$"):
+    with pytest.raises(InputError, match="other.onnx: ssd_mobilenet_migrate metadata without version or image_size$"):
         onnx_runner.OnnxFile(str(path), threads=1)

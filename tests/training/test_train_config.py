@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from tests.conftest import needs_shared, zoo_path
-from ssd_mobilenet import ConfigError
 from ssd_mobilenet.training import augmentation
 from ssd_mobilenet.training.hard_example_miner import HardExampleMiner
 from ssd_mobilenet.training.losses import SigmoidFocal, WeightedSigmoid, WeightedSmoothL1
 from ssd_mobilenet.training.ssd_loss import SSDLoss
 from ssd_mobilenet.training.train_config import TrainingConfig
+from ssd_mobilenet.errors import ConfigError
 
 ZOO_2018 = ("ssd_mobilenet_v1_coco_2018_01_28", "pipeline.config")
 QUANTIZED = ("ssd_mobilenet_v1_quantized_300x300_coco14_sync_2018_07_18", "pipeline.config")

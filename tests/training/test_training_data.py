@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from ssd_mobilenet import label_map
 from ssd_mobilenet import preprocessing
 from ssd_mobilenet.config.ssd_config import SSDConfig
 from ssd_mobilenet.training import data
 from ssd_mobilenet.training.tf_example import make_example
+from ssd_mobilenet.errors import InputError
 
 LABELS = "item { id: 1 name: '/m/cat' display_name: 'cat' }\nitem { id: 2 name: 'dog' }\n"
 
@@ -121,15 +121,15 @@ def test_class_text_resolved_through_the_label_map(tmp_path):
 
 
 def test_missing_and_empty_files_are_named(tmp_path):
-    with pytest.raises(data.DataError, match=f"^{re.escape(str(tmp_path / 'nope.record'))}: no such file$"):
+    with pytest.raises(InputError, match=f"^{re.escape(str(tmp_path / 'nope.record'))}: no such file$"):
         data.read_examples(str(tmp_path / "nope.record"))
-    with pytest.raises(data.DataError, match=re.escape(str(tmp_path / "none-*.record")) + ": no file matches"):
+    with pytest.raises(InputError, match=re.escape(str(tmp_path / "none-*.record")) + ": no file matches"):
         data.read_examples(str(tmp_path / "none-*.record"))
     empty = tmp_path / "empty.record"
     empty.write_bytes(b"")
-    with pytest.raises(data.DataError, match=f"^{re.escape(str(empty))}: empty record file"):
+    with pytest.raises(InputError, match=f"^{re.escape(str(empty))}: empty record file"):
         data.read_examples([_write(tmp_path / "ok.record", [_record(0)]), str(empty)])
-    with pytest.raises(label_map.LabelMapError, match="missing.pbtxt: cannot read label map"):
+    with pytest.raises(InputError, match="missing.pbtxt: cannot read label map"):
         data.read_examples(str(tmp_path / "ok.record"), label_map=str(tmp_path / "missing.pbtxt"))
 
 

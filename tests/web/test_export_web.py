@@ -26,6 +26,7 @@ from migrate import export_web
 from migrate.predict import prediction
 from migrate.bench import browser
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
+from ssd_mobilenet.errors import InputError
 
 PHOTOS = sorted(glob.glob(os.path.join(SHARED, "photos", "*.jpg")))
 # `predict`'s rule for a runtime that is not the converted model's own: counts and classes exact,
@@ -359,8 +360,8 @@ def test_a_runtime_not_installed_is_one_line(tmp_path, monkeypatch):
     shutil.copy(os.path.join(export_web.WEB_DIR, "package-lock.json"), web)
     monkeypatch.setattr(export_web, "WEB_DIR", str(web))
     monkeypatch.chdir(tmp_path)  # the folder as the console shows paths: relative to the working folder
-    with pytest.raises(export_web.ExportInputError, match=r"^--web: onnxruntime-web is not installed: npm ci "
-                                                          r"--ignore-scripts --prefix web$"):
+    with pytest.raises(InputError, match=r"^--web: onnxruntime-web is not installed: npm ci "
+                                         r"--ignore-scripts --prefix web$"):
         export_web.installed_runtime(str(web))
 
 

@@ -10,21 +10,6 @@ DEFAULT_BATCH = 8
 MAX_BATCH = 64
 
 
-class ModelDirError(ValueError):
-    """A model (converted directory or `.tflite` file) that is missing or cannot be loaded."""
-
-
-class BudgetError(ValueError):
-    """A memory budget too small for a single image."""
-
-
-class RuntimeOptionError(ValueError):
-    """An option the runtime cannot apply in this process: TensorFlow's memory settings once its
-    devices have started, a memory budget without allocator statistics, a second profiler trace
-    (`ssd_mobilenet.memory.RuntimeConfigError`, as a runtime's error that needs no TensorFlow to
-    be caught)."""
-
-
 @dataclass
 class Result:
     """The detections of one image, or why it could not be read.

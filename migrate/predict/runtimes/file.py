@@ -12,6 +12,7 @@ import numpy as np
 
 from migrate.predict.runtimes.base import Result, from_outputs
 from ssd_mobilenet.formats import images
+from ssd_mobilenet.errors import InputError
 
 
 class FileRuntime:
@@ -28,7 +29,7 @@ class FileRuntime:
         for path in paths:
             try:
                 image = images.read_image(path)
-            except images.ImageError as e:
+            except InputError as e:
                 yield unreadable(path, e)
                 continue
             yield self._detect(path, image)
@@ -44,7 +45,7 @@ class FileRuntime:
         for path, data in items:
             try:
                 image = images.decode_named(data, path)
-            except images.ImageError as e:
+            except InputError as e:
                 results.append(unreadable(path, e))
                 continue
             results.append(self._detect(path, image))
@@ -61,7 +62,7 @@ class FileRuntime:
         return images.read_image(path)
 
 
-def unreadable(path: str, error: images.ImageError) -> Result:
+def unreadable(path: str, error: InputError) -> Result:
     """The `Result` of an image that cannot be read: the error's reason, without the path it names."""
     reason = str(error)
     return Result(path, error=reason[len(path) + 2:] if reason.startswith(path + ": ") else reason)

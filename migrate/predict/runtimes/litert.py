@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import os
 
-from migrate.predict.runtimes.base import ModelDirError
 from migrate.predict.runtimes.file import FileRuntime, one_image_runner
-from ssd_mobilenet.formats.tflite.runner import ModelFile, ModelFileError
+from ssd_mobilenet.formats.tflite.runner import ModelFile
+from ssd_mobilenet.errors import InputError
 
 
 class LiteRTRuntime(FileRuntime):
@@ -31,10 +31,10 @@ class LiteRTRuntime(FileRuntime):
         with console.native_stderr_quieted():  # "INFO: Created TensorFlow Lite XNNPACK delegate for CPU."
             try:
                 self.file = ModelFile(path, threads=threads or os.cpu_count())
-            except ModelFileError as e:
+            except InputError as e:
                 problem = str(e)  # raised outside: the quieted lines are shown only for a crash
         if problem:
-            raise ModelDirError(problem)
+            raise InputError(problem)
         super().__init__()
         say = say or (lambda msg: None)
         say(f"{path}: LiteRT, {self.file.threads} thread{'s' if self.file.threads > 1 else ''}")
@@ -53,7 +53,7 @@ def runner(path: str, threads: int | None = None):
     The runner of the TFLite side's measurement in `verify` and of bench's TFLite sides; imports
     no TensorFlow. A file takes one image per call: `run` raises ValueError for other batches.
     Raises:
-      ModelFileError: no such file, or not one LiteRT can run as `migrate export` writes it.
+      InputError: no such file, or not one LiteRT can run as `migrate export` writes it.
     """
     from migrate.common import console
     with console.native_stderr_quieted():  # "INFO: Created TensorFlow Lite XNNPACK delegate for CPU."

@@ -13,9 +13,9 @@ the TensorFlow runtime.
 
 from __future__ import annotations
 
-from migrate.predict.runtimes.base import ModelDirError
 from migrate.predict.runtimes.file import FileRuntime, one_image_runner
-from ssd_mobilenet.formats.onnx.runner import OnnxFile, OnnxFileError
+from ssd_mobilenet.formats.onnx.runner import OnnxFile
+from ssd_mobilenet.errors import InputError
 
 
 class OnnxRuntime(FileRuntime):
@@ -26,8 +26,8 @@ class OnnxRuntime(FileRuntime):
     def __init__(self, path: str, threads: int | None = None, say=None, warn=None):
         try:
             self.file = OnnxFile(path, threads=threads)
-        except OnnxFileError as e:
-            raise ModelDirError(str(e)) from None
+        except InputError as e:
+            raise InputError(str(e)) from None
         super().__init__()
         say = say or (lambda msg: None)
         say(f"{path}: ONNX file, ONNX Runtime, {self.file.threads} thread{'s' if self.file.threads > 1 else ''}")
@@ -44,6 +44,6 @@ def runner(path: str, threads: int | None = None):
     file at `path` on ONNX Runtime with `threads` threads (default: the CPU count): the photo fed
     as the file takes it, as `predict` runs it. Imports no TensorFlow.
     Raises:
-      OnnxFileError: no such file, or not one of `migrate export --onnx`.
+      InputError: no such file, or not one of `migrate export --onnx`.
     """
     return one_image_runner(OnnxFile(path, threads=threads), "an ONNX side")

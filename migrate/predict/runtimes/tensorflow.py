@@ -17,7 +17,6 @@ size; here every batch is [N, h, w, 3] float32, so `--max-memory` can size it on
 
 from __future__ import annotations
 
-import contextlib
 import os
 import warnings
 
@@ -26,26 +25,26 @@ import tensorflow as tf
 
 import ssd_mobilenet
 from migrate.common import images
-from migrate.predict.runtimes.base import (DEFAULT_BATCH, MAX_BATCH, BudgetError, ModelDirError, Result,
-                                           RuntimeOptionError, from_outputs)
+from migrate.predict.runtimes.base import DEFAULT_BATCH, MAX_BATCH, Result, from_outputs
 from ssd_mobilenet import image_io, memory, preprocessing
+from ssd_mobilenet.errors import InputError
 
 TRACE_BATCHES = 3
 
 
 def load_detector(directory: str, jit_compile: bool = False, precision: str = "float32",
                   freeze_weights: bool | None = None):
-    """`ssd_mobilenet.load` with a one-line `ModelDirError` naming the directory. With the defaults it
+    """`ssd_mobilenet.load` with a one-line `InputError` naming the directory. With the defaults it
     runs the directory's SavedModel as `convert` wrote it, without building the Keras model
     (`ssd_mobilenet.loading`); the levers that the SavedModel does not hold (`jit_compile`, another
     precision) build it."""
     if not os.path.isdir(directory):
-        raise ModelDirError(f"{directory}: no such directory (expected the output of `migrate convert`)")
+        raise InputError(f"{directory}: no such directory (expected the output of `migrate convert`)")
     try:
         return ssd_mobilenet.load(directory, jit_compile=jit_compile, precision=precision,
                                   freeze_weights=freeze_weights)
     except (OSError, ValueError, IndexError, tf.errors.OpError) as e:  # IndexError: a truncated checkpoint
-        raise ModelDirError(image_io.error_about(directory, e, "cannot load it")) from None
+        raise InputError(image_io.error_about(directory, e, "cannot load it")) from None
 
 
 def resized_detect_function(detector):
@@ -63,15 +62,15 @@ def budget_batch_size(detector, max_memory_mb: float) -> int:
     allocator, see `memory.configure`).
 
     Raises:
-      BudgetError: when not even one image fits.
+      InputError: when not even one image fits.
     """
     detect = resized_detect_function(detector)
     size = (detector.config.image_height, detector.config.image_width)
     n = memory.max_batch_size(lambda batch: detect(tf.cast(batch, tf.float32)), int(max_memory_mb * 2**20),
                                image_size=size, limit=MAX_BATCH)
     if n == 0:
-        raise BudgetError(f"--max-memory {max_memory_mb:g}: one image at {size[0]}x{size[1]} already peaks above "
-                          f"{max_memory_mb:g} MiB (weights included)")
+        raise InputError(f"--max-memory {max_memory_mb:g}: one image at {size[0]}x{size[1]} already peaks above "
+                         f"{max_memory_mb:g} MiB (weights included)")
     return n
 
 
@@ -119,7 +118,7 @@ def _unreadable(path: str) -> Result:
     try:
         images.read_image(path)
         reason = "failed in the input pipeline although it decodes on its own (out of memory?)"
-    except images.ImageError as e:
+    except InputError as e:
         reason = str(e).split(": ", 1)[1] if str(e).startswith(path + ": ") else str(e)
     return Result(path, error=reason)
 
@@ -154,23 +153,13 @@ def iter_predictions(detector, paths, batch_size: int = DEFAULT_BATCH, on_batch=
         yield _unreadable(paths[skipped])
 
 
-@contextlib.contextmanager
-def _option_errors():
-    # `memory.RuntimeConfigError` as the runtimes' own error, which the command line catches
-    # without importing TensorFlow for the other runtimes.
-    try:
-        yield
-    except memory.RuntimeConfigError as e:
-        raise RuntimeOptionError(str(e)) from None
-
-
 class TensorFlowRuntime:
     """`predict`'s runtime for a converted directory (`migrate.predict.runtimes.Runtime`).
 
     `memory_growth`, `memory_limit_mb` and `weight_cache` set up TensorFlow for the process
     (`ssd_mobilenet.memory.configure`), before its devices start; `max_memory_mb` does too, since
     it measures allocator peaks, which a CPU keeps only with the BFC allocator `configure` switches
-    on. Raises RuntimeOptionError when the devices have started already.
+    on. Raises InputError when the devices have started already.
     """
 
     name = "TensorFlow"
@@ -181,9 +170,8 @@ class TensorFlowRuntime:
                  say=None, warn=None):
         say = say or (lambda msg: None)
         if memory_growth or memory_limit_mb is not None or max_memory_mb is not None or weight_cache:
-            with _option_errors():
-                memory.configure(memory_growth=memory_growth, memory_limit_mb=memory_limit_mb,
-                                  onednn_weight_cache=weight_cache)
+            memory.configure(memory_growth=memory_growth, memory_limit_mb=memory_limit_mb,
+                             onednn_weight_cache=weight_cache)
         with warnings.catch_warnings(record=True) as caught:  # e.g. XLA on a CPU: one line, not a source excerpt
             warnings.simplefilter("always")
             # Under a memory budget the weights stay variables (as the float32 SavedModel holds
@@ -194,8 +182,8 @@ class TensorFlowRuntime:
         for w in caught:
             (warn or say)(f"warning: {w.message}")
         if max_memory_mb is not None:
-            with _option_errors():  # a CPU without allocator statistics
-                batch_size = budget_batch_size(self.detector, max_memory_mb)
+            # InputError on a CPU without allocator statistics.
+            batch_size = budget_batch_size(self.detector, max_memory_mb)
             say(f"batch size {batch_size}: the largest whose measured peak stays under {max_memory_mb:g} MiB")
         self.batch_size = batch_size or DEFAULT_BATCH
         # The pipeline holds one batch besides the one the model runs on (`dataset`), which a
@@ -255,9 +243,8 @@ class _Tracer:
         if self.logdir is None:
             return
         if number == self.first:
-            with _option_errors():  # a trace already being recorded
-                self.context = memory.trace(self.logdir)
-                self.context.__enter__()
+            self.context = memory.trace(self.logdir)  # InputError: a trace already being recorded
+            self.context.__enter__()
         elif number == self.first + TRACE_BATCHES:
             self.stop()
 

@@ -13,6 +13,7 @@ import numpy as np
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
 from ssd_mobilenet.formats import preprocess
 from ssd_mobilenet.formats.onnx.file_format import FLOAT32, INPUT_NAMES, METADATA_NAME, METADATA_VERSION, UINT8
+from ssd_mobilenet.errors import InputError
 
 # ONNX Runtime (1.32 measured, on Linux) starts Microsoft's telemetry as it loads unless this is set:
 # it writes a device id and an SQLite store under ~/.cache/Microsoft/DeveloperTools and a `.ses` file
@@ -26,11 +27,6 @@ def import_onnxruntime():
     os.environ.setdefault(TELEMETRY_ENV, "1")
     import onnxruntime
     return onnxruntime
-
-
-class OnnxFileError(ValueError):
-    """A file that is not an `.onnx` of `migrate export` or that ONNX Runtime cannot load; the
-    message names the file and the problem, on one line."""
 
 
 def _first_line(error: Exception) -> str:
@@ -81,7 +77,7 @@ class OnnxFile:
     which resizes and scales it itself; prepared as the TF1 graph prepares it for a fixed-size
     float32 file, `ssd_mobilenet.formats.preprocess`, bit for bit).
     Raises:
-      OnnxFileError: no such file, a file ONNX Runtime cannot load (truncated, not ONNX), or an
+      InputError: no such file, a file ONNX Runtime cannot load (truncated, not ONNX), or an
         ONNX file that is not this project's (other outputs, no metadata).
     """
 
@@ -90,10 +86,10 @@ class OnnxFile:
             ort = import_onnxruntime()
         except ImportError:
             # (or `pip install onnxruntime`)
-            raise OnnxFileError("ONNX Runtime is not installed: pip install 'ssd-mobilenet-migrate[onnx]'") from None
+            raise InputError("ONNX Runtime is not installed: pip install 'ssd-mobilenet-migrate[onnx]'") from None
         self.path = path
         if not os.path.isfile(path):
-            raise OnnxFileError(f"{path}: no such file")
+            raise InputError(f"{path}: no such file")
         self.threads = int(threads or os.cpu_count() or 1)
         try:
             self.session = ort.InferenceSession(path, sess_options=session_options(self.threads),
@@ -102,32 +98,32 @@ class OnnxFile:
             # Its message repeats the path: "[ONNXRuntimeError] : 7 : INVALID_PROTOBUF : Load model
             # from PATH failed:Protobuf parsing failed."; the reason is after "failed:".
             reason = _first_line(e).rpartition(" failed:")[2].strip() or type(e).__name__
-            raise OnnxFileError(f"{path}: ONNX Runtime cannot load it: {reason}") from None
+            raise InputError(f"{path}: ONNX Runtime cannot load it: {reason}") from None
         _return_freed_memory()
         outputs = [o.name for o in self.session.get_outputs()]
         if sorted(outputs) != sorted(DETECTION_OUTPUTS):
             # Its outputs are DETECTION_OUTPUTS.
-            raise OnnxFileError(f"{path}: not from `migrate export` (outputs: {', '.join(outputs) or 'none'})")
+            raise InputError(f"{path}: not from `migrate export` (outputs: {', '.join(outputs) or 'none'})")
         entry = self.session.get_modelmeta().custom_metadata_map.get(METADATA_NAME)
         try:
             self.metadata = json.loads(entry) if entry else None
         except ValueError:
             self.metadata = None
         if not isinstance(self.metadata, dict):
-            raise OnnxFileError(f"{path}: not from `migrate export` (no {METADATA_NAME} metadata)")
+            raise InputError(f"{path}: not from `migrate export` (no {METADATA_NAME} metadata)")
         try:
             version = int(self.metadata.get("version", 0))
             self.image_size = tuple(int(v) for v in self.metadata["image_size"])
             h, w = self.image_size
         except (KeyError, TypeError, ValueError):
-            raise OnnxFileError(f"{path}: {METADATA_NAME} metadata without version or image_size") from None
+            raise InputError(f"{path}: {METADATA_NAME} metadata without version or image_size") from None
         if version > METADATA_VERSION:
-            raise OnnxFileError(f"{path}: from a newer release (metadata version {version}, this one reads "
-                                f"{METADATA_VERSION})")
+            raise InputError(f"{path}: from a newer release (metadata version {version}, this one reads "
+                             f"{METADATA_VERSION})")
         inputs = self.session.get_inputs()
         if len(inputs) != 1 or inputs[0].name not in INPUT_NAMES.values():
-            raise OnnxFileError(f"{path}: not from `migrate export` (inputs: "
-                                f"{', '.join(i.name for i in inputs)})")
+            raise InputError(f"{path}: not from `migrate export` (inputs: "
+                             f"{', '.join(i.name for i in inputs)})")
         self.input_name = inputs[0].name
         self.any_size = bool(self.metadata.get("any_size"))
         self.input_mode = preprocess.input_mode(self.any_size, self.input_name == INPUT_NAMES[FLOAT32])

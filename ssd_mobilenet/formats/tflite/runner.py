@@ -28,11 +28,7 @@ from ssd_mobilenet.detections import DETECTION_OUTPUTS
 from ssd_mobilenet.formats import preprocess
 from ssd_mobilenet.formats.preprocess import ANY_SIZE, MODEL_SIZE_UINT8
 from ssd_mobilenet.formats.tflite import file_format as ff
-
-
-class ModelFileError(ValueError):
-    """A file that is not a `.tflite` of `migrate export` or that LiteRT cannot load; the
-    message names the file and the problem, on one line."""
+from ssd_mobilenet.errors import InputError
 
 
 def _first_line(error: Exception) -> str:
@@ -41,12 +37,12 @@ def _first_line(error: Exception) -> str:
 
 
 def litert_interpreter():
-    """LiteRT's `Interpreter` class, or `ModelFileError` saying how to install it."""
+    """LiteRT's `Interpreter` class, or `InputError` saying how to install it."""
     try:
         from ai_edge_litert.interpreter import Interpreter
     except ImportError:
         # (or `pip install ai-edge-litert`)
-        raise ModelFileError("LiteRT is not installed: pip install 'ssd-mobilenet-migrate[litert]'") from None
+        raise InputError("LiteRT is not installed: pip install 'ssd-mobilenet-migrate[litert]'") from None
     return Interpreter
 
 
@@ -70,7 +66,7 @@ class ModelFile:
     def __init__(self, path: str, threads: int | None = None):
         self.path = os.path.abspath(path)
         if not os.path.isfile(path):
-            raise ModelFileError(f"{path}: no such file")
+            raise InputError(f"{path}: no such file")
         with open(path, "rb") as f:
             data = f.read()
         self._load(data, threads, path)
@@ -78,7 +74,7 @@ class ModelFile:
     @classmethod
     def from_bytes(cls, content: bytes, threads: int | None = None, name: str = "<bytes>") -> "ModelFile":
         """The `ModelFile` of a file's bytes `content`, as `ModelFile(path)` of a file holding them;
-        `ModelFileError` messages name `name` where they would name the path. `path` is None."""
+        `InputError` messages name `name` where they would name the path. `path` is None."""
         file = cls.__new__(cls)
         file.path = None
         # An immutable copy of a bytearray or memoryview (bytes as they are): the interpreter
@@ -90,7 +86,7 @@ class ModelFile:
         """Loads `data` (a file's bytes) on the interpreter and reads what the file is (the
         class docstring's attributes but `path`); errors name `name`."""
         if data[4:8] != ff.IDENTIFIER:
-            raise ModelFileError(f"{name}: not a TFLite file (no TFL3 identifier)")
+            raise InputError(f"{name}: not a TFLite file (no TFL3 identifier)")
         Interpreter = litert_interpreter()
         threads = int(threads or os.cpu_count() or 1)
         try:
@@ -100,18 +96,18 @@ class ModelFile:
             interpreter.allocate_tensors()  # applies the XNNPACK delegate now, not at the first image
             custom = ff.custom_operator_names(data)
         except (ValueError, RuntimeError) as e:
-            raise ModelFileError(f"{name}: the LiteRT interpreter cannot load it ({_first_line(e)})") from None
+            raise InputError(f"{name}: the LiteRT interpreter cannot load it ({_first_line(e)})") from None
         self.bytes, self.threads = len(data), threads
         signature = interpreter.get_signature_list().get(ff.SIGNATURE_KEY)
         names = {v: k for k, v in ff.INPUT_NAMES.items()}
         if (not signature or len(signature["inputs"]) != 1 or signature["inputs"][0] not in names
                 or sorted(signature["outputs"]) != sorted(DETECTION_OUTPUTS)):
             # Taking one of INPUT_NAMES, returning DETECTION_OUTPUTS.
-            raise ModelFileError(f"{name}: no {ff.SIGNATURE_KEY} signature as `migrate export` writes it")
+            raise InputError(f"{name}: no {ff.SIGNATURE_KEY} signature as `migrate export` writes it")
         flex = [op for op in custom if op.startswith("Flex")]
         if flex:
             more = f", {len(flex) - 1} more" if len(flex) > 1 else ""
-            raise ModelFileError(f"{name}: holds Flex ops ({flex[0]}{more}): LiteRT's builtins cannot run them")
+            raise InputError(f"{name}: holds Flex ops ({flex[0]}{more}): LiteRT's builtins cannot run them")
         self.input_name = signature["inputs"][0]
         self.input_type = names[self.input_name]
         self._runner = interpreter.get_signature_runner(ff.SIGNATURE_KEY)
@@ -119,20 +115,20 @@ class ModelFile:
         detail = self._runner.get_input_details()[self.input_name]
         shape = [int(s) for s in detail.get("shape_signature", detail["shape"])]
         if len(shape) != 4 or shape[0] != 1 or shape[3] != 3 or detail["dtype"] != np.dtype(self.input_type):
-            raise ModelFileError(f"{name}: input is {np.dtype(detail['dtype']).name} {shape}, not "
-                                 f"{self.input_type} [1, h, w, 3]")
+            raise InputError(f"{name}: input is {np.dtype(detail['dtype']).name} {shape}, not "
+                             f"{self.input_type} [1, h, w, 3]")
         try:
             self.metadata = ff.read_metadata(data)
         except (ValueError, UnicodeDecodeError):
-            raise ModelFileError(f"{name}: its {ff.METADATA_NAME} metadata is not JSON") from None
+            raise InputError(f"{name}: its {ff.METADATA_NAME} metadata is not JSON") from None
         meta = self.metadata or {}
         if meta.get("version", 1) > ff.METADATA_VERSION:
-            raise ModelFileError(f"{name}: written by a newer release (metadata version {meta['version']})")
+            raise InputError(f"{name}: written by a newer release (metadata version {meta['version']})")
         dynamic = shape[1] < 0 or shape[2] < 0
         if dynamic and "image_size" not in meta:
             # A file of any size must say the model's size, which only the metadata holds.
             # A file of any size says the model's size in its metadata only.
-            raise ModelFileError(f"{name}: of any size, no {ff.METADATA_NAME} metadata")
+            raise InputError(f"{name}: of any size, no {ff.METADATA_NAME} metadata")
         self.image_size = [int(s) for s in meta.get("image_size", shape[1:3])]
         self.resize_method = meta.get("resize_method", "BILINEAR")
         self.normalize_before_resize = bool(meta.get("normalize_before_resize", False))

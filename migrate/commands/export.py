@@ -1,5 +1,5 @@
-"""`migrate export`: a converted model as a TFLite file (`migrate.export`), an ONNX file
-(`migrate.export_onnx`) or a web page folder (`migrate.export_web`)."""
+"""`migrate export`: a converted model as a TFLite file (`migrate.export.tflite`), an ONNX file
+(`migrate.export.onnx`) or a web page folder (`migrate.export.web`)."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def missing_path(args):
 
 @tensorflow_command
 def run(args) -> int:
-    from migrate import export, export_inputs
+    from migrate.export import inputs, tflite
     if args.web:
         return _run_web(args)
     given = [flag for flag, name in _WEB_ONLY.items() if getattr(args, name) is not None]
@@ -75,10 +75,10 @@ def run(args) -> int:
     if args.onnx:
         return _run_onnx(args)
     try:
-        result = export.export(args.converted, args.tflite, nms=args.nms or "per-class", input_type=args.input,
+        result = tflite.export(args.converted, args.tflite, nms=args.nms or "per-class", input_type=args.input,
                                max_detections=args.max_detections, int8=args.int8, calibration=args.calibration,
                                force=args.force, progress=progress(args.quiet), warn=warn, labels=args.labels)
-    except export_inputs.ExportInputError as e:
+    except inputs.ExportInputError as e:
         return bad_input(e)
     _result(result, f"{result['nms']} NMS, {result['input']} input, {'int8' if result['int8'] else 'float32'}")
     return EXIT_OK
@@ -93,16 +93,16 @@ def _result(result: dict, what: str) -> None:
 
 
 def _run_onnx(args) -> int:
-    from migrate import export_inputs, export_onnx
+    from migrate.export import inputs, onnx
     given = [flag for flag, name in _TFLITE_ONLY.items() if getattr(args, name) not in (None, False)]
     if given:
         return bad_input(f"{given[0]}: applies to --tflite files only, not to --onnx")
     try:
-        result = export_onnx.export_onnx(args.converted, args.onnx, input_type=args.input,
-                                         max_detections=args.max_detections, int8=args.int8,
-                                         calibration=args.calibration, force=args.force, verbose=args.verbose,
-                                         progress=progress(args.quiet), warn=warn, labels=args.labels)
-    except export_inputs.ExportInputError as e:
+        result = onnx.export_onnx(args.converted, args.onnx, input_type=args.input,
+                                  max_detections=args.max_detections, int8=args.int8,
+                                  calibration=args.calibration, force=args.force, verbose=args.verbose,
+                                  progress=progress(args.quiet), warn=warn, labels=args.labels)
+    except inputs.ExportInputError as e:
         return bad_input(e)
     _result(result, f"ONNX opset {result['opset']}, {result['input']} input, "
                     f"{'int8 QDQ' if result['int8'] else 'float32'}")
@@ -110,17 +110,17 @@ def _run_onnx(args) -> int:
 
 
 def _run_web(args) -> int:
-    from migrate import export_inputs, export_web
+    from migrate.export import inputs, web
     given = [flag for flag, name in _NOT_WEB.items() if getattr(args, name) not in (None, False)]
     if args.input != "uint8":
         given.append(f"--input {args.input}")
     if given:
         return bad_input(f"{given[0]}: not for --web (the page runs the float32 .onnx file on the photo itself)")
     try:
-        result = export_web.export_web(args.converted, args.web, labels=args.labels, max_detections=args.max_detections,
-                                       example=args.example, force=args.force, verbose=args.verbose,
-                                       progress=progress(args.quiet))
-    except export_inputs.ExportInputError as e:
+        result = web.export_web(args.converted, args.web, labels=args.labels, max_detections=args.max_detections,
+                                example=args.example, force=args.force, verbose=args.verbose,
+                                progress=progress(args.quiet))
+    except inputs.ExportInputError as e:
         return bad_input(e)
     runtime = ", ".join(f"{name} {version}" for name, version in sorted(result["runtime"].items()))
     # Two lines within 100 columns (the runtime's names and versions, then a long OUT, wrap on their own).

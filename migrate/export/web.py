@@ -33,12 +33,12 @@ import shutil
 import time
 
 from migrate.common.console import shown
-from migrate.export_inputs import ExportInputError, carried, load_converted
+from migrate.export.inputs import ExportInputError, carried, load_converted
 from ssd_mobilenet import atomic_write
 
 # The page's folder, package data of `migrate` (in a clone as in an installed wheel): page/,
 # package.json and its lockfile; node_modules once npm has installed the runtime there.
-WEB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "web_page")
+WEB_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "web_page")
 PAGE_DIR = os.path.join(WEB_DIR, "page")
 PAGE_FILES = ("index.html", "app.js", "jpeg.js", "draw.js", "style.css")
 MODEL_FILE = "model.onnx"
@@ -122,7 +122,7 @@ def _example(model, photo: str, image, names: dict, max_detections: int) -> dict
 
     Args:
       model: the converted `SSDMobileNetV1`; image: the photo's pixels (`_example_image`);
-      names: {class id (str): name} (`export_inputs.carried`'s labels); max_detections: rows of
+      names: {class id (str): name} (`inputs.carried`'s labels); max_detections: rows of
       the page's `.onnx` file, which keeps the best that many.
     Returns:
       dict: photo (its name in the folder: `EXAMPLE_STEM` and the file's extension), data (the
@@ -209,7 +209,7 @@ def export_web(converted: str, out: str, labels: str | None = None, max_detectio
 
     Args:
       labels: a label map (`label_map.pbtxt` or a names file, or `coco`) whose names the page
-        shows; default: the label map `converted` carries (`export_inputs.carried`), else the
+        shows; default: the label map `converted` carries (`inputs.carried`), else the
         page shows `id N`.
       max_detections: rows of the model's outputs (default: the model's `max_total_detections`).
       example: a photo the page shows with the converted model's detections from its first paint

@@ -3,7 +3,7 @@ a quantization-aware model's is int8 QDQ on its checkpoint's ranges).
 
 `export_onnx(converted, out, ...)` is the command as a library function. Bad input (no converted
 model, an unreadable checkpoint, an existing OUT without `force`, an option that does not apply
-to ONNX) raises `export_inputs.ExportInputError` with one line naming the path or option, before
+to ONNX) raises `inputs.ExportInputError` with one line naming the path or option, before
 anything is written; the file is written under a temporary name and renamed into place.
 """
 
@@ -12,15 +12,15 @@ from __future__ import annotations
 import os
 import time
 
-from migrate.export_drift import DRIFT_IMAGES, drift_notes, drift_of
-from migrate.export_inputs import ExportInputError, calibration_images, carried, converted_config, load_converted
+from migrate.export.drift import DRIFT_IMAGES, drift_notes, drift_of
+from migrate.export.inputs import ExportInputError, calibration_images, carried, converted_config, load_converted
 from ssd_mobilenet import atomic_write
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 
 def quantization_drift(float_bytes: bytes, int8_bytes: bytes, names, feeds) -> dict:
     """The int8 file's detections against the float file's on the same inputs, on ONNX Runtime:
-    `export_drift.agreement` overall, plus per_image [(name, agreement)]. (The float file's detections
+    `drift.agreement` overall, plus per_image [(name, agreement)]. (The float file's detections
     are the converted model's: tests/onnx.)"""
     from ssd_mobilenet.onnx_file import import_onnxruntime, session_options
     ort = import_onnxruntime()
@@ -33,7 +33,7 @@ def quantization_drift(float_bytes: bytes, int8_bytes: bytes, names, feeds) -> d
 
 def aware_drift(model, onnx_bytes: bytes, names, images, input_type: str) -> dict:
     """A quantization-aware model's file against the converted model (its FakeQuant ops in
-    float32) on `images`, the model fed the same pixels (as `export.quantization_drift` does for
+    float32) on `images`, the model fed the same pixels (as `tflite.quantization_drift` does for
     the integer `.tflite` file), on ONNX Runtime: `drift_of`'s dict."""
     import numpy as np
 
@@ -71,7 +71,7 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
         (`ssd_mobilenet.export.onnx_aware`; compared with the converted model on generated images).
       verbose: show tf2onnx's log.
       labels: the label map the file's metadata carries (a file or `coco`; default: the one
-        `converted` carries; `export_inputs.carried`), for `predict` on the file.
+        `converted` carries; `inputs.carried`), for `predict` on the file.
     Returns:
       dict: out, bytes, input, max_detections, opset, operators (the file's op types), int8,
       quantization_aware, drift (`quantization_drift`, `aware_drift` or None), notes, seconds.

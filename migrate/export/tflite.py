@@ -16,8 +16,8 @@ import numpy as np
 import tensorflow as tf
 
 from migrate.common import console
-from migrate.export_drift import DRIFT_IMAGES, drift_notes, drift_of
-from migrate.export_inputs import ExportInputError, calibration_images, carried, converted_config, load_converted
+from migrate.export.drift import DRIFT_IMAGES, drift_notes, drift_of
+from migrate.export.inputs import ExportInputError, calibration_images, carried, converted_config, load_converted
 from ssd_mobilenet import atomic_write
 from ssd_mobilenet import detector as detector_lib
 from ssd_mobilenet.export import tflite as tflite_lib
@@ -77,7 +77,7 @@ def export(converted: str, tflite: str, nms: str = tflite_lib.PER_CLASS, input_t
         quantized file does not all reproduce (same class, IoU >= `MATCH_IOU`).
       force: replace an existing `tflite`.
       labels: the label map the file's metadata carries (a file or `coco`; default: the one
-        `converted` carries; `export_inputs.carried`), for `predict` on the file.
+        `converted` carries; `inputs.carried`), for `predict` on the file.
     Returns:
       dict: notes (what the file differs in from the converted model), int8, drift
       (`quantization_drift`, or None), out, bytes, nms, input, max_detections, operators (the file's op names), seconds.

@@ -1,57 +1,111 @@
 """`export --onnx`: a converted model directory -> one `.onnx` file (`ssd_mobilenet.export.onnx`;
 a quantization-aware model's is int8 QDQ on its checkpoint's ranges).
 
-`export_onnx(converted, out, ...)` is the command as a library function. Bad input (no converted
-model, an unreadable checkpoint, an existing OUT without `force`, an option that does not apply
-to ONNX) raises `inputs.ExportInputError` with one line naming the path or option, before
-anything is written; the file is written under a temporary name and renamed into place.
+`export_onnx(converted, out, ...)` is the command as a library function; `Onnx` is what the
+format says of itself, `pipeline.export` does the steps every format shares (bad input is an
+`ExportInputError` with one line naming the path or option, before anything is written; the
+file is written under a temporary name and renamed into place). `onnx_converter` is the ONNX
+conversion with the packages it imports checked, for the web page too.
 """
 
 from __future__ import annotations
 
-import os
-import time
-
-from migrate.export.drift import DRIFT_IMAGES, drift_notes, drift_of
-from migrate.export.inputs import ExportInputError, calibration_images, carried, converted_config, load_converted
-from ssd_mobilenet import atomic_write
+from migrate.export import pipeline
+from migrate.export.inputs import ExportInputError
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 
-def quantization_drift(float_bytes: bytes, int8_bytes: bytes, names, feeds) -> dict:
-    """The int8 file's detections against the float file's on the same inputs, on ONNX Runtime:
-    `drift.agreement` overall, plus per_image [(name, agreement)]. (The float file's detections
-    are the converted model's: tests/onnx.)"""
-    from ssd_mobilenet.onnx_file import import_onnxruntime, session_options
-    ort = import_onnxruntime()
-    sessions = [ort.InferenceSession(data, sess_options=session_options(None), providers=["CPUExecutionProvider"])
-                for data in (float_bytes, int8_bytes)]
-    name = sessions[0].get_inputs()[0].name
-    return drift_of(names, ([dict(zip(DETECTION_OUTPUTS, s.run(list(DETECTION_OUTPUTS), {name: feed})))
-                             for s in sessions] for feed in feeds))
+def onnx_converter(flag: str, int8: bool = False):
+    """`ssd_mobilenet.export.onnx`, every package the export imports imported here (tf2onnx; with
+    `int8` onnxruntime's quantization tools), so that a missing one is one line.
+
+    Raises:
+      ExportInputError: `flag` ("--onnx", "--web"), the missing package and the extra to install.
+    """
+    try:
+        import tf2onnx  # noqa: F401  (imported by `onnx_lib.convert`)
+
+        from ssd_mobilenet.export import onnx as onnx_lib
+        if int8:
+            from ssd_mobilenet.onnx_file import import_onnxruntime
+            import_onnxruntime()  # its telemetry off before the quantization tools load it
+            import onnxruntime.quantization  # noqa: F401  (`onnx_integer.quantize`, the drift)
+    except ImportError as e:
+        raise ExportInputError(f"{flag}: {(e.name or 'tf2onnx').split('.')[0]} is not installed: pip install "
+                               "'ssd-mobilenet-migrate[onnx-export]'") from None
+    return onnx_lib
 
 
-def aware_drift(model, onnx_bytes: bytes, names, images, input_type: str) -> dict:
-    """A quantization-aware model's file against the converted model (its FakeQuant ops in
-    float32) on `images`, the model fed the same pixels (as `tflite.quantization_drift` does for
-    the integer `.tflite` file), on ONNX Runtime: `drift_of`'s dict."""
-    import numpy as np
+class Onnx(pipeline.Format):
+    """The `.onnx` file: `input_type` "uint8" (a photo of any size, resized and scaled inside the
+    file) or "float32" (the scaled image at the model's size, fixed: for TensorRT, which refuses
+    uint8 inputs); `verbose` shows tf2onnx's log. Its int8 file is the float file quantized
+    (`ssd_mobilenet.export.onnx_integer`), compared with that float file on ONNX Runtime."""
 
-    from ssd_mobilenet import detector
-    from ssd_mobilenet.export import network
-    from ssd_mobilenet.onnx_file import import_onnxruntime, session_options
-    ort = import_onnxruntime()
-    detect = detector.Detector(model, fold_batch_norm=True)
-    session = ort.InferenceSession(onnx_bytes, sess_options=session_options(None), providers=["CPUExecutionProvider"])
-    name = session.get_inputs()[0].name
+    flag = "--onnx"
+    refused = {"--example": pipeline.WEB_ONLY, "--nms": "applies to --tflite files only, not to --onnx"}
+    int8_name = "int8 QDQ"
+    aware_note = ("quantization-aware: QDQ int8 convolutions on the checkpoint's FakeQuant ranges (the integer "
+                  ".tflite file's weights, uint8 activations on TF1's grid, which TensorRT refuses: "
+                  "ssd_mobilenet/export/onnx_aware.py); `verify --onnx` matches it with the TF1 graph")
 
-    def pair(image):
-        feed = network.file_input(image, model.config, input_type)
-        # A float32 feed is the model's preprocessing of the photo: the model gets the photo.
-        pixels = feed if feed.dtype == np.uint8 else np.asarray(image)[None]
-        return ({k: v.numpy() for k, v in detect(pixels).items()},
-                dict(zip(DETECTION_OUTPUTS, session.run(list(DETECTION_OUTPUTS), {name: feed}))))
-    return drift_of(names, (pair(image) for image in images))
+    def __init__(self, input_type: str = "uint8", verbose: bool = False):
+        self.input_type, self.verbose = input_type, verbose
+
+    def check(self, int8: bool) -> None:
+        onnx_lib = onnx_converter(self.flag, int8)
+        if self.input_type not in onnx_lib.INPUT_TYPES:
+            raise ExportInputError(f"--input {self.input_type}: one of {', '.join(onnx_lib.INPUT_TYPES)}")
+
+    def check_model(self, converted: str, config) -> None:
+        """A quantization-aware model's ranges must be 8-bit (`onnx_aware.check_bits`)."""
+        if config.weight_bits:
+            from ssd_mobilenet.export import onnx_aware
+            try:
+                onnx_aware.check_bits(config)
+            except ValueError as e:
+                raise ExportInputError(f"{converted}: {e}") from None
+
+    def converting(self, job: pipeline.Job) -> str:
+        from ssd_mobilenet.export import onnx as onnx_lib
+        return f"converting to ONNX: opset {onnx_lib.OPSET}, {self.input_type} input, {job.max_detections} detections"
+
+    def convert(self, job: pipeline.Job) -> pipeline.File:
+        from ssd_mobilenet.export import onnx as onnx_lib
+        proto = onnx_lib.convert(job.model, self.input_type, job.max_detections, verbose=self.verbose,
+                                 carried=job.entry)
+        float_data = None
+        if job.int8:
+            from ssd_mobilenet.export import network, onnx_integer
+            float_data = proto.SerializeToString()
+            proto = onnx_integer.quantize(proto, [network.file_input(image, job.config, self.input_type)
+                                                  for image in job.images])
+        return pipeline.File(proto.SerializeToString(), float_data=float_data,
+                             fields={"input": self.input_type, "opset": onnx_lib.OPSET,
+                                     "operators": onnx_lib.operator_names(proto)})
+
+    def runner(self, data: bytes, job: pipeline.Job):
+        return _Session(data, job.config, self.input_type)
+
+
+class _Session:
+    """An `.onnx` file's bytes on ONNX Runtime's CPU provider: `feed(image)` as the file takes
+    a photo (`network.file_input`, as its calibration took it), `run(feed)` -> the four outputs."""
+
+    def __init__(self, data: bytes, config, input_type: str):
+        from ssd_mobilenet.onnx_file import import_onnxruntime, session_options
+        ort = import_onnxruntime()
+        self.session = ort.InferenceSession(data, sess_options=session_options(None),
+                                            providers=["CPUExecutionProvider"])
+        self.input_name = self.session.get_inputs()[0].name
+        self.config, self.input_type = config, input_type
+
+    def feed(self, image):
+        from ssd_mobilenet.export import network
+        return network.file_input(image, self.config, self.input_type)
+
+    def run(self, feed) -> dict:
+        return dict(zip(DETECTION_OUTPUTS, self.session.run(list(DETECTION_OUTPUTS), {self.input_name: feed})))
 
 
 def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detections: int | None = None,
@@ -74,75 +128,9 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
         `converted` carries; `inputs.carried`), for `predict` on the file.
     Returns:
       dict: out, bytes, input, max_detections, opset, operators (the file's op types), int8,
-      quantization_aware, drift (`quantization_drift`, `aware_drift` or None), notes, seconds.
+      quantization_aware, drift (`drift.drift_of`'s, or None), notes, seconds.
     Raises:
       ExportInputError: bad input, one line naming the path or option; nothing is written.
     """
-    say = progress or (lambda msg: None)
-    warn = warn or (lambda msg: None)
-    start = time.perf_counter()
-    atomic_write.check_output(out, force, is_dir=False, flag="--onnx", error=ExportInputError)
-    if max_detections is not None and max_detections < 1:
-        raise ExportInputError(f"--max-detections {max_detections}: must be >= 1")
-    if calibration is not None and not int8:
-        raise ExportInputError("--calibration: calibrates the --int8 quantization; add --int8")
-    try:  # every package the export imports, here, so that a missing one is this one line
-        import tf2onnx  # noqa: F401  (imported by `onnx_lib.convert`)
-
-        from ssd_mobilenet.export import onnx as onnx_lib
-        if int8:
-            from ssd_mobilenet.onnx_file import import_onnxruntime
-            import_onnxruntime()  # its telemetry off before the quantization tools load it
-            import onnxruntime.quantization  # noqa: F401  (`onnx_integer.quantize`, `quantization_drift`)
-    except ImportError as e:
-        raise ExportInputError(f"--onnx: {(e.name or 'tf2onnx').split('.')[0]} is not installed: pip install "
-                               "'ssd-mobilenet-migrate[onnx-export]'") from None
-    if input_type not in onnx_lib.INPUT_TYPES:
-        raise ExportInputError(f"--input {input_type}: one of {', '.join(onnx_lib.INPUT_TYPES)}")
-    config = converted_config(converted)  # the options the model does not take, before its weights are loaded
-    aware = bool(config.weight_bits)
-    if aware and int8:
-        # Its ONNX file is int8 QDQ on the ranges its checkpoint holds, without calibration.
-        raise ExportInputError("--int8: a quantization-aware model exports as int8 without it")
-    if aware:
-        from ssd_mobilenet.export import onnx_aware
-        try:
-            onnx_aware.check_bits(config)
-        except ValueError as e:
-            raise ExportInputError(f"{converted}: {e}") from None
-    entry = carried(converted, labels)
-    model = load_converted(converted)
-    max_detections = max_detections or model.config.max_total_detections
-    names, images = [], []
-    if int8:
-        names, images = calibration_images(calibration, model.config)
-    say(f"converting to ONNX: opset {onnx_lib.OPSET}, {input_type} input, {max_detections} detections")
-    if int8 or aware:
-        say(f"int8 QDQ calibrated on {len(images)} images" if int8 else
-            "int8 QDQ on the checkpoint's quantization ranges")
-    proto = onnx_lib.convert(model, input_type, max_detections, verbose=verbose, carried=entry)
-    drift, notes = None, []
-    if aware:
-        notes.append("quantization-aware: QDQ int8 convolutions on the checkpoint's FakeQuant ranges (the integer "
-                     ".tflite file's weights, uint8 activations on TF1's grid, which TensorRT refuses: "
-                     "ssd_mobilenet/export/onnx_aware.py); `verify --onnx` matches it with the TF1 graph")
-        names, images = calibration_images(None, model.config)
-        say("comparing the int8 file with the converted model on generated images")
-        drift = aware_drift(model, proto.SerializeToString(), names[:DRIFT_IMAGES], images[:DRIFT_IMAGES],
-                            input_type)
-        # It differs on every image by design (integer input and weights): the totals say by how much.
-        notes += drift_notes(drift, "generated images", "the float model", None)
-    if int8:
-        from ssd_mobilenet.export import network, onnx_integer
-        feeds = [network.file_input(image, model.config, input_type) for image in images]
-        float_bytes = proto.SerializeToString()
-        proto = onnx_integer.quantize(proto, feeds)
-        compared_on = "calibration images" if calibration is not None else "generated images"
-        say(f"comparing the int8 file with the float file on {compared_on}")
-        drift = quantization_drift(float_bytes, proto.SerializeToString(), names[:DRIFT_IMAGES], feeds[:DRIFT_IMAGES])
-        notes += drift_notes(drift, compared_on, "the float file", warn)
-    data = proto.SerializeToString()
-    atomic_write.write_bytes(out, data)
-    return {"out": os.path.abspath(out), "bytes": len(data), "input": input_type, "max_detections": max_detections,
-            "opset": onnx_lib.OPSET, "operators": onnx_lib.operator_names(proto), "int8": int8 or aware,
-            "quantization_aware": aware, "drift": drift, "notes": notes, "seconds": time.perf_counter() - start}
+    return pipeline.export(Onnx(input_type, verbose), converted, out, max_detections=max_detections, int8=int8,
+                           calibration=calibration, labels=labels, force=force, progress=progress, warn=warn)

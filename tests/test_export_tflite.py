@@ -20,10 +20,9 @@ import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 
 from tests.conftest import SHARED, SMALL_EXPORT_CONFIG, check_detections
-from ssd_mobilenet import SSDMobileNetV1, detector, preprocessing
+from ssd_mobilenet import SSDMobileNetV1, detector, preprocessing, shape_images
 from ssd_mobilenet.config.ssd_config import SSDConfig
 from ssd_mobilenet.export import tflite
-from ssd_mobilenet.training import shapes_dataset
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 CONFIG = SSDConfig(**SMALL_EXPORT_CONFIG)
@@ -44,7 +43,7 @@ def converted(small_converted):
 def images():
     """uint8 [4, 128, 128, 3]: shapes-set images at the model's size."""
     rng = np.random.default_rng(11)
-    return np.stack([shapes_dataset.make_image(rng, 128, 128)[0] for _ in range(4)])
+    return np.stack([shape_images.make_image(rng, 128, 128)[0] for _ in range(4)])
 
 
 @pytest.fixture(scope="module")
@@ -258,7 +257,7 @@ def test_int8_cli_quantizes_on_user_images_and_reports_the_drift(converted, imag
     folder.mkdir()
     rng = np.random.default_rng(5)
     for i in range(6):  # other sizes than the model's: resized as the graph resizes
-        Image.fromarray(shapes_dataset.make_image(rng, 96, 160)[0]).save(folder / f"{i}.png")
+        Image.fromarray(shape_images.make_image(rng, 96, 160)[0]).save(folder / f"{i}.png")
     out = tmp_path / "int8.tflite"
     assert main(["export", converted, "--tflite", str(out), "--int8", "--calibration", str(folder)]) == 0
     captured = capsys.readouterr()

@@ -98,8 +98,8 @@ def main() -> int:
     args = p.parse_args()
     from bench import source_and_conversion
 
-    from migrate import export_web
     from migrate.bench import web
+    from migrate.export.web import export_web
 
     def say(msg):
         print(f"[web_bench] {msg}", file=sys.stderr, flush=True)
@@ -107,7 +107,7 @@ def main() -> int:
         src, converted = source_and_conversion(args.src, tmp, say)
         folder = os.path.join(tmp, "page")
         say("exporting the page")
-        export_web.export_web(converted, folder)
+        export_web(converted, folder)
         report = web.measure(src, folder, _photo(args.photo, tmp), warmup=args.warmup, repeats=args.repeats,
                              progress=say)
     report.update(date=datetime.date.today().isoformat(), cpu=_cpu(), cores=os.cpu_count(), note=args.note)

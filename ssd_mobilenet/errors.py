@@ -22,7 +22,7 @@ The base classes are kept for library users: `except ValueError` still catches e
 `except FileExistsError` an existing output, `except RuntimeError` a failed check or run. Two
 refusals took the kind of what the user does about them, and with it another base: the memory
 settings `ssd_mobilenet.runtime` cannot apply (a `RuntimeError` before) and a zoo model's missing
-files (`migrate.benchmark.zoo_models`, a `FileNotFoundError` before) are `InputError`s.
+files (`migrate.bench.zoo_models`, a `FileNotFoundError` before) are `InputError`s.
 """
 
 from __future__ import annotations

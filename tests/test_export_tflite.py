@@ -20,11 +20,10 @@ import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 
 from tests.conftest import SHARED, SMALL_EXPORT_CONFIG, check_detections
-from ssd_mobilenet import SSDMobileNetV1, detector, loading, preprocessing
+from ssd_mobilenet import SSDMobileNetV1, detector, loading, preprocessing, shape_images
 from ssd_mobilenet.config.ssd_config import SSDConfig
 from ssd_mobilenet.formats.tflite import file_format
 from ssd_mobilenet.formats.tflite import writer as tflite
-from ssd_mobilenet.training import shapes_dataset
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
 CONFIG = SSDConfig(**SMALL_EXPORT_CONFIG)
@@ -45,7 +44,7 @@ def converted(small_converted):
 def images():
     """uint8 [4, 128, 128, 3]: shapes-set images at the model's size."""
     rng = np.random.default_rng(11)
-    return np.stack([shapes_dataset.make_image(rng, 128, 128)[0] for _ in range(4)])
+    return np.stack([shape_images.make_image(rng, 128, 128)[0] for _ in range(4)])
 
 
 @pytest.fixture(scope="module")
@@ -203,7 +202,7 @@ def test_custom_op_modes_carry_the_tf1_op_and_agree_with_the_per_class_model(con
     set and the center-size anchors as a constant input; the interpreter's builtin resolver runs
     it. Its detections are the op's NMS, not the graph's: they are matched to the converted
     model's by class and IoU, and the rates are printed (pytest -s) and bounded."""
-    from migrate import export_drift
+    from migrate.export import drift
     model = detector.load_model(converted)
     data = tflite.convert(model, nms=nms)
     assert [op for op in file_format.operator_names(data) if not op.isupper()] == ["TFLite_Detection_PostProcess"]
@@ -221,10 +220,10 @@ def test_custom_op_modes_carry_the_tf1_op_and_agree_with_the_per_class_model(con
     ours = batched([{k: np.asarray(v) for k, v in runner(input_tensor=image[None]).items()} for image in images])
     ref = reference
     assert ours["detection_classes"].shape == (4, 100) and set(np.unique(ours["detection_classes"])) <= {1.0, 2.0, 3.0}
-    rates = {floor: export_drift.agreement(ref, ours, min_score=floor) for floor in (0.0, 0.3)}
+    rates = {floor: drift.agreement(ref, ours, min_score=floor) for floor in (0.0, 0.3)}
     # The op does not clip its boxes (the graph does): clipped, the same detections are the same boxes.
     clipped = dict(ours, detection_boxes=np.clip(ours["detection_boxes"], 0.0, 1.0))
-    rates.update({f"clipped {floor}": export_drift.agreement(ref, clipped, min_score=floor) for floor in (0.0, 0.3)})
+    rates.update({f"clipped {floor}": drift.agreement(ref, clipped, min_score=floor) for floor in (0.0, 0.3)})
     print(nms, rates)
     # The best detections are the same objects (the synthetic model's top scores are ~0.4);
     # down in the 1e-8 tail the modes differ by design.
@@ -253,13 +252,13 @@ def test_int8_cli_quantizes_on_user_images_and_reports_the_drift(converted, imag
     (pytest -s), the bound only says the quantized model finds the same confident objects."""
     from PIL import Image
 
-    from migrate import export_drift
+    from migrate.export import drift
     from migrate.cli import main
     folder = tmp_path / "calibration"
     folder.mkdir()
     rng = np.random.default_rng(5)
     for i in range(6):  # other sizes than the model's: resized as the graph resizes
-        Image.fromarray(shapes_dataset.make_image(rng, 96, 160)[0]).save(folder / f"{i}.png")
+        Image.fromarray(shape_images.make_image(rng, 96, 160)[0]).save(folder / f"{i}.png")
     out = tmp_path / "int8.tflite"
     assert main(["export", converted, "--tflite", str(out), "--int8", "--calibration", str(folder)]) == 0
     captured = capsys.readouterr()
@@ -280,7 +279,7 @@ def test_int8_cli_quantizes_on_user_images_and_reports_the_drift(converted, imag
     ours = batched([{k: np.asarray(v) for k, v in runner(input_tensor=image[None]).items()} for image in images])
     ref = reference
     np.testing.assert_array_equal(ours["detection_classes"], np.round(ours["detection_classes"]))
-    rates = {floor: export_drift.agreement(ref, ours, min_score=floor) for floor in (0.0, 0.3)}
+    rates = {floor: drift.agreement(ref, ours, min_score=floor) for floor in (0.0, 0.3)}
     print("int8", rates)
     assert rates[0.3]["rate"] == 1.0 and rates[0.3]["mean_iou"] > 0.9
 

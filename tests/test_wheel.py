@@ -22,7 +22,7 @@ import zipfile
 import pytest
 
 import migrate
-from migrate import export_web
+from migrate.export import web
 from ssd_mobilenet import label_map
 from tests.conftest import REPO
 
@@ -85,9 +85,9 @@ def installed(wheel, tmp_path_factory) -> str:
 
 
 def _installed_web_dir(site: str) -> str:
-    """`export_web.WEB_DIR` of the copy installed in `site`: the page's folder at its place in the
+    """`web.WEB_DIR` of the copy installed in `site`: the page's folder at its place in the
     sources."""
-    return os.path.join(site, os.path.relpath(export_web.WEB_DIR, REPO))
+    return os.path.join(site, os.path.relpath(web.WEB_DIR, REPO))
 
 
 def _run_installed(site: str, cwd, *args) -> subprocess.CompletedProcess:
@@ -101,14 +101,14 @@ def test_the_wheel_holds_every_file_the_packages_read_and_not_the_npm_runtime(wh
     with zipfile.ZipFile(wheel_file) as z:
         files = {name for name in z.namelist() if ".dist-info/" not in name}
     read_at_run_time = {os.path.relpath(path, REPO).replace(os.sep, "/") for path in (
-        *(os.path.join(export_web.PAGE_DIR, name) for name in export_web.PAGE_FILES),
-        os.path.join(export_web.WEB_DIR, "package-lock.json"), os.path.join(export_web.WEB_DIR, "package.json"),
+        *(os.path.join(web.PAGE_DIR, name) for name in web.PAGE_FILES),
+        os.path.join(web.WEB_DIR, "package-lock.json"), os.path.join(web.WEB_DIR, "package.json"),
         *(label_map.builtin_path(name) for name in label_map.BUILTIN))}
     assert read_at_run_time <= files, f"not in the wheel: {sorted(read_at_run_time - files)}"
     sources = _package_files(src)
     assert {name for name in sources if name.endswith(".py")} <= files and files <= sources  # every module
-    if os.path.isdir(os.path.join(export_web.WEB_DIR, "node_modules")):  # the copy had it: not shipped
-        assert os.path.isdir(os.path.join(src, os.path.relpath(export_web.WEB_DIR, REPO), "node_modules"))
+    if os.path.isdir(os.path.join(web.WEB_DIR, "node_modules")):  # the copy had it: not shipped
+        assert os.path.isdir(os.path.join(src, os.path.relpath(web.WEB_DIR, REPO), "node_modules"))
     assert not [name for name in files if "node_modules" in name]
 
 
@@ -127,8 +127,8 @@ def test_export_web_from_the_installed_wheel_says_which_npm_command_installs_its
 
 def test_export_web_from_the_installed_wheel_copies_its_own_page_once_the_runtime_is_there(
         installed, small_converted, tmp_path):
-    runtime = os.path.join(export_web.WEB_DIR, "node_modules")
-    export_web.installed_runtime()  # the clone's, as scripts/setup_env.sh installs it
+    runtime = os.path.join(web.WEB_DIR, "node_modules")
+    web.installed_runtime()  # the clone's, as scripts/setup_env.sh installs it
     web_dir = _installed_web_dir(installed)
     os.symlink(runtime, os.path.join(web_dir, "node_modules"))
     try:
@@ -140,9 +140,9 @@ def test_export_web_from_the_installed_wheel_copies_its_own_page_once_the_runtim
     assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
     assert proc.stdout.startswith("exported a web page: 100 detections, 13 files")
     assert sorted(os.listdir(out)) == sorted([
-        *export_web.PAGE_FILES, export_web.MODEL_FILE, export_web.LABELS_FILE, export_web.MANIFEST_FILE,
-        export_web.LICENSES_FILE, *(name for _, _, name in export_web.RUNTIME_FILES)])
-    for name in set(export_web.PAGE_FILES) - {"index.html"}:  # index.html has the model written into it
+        *web.PAGE_FILES, web.MODEL_FILE, web.LABELS_FILE, web.MANIFEST_FILE,
+        web.LICENSES_FILE, *(name for _, _, name in web.RUNTIME_FILES)])
+    for name in set(web.PAGE_FILES) - {"index.html"}:  # index.html has the model written into it
         with open(os.path.join(web_dir, "page", name), "rb") as f:
             assert (out / name).read_bytes() == f.read(), name
 

@@ -1,5 +1,5 @@
-"""`migrate export`: a converted model as a TFLite file (`migrate.export`), an ONNX file
-(`migrate.export_onnx`) or a web page folder (`migrate.export_web`)."""
+"""`migrate export`: a converted model as a TFLite file (`migrate.export.tflite`), an ONNX file
+(`migrate.export.onnx`) or a web page folder (`migrate.export.web`)."""
 
 from __future__ import annotations
 
@@ -45,14 +45,6 @@ def add_parser(sub) -> None:
     add_verbose(p)
 
 
-# export's options for the .tflite file only: refused with --onnx and --web.
-_TFLITE_ONLY = {"--nms": "nms"}
-# Options the web page does not take (its file is the float32 .onnx file of a uint8 photo of any size).
-_NOT_WEB = {"--nms": "nms", "--int8": "int8", "--calibration": "calibration"}
-# The web page's options: refused with --tflite and --onnx.
-_WEB_ONLY = {"--example": "example"}
-
-
 def missing_path(args):
     if missing(args.converted):
         return f"{args.converted}: no such directory (expected the output of `migrate convert`)"
@@ -66,18 +58,31 @@ def missing_path(args):
 
 @tensorflow_command
 def run(args) -> int:
-    from migrate import export
+    from migrate.export import onnx, pipeline, tflite, web
+    form = web.Web if args.web else onnx.Onnx if args.onnx else tflite.TFLite
+    problem = pipeline.refusal(form, {"--nms": args.nms, "--int8": args.int8, "--calibration": args.calibration,
+                                      "--example": args.example, "--input": args.input})
+    if problem:
+        return bad_input(problem)
+    say = progress(args.quiet)
     if args.web:
-        return _run_web(args)
-    given = [flag for flag, name in _WEB_ONLY.items() if getattr(args, name) is not None]
-    if given:
-        return bad_input(f"{given[0]}: for the --web page only")
-    if args.onnx:
-        return _run_onnx(args)
-    result = export.export(args.converted, args.tflite, nms=args.nms or "per-class", input_type=args.input,
-                           max_detections=args.max_detections, int8=args.int8, calibration=args.calibration,
-                           force=args.force, progress=progress(args.quiet), warn=warn, labels=args.labels)
-    _result(result, f"{result['nms']} NMS, {result['input']} input, {'int8' if result['int8'] else 'float32'}")
+        result = web.export_web(args.converted, args.web, labels=args.labels, max_detections=args.max_detections,
+                                example=args.example, force=args.force, verbose=args.verbose, progress=say)
+    elif args.onnx:
+        result = onnx.export_onnx(args.converted, args.onnx, input_type=args.input, max_detections=args.max_detections,
+                                  int8=args.int8, calibration=args.calibration, force=args.force, verbose=args.verbose,
+                                  progress=say, warn=warn, labels=args.labels)
+    else:
+        result = tflite.export(args.converted, args.tflite, nms=args.nms or "per-class", input_type=args.input,
+                               max_detections=args.max_detections, int8=args.int8, calibration=args.calibration,
+                               force=args.force, progress=say, warn=warn, labels=args.labels)
+    if args.web:
+        _web_result(result)
+    elif args.onnx:
+        _result(result, f"ONNX opset {result['opset']}, {result['input']} input, "
+                        f"{'int8 QDQ' if result['int8'] else 'float32'}")
+    else:
+        _result(result, f"{result['nms']} NMS, {result['input']} input, {'int8' if result['int8'] else 'float32'}")
     return EXIT_OK
 
 
@@ -89,33 +94,10 @@ def _result(result: dict, what: str) -> None:
     print(f"    {result['bytes']} bytes, {len(result['operators'])} operator types")
 
 
-def _run_onnx(args) -> int:
-    from migrate import export_onnx
-    given = [flag for flag, name in _TFLITE_ONLY.items() if getattr(args, name) not in (None, False)]
-    if given:
-        return bad_input(f"{given[0]}: applies to --tflite files only, not to --onnx")
-    result = export_onnx.export_onnx(args.converted, args.onnx, input_type=args.input,
-                                     max_detections=args.max_detections, int8=args.int8, calibration=args.calibration,
-                                     force=args.force, verbose=args.verbose, progress=progress(args.quiet), warn=warn,
-                                     labels=args.labels)
-    _result(result, f"ONNX opset {result['opset']}, {result['input']} input, "
-                    f"{'int8 QDQ' if result['int8'] else 'float32'}")
-    return EXIT_OK
-
-
-def _run_web(args) -> int:
-    from migrate import export_web
-    given = [flag for flag, name in _NOT_WEB.items() if getattr(args, name) not in (None, False)]
-    if args.input != "uint8":
-        given.append(f"--input {args.input}")
-    if given:
-        return bad_input(f"{given[0]}: not for --web (the page runs the float32 .onnx file on the photo itself)")
-    result = export_web.export_web(args.converted, args.web, labels=args.labels, max_detections=args.max_detections,
-                                   example=args.example, force=args.force, verbose=args.verbose,
-                                   progress=progress(args.quiet))
+def _web_result(result: dict) -> None:
+    """On stdout what was written where, its files and size, then the runtime the page runs."""
     runtime = ", ".join(f"{name} {version}" for name, version in sorted(result["runtime"].items()))
     # Two lines within 100 columns (the runtime's names and versions, then a long OUT, wrap on their own).
     print_wrapped(f"exported a web page: {result['max_detections']} detections, {len(result['files'])} files, "
                   f"{result['bytes'] / 2 ** 20:.1f} MiB -> {shown(result['out'])}", file=sys.stdout)
     print_wrapped(f"the page runs {runtime}", file=sys.stdout)
-    return EXIT_OK

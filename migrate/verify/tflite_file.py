@@ -26,7 +26,7 @@ How it is judged:
   TensorFlow's).
 - int8, or the custom op: detections differ by design (quantized activations; the op's NMS on
   unclipped boxes, fast NMS class-agnostic), so they are matched one to one by class and IoU
-  (`migrate.export_drift.agreement`, the TF1 detections scoring >= `export_drift.REPORT_MIN_SCORE` against
+  (`migrate.export.drift.agreement`, the TF1 detections scoring >= `drift.REPORT_MIN_SCORE` against
   all of the file's). The custom op's boxes are clipped to [0, 1] first, as the graph clips
   its boxes: the op does not (`tflite.DIFFERENCES`), and unclipped boxes would be charged to
   IoU. Rates are the report; an image fails when its rate is below `AGREEMENT_MIN_RATE`.
@@ -43,7 +43,7 @@ from ssd_mobilenet.detections import DETECTION_OUTPUTS
 from ssd_mobilenet.errors import InputError
 
 # The agreement an int8 or custom-op file must reach on every image (matched / TF1 detections
-# scoring >= export_drift.REPORT_MIN_SCORE): a check for gross errors (another model's weights, a
+# scoring >= drift.REPORT_MIN_SCORE): a check for gross errors (another model's weights, a
 # broken quantization), not parity. Measured on the 2018 zoo graph with the fixture's synthetic
 # weights (dense detections, all 100 per image scoring >= 0.5, most boxes reaching outside the
 # image), the generated verify images, per image: files of its conversion 0.85-0.92 (regular),
@@ -120,12 +120,12 @@ def compare_file(runner, file, info: dict, batches, config, atol: float, rtol: f
       batches: [(names, uint8 [N, H, W, 3])], any sizes, fed as the module docstring says.
     Returns:
       (detections [per image: {"image", ...}: `compare_detections`' fields for EXACT,
-      `export_drift.agreement`'s plus num_tf1, num_tf2, ok, note for AGREEMENT],
+      `drift.agreement`'s plus num_tf1, num_tf2, ok, note for AGREEMENT],
       drawn [(name, pixels [h, w, 3], TF1 detections, file detections)], each
       `side_by_side.drawn_detections`,
-      agreement over all images (`export_drift.agreement`) or None for EXACT).
+      agreement over all images (`drift.agreement`) or None for EXACT).
     """
-    from migrate import export_drift
+    from migrate.export import drift
     from migrate.tf1.parity import compare_detections
     from migrate.tf1.side_by_side import drawn_detections
     from ssd_mobilenet.formats.tflite import file_format as tflite_format
@@ -151,22 +151,22 @@ def compare_file(runner, file, info: dict, batches, config, atol: float, rtol: f
                 ours = dict(ours, detection_boxes=np.clip(ours["detection_boxes"], 0.0, 1.0))
             refs.append(ref)
             ours_all.append(ours)
-            a = export_drift.agreement(ref, ours)
+            a = drift.agreement(ref, ours)
             ok = a["rate"] >= AGREEMENT_MIN_RATE
             detections.append({"image": name, "num_tf1": n1, "num_tf2": n2, **a, "ok": ok,
                                "note": None if ok else (
                                    f"{a['matched']} of {a['reference']} TF1 detections scoring >= "
-                                   f"{export_drift.REPORT_MIN_SCORE} found in the file (same class, IoU >= "
-                                   f"{export_drift.MATCH_IOU}), rate {a['rate']:.3f} < {AGREEMENT_MIN_RATE}")})
+                                   f"{drift.REPORT_MIN_SCORE} found in the file (same class, IoU >= "
+                                   f"{drift.MATCH_IOU}), rate {a['rate']:.3f} < {AGREEMENT_MIN_RATE}")})
     if info["criterion"] == EXACT:
         return detections, drawn, None
     joined = [{k: np.concatenate([d[k] for d in side]) for k in DETECTION_OUTPUTS} for side in (refs, ours_all)]
-    return detections, drawn, export_drift.agreement(*joined)
+    return detections, drawn, drift.agreement(*joined)
 
 
 def tolerances(info: dict, atol: float, rtol: float) -> dict:
     """The report's `tolerances` for a file: the exact rule, or the agreement rule and its figures."""
-    from migrate import export_drift
+    from migrate.export import drift
     if info["criterion"] == EXACT:
         return {"atol": atol, "rtol": rtol, "precision": "float32", "criterion": EXACT,
                 "tf1_reference": "the graph as written: a session with Grappler off, fed the file's pixels",
@@ -176,7 +176,7 @@ def tolerances(info: dict, atol: float, rtol: float) -> dict:
     clip = ("" if info["nms"] == tflite_format.NMS_PER_CLASS
             else "the file's boxes clipped to [0, 1] (the op does not clip); ")
     return {"atol": None, "rtol": None, "precision": "int8" if info["int8"] else "float32", "criterion": AGREEMENT,
-            "min_score": export_drift.REPORT_MIN_SCORE, "match_iou": export_drift.MATCH_IOU, "min_rate": AGREEMENT_MIN_RATE,
+            "min_score": drift.REPORT_MIN_SCORE, "match_iou": drift.MATCH_IOU, "min_rate": AGREEMENT_MIN_RATE,
             "tf1_reference": "the graph as written: a session with Grappler off, fed the file's pixels",
-            "rule": f"{clip}TF1 detections scoring >= {export_drift.REPORT_MIN_SCORE} matched one to one in the file "
-                    f"by class and IoU >= {export_drift.MATCH_IOU}; each image's rate >= {AGREEMENT_MIN_RATE}"}
+            "rule": f"{clip}TF1 detections scoring >= {drift.REPORT_MIN_SCORE} matched one to one in the file "
+                    f"by class and IoU >= {drift.MATCH_IOU}; each image's rate >= {AGREEMENT_MIN_RATE}"}

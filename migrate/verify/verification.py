@@ -287,7 +287,7 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
     import tensorflow as tf
 
     import ssd_mobilenet
-    from migrate import export_drift
+    from migrate.export import drift
     from migrate.verify import tflite_file
     from migrate.verify.measuring import NO_MEMORY_SETTINGS, _measure_tflite_sides
     from ssd_mobilenet.formats.tflite import writer as tflite_lib
@@ -324,7 +324,7 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
              "post-processing on crafted inputs not checked: that check is of the converted model's, not the file's"]
     if agreement is not None:
         notes.append(f"agreement: {agreement['matched']} of {agreement['reference']} TF1 detections scoring >= "
-                     f"{export_drift.REPORT_MIN_SCORE} found in the file (same class, IoU >= {export_drift.MATCH_IOU}), mean IoU "
+                     f"{drift.REPORT_MIN_SCORE} found in the file (same class, IoU >= {drift.MATCH_IOU}), mean IoU "
                      f"{agreement['mean_iou']:.3f}, matched scores within {agreement['max_score_diff']:.3f}")
     first = _first_divergence([], detections, None, f"detections of the {kind.file}")
     if first is None and agreement is not None and agreement["reference"] == 0:
@@ -332,7 +332,7 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
         # floor on these images): not a pass, and the line says what would make it one.
         first = {"name": f"detections of the {kind.file}", "tf1_tensor": "detection_*", "max_abs_err": None,
                  "max_rel_err": None,
-                 "note": f"nothing compared: no TF1 detection scored >= {export_drift.REPORT_MIN_SCORE} on these "
+                 "note": f"nothing compared: no TF1 detection scored >= {drift.REPORT_MIN_SCORE} on these "
                          "images (--images: photos the model detects on)"}
     tf1_result = tflite_result = None
     if measure:

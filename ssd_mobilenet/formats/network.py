@@ -82,10 +82,10 @@ GENERATED_CALIBRATION_IMAGES = 16
 
 
 def generated_images(config, count: int = GENERATED_CALIBRATION_IMAGES, seed: int = 0) -> np.ndarray:
-    """uint8 [count, h, w, 3] shapes-set images at the model's size (`shapes_dataset.make_image`)."""
-    from ssd_mobilenet.training import shapes_dataset
+    """uint8 [count, h, w, 3] shapes-set images at the model's size (`shape_images.make_image`)."""
+    from ssd_mobilenet import shape_images
     rng = np.random.default_rng(seed)
-    return np.stack([shapes_dataset.make_image(rng, config.image_height, config.image_width)[0]
+    return np.stack([shape_images.make_image(rng, config.image_height, config.image_width)[0]
                      for _ in range(count)])
 
 

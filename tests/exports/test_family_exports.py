@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import ODAPI_EXPORTS, built_once, json_lines, needs_shared, run_cli, shared_available
-from migrate import export_drift
+from migrate.export import drift
 from migrate.verify.tflite_file import AGREEMENT_MIN_RATE
 
 FPN, PPN = "fpn_small", "ppn_small"
@@ -155,10 +155,10 @@ def test_int8_file_agrees_with_the_tf1_graph(family_files, tmp_path, name, form)
     files, ref = family_files(name), _reference(name)
     ours = _predicted(files[form], files["images"], tmp_path / "int8.jsonl")
     np.testing.assert_array_equal(ours["num_detections"], ref["num_detections"])
-    rates = [export_drift.agreement({k: v[i:i + 1] for k, v in ref.items()},
+    rates = [drift.agreement({k: v[i:i + 1] for k, v in ref.items()},
                                     {k: v[i:i + 1] for k, v in ours.items()}, min_score=INT8_MIN_SCORE)
              for i in range(len(ref["num_detections"]))]
-    overall = export_drift.agreement(ref, ours, min_score=INT8_MIN_SCORE)
+    overall = drift.agreement(ref, ours, min_score=INT8_MIN_SCORE)
     print(f"{name} {form}: {overall['matched']}/{overall['reference']} TF1 detections scoring >= "
           f"{INT8_MIN_SCORE} matched, mean IoU {overall['mean_iou']:.3f}")
     assert all(r["reference"] > 0 and r["rate"] >= AGREEMENT_MIN_RATE for r in rates), rates
@@ -167,7 +167,7 @@ def test_int8_file_agrees_with_the_tf1_graph(family_files, tmp_path, name, form)
         # u8s8 products saturate, and FPN's boxes drift (mean IoU 0.82 there, 0.92 as written;
         # docs/measurements.md). The file's own arithmetic, its QDQ nodes run as written (no
         # int8 kernels: graph optimisations off), is the same on every CPU: that is held to the bound.
-        overall = export_drift.agreement(ref, _as_written(files[form], files["images"]), min_score=INT8_MIN_SCORE)
+        overall = drift.agreement(ref, _as_written(files[form], files["images"]), min_score=INT8_MIN_SCORE)
         print(f"{name} {form} as written: {overall['matched']}/{overall['reference']}, mean IoU "
               f"{overall['mean_iou']:.3f}")
     assert overall["mean_iou"] > INT8_MIN_MEAN_IOU

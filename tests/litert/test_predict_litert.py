@@ -3,7 +3,6 @@
 installed it): the same JSON lines as `predict` on the converted directory (TensorFlow) for
 photos of any size, the unreadable image warned and skipped, bad input refused in one line."""
 
-import json
 import os
 import shutil
 

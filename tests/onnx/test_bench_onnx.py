@@ -30,7 +30,7 @@ def small(small_pair, tmp_path_factory):
 
 
 def test_onnx_runners_give_the_tf1_detections(small):
-    from migrate import export_drift
+    from migrate.export import drift
     src, out, files = small
     tf1 = sides.runner("tf1_session", src, out)
     onnx_run = sides.runner("onnx", src, out, exported=files["onnx"], threads=1)
@@ -46,7 +46,7 @@ def test_onnx_runners_give_the_tf1_detections(small):
         ref = tf1(image)
         for run in runners:
             check_detections(run(image), ref)
-        agreement = export_drift.agreement(ref, int8_run(image), min_score=0.0)
+        agreement = drift.agreement(ref, int8_run(image), min_score=0.0)
         assert agreement["reference"] > 0 and agreement["rate"] > 0.5
 
 

@@ -24,7 +24,7 @@ pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip instal
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
 from tests.conftest import SHARED, run_cli, unwrapped  # noqa: E402
-from migrate import export_drift  # noqa: E402
+from migrate.export import drift  # noqa: E402
 from migrate.verify import verification  # noqa: E402
 from migrate.verify.report import format_report  # noqa: E402
 from ssd_mobilenet import detector  # noqa: E402
@@ -214,7 +214,7 @@ def test_float32_input_file_agrees_with_the_integer_tflite_file(quantized_conver
     theirs = ModelFile(quantized_tflite, threads=2)
     pairs = [(theirs.detect(image), ours.detect(image)) for image in map(read_image, PHOTOS)]
     joined = [{k: np.concatenate([p[i][k] for p in pairs]) for k in DETECTION_OUTPUTS} for i in (0, 1)]
-    a = export_drift.agreement(*joined)
+    a = drift.agreement(*joined)
     print(f"float32-input ONNX file vs the integer .tflite file: {a['matched']} of {a['reference']} "
           f"(rate {a['rate']:.3f}, mean IoU {a['mean_iou']:.3f})")
     assert a["reference"] >= 300 and a["rate"] > 0.93 and a["mean_iou"] > 0.95

@@ -69,7 +69,7 @@ def test_int8_file_quantizes_the_convolutions_only_with_symmetric_ranges(int8_fi
 
 
 def test_int8_drift_is_reported_and_the_file_runs(int8_file):
-    from migrate import export_drift
+    from migrate.export import drift
     _, float_path, int8_path, err = int8_file
     notes = [line for line in unwrapped(err).splitlines() if line.startswith("[migrate] int8: ")]
     # The synthetic weights score below 0.5 on generated images: the note says there was nothing to compare
@@ -83,7 +83,7 @@ def test_int8_drift_is_reported_and_the_file_runs(int8_file):
     image = rng.integers(0, 256, (150, 200, 3)).astype(np.uint8)
     ours, ref = file.detect(image), reference.detect(image)
     assert ours["detection_boxes"].shape == ref["detection_boxes"].shape == (1, 100, 4)
-    a = export_drift.agreement(ref, ours, min_score=0.0)
+    a = drift.agreement(ref, ours, min_score=0.0)
     assert a["reference"] == 100 and a["rate"] > 0.5  # a quantized copy of the same model, not another one
 
 

@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 
 from tests.conftest import SHARED, json_lines, run_cli, same_predict_lines, shared_available
-from migrate import export_web
-from migrate.predict import prediction
 from migrate.bench import browser
+from migrate.export import web
+from migrate.predict import prediction
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
 from ssd_mobilenet.errors import InputError
 
@@ -257,10 +257,10 @@ def test_a_page_opened_as_a_file_says_to_serve_it(zoo_web, chromium):
 def test_the_runtime_is_the_lockfiles(tmp_path):
     """The runtime copied into the folder is the one migrate/web_page/package-lock.json pins (npm ci
     installed it)."""
-    pinned = export_web.pinned_versions()
+    pinned = web.pinned_versions()
     assert pinned == {"onnxruntime-web": "1.30.0", "@cwasm/jpeg-turbo": "0.1.3"}
-    assert {name: info["version"] for name, info in export_web.installed_runtime().items()} == pinned
-    with open(os.path.join(export_web.WEB_DIR, "package.json"), encoding="utf-8") as f:
+    assert {name: info["version"] for name, info in web.installed_runtime().items()} == pinned
+    with open(os.path.join(web.WEB_DIR, "package.json"), encoding="utf-8") as f:
         assert json.load(f)["dependencies"] == pinned  # exact versions, no ranges
 
 
@@ -323,8 +323,8 @@ def test_export_web_writes_the_folder_whole_and_replaces_it_with_force(small_con
     code, stdout, err = run_cli(["export", converted, "--web", str(out), "--quiet"])
     assert code == 0 and err == "", err
     files = sorted(os.listdir(out))
-    assert files == sorted([*export_web.PAGE_FILES, "model.onnx", "labels.json", "model.json", "third_party.txt",
-                            *(name for _, _, name in export_web.RUNTIME_FILES)])
+    assert files == sorted([*web.PAGE_FILES, "model.onnx", "labels.json", "model.json", "third_party.txt",
+                            *(name for _, _, name in web.RUNTIME_FILES)])
     manifest = json.loads((out / "model.json").read_text())
     assert manifest["image_size"] == [128, 128] and manifest["num_classes"] == 3 and not manifest["has_labels"]
     assert all(os.path.getsize(out / name) == size for name, size in manifest["files"].items())
@@ -339,9 +339,9 @@ def test_export_web_writes_the_folder_whole_and_replaces_it_with_force(small_con
 
     def fail(*args, **kwargs):
         raise OSError("disk full")
-    monkeypatch.setattr(export_web, "_licenses", fail)
+    monkeypatch.setattr(web, "_licenses", fail)
     with pytest.raises(OSError):
-        export_web.export_web(converted, str(out), force=True)
+        web.export_web(converted, str(out), force=True)
     assert (out / "mine.txt").read_text() == "kept" and sorted(os.listdir(tmp_path)) == ["page"]
     monkeypatch.undo()
     # --labels: the names the page shows (a names file here; a converted directory's own label map
@@ -355,14 +355,14 @@ def test_export_web_writes_the_folder_whole_and_replaces_it_with_force(small_con
 
 
 def test_a_runtime_not_installed_is_one_line(tmp_path, monkeypatch):
-    web = tmp_path / "web"
-    web.mkdir()
-    shutil.copy(os.path.join(export_web.WEB_DIR, "package-lock.json"), web)
-    monkeypatch.setattr(export_web, "WEB_DIR", str(web))
+    folder = tmp_path / "web"
+    folder.mkdir()
+    shutil.copy(os.path.join(web.WEB_DIR, "package-lock.json"), folder)
+    monkeypatch.setattr(web, "WEB_DIR", str(folder))
     monkeypatch.chdir(tmp_path)  # the folder as the console shows paths: relative to the working folder
     with pytest.raises(InputError, match=r"^--web: onnxruntime-web is not installed: npm ci "
-                                         r"--ignore-scripts --prefix web$"):
-        export_web.installed_runtime(str(web))
+                                                          r"--ignore-scripts --prefix web$"):
+        web.installed_runtime(str(folder))
 
 
 @pytest.mark.slow
@@ -410,9 +410,9 @@ def test_the_page_of_synthetic_weights_says_its_boxes_mean_nothing():
     """A model marked as synthetic weights (the default model, the shapes demo; model.json's
     `synthetic`) gets the notice written into index.html, so that it shows from the first paint;
     any other model's page has none."""
-    with open(os.path.join(export_web.PAGE_DIR, "index.html"), encoding="utf-8") as f:
+    with open(os.path.join(web.PAGE_DIR, "index.html"), encoding="utf-8") as f:
         template = f.read()
-    marked = export_web._page_html(template, "default_tf2", 28_100_000, None, synthetic=True)
-    plain = export_web._page_html(template, "my_model_tf2", 28_100_000, None)
-    assert marked.count(export_web.SYNTHETIC_NOTE) == 1 and "synthetic" not in plain
-    assert marked.index(export_web.SYNTHETIC_NOTE) < marked.index('<p id="message"')  # under the status line
+    marked = web._page_html(template, "default_tf2", 28_100_000, None, synthetic=True)
+    plain = web._page_html(template, "my_model_tf2", 28_100_000, None)
+    assert marked.count(web.SYNTHETIC_NOTE) == 1 and "synthetic" not in plain
+    assert marked.index(web.SYNTHETIC_NOTE) < marked.index('<p id="message"')  # under the status line

@@ -267,7 +267,7 @@ async function detectNow(name, bytes, pixels) {
 
 // ---- what the page shows -------------------------------------------------------------------
 
-// The caption under a photo (export_web._caption says the same of the example until it runs here).
+// The caption under a photo (migrate.export.web._caption says the same of the example until it runs here).
 function caption(record, minScore, timing) {
   const drawn = record.detections.filter((d) => d.score >= minScore).length;
   return `${record.image}: ${record.width}x${record.height}, ${drawn} of ${record.num_detections} detections ` +

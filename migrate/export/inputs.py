@@ -1,7 +1,7 @@
 """What every `export` format reads before it converts: the converted model directory and the
 calibration images of an int8 file; bad input is an `InputError`, one line naming the path.
 
-`migrate.export` (`--tflite`), `migrate.export_onnx` (`--onnx`) and `migrate.export_web`
+`migrate.export.tflite` (`--tflite`), `migrate.export.onnx` (`--onnx`) and `migrate.export.web`
 (`--web`) take these from here.
 """
 

@@ -17,10 +17,11 @@ replaces by its own run once the model has loaded, and the browser runtime, copi
   the TF1 graph's.
 
 Any static file server serves it; it fetches nothing from elsewhere. `export_web(converted, out,
-...)` is the command as a library function. Bad input (no converted model, an existing DIR without
-`force`, a label map that does not read, an example that is not an image, an option that does
-not apply, the runtime not installed) raises `InputError` with one line before anything is written; the folder is
-written beside DIR and renamed into place.
+...)` is the command as a library function; `Web` is what the format says of itself,
+`pipeline.export` does the steps every format shares. Bad input (no converted model, an existing
+DIR without `force`, a label map that does not read, an example that is not an image, an option
+that does not apply, the runtime not installed) raises `InputError` with one line before
+anything is written; the folder is written beside DIR and renamed into place.
 """
 
 from __future__ import annotations
@@ -30,16 +31,17 @@ import io
 import json
 import os
 import shutil
-import time
 
 from migrate.common.console import shown
-from migrate.export_inputs import carried, load_converted
+from migrate.export import pipeline
+from migrate.export.onnx import onnx_converter
 from ssd_mobilenet import atomic_write
 from ssd_mobilenet.errors import InputError
+from ssd_mobilenet.formats.onnx import file_format as onnx_format
 
 # The page's folder, package data of `migrate` (in a clone as in an installed wheel): page/,
 # package.json and its lockfile; node_modules once npm has installed the runtime there.
-WEB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "web_page")
+WEB_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "web_page")
 PAGE_DIR = os.path.join(WEB_DIR, "page")
 PAGE_FILES = ("index.html", "app.js", "jpeg.js", "draw.js", "style.css")
 MODEL_FILE = "model.onnx"
@@ -123,7 +125,7 @@ def _example(model, photo: str, image, names: dict, max_detections: int) -> dict
 
     Args:
       model: the converted `SSDMobileNetV1`; image: the photo's pixels (`_example_image`);
-      names: {class id (str): name} (`export_inputs.carried`'s labels); max_detections: rows of
+      names: {class id (str): name} (`inputs.carried`'s labels); max_detections: rows of
       the page's `.onnx` file, which keeps the best that many.
     Returns:
       dict: photo (its name in the folder: `EXAMPLE_STEM` and the file's extension), data (the
@@ -204,96 +206,125 @@ def _licenses(packages: dict) -> str:
     return "\n".join(lines)
 
 
+def _manifest(job: pipeline.Job, versions: dict) -> dict:
+    """`model.json` but its `files` and `example`: the model's name, size, input and classes, the
+    label file, the runtime's files and `versions` ({npm package: version})."""
+    from ssd_mobilenet.formats import network
+    config = job.config
+    return {
+        "format": 1, "name": os.path.basename(os.path.normpath(job.converted)), "model": MODEL_FILE,
+        "input": onnx_format.INPUT_NAMES[network.UINT8], "image_size": [config.image_height, config.image_width],
+        "num_classes": int(config.num_classes), "max_detections": int(job.max_detections),
+        "labels": LABELS_FILE, "has_labels": bool(job.entry.get("labels")),
+        "synthetic": bool(job.entry.get("synthetic")),
+        "runtime": {"package": ONNXRUNTIME_WEB, "version": versions[ONNXRUNTIME_WEB],
+                    "script": "ort.wasm.min.mjs", "loader": "ort-wasm-simd-threaded.mjs",
+                    "wasm": "ort-wasm-simd-threaded.wasm"},
+        "decoder": {"package": JPEG_TURBO, "version": versions[JPEG_TURBO], "wasm": "jpeg-turbo.wasm"},
+    }
+
+
+class Web(pipeline.Format):
+    """The web page folder: the float32 `.onnx` file of a uint8 photo of any size, which the page
+    runs in the browser, with `example` (a photo, or None) shown with the converted model's
+    detections from the first paint (`_example`); `verbose` shows tf2onnx's log."""
+
+    flag = "--web"
+    is_dir = True
+    refused = dict.fromkeys(("--nms", "--int8", "--calibration", "--input"),
+                            "not for --web (the page runs the float32 .onnx file on the photo itself)")
+
+    def __init__(self, example: str | None = None, verbose: bool = False):
+        self.example, self.verbose = example, verbose
+        self.image = self.packages = self.shown = None
+
+    def check(self, int8: bool) -> None:
+        """The example is an image; the browser runtime and the ONNX converter are installed."""
+        self.image = None if self.example is None else _example_image(self.example)
+        self.packages = installed_runtime()
+        onnx_converter(self.flag)
+
+    def check_model(self, converted: str, config) -> None:
+        from ssd_mobilenet.formats import network
+        if config.weight_bits:
+            # Its ONNX file is int8 QDQ, which the page is not tested with.
+            raise InputError(f"{converted}: quantization-aware; --web does not take it (--onnx does)")
+        if not network.any_size(config, network.UINT8):
+            # The page takes photos of any size, resized inside the file.
+            raise InputError(f"{converted}: resize_method {config.resize_method}: no ONNX form takes any size")
+
+    def prepare(self, job: pipeline.Job, say) -> None:
+        if self.example is not None:
+            say(f"detecting objects in {self.example} (--example) with the converted model")
+            self.shown = _example(job.model, self.example, self.image, job.entry.get("labels", {}),
+                                  job.max_detections)
+
+    def converting(self, job: pipeline.Job) -> str:
+        from ssd_mobilenet.formats.onnx import writer as onnx_lib
+        return (f"converting to ONNX (opset {onnx_lib.OPSET}, uint8 input of any size, "
+                f"{job.max_detections} detections)")
+
+    def convert(self, job: pipeline.Job) -> pipeline.File:
+        from ssd_mobilenet.formats import network
+        from ssd_mobilenet.formats.onnx import writer as onnx_lib
+        return pipeline.File(onnx_lib.convert(job.model, network.UINT8, job.max_detections,
+                                              verbose=self.verbose).SerializeToString())
+
+    def write(self, out: str, file: pipeline.File, job: pipeline.Job, say) -> dict:
+        """The folder (module docstring), written beside `out` and renamed into place."""
+        names, shown = job.entry.get("labels", {}), self.shown
+        versions = {name: info["version"] for name, info in self.packages.items()}
+        manifest = _manifest(job, versions)
+        say(f"writing the page, the model and the browser runtime ({ONNXRUNTIME_WEB} {versions[ONNXRUNTIME_WEB]})")
+        files = {}
+        with atomic_write.atomic_directory(out, prefix=".web-") as folder:
+            def put(name, data: bytes):
+                with open(os.path.join(folder, name), "wb") as f:
+                    f.write(data)
+                files[name] = len(data)
+
+            for name in PAGE_FILES:
+                if name == "index.html":
+                    with open(os.path.join(PAGE_DIR, name), encoding="utf-8") as f:
+                        put(name, _page_html(f.read(), manifest["name"], len(file.data), shown,
+                                             manifest["synthetic"]).encode("utf-8"))
+                    continue
+                shutil.copyfile(os.path.join(PAGE_DIR, name), os.path.join(folder, name))
+                files[name] = os.path.getsize(os.path.join(folder, name))
+            for package, inside, name in RUNTIME_FILES:
+                shutil.copyfile(os.path.join(WEB_DIR, "node_modules", package, inside), os.path.join(folder, name))
+                files[name] = os.path.getsize(os.path.join(folder, name))
+            put(MODEL_FILE, file.data)
+            put(LABELS_FILE, (json.dumps(names, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
+            put(LICENSES_FILE, _licenses(self.packages).encode("utf-8"))
+            if shown is not None:
+                put(shown["photo"], shown["data"])
+                put(EXAMPLE_DRAWN, shown["drawn"])
+                manifest["example"] = {"photo": shown["photo"], "drawn": EXAMPLE_DRAWN, "record": shown["record"]}
+            # The page checks that every file it will fetch is there before it fetches megabytes.
+            manifest["files"] = {name: size for name, size in sorted(files.items()) if name not in PAGE_FILES}
+            put(MANIFEST_FILE, (json.dumps(manifest, indent=1) + "\n").encode("utf-8"))
+        return {"files": files, "bytes": sum(files.values()), "model_bytes": len(file.data), "runtime": versions,
+                "example": shown and shown["record"]}
+
+
 def export_web(converted: str, out: str, labels: str | None = None, max_detections: int | None = None,
                example: str | None = None, force: bool = False, verbose: bool = False, progress=None) -> dict:
     """Writes the web page folder of `converted` to `out` (module docstring).
 
     Args:
       labels: a label map (`label_map.pbtxt` or a names file, or `coco`) whose names the page
-        shows; default: the label map `converted` carries (`export_inputs.carried`), else the
+        shows; default: the label map `converted` carries (`inputs.carried`), else the
         page shows `id N`.
       max_detections: rows of the model's outputs (default: the model's `max_total_detections`).
       example: a photo the page shows with the converted model's detections from its first paint
         (`_example`), then with its own; without one the page starts empty.
     Returns:
       dict: out, files ({name: bytes}), bytes (all files), model_bytes, runtime ({package: version}),
-      max_detections, example (its record, or None), seconds.
+      max_detections, example (its record, or None), seconds (and `pipeline.export`'s int8 keys:
+      the page's file is float32).
     Raises:
       InputError: bad input, one line naming the path or option; nothing is written.
     """
-    say = progress or (lambda msg: None)
-    start = time.perf_counter()
-    atomic_write.check_output(out, force, is_dir=True, flag="--web")
-    if max_detections is not None and max_detections < 1:
-        raise InputError(f"--max-detections {max_detections}: must be >= 1")
-    entry = carried(converted, labels)
-    names = entry.get("labels", {})
-    image = None if example is None else _example_image(example)
-    packages = installed_runtime()
-    try:  # every package the export imports, here, so that a missing one is this one line
-        import tf2onnx  # noqa: F401  (imported by `onnx_lib.convert`)
-
-        from ssd_mobilenet.formats.onnx import writer as onnx_lib
-    except ImportError as e:
-        raise InputError(f"--web: {(e.name or 'tf2onnx').split('.')[0]} is not installed: pip install "
-                               "'ssd-mobilenet-migrate[onnx-export]'") from None
-    from ssd_mobilenet.formats import network
-    from ssd_mobilenet.formats.onnx import file_format as onnx_format
-    model = load_converted(converted)
-    config = model.config
-    if config.weight_bits:
-        # Its ONNX file is int8 QDQ, which the page is not tested with.
-        raise InputError(f"{converted}: quantization-aware; --web does not take it (--onnx does)")
-    if not network.any_size(config, network.UINT8):
-        # The page takes photos of any size, resized inside the file.
-        raise InputError(f"{converted}: resize_method {config.resize_method}: no ONNX form takes any size")
-    max_detections = max_detections or config.max_total_detections
-    shown = None
-    if example is not None:
-        say(f"detecting objects in {example} (--example) with the converted model")
-        shown = _example(model, example, image, names, max_detections)
-    say(f"converting to ONNX (opset {onnx_lib.OPSET}, uint8 input of any size, {max_detections} detections)")
-    model_bytes = onnx_lib.convert(model, network.UINT8, max_detections, verbose=verbose).SerializeToString()
-    versions = {name: info["version"] for name, info in packages.items()}
-    manifest = {
-        "format": 1, "name": os.path.basename(os.path.normpath(converted)), "model": MODEL_FILE,
-        "input": onnx_format.INPUT_NAMES[network.UINT8], "image_size": [config.image_height, config.image_width],
-        "num_classes": int(config.num_classes), "max_detections": int(max_detections),
-        "labels": LABELS_FILE, "has_labels": bool(names), "synthetic": bool(entry.get("synthetic")),
-        "runtime": {"package": ONNXRUNTIME_WEB, "version": versions[ONNXRUNTIME_WEB],
-                    "script": "ort.wasm.min.mjs", "loader": "ort-wasm-simd-threaded.mjs",
-                    "wasm": "ort-wasm-simd-threaded.wasm"},
-        "decoder": {"package": JPEG_TURBO, "version": versions[JPEG_TURBO], "wasm": "jpeg-turbo.wasm"},
-    }
-    say(f"writing the page, the model and the browser runtime ({ONNXRUNTIME_WEB} {versions[ONNXRUNTIME_WEB]})")
-    files = {}
-    with atomic_write.atomic_directory(out, prefix=".web-") as folder:
-        def put(name, data: bytes):
-            with open(os.path.join(folder, name), "wb") as f:
-                f.write(data)
-            files[name] = len(data)
-
-        for name in PAGE_FILES:
-            if name == "index.html":
-                with open(os.path.join(PAGE_DIR, name), encoding="utf-8") as f:
-                    put(name, _page_html(f.read(), manifest["name"], len(model_bytes), shown,
-                                               manifest["synthetic"]).encode("utf-8"))
-                continue
-            shutil.copyfile(os.path.join(PAGE_DIR, name), os.path.join(folder, name))
-            files[name] = os.path.getsize(os.path.join(folder, name))
-        for package, inside, name in RUNTIME_FILES:
-            shutil.copyfile(os.path.join(WEB_DIR, "node_modules", package, inside), os.path.join(folder, name))
-            files[name] = os.path.getsize(os.path.join(folder, name))
-        put(MODEL_FILE, model_bytes)
-        put(LABELS_FILE, (json.dumps(names, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
-        put(LICENSES_FILE, _licenses(packages).encode("utf-8"))
-        if shown is not None:
-            put(shown["photo"], shown["data"])
-            put(EXAMPLE_DRAWN, shown["drawn"])
-            manifest["example"] = {"photo": shown["photo"], "drawn": EXAMPLE_DRAWN, "record": shown["record"]}
-        # The page checks that every file it will fetch is there before it fetches megabytes.
-        manifest["files"] = {name: size for name, size in sorted(files.items()) if name not in PAGE_FILES}
-        put(MANIFEST_FILE, (json.dumps(manifest, indent=1) + "\n").encode("utf-8"))
-    return {"out": os.path.abspath(out), "files": files, "bytes": sum(files.values()), "model_bytes": len(model_bytes),
-            "runtime": versions, "max_detections": max_detections, "example": shown and shown["record"],
-            "seconds": time.perf_counter() - start}
+    return pipeline.export(Web(example, verbose), converted, out, max_detections=max_detections, labels=labels,
+                           force=force, progress=progress)

@@ -197,7 +197,7 @@ def export(form: Format, converted: str, out: str, max_detections: int | None = 
 def _checked(form: Format, converted: str, out: str, max_detections, int8: bool, calibration, force: bool) -> bool:
     """Steps 1 and 2 (module docstring): bad input refused before the weights are loaded, in one
     line (`InputError`); returns whether the model is quantization-aware."""
-    atomic_write.check_output(out, force, is_dir=form.is_dir, flag=form.flag, error=InputError)
+    atomic_write.check_output(out, force, is_dir=form.is_dir, flag=form.flag)
     if max_detections is not None and max_detections < 1:
         raise InputError(f"--max-detections {max_detections}: must be >= 1")
     if calibration is not None and not int8:

@@ -14,13 +14,13 @@ if ! .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[${SSD_
 fi
 rm -f "$log"
 # The web page's browser runtime (`export --web`): ONNX Runtime Web and libjpeg-turbo from npm, the
-# versions migrate/web_page/package-lock.json pins (no install scripts: the files are copied as npm
+# versions migrate/export/web_page/package-lock.json pins (no install scripts: the files are copied as npm
 # ships them). The same line as export --web prints where the runtime is missing.
 if ! command -v npm >/dev/null; then
   echo "setup_env: warning: npm not found (Debian: apt-get install nodejs npm): export --web and its tests need it" >&2
-elif ! npm ci --ignore-scripts --prefix migrate/web_page --no-audit --no-fund --loglevel=error >"$log" 2>&1; then
+elif ! npm ci --ignore-scripts --prefix migrate/export/web_page --no-audit --no-fund --loglevel=error >"$log" 2>&1; then
   cat "$log" >&2
-  echo "setup_env: npm ci in migrate/web_page/ failed" >&2
+  echo "setup_env: npm ci in migrate/export/web_page/ failed" >&2
   exit 1
 fi
 rm -f "$log"

@@ -1,13 +1,13 @@
 """`export --web DIR`: a converted model as a static web page that detects objects in the browser.
 
-The folder holds the page (`migrate/web_page/page/`: index.html, with the model's name and size
+The folder holds the page (`migrate/export/web_page/page/`: index.html, with the model's name and size
 and the example written into it, app.js, jpeg.js, draw.js, style.css), the model's `.onnx` file
 (`ssd_mobilenet.formats.onnx.writer`, the uint8 photo of any size in), its label map as `labels.json`,
 `model.json` (what the page reads first: the files, the input's name, the model's size, the
 example's record), with `example` an example photo and the same photo with the converted model's
 detections drawn (`predict --png`'s drawing), which the page shows from its first paint and
 replaces by its own run once the model has loaded, and the browser runtime, copied from
-`migrate/web_page/node_modules` (npm, pinned by `migrate/web_page/package-lock.json`, installed by
+`migrate/export/web_page/node_modules` (npm, pinned by `migrate/export/web_page/package-lock.json`, installed by
 `scripts/setup_env.sh` in a clone and by `install_hint`'s line in an install from a wheel):
 
 - ONNX Runtime Web (`onnxruntime-web`): its WebAssembly build with SIMD and threads, which run
@@ -41,7 +41,7 @@ from ssd_mobilenet.formats.onnx import file_format as onnx_format
 
 # The page's folder, package data of `migrate` (in a clone as in an installed wheel): page/,
 # package.json and its lockfile; node_modules once npm has installed the runtime there.
-WEB_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "web_page")
+WEB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "web_page")
 PAGE_DIR = os.path.join(WEB_DIR, "page")
 PAGE_FILES = ("index.html", "app.js", "jpeg.js", "draw.js", "style.css")
 MODEL_FILE = "model.onnx"
@@ -76,7 +76,7 @@ def pinned_versions(web_dir: str = WEB_DIR) -> dict:
 def install_hint(web_dir: str = WEB_DIR) -> str:
     """The command that installs the runtime into `web_dir/node_modules`, the versions its lockfile
     pins (what `scripts/setup_env.sh` runs in a clone), with `web_dir` as the console shows paths:
-    `migrate/web_page` from a clone's root, the installed package's folder from elsewhere."""
+    `migrate/export/web_page` from a clone's root, the installed package's folder from elsewhere."""
     return f"npm ci --ignore-scripts --prefix {shown(web_dir)}"
 
 

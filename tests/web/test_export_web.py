@@ -255,7 +255,7 @@ def test_a_page_opened_as_a_file_says_to_serve_it(zoo_web, chromium):
 
 
 def test_the_runtime_is_the_lockfiles(tmp_path):
-    """The runtime copied into the folder is the one migrate/web_page/package-lock.json pins (npm ci
+    """The runtime copied into the folder is the one migrate/export/web_page/package-lock.json pins (npm ci
     installed it)."""
     pinned = web.pinned_versions()
     assert pinned == {"onnxruntime-web": "1.30.0", "@cwasm/jpeg-turbo": "0.1.3"}

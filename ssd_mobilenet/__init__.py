@@ -26,8 +26,8 @@ __all__ = ["ConfigError", "SSDConfig", "SSDMobileNetV1", "count_parameters", "lo
 
 # The modules that load without TensorFlow (the command line reads them before it loads
 # TensorFlow, or instead of it: a `.tflite` or `.onnx` file on a device).
-# `formats` is only its docstring; of its modules, the file runners, their file_format modules,
-# images and preprocess load without TensorFlow too.
+# `formats` is only its docstring; of its modules, the file runners (and file_runner, their base),
+# their file_format modules, images and preprocess load without TensorFlow too.
 WITHOUT_TENSORFLOW = ("anchor_generators", "atomic_write", "config", "converted_dir", "detections", "formats",
                       "hardware", "label_map", "label_maps", "tensorflow_start")
 # The names loaded on first use: {name: module that defines it}.

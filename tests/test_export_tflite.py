@@ -22,6 +22,7 @@ from ai_edge_litert.interpreter import Interpreter
 from tests.conftest import SHARED, SMALL_EXPORT_CONFIG, check_detections
 from ssd_mobilenet import SSDMobileNetV1, detector, loading, preprocessing, shape_images
 from ssd_mobilenet.config.ssd_config import SSDConfig
+from ssd_mobilenet.formats.preprocess import INPUT_NAMES, INPUT_TYPES
 from ssd_mobilenet.formats.tflite import file_format
 from ssd_mobilenet.formats.tflite import writer as tflite
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
@@ -91,7 +92,7 @@ def _reads_as_the_schema_does(data: bytes) -> None:
     assert file_format.read_metadata(data) == stored and stored["image_size"]
 
 
-@pytest.mark.parametrize("input_type", file_format.INPUT_TYPES)
+@pytest.mark.parametrize("input_type", INPUT_TYPES)
 def test_per_class_tflite_gives_the_converted_models_detections(exported, images, reference, input_type):
     data = open(exported(input_type), "rb").read()
     ops = file_format.operator_names(data)
@@ -101,15 +102,15 @@ def test_per_class_tflite_gives_the_converted_models_detections(exported, images
 
     interpreter = Interpreter(model_content=data)
     signature = interpreter.get_signature_list()[file_format.SIGNATURE_KEY]
-    assert signature == {"inputs": [file_format.INPUT_NAMES[input_type]], "outputs": sorted(DETECTION_OUTPUTS)}
+    assert signature == {"inputs": [INPUT_NAMES[input_type]], "outputs": sorted(DETECTION_OUTPUTS)}
     runner = interpreter.get_signature_runner()
-    detail = runner.get_input_details()[file_format.INPUT_NAMES[input_type]]
+    detail = runner.get_input_details()[INPUT_NAMES[input_type]]
     # The uint8 file takes photos of any size and resizes them itself; the float32 one the scaled image.
     assert list(detail["shape_signature"]) == ([1, -1, -1, 3] if input_type == "uint8" else [1, 128, 128, 3])
     ours = []
     for image in images:
         feed = image[None] if input_type == "uint8" else preprocessing.preprocess(image[None], CONFIG).numpy()
-        ours.append({k: np.asarray(v) for k, v in runner(**{file_format.INPUT_NAMES[input_type]: feed}).items()})
+        ours.append({k: np.asarray(v) for k, v in runner(**{INPUT_NAMES[input_type]: feed}).items()})
     ours = batched(ours)
     assert ours["detection_boxes"].shape == (4, 100, 4) and ours["num_detections"].shape == (4,)
     ref = reference
@@ -121,7 +122,7 @@ def test_per_class_tflite_gives_the_converted_models_detections(exported, images
 
 
 @pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED, "photos")), reason=f"no photos at {SHARED}/photos")
-@pytest.mark.parametrize("input_type", file_format.INPUT_TYPES)
+@pytest.mark.parametrize("input_type", INPUT_TYPES)
 def test_photos_of_any_size_get_the_converted_models_detections(converted, exported, input_type):
     """The path users run without TensorFlow: the photo decoded by `ssd_mobilenet.formats.images`
     (TensorFlow's pixels), fed by `ModelFile.detect` (the uint8 file resizes it itself; the float32

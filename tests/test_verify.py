@@ -549,12 +549,13 @@ def zoo_tflite(zoo, tmp_path_factory):
     `migrate export`), the regular-NMS custom op taking the float32 input (the image scaled to
     [-1, 1], as TF1's TFLite graphs took it), and int8 calibrated on 2 generated images."""
     from ssd_mobilenet.formats import network
+    from ssd_mobilenet.formats.preprocess import FLOAT32
     from ssd_mobilenet.formats.tflite import file_format
     from ssd_mobilenet.formats.tflite import writer as tflite
     model = detector.load_model(zoo[1])
     folder = tmp_path_factory.mktemp("verify_tflite")
     files = {}
-    regular = {"nms": file_format.NMS_REGULAR, "input_type": file_format.FLOAT32}
+    regular = {"nms": file_format.NMS_REGULAR, "input_type": FLOAT32}
     for name, options in (("per-class", {}), ("regular", regular),
                           ("int8", {"representative_images": network.generated_images(model.config, 2)})):
         files[name] = str(folder / f"{name}.tflite")

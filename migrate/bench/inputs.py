@@ -60,6 +60,7 @@ def check_tflite(converted: str, sides, sizes, batches) -> tuple:
     from ssd_mobilenet.config.ssd_config import SSDConfig
     from ssd_mobilenet.detector import CONFIG_FILE
     from ssd_mobilenet.formats import network
+    from ssd_mobilenet.formats.preprocess import UINT8
     with open(os.path.join(converted, CONFIG_FILE), encoding="utf-8") as f:
         config = SSDConfig.from_dict(json.load(f))
     model_size = (config.image_height, config.image_width)
@@ -73,7 +74,7 @@ def check_tflite(converted: str, sides, sizes, batches) -> tuple:
         # float32 file in float32, which such a model has none of.
         raise InputError(f"--sides {','.join(onnx_sides)}: none of a quantization-aware model (its onnx side "
                          "is int8)")
-    any_size = network.any_size(config, network.UINT8)
+    any_size = network.any_size(config, UINT8)
     if 1 not in batches:
         raise InputError("--batch: the .tflite and .onnx sides run at batch 1 (one image per call); add 1")
     if not any_size and model_size not in [tuple(s) for s in sizes]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from migrate.export import pipeline
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
 from ssd_mobilenet.errors import InputError
-from ssd_mobilenet.formats.onnx import file_format as onnx_format
+from ssd_mobilenet.formats.preprocess import INPUT_TYPES
 
 
 def onnx_converter(flag: str, int8: bool = False):
@@ -55,8 +55,8 @@ class Onnx(pipeline.Format):
 
     def check(self, int8: bool) -> None:
         onnx_converter(self.flag, int8)
-        if self.input_type not in onnx_format.INPUT_TYPES:
-            raise InputError(f"--input {self.input_type}: one of {', '.join(onnx_format.INPUT_TYPES)}")
+        if self.input_type not in INPUT_TYPES:
+            raise InputError(f"--input {self.input_type}: one of {', '.join(INPUT_TYPES)}")
 
     def check_model(self, converted: str, config) -> None:
         """A quantization-aware model's ranges must be 8-bit (`onnx_aware.check_bits`)."""

@@ -14,6 +14,7 @@ import tensorflow as tf
 from migrate.common import console
 from migrate.export import pipeline
 from ssd_mobilenet.errors import InputError
+from ssd_mobilenet.formats.preprocess import INPUT_TYPES, UINT8
 from ssd_mobilenet.formats.tflite import file_format as tflite_format
 from ssd_mobilenet.formats.tflite import writer as tflite_lib
 
@@ -29,18 +30,18 @@ class TFLite(pipeline.Format):
                   "re-annotated symmetric per channel, the input on a [-1, 1] grid: "
                   "ssd_mobilenet/formats/tflite_integer.py); `verify --tflite` matches it with the TF1 graph")
 
-    def __init__(self, nms: str = tflite_format.NMS_PER_CLASS, input_type: str = tflite_format.UINT8):
+    def __init__(self, nms: str = tflite_format.NMS_PER_CLASS, input_type: str = UINT8):
         self.nms, self.input_type = nms, input_type
 
     def check(self, int8: bool) -> None:
         if self.nms not in tflite_format.NMS_MODES:
             raise InputError(f"--nms {self.nms}: one of {', '.join(tflite_format.NMS_MODES)}")
-        if self.input_type not in tflite_format.INPUT_TYPES:
-            raise InputError(f"--input {self.input_type}: one of {', '.join(tflite_format.INPUT_TYPES)}")
+        if self.input_type not in INPUT_TYPES:
+            raise InputError(f"--input {self.input_type}: one of {', '.join(INPUT_TYPES)}")
 
     def check_model(self, converted: str, config) -> None:
         """A quantization-aware model's file is its integer file: uint8 input, per-class NMS."""
-        if config.weight_bits and (self.nms != tflite_format.NMS_PER_CLASS or self.input_type != tflite_format.UINT8):
+        if config.weight_bits and (self.nms != tflite_format.NMS_PER_CLASS or self.input_type != UINT8):
             flag = f"--nms {self.nms}" if self.nms != tflite_format.NMS_PER_CLASS else f"--input {self.input_type}"
             raise InputError(f"{flag}: not for a quantization-aware model (uint8 input, per-class NMS)")
 
@@ -82,7 +83,7 @@ class TFLite(pipeline.Format):
         return "calibration images"
 
 
-def export(converted: str, tflite: str, nms: str = tflite_format.NMS_PER_CLASS, input_type: str = tflite_format.UINT8,
+def export(converted: str, tflite: str, nms: str = tflite_format.NMS_PER_CLASS, input_type: str = UINT8,
            max_detections: int | None = None, int8: bool = False, calibration=None, force: bool = False,
            progress=None, warn=None, labels: str | None = None) -> dict:
     """Writes the TFLite file of `converted` to `tflite`.

@@ -37,7 +37,7 @@ from migrate.export import pipeline
 from migrate.export.onnx import onnx_converter
 from ssd_mobilenet import atomic_write
 from ssd_mobilenet.errors import InputError
-from ssd_mobilenet.formats.onnx import file_format as onnx_format
+from ssd_mobilenet.formats.preprocess import INPUT_NAMES, UINT8
 
 # The page's folder, package data of `migrate` (in a clone as in an installed wheel): page/,
 # package.json and its lockfile; node_modules once npm has installed the runtime there.
@@ -209,11 +209,10 @@ def _licenses(packages: dict) -> str:
 def _manifest(job: pipeline.Job, versions: dict) -> dict:
     """`model.json` but its `files` and `example`: the model's name, size, input and classes, the
     label file, the runtime's files and `versions` ({npm package: version})."""
-    from ssd_mobilenet.formats import network
     config = job.config
     return {
         "format": 1, "name": os.path.basename(os.path.normpath(job.converted)), "model": MODEL_FILE,
-        "input": onnx_format.INPUT_NAMES[network.UINT8], "image_size": [config.image_height, config.image_width],
+        "input": INPUT_NAMES[UINT8], "image_size": [config.image_height, config.image_width],
         "num_classes": int(config.num_classes), "max_detections": int(job.max_detections),
         "labels": LABELS_FILE, "has_labels": bool(job.entry.get("labels")),
         "synthetic": bool(job.entry.get("synthetic")),
@@ -249,7 +248,7 @@ class Web(pipeline.Format):
         if config.weight_bits:
             # Its ONNX file is int8 QDQ, which the page is not tested with.
             raise InputError(f"{converted}: quantization-aware; --web does not take it (--onnx does)")
-        if not network.any_size(config, network.UINT8):
+        if not network.any_size(config, UINT8):
             # The page takes photos of any size, resized inside the file.
             raise InputError(f"{converted}: resize_method {config.resize_method}: no ONNX form takes any size")
 
@@ -265,9 +264,8 @@ class Web(pipeline.Format):
                 f"{job.max_detections} detections)")
 
     def convert(self, job: pipeline.Job) -> pipeline.File:
-        from ssd_mobilenet.formats import network
         from ssd_mobilenet.formats.onnx import writer as onnx_lib
-        return pipeline.File(onnx_lib.convert(job.model, network.UINT8, job.max_detections,
+        return pipeline.File(onnx_lib.convert(job.model, UINT8, job.max_detections,
                                               verbose=self.verbose).SerializeToString())
 
     def write(self, out: str, file: pipeline.File, job: pipeline.Job, say) -> dict:

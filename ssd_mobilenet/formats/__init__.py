@@ -16,9 +16,10 @@
 Shared by the formats: `network` (what every file holds before its post-processing: the folded
 network with constant weights, the any-size resize and scaling, calibration images),
 `integer_weights` (a quantization-aware model's symmetric int8 kernels), and, without
-TensorFlow, `images` (image files to TensorFlow's pixels) and `preprocess` (the graph's resize and
-scaling in numpy, and how a photo is fed to a file) for both file runners.
+TensorFlow, `images` (image files to TensorFlow's pixels), `preprocess` (a file's input types and
+their tensor names, the graph's resize and scaling in numpy, and how a photo is fed to a file) and
+`file_runner` (`FileRunner`, what both file runners share: the file's input, `feed`, `detect`).
 
-The runners of `.tflite` and `.onnx` files, their `file_format` modules, `images` and
-`preprocess` never import TensorFlow (`tests/litert`, `tests/test_device_install.py`).
+The runners of `.tflite` and `.onnx` files, `file_runner`, their `file_format` modules, `images`
+and `preprocess` never import TensorFlow (`tests/litert`, `tests/test_device_install.py`).
 """

@@ -3,7 +3,8 @@ with constant weights, the photo's resize and scaling, and the images int8 calib
 
 The file formats (`tflite`, `onnx` and its quantized `aware` / `integer` variants, and the web
 page that runs the `.onnx` file) differ in how they express the post-processing; the network in
-front of it is this module's, so that each format takes it from here and none from another:
+front of it is this module's, so that each format takes it from here and none from another
+(`input_type`: `preprocess.UINT8` or `FLOAT32`, the file's input):
 
 - `any_size(config, input_type)`: whether a file takes photos of any size and resizes them itself;
 - `prepare(images, config, input_type)`: the file's own resize and scaling of its input;
@@ -19,13 +20,8 @@ import tensorflow as tf
 
 from ssd_mobilenet import preprocessing
 from ssd_mobilenet.formats import preprocess
-from ssd_mobilenet.formats.preprocess import RESIZE_METHODS
+from ssd_mobilenet.formats.preprocess import FLOAT32, RESIZE_METHODS, UINT8
 from ssd_mobilenet.model import fold_batch_norm, with_weights_as_constants
-
-# The input types every format takes (`tflite.file_format` and `onnx.file_format` give them the
-# same names): the photo, or the scaled image.
-UINT8 = "uint8"
-FLOAT32 = "float32"
 
 
 def any_size(config, input_type: str) -> bool:

@@ -7,8 +7,13 @@ resize_nearest_neighbor_op.cc), operation for operation in float32, so the resul
 identical (tests/litert/test_decode_and_preprocess.py compares them with the TensorFlow ops on
 real photos).
 
-How a photo reaches a file's network, for both file runners (`tflite.runner.ModelFile`,
-`onnx.runner.OnnxFile`) and the writers' checks (`network.file_input`), by the file's input mode:
+A file takes one input, of one of two types (`INPUT_TYPES`), under its type's name (`INPUT_NAMES`,
+the same in the `.tflite` and the `.onnx` file): the photo, uint8 `input_tensor` (`UINT8`), or the
+scaled image, float32 `normalized_input_image_tensor` (`FLOAT32`, the input
+`export_tflite_ssd_graph.py` graphs took).
+
+How a photo reaches a file's network, for both file runners (`file_runner.FileRunner`) and the
+writers' checks (`network.file_input`), by the file's input mode:
 - `ANY_SIZE` (uint8 files that resize inside, the default export): the photo goes in as it is;
 - `MODEL_SIZE_FLOAT32`: the graph's `Preprocessor` here (`preprocess`), the scaled image goes in;
 - `MODEL_SIZE_UINT8` (uint8 files written with a fixed size): resized here as the graph resizes,
@@ -23,6 +28,12 @@ import numpy as np
 # float32(2.0 / 255.0): the graph's `Preprocessor/mul/x`; dividing by 127.5 differs by an ulp.
 SCALE = np.float32(2.0 / 255.0)
 RESIZE_METHODS = ("BILINEAR", "NEAREST_NEIGHBOR")
+# A file's input types and their tensor names (module docstring).
+UINT8 = "uint8"
+FLOAT32 = "float32"
+INPUT_TYPES = (UINT8, FLOAT32)
+INPUT_NAMES = {UINT8: "input_tensor", FLOAT32: "normalized_input_image_tensor"}
+# How a file takes a photo (`input_mode`, module docstring).
 ANY_SIZE = "any size"
 MODEL_SIZE_FLOAT32 = "model size, float32"
 MODEL_SIZE_UINT8 = "model size, uint8"

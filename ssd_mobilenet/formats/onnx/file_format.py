@@ -2,9 +2,10 @@
 Runtime or the onnx package.
 
 The contract between the writer (`ssd_mobilenet.formats.onnx.writer`) and the readers (`runner`,
-`predict`, `verify --onnx`): one input, `input_tensor` uint8 [1, H, W, 3] of any size (the
-default) or `normalized_input_image_tensor` float32 [1, h, w, 3] at the model's size, already
-scaled to [-1, 1] (`--onnx-input float32`, for TensorRT, which refuses uint8); the OD API's four
+`predict`, `verify --onnx`): one input (`preprocess.INPUT_NAMES`, as the `.tflite` file's),
+`input_tensor` uint8 [1, H, W, 3] of any size (the default) or `normalized_input_image_tensor`
+float32 [1, h, w, 3] at the model's size, already scaled to [-1, 1] (`--onnx-input float32`, for
+TensorRT, which refuses uint8); the OD API's four
 outputs (`DETECTION_OUTPUTS`: `detection_boxes` [1, D, 4] [ymin, xmin, ymax, xmax] normalised,
 clipped, `detection_scores` [1, D], `detection_classes` [1, D] 1-based float32, `num_detections`
 [1]); and a metadata property `METADATA_NAME` (UTF-8 JSON: the model's input size, resize kernel
@@ -15,10 +16,6 @@ from __future__ import annotations
 
 import json
 
-UINT8 = "uint8"
-FLOAT32 = "float32"
-INPUT_TYPES = (UINT8, FLOAT32)
-INPUT_NAMES = {UINT8: "input_tensor", FLOAT32: "normalized_input_image_tensor"}
 METADATA_NAME = "ssd_mobilenet_migrate"
 # Readers refuse a larger version (a file of a newer project release).
 METADATA_VERSION = 1

@@ -18,7 +18,8 @@ import tempfile
 
 import onnx
 
-from ssd_mobilenet.formats.onnx.file_format import INPUT_NAMES, METADATA_NAME
+from ssd_mobilenet.formats.onnx.file_format import METADATA_NAME
+from ssd_mobilenet.formats.preprocess import INPUT_NAMES
 
 QUANTIZED_OPS = ("Conv",)
 

@@ -1,6 +1,6 @@
 """An `.onnx` file of `migrate export --onnx` on ONNX Runtime, without TensorFlow: what the file
 is, and its detections on one photo of any size (`OnnxFile(path).detect`). What the file holds:
-`file_format`.
+`file_format`; how a photo is fed to it, as to a `.tflite` file: `file_runner.FileRunner`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import os
 import numpy as np
 
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
-from ssd_mobilenet.formats import preprocess
-from ssd_mobilenet.formats.onnx.file_format import FLOAT32, INPUT_NAMES, METADATA_NAME, METADATA_VERSION, UINT8
+from ssd_mobilenet.formats.file_runner import FileRunner, first_line, thread_count
+from ssd_mobilenet.formats.onnx.file_format import METADATA_NAME, METADATA_VERSION
+from ssd_mobilenet.formats.preprocess import INPUT_NAMES
 from ssd_mobilenet.errors import InputError
 
 # ONNX Runtime (1.32 measured, on Linux) starts Microsoft's telemetry as it loads unless this is set:
@@ -29,11 +30,6 @@ def import_onnxruntime():
     return onnxruntime
 
 
-def _first_line(error: Exception) -> str:
-    lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
-    return (lines[0] if lines else type(error).__name__)[:200]
-
-
 def session_options(threads: int | None):
     """ONNX Runtime's session options: `threads` intra-op threads (default: the CPU count), one
     inter-op thread (the graph is a chain), its log at errors only, and its threads' spinning off.
@@ -47,7 +43,7 @@ def session_options(threads: int | None):
     it."""
     ort = import_onnxruntime()
     options = ort.SessionOptions()
-    options.intra_op_num_threads = int(threads or os.cpu_count() or 1)
+    options.intra_op_num_threads = thread_count(threads)
     options.inter_op_num_threads = 1
     options.log_severity_level = 3  # errors: its warnings about unused initializers are not the user's
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
@@ -69,13 +65,17 @@ def _return_freed_memory() -> None:
         trim(0)
 
 
-class OnnxFile:
+class OnnxFile(FileRunner):
     """An `.onnx` file of `migrate export --onnx` in an ONNX Runtime session.
 
     `detect(image uint8 [H, W, 3])` -> the four outputs (numpy, [1, D, ...]) for that photo,
-    fed as the file takes it (`preprocess.input_mode`: the photo as it is for the default file,
-    which resizes and scales it itself; prepared as the TF1 graph prepares it for a fixed-size
+    fed as the file takes it (`FileRunner`: the photo as it is for the default file, which
+    resizes and scales it itself; prepared as the TF1 graph prepares it for a fixed-size
     float32 file, `ssd_mobilenet.formats.preprocess`, bit for bit).
+
+    Attributes (besides `FileRunner`'s: the input, its mode and size, the graph's resize):
+      path, threads, session: the file, ONNX Runtime's intra-op threads, its session.
+      metadata: the file's `METADATA_NAME` entry; kind: one line saying what the file is.
     Raises:
       InputError: no such file, a file ONNX Runtime cannot load (truncated, not ONNX), or an
         ONNX file that is not this project's (other outputs, no metadata).
@@ -90,14 +90,14 @@ class OnnxFile:
         self.path = path
         if not os.path.isfile(path):
             raise InputError(f"{path}: no such file")
-        self.threads = int(threads or os.cpu_count() or 1)
+        self.threads = thread_count(threads)
         try:
             self.session = ort.InferenceSession(path, sess_options=session_options(self.threads),
                                                 providers=["CPUExecutionProvider"])
         except Exception as e:  # onnxruntime's errors have no stable public classes
             # Its message repeats the path: "[ONNXRuntimeError] : 7 : INVALID_PROTOBUF : Load model
             # from PATH failed:Protobuf parsing failed."; the reason is after "failed:".
-            reason = _first_line(e).rpartition(" failed:")[2].strip() or type(e).__name__
+            reason = first_line(e).rpartition(" failed:")[2].strip() or type(e).__name__
             raise InputError(f"{path}: ONNX Runtime cannot load it: {reason}") from None
         _return_freed_memory()
         outputs = [o.name for o in self.session.get_outputs()]
@@ -113,8 +113,9 @@ class OnnxFile:
             raise InputError(f"{path}: not from `migrate export` (no {METADATA_NAME} metadata)")
         try:
             version = int(self.metadata.get("version", 0))
-            self.image_size = tuple(int(v) for v in self.metadata["image_size"])
-            h, w = self.image_size
+            image_size = [int(v) for v in self.metadata["image_size"]]
+            if len(image_size) != 2:  # [h, w]
+                raise ValueError
         except (KeyError, TypeError, ValueError):
             raise InputError(f"{path}: {METADATA_NAME} metadata without version or image_size") from None
         if version > METADATA_VERSION:
@@ -124,33 +125,19 @@ class OnnxFile:
         if len(inputs) != 1 or inputs[0].name not in INPUT_NAMES.values():
             raise InputError(f"{path}: not from `migrate export` (inputs: "
                              f"{', '.join(i.name for i in inputs)})")
-        self.input_name = inputs[0].name
-        self.any_size = bool(self.metadata.get("any_size"))
-        self.input_mode = preprocess.input_mode(self.any_size, self.input_name == INPUT_NAMES[FLOAT32])
-        size = f"any size, resized to {h}x{w} inside" if self.any_size else f"{h}x{w}"
-        # One line, as the TFLite file's `ModelFile.kind`: input, precision, classes, detections.
+        self._take_input(inputs[0].name, image_size, bool(self.metadata.get("any_size")), self.metadata)
+
+    @property
+    def kind(self) -> str:
+        """One line, as the TFLite file's `ModelFile.kind`: input, precision, classes, detections."""
         precision = "float32"
         if self.metadata.get("int8"):
             aware = self.metadata.get("quantization") == "quantization-aware"
             precision = "int8 QDQ (quantization-aware)" if aware else "int8 QDQ"
-        self.kind = (f"{self.metadata.get('input', UINT8)} input of {size}, {precision}, "
-                     f"{self.metadata.get('num_classes')} classes, {self.metadata.get('max_detections')} detections")
+        return (f"{self.input_kind}, {precision}, {self.metadata.get('num_classes')} classes, "
+                f"{self.metadata.get('max_detections')} detections")
 
-    @property
-    def exact_for_any_size(self) -> bool:
-        """Whether every photo size gets the TF1 graph's detections (not so for a fixed-size uint8 file)."""
-        return self.input_mode != preprocess.MODEL_SIZE_UINT8
-
-    def feed(self, image: np.ndarray) -> np.ndarray:
-        """uint8 [H, W, 3] -> this file's input [1, ...]."""
-        return preprocess.feed(image, self.input_mode, self.image_size, self.metadata.get("resize_method", "BILINEAR"),
-                               bool(self.metadata.get("normalize_before_resize")))
-
-    def run(self, batch: np.ndarray) -> dict:
-        """The file's input [1, ...] -> its four outputs, numpy."""
-        values = self.session.run(list(DETECTION_OUTPUTS), {self.input_name: batch})
+    def run(self, feed: np.ndarray) -> dict:
+        """The file's input [1, ...] as `feed` gives it -> the four outputs (numpy, [1, D, ...])."""
+        values = self.session.run(list(DETECTION_OUTPUTS), {self.input_name: feed})
         return dict(zip(DETECTION_OUTPUTS, values))
-
-    def detect(self, image: np.ndarray) -> dict:
-        """uint8 [H, W, 3] RGB -> the four outputs ([1, D, ...]) for it."""
-        return self.run(self.feed(image))

@@ -42,7 +42,8 @@ from ssd_mobilenet.formats import network as network_lib
 from ssd_mobilenet.formats.network import any_size
 from ssd_mobilenet.formats.onnx import aware as onnx_aware
 from ssd_mobilenet.formats.onnx import postprocessing as onnx_postprocessing
-from ssd_mobilenet.formats.onnx.file_format import INPUT_NAMES, INPUT_TYPES, METADATA_NAME, METADATA_VERSION, UINT8
+from ssd_mobilenet.formats.onnx.file_format import METADATA_NAME, METADATA_VERSION
+from ssd_mobilenet.formats.preprocess import INPUT_NAMES, INPUT_TYPES, UINT8
 
 OPSET = onnx_postprocessing.OPSET
 # Ops a file of this exporter must not hold: control flow and sequences, which TensorRT's

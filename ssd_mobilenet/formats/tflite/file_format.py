@@ -2,9 +2,10 @@
 
 The contract between the writer (`ssd_mobilenet.formats.tflite.writer`) and the readers (`runner`,
 `verify --tflite`, `bench`): one signature, `serving_default`, with one input named for its
-type and the SavedModel's four outputs, and a metadata entry `METADATA_NAME` (UTF-8 JSON) that
-says what the signature alone cannot: the model's input size and resize kernel when the file
-takes images of any size, the post-processing mode, the class count.
+type (`preprocess.INPUT_NAMES`, as the `.onnx` file's) and the SavedModel's four outputs, and a
+metadata entry `METADATA_NAME` (UTF-8 JSON) that says what the signature alone cannot: the
+model's input size and resize kernel when the file takes images of any size, the
+post-processing mode, the class count.
 
 Reading uses the TFLite schema's generated FlatBuffer classes that `ai-edge-litert` ships
 (`ai_edge_litert.schema_py_generated`, the schema TensorFlow's converter writes), except for what
@@ -20,10 +21,6 @@ import json
 import numpy as np
 
 SIGNATURE_KEY = "serving_default"
-UINT8 = "uint8"
-FLOAT32 = "float32"
-INPUT_TYPES = (UINT8, FLOAT32)
-INPUT_NAMES = {UINT8: "input_tensor", FLOAT32: "normalized_input_image_tensor"}
 # The post-processing modes (`--nms`): the graph's per-class NMS in builtin ops, or the custom op's
 # regular or fast NMS (`writer`'s docstring).
 NMS_PER_CLASS = "per-class"

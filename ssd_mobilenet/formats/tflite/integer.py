@@ -33,7 +33,8 @@ import tensorflow as tf
 
 from ssd_mobilenet import layers as layers_lib
 from ssd_mobilenet.formats.integer_weights import SymmetricFakeQuant, symmetric_ranges
-from ssd_mobilenet.formats.network import UINT8, prepare
+from ssd_mobilenet.formats.network import prepare
+from ssd_mobilenet.formats.preprocess import UINT8
 from ssd_mobilenet.model import fold_batch_norm, with_weights_as_constants
 
 def integer_copy(model):

@@ -4,7 +4,8 @@ TensorFlow: what the file is, and its detections on one photo of any size.
 `ModelFile(path).detect(image)` takes uint8 [H, W, 3] RGB and returns the signature's four
 outputs for it (numpy, [1, D, ...]: `detection_boxes` [ymin, xmin, ymax, xmax] normalised to
 the image, `detection_scores`, `detection_classes` 1-based, `num_detections`). How the photo
-reaches the network depends on the file (`input_mode`, `ssd_mobilenet.formats.preprocess`):
+reaches the network depends on the file (`input_mode`, `ssd_mobilenet.formats.preprocess`; the
+feeding is `file_runner.FileRunner`'s, shared with the `.onnx` file's runner):
 - "any size" (uint8 files with metadata, the default export): the photo goes in as it is, and
   the file resizes and scales it with the TF1 graph's kernels (TFLite's RESIZE_BILINEAR /
   RESIZE_NEAREST_NEIGHBOR with align_corners and half_pixel_centers off, on float32).
@@ -25,15 +26,10 @@ import os
 import numpy as np
 
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
-from ssd_mobilenet.formats import preprocess
-from ssd_mobilenet.formats.preprocess import ANY_SIZE, MODEL_SIZE_UINT8
+from ssd_mobilenet.formats.file_runner import FileRunner, first_line, input_type, thread_count
+from ssd_mobilenet.formats.preprocess import INPUT_NAMES
 from ssd_mobilenet.formats.tflite import file_format as ff
 from ssd_mobilenet.errors import InputError
-
-
-def _first_line(error: Exception) -> str:
-    lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
-    return (lines[0] if lines else type(error).__name__)[:200]
 
 
 def litert_interpreter():
@@ -46,19 +42,14 @@ def litert_interpreter():
     return Interpreter
 
 
-class ModelFile:
+class ModelFile(FileRunner):
     """One `.tflite` file on the LiteRT interpreter.
 
     `ModelFile(path)` reads a file; `ModelFile.from_bytes(content)` takes its bytes (a file just
     converted, never written).
 
-    Attributes:
+    Attributes (besides `FileRunner`'s: the input, its mode and size, the graph's resize):
       path, bytes: the file (absolute; None from bytes) and its size.
-      input_name, input_type: the signature's input (`input_tensor` uint8 or
-        `normalized_input_image_tensor` float32).
-      input_mode: ANY_SIZE, MODEL_SIZE_FLOAT32 or MODEL_SIZE_UINT8 (module docstring).
-      image_size: [h, w], the model's input size (the network's).
-      resize_method, normalize_before_resize: the graph's preprocessing the file (or `detect`) applies.
       nms: "per-class", "regular" or "fast"; int8: the network is quantized (any int8 tensor);
       max_detections: D; operators: sorted op names; metadata: the file's entry or None.
     """
@@ -88,7 +79,7 @@ class ModelFile:
         if data[4:8] != ff.IDENTIFIER:
             raise InputError(f"{name}: not a TFLite file (no TFL3 identifier)")
         Interpreter = litert_interpreter()
-        threads = int(threads or os.cpu_count() or 1)
+        threads = thread_count(threads)
         try:
             # From the bytes: the interpreter verifies the FlatBuffer there, while a truncated
             # file given by path can crash the process.
@@ -96,11 +87,10 @@ class ModelFile:
             interpreter.allocate_tensors()  # applies the XNNPACK delegate now, not at the first image
             custom = ff.custom_operator_names(data)
         except (ValueError, RuntimeError) as e:
-            raise InputError(f"{name}: the LiteRT interpreter cannot load it ({_first_line(e)})") from None
+            raise InputError(f"{name}: the LiteRT interpreter cannot load it ({first_line(e)})") from None
         self.bytes, self.threads = len(data), threads
         signature = interpreter.get_signature_list().get(ff.SIGNATURE_KEY)
-        names = {v: k for k, v in ff.INPUT_NAMES.items()}
-        if (not signature or len(signature["inputs"]) != 1 or signature["inputs"][0] not in names
+        if (not signature or len(signature["inputs"]) != 1 or signature["inputs"][0] not in INPUT_NAMES.values()
                 or sorted(signature["outputs"]) != sorted(DETECTION_OUTPUTS)):
             # Taking one of INPUT_NAMES, returning DETECTION_OUTPUTS.
             raise InputError(f"{name}: no {ff.SIGNATURE_KEY} signature as `migrate export` writes it")
@@ -108,15 +98,15 @@ class ModelFile:
         if flex:
             more = f", {len(flex) - 1} more" if len(flex) > 1 else ""
             raise InputError(f"{name}: holds Flex ops ({flex[0]}{more}): LiteRT's builtins cannot run them")
-        self.input_name = signature["inputs"][0]
-        self.input_type = names[self.input_name]
+        input_name = signature["inputs"][0]
+        dtype = input_type(input_name)
         self._runner = interpreter.get_signature_runner(ff.SIGNATURE_KEY)
         self._interpreter = interpreter
-        detail = self._runner.get_input_details()[self.input_name]
+        detail = self._runner.get_input_details()[input_name]
         shape = [int(s) for s in detail.get("shape_signature", detail["shape"])]
-        if len(shape) != 4 or shape[0] != 1 or shape[3] != 3 or detail["dtype"] != np.dtype(self.input_type):
+        if len(shape) != 4 or shape[0] != 1 or shape[3] != 3 or detail["dtype"] != np.dtype(dtype):
             raise InputError(f"{name}: input is {np.dtype(detail['dtype']).name} {shape}, not "
-                             f"{self.input_type} [1, h, w, 3]")
+                             f"{dtype} [1, h, w, 3]")
         try:
             self.metadata = ff.read_metadata(data)
         except (ValueError, UnicodeDecodeError):
@@ -126,13 +116,9 @@ class ModelFile:
             raise InputError(f"{name}: written by a newer release (metadata version {meta['version']})")
         dynamic = shape[1] < 0 or shape[2] < 0
         if dynamic and "image_size" not in meta:
-            # A file of any size must say the model's size, which only the metadata holds.
             # A file of any size says the model's size in its metadata only.
             raise InputError(f"{name}: of any size, no {ff.METADATA_NAME} metadata")
-        self.image_size = [int(s) for s in meta.get("image_size", shape[1:3])]
-        self.resize_method = meta.get("resize_method", "BILINEAR")
-        self.normalize_before_resize = bool(meta.get("normalize_before_resize", False))
-        self.input_mode = preprocess.input_mode(dynamic, self.input_type == ff.FLOAT32)
+        self._take_input(input_name, meta.get("image_size", shape[1:3]), dynamic, meta)
         self.nms = ff.NMS_PER_CLASS
         if ff.CUSTOM_OP in custom:
             self.nms = ff.NMS_REGULAR if ff.custom_op_options(data)[0][0].get("use_regular_nms") else ff.NMS_FAST
@@ -147,27 +133,11 @@ class ModelFile:
         return ff.operator_names(self._data)
 
     @property
-    def exact_for_any_size(self) -> bool:
-        """Whether a photo of any size gets the graph's preprocessing exactly (module docstring)."""
-        return self.input_mode != MODEL_SIZE_UINT8
-
-    @property
     def kind(self) -> str:
         """One line: post-processing, input, precision, detections."""
-        h, w = self.image_size
-        size = f"any size, resized to {h}x{w} inside" if self.input_mode == ANY_SIZE else f"{h}x{w}"
-        return (f"{self.nms} NMS, {self.input_type} input of {size}, {'int8' if self.int8 else 'float32'}, "
+        return (f"{self.nms} NMS, {self.input_kind}, {'int8' if self.int8 else 'float32'}, "
                 f"{self.max_detections} detections")
-
-    def feed(self, image: np.ndarray) -> np.ndarray:
-        """uint8 [H, W, 3] -> the file's input [1, ...] (`preprocess.feed`)."""
-        return preprocess.feed(image, self.input_mode, self.image_size, self.resize_method,
-                               self.normalize_before_resize)
 
     def run(self, feed: np.ndarray) -> dict:
         """The file's input [1, ...] as `feed` gives it -> the four outputs (numpy, [1, D, ...])."""
         return {k: np.asarray(v) for k, v in self._runner(**{self.input_name: feed}).items()}
-
-    def detect(self, image: np.ndarray) -> dict:
-        """uint8 [H, W, 3] RGB photo of any size -> the four outputs (numpy, [1, D, ...])."""
-        return self.run(self.feed(image))

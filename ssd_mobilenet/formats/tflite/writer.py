@@ -58,11 +58,11 @@ import tensorflow as tf
 from ssd_mobilenet import box_coder, postprocessing
 from ssd_mobilenet.formats import network as network_lib
 from ssd_mobilenet.formats.network import any_size, file_input
+from ssd_mobilenet.formats.preprocess import INPUT_NAMES, INPUT_TYPES, UINT8
 from ssd_mobilenet.formats.tflite import integer as tflite_integer
 # The file's contract (names, metadata) is its readers' as well.
-from ssd_mobilenet.formats.tflite.file_format import (CUSTOM_OP, INPUT_NAMES, INPUT_TYPES, METADATA_NAME,
-                                                      METADATA_VERSION, NMS_FAST, NMS_MODES, NMS_PER_CLASS,
-                                                      NMS_REGULAR, UINT8)
+from ssd_mobilenet.formats.tflite.file_format import (CUSTOM_OP, METADATA_NAME, METADATA_VERSION, NMS_FAST,
+                                                      NMS_MODES, NMS_PER_CLASS, NMS_REGULAR)
 
 # What the custom-op modes differ in from the TF graph, one line each (the module docstring has more).
 DIFFERENCES = {

@@ -53,7 +53,7 @@ def test_the_ppn_demo_trains(tmp_path, capsys):
     assert config.encode_background_as_zeros and config.class_prediction_bias_init == np.float32(-4.6)
     assert config.train.optimizer.kind == "adam_optimizer"
     converted = os.path.join(out, "converted")
-    assert main(["convert", os.path.join(out, "tf1_model"), "--out", converted, "--quiet"]) == 0
+    assert main(["convert", os.path.join(out, "tf1_model"), "--out", converted, "--quiet", "--no-check"]) == 0
     run = os.path.join(out, "run")
     assert main(["train", converted, "--config", os.path.join(out, "train.config"), "--train",
                  os.path.join(out, "train.record"), "--steps", "2", "--batch", "2", "--out", run]) == 0

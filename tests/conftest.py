@@ -444,37 +444,64 @@ def small_training_inputs(tmp_path_factory) -> dict:
             "config": os.path.join(folder, "train.config")}
 
 
-# --- The small converted models the exports read (test_export*, tests/exports, tests/onnx, tests/web) ---
+# --- The small models: one per preset, each file built once per run when a test first asks ---
 
-# The small model the export tests share: 3 classes, depth 0.25, 128x128, the zoo's post-processing
-# (score threshold 1e-8, 100 detections: NMS and the sort run on every image).
-SMALL_EXPORT_CONFIG = dict(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
-
-
-@pytest.fixture(scope="session")
-def small_converted(tmp_path_factory):
-    """A converted directory of `SMALL_EXPORT_CONFIG` with the TF1 builder's seeded synthetic
-    weights (`save_synthetic_model`, seed 3), once per run, for the export tests that read it and
-    write elsewhere."""
-    from ssd_mobilenet.config.ssd_config import SSDConfig
-    folder = built_once(tmp_path_factory, "small_converted",
-                        lambda out: save_synthetic_model(str(out / "converted"), SSDConfig(**SMALL_EXPORT_CONFIG)))
-    return os.path.join(folder, "converted")
+# The presets (SSDConfig fields) the tests share. "plain": 3 classes, depth 0.25, 128x128, the zoo's
+# post-processing (score threshold 1e-8, 100 detections: NMS and the sort run on every image).
+SMALL_PRESETS = {"plain": dict(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)}
 
 
-@pytest.fixture(scope="session")
-def small_onnx(small_converted, tmp_path_factory):
-    """(`small_converted`, its `.onnx` file as `python -m migrate export CONVERTED --onnx FILE` writes
-    it (in this process), the command's stdout, its stderr), once per run."""
-    def build(out):
-        code, stdout, stderr = run_cli(["export", small_converted, "--onnx", str(out / "model.onnx")])
+class SmallModel:
+    """The small model of one preset (`SMALL_PRESETS`) with the TF1 builder's seeded synthetic
+    weights (seed 3), and the files several tests read: each is built on first use, once per run
+    (`built_once`); tests read them and write elsewhere."""
+
+    def __init__(self, preset: str, tmp_path_factory):
+        from ssd_mobilenet.config.ssd_config import SSDConfig
+        self.preset, self.config, self._factory = preset, SSDConfig(**SMALL_PRESETS[preset]), tmp_path_factory
+
+    def _built(self, name: str, build) -> str:
+        """The folder `small_{preset}_{name}`, made by `build(folder)` once per run."""
+        return built_once(self._factory, f"small_{self.preset}_{name}", build)
+
+    @property
+    def converted(self) -> str:
+        """A converted directory (what `ssd_mobilenet.load` reads): the weights assigned as `convert`
+        assigns them (`save_synthetic_model`)."""
+        folder = self._built("converted", lambda out: save_synthetic_model(str(out / "converted"), self.config))
+        return os.path.join(folder, "converted")
+
+    def _export_onnx(self, out) -> None:
+        code, stdout, stderr = run_cli(["export", self.converted, "--onnx", str(out / "model.onnx")])
         assert code == 0, stderr
         (out / "stdout.txt").write_text(stdout)
         (out / "stderr.txt").write_text(stderr)
 
-    folder = built_once(tmp_path_factory, "small_onnx", build)
-    return (small_converted, os.path.join(folder, "model.onnx"), open(os.path.join(folder, "stdout.txt")).read(),
-            open(os.path.join(folder, "stderr.txt")).read())
+    @property
+    def onnx(self) -> str:
+        """`converted`'s `.onnx` file as `python -m migrate export CONVERTED --onnx FILE` writes it
+        (in this process); `onnx_console` is what the command printed."""
+        return os.path.join(self._built("onnx", self._export_onnx), "model.onnx")
+
+    @property
+    def onnx_console(self) -> tuple:
+        """(stdout, stderr) of the `export --onnx` that wrote `onnx`."""
+        folder = self._built("onnx", self._export_onnx)
+        return tuple(open(os.path.join(folder, name)).read() for name in ("stdout.txt", "stderr.txt"))
+
+
+@pytest.fixture(scope="session")
+def small_model(tmp_path_factory):
+    """`small_model(preset="plain") -> SmallModel`: the one small model of that preset, for every
+    test that needs a small model and reads it (a test whose subject is another config builds its
+    own)."""
+    models = {}
+
+    def get(preset: str = "plain") -> SmallModel:
+        if preset not in models:
+            models[preset] = SmallModel(preset, tmp_path_factory)
+        return models[preset]
+    return get
 
 
 @pytest.fixture(scope="session")

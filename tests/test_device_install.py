@@ -38,13 +38,13 @@ def device_folder(small_pair, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def model_files(small_converted, small_onnx, tmp_path_factory):
-    """{suffix: file} of `small_converted` as `export --tflite` and `export --onnx` write it."""
+def model_files(small_model, tmp_path_factory):
+    """{suffix: file} of `small_model()` as `export --tflite` and `export --onnx` write it."""
     def build(out):
-        code, _, err = run_cli(["export", small_converted, "--tflite", str(out / "model.tflite"), "--quiet"])
+        code, _, err = run_cli(["export", small_model().converted, "--tflite", str(out / "model.tflite"), "--quiet"])
         assert code == 0, err
     folder = built_once(tmp_path_factory, "device_model_files", build)
-    return {"tflite": os.path.join(folder, "model.tflite"), "onnx": small_onnx[1]}
+    return {"tflite": os.path.join(folder, "model.tflite"), "onnx": small_model().onnx}
 
 
 # Each command that runs TensorFlow, with paths that exist (but MISSING): (command line, what the

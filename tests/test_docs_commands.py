@@ -609,13 +609,13 @@ def test_block_runs_as_written(run, layout, tmp_path, monkeypatch):
         print(f"{wall:6.1f} s wall {cpu:6.1f} s CPU  {what}")
 
 
-def test_readme_python_example_prints_only_its_own_lines(small_converted, tmp_path):
+def test_readme_python_example_prints_only_its_own_lines(small_model, tmp_path):
     """The README's Python example, in a fresh process as a user runs it (`test_block_runs_as_written`
     runs it in this one, whose TensorFlow is loaded): its two arrays on stdout and nothing on stderr,
     TensorFlow's start-up lines included, without an environment variable the user would not set.
     Its paths are the small converted model and a real photo, laid out as it names them."""
     [example] = [b for b in read_blocks("README.md") if b.lang == "python" and "ssd_mobilenet.load(" in b.body]
-    os.symlink(small_converted, tmp_path / "converted")
+    os.symlink(small_model().converted, tmp_path / "converted")
     (tmp_path / "photos").mkdir()
     os.symlink(os.path.join(SHARED, "photos", "image1.jpg"), tmp_path / "photos" / "image1.jpg")
     env = {key: value for key, value in os.environ.items() if not key.startswith(("TF_", "ABSL_", "GLOG_"))}

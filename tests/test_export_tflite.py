@@ -4,7 +4,7 @@ LiteRT's interpreter (`ai-edge-litert`) through the file's serving signature.
 One small model (depth 0.25, 128x128, 3 classes, the zoo's post-processing: score threshold 1e-8,
 100 detections, so NMS and the sort are exercised on every image) with the TF1 builder's seeded
 synthetic weights assigned as `convert` assigns them, saved as a converted directory (config and
-checkpoint, what `ssd_mobilenet.load` reads) once per run (`conftest.small_converted`, which the
+checkpoint, what `ssd_mobilenet.load` reads) once per run (`conftest.small_model()`, which the
 ONNX and web export tests read too); the images are the shapes set's (gradient backgrounds, noise,
 solid shapes).
 """
@@ -19,7 +19,7 @@ import pytest
 import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 
-from tests.conftest import SHARED, SMALL_EXPORT_CONFIG, check_detections
+from tests.conftest import SHARED, SMALL_PRESETS, check_detections
 from ssd_mobilenet import SSDMobileNetV1, detector, loading, preprocessing, shape_images
 from ssd_mobilenet.config.ssd_config import SSDConfig
 from ssd_mobilenet.formats.preprocess import INPUT_NAMES, INPUT_TYPES
@@ -27,7 +27,7 @@ from ssd_mobilenet.formats.tflite import file_format
 from ssd_mobilenet.formats.tflite import writer as tflite
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
 
-CONFIG = SSDConfig(**SMALL_EXPORT_CONFIG)
+CONFIG = SSDConfig(**SMALL_PRESETS["plain"])
 # What "the same detections" allows: TFLite's kernels round differently from oneDNN's in the
 # last bits of float32 (measured: 3e-7 on scores and boxes); the project's parity tolerance.
 ATOL = 1e-5
@@ -37,8 +37,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*tf.lite.Interpreter is depreca
 
 
 @pytest.fixture(scope="module")
-def converted(small_converted):
-    return small_converted
+def converted(small_model):
+    return small_model().converted
 
 
 @pytest.fixture(scope="module")

@@ -453,7 +453,7 @@ def test_png_names_mirror_the_common_folder_and_never_clash(tmp_path):
 
 
 @pytest.mark.slow  # an .onnx and a .tflite export of the small model, and a predict on each: ~15 s
-def test_an_exported_file_carries_the_label_map_and_the_mark_of_synthetic_weights(small_converted, tmp_path,
+def test_an_exported_file_carries_the_label_map_and_the_mark_of_synthetic_weights(small_model, tmp_path,
                                                                                      capsys):
     """The label map a converted directory carries goes into the .onnx and .tflite files' metadata
     (`--labels` in its place for the .tflite here), and so does its mark of synthetic weights:
@@ -463,7 +463,7 @@ def test_an_exported_file_carries_the_label_map_and_the_mark_of_synthetic_weight
     from PIL import Image
     from ssd_mobilenet import converted_dir
     model = str(tmp_path / "converted")
-    shutil.copytree(small_converted, model)
+    shutil.copytree(small_model().converted, model)
     (tmp_path / "converted" / "label_map.pbtxt").write_text("item { id: 1 name: 'a' }\nitem { id: 2 name: 'b' }\n"
                                                            "item { id: 3 name: 'c' display_name: 'C' }\n")
     converted_dir.mark_synthetic(model)

@@ -3,7 +3,7 @@ pipeline on Beam's local runner with two worker processes, line for line against
 in this process on the same inputs.
 
 One small model (depth 0.25, 128x128, 3 classes, the TF1 builder's seeded synthetic weights,
-saved as a converted directory once per module) and a folder of generated images of mixed
+saved as a converted directory once per run: `conftest.small_model()`) and a folder of generated images of mixed
 sizes and kinds, with the entries `predict`'s listing leaves out (hidden files and folders, a
 text file) and one it keeps by content (a JPEG without an extension).
 """
@@ -20,16 +20,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.conftest import REPO, save_synthetic_model, smooth_noise, unwrapped, write_image_folder
+from tests.conftest import REPO, smooth_noise, unwrapped, write_image_folder
 from migrate.cli import main
 from migrate.common import console
 from ssd_mobilenet import detector
-from ssd_mobilenet.config.ssd_config import SSDConfig
 from ssd_mobilenet.formats.tflite import writer as tflite
 
 pytest.importorskip("apache_beam", reason="Apache Beam is not installed (pip install -e '.[beam]')")
 
-CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
 # A pipeline's batches are RunInference's, not predict's: the TensorFlow runtime's kernels may
 # sum in another order for another batch size (test_predict's tolerance for the same reason).
 ATOL = 1e-6
@@ -37,10 +35,8 @@ BOUND_S = 300  # a pipeline run here takes ~20 s; a hung worker fails the test i
 
 
 @pytest.fixture(scope="module")
-def converted(tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("beam_converted"))
-    save_synthetic_model(out, CONFIG)
-    return out
+def converted(small_model):
+    return small_model().converted  # read only: the pipelines write elsewhere
 
 
 @pytest.fixture(scope="module")

@@ -113,12 +113,12 @@ def test_the_wheel_holds_every_file_the_packages_read_and_not_the_npm_runtime(wh
 
 
 def test_export_web_from_the_installed_wheel_says_which_npm_command_installs_its_runtime_where(
-        installed, small_converted, tmp_path):
+        installed, small_model, tmp_path):
     found = _run_installed(installed, tmp_path, "-c", "import migrate, ssd_mobilenet; "
                            "print(migrate.__file__); print(ssd_mobilenet.__file__)")
     assert found.stdout.split() == [os.path.join(installed, package, "__init__.py") for package in PACKAGES]
     out = tmp_path / "page"
-    proc = _run_installed(installed, tmp_path, "-m", "migrate", "export", small_converted, "--web", str(out))
+    proc = _run_installed(installed, tmp_path, "-m", "migrate", "export", small_model().converted, "--web", str(out))
     assert (proc.returncode, proc.stdout) == (2, "")
     assert proc.stderr == ("error: --web: onnxruntime-web is not installed: npm ci --ignore-scripts --prefix "
                            f"{_installed_web_dir(installed)}\n")
@@ -126,14 +126,14 @@ def test_export_web_from_the_installed_wheel_says_which_npm_command_installs_its
 
 
 def test_export_web_from_the_installed_wheel_copies_its_own_page_once_the_runtime_is_there(
-        installed, small_converted, tmp_path):
+        installed, small_model, tmp_path):
     runtime = os.path.join(web.WEB_DIR, "node_modules")
     web.installed_runtime()  # the clone's, as scripts/setup_env.sh installs it
     web_dir = _installed_web_dir(installed)
     os.symlink(runtime, os.path.join(web_dir, "node_modules"))
     try:
         out = tmp_path / "page"
-        proc = _run_installed(installed, tmp_path, "-m", "migrate", "export", small_converted, "--web", str(out),
+        proc = _run_installed(installed, tmp_path, "-m", "migrate", "export", small_model().converted, "--web", str(out),
                               "--quiet")
     finally:
         os.remove(os.path.join(web_dir, "node_modules"))

@@ -9,23 +9,22 @@ import shutil
 import numpy as np
 import pytest
 
-from tests.conftest import json_lines, same_predict_lines, mixed_image_folder, save_synthetic_model, without_tensorflow
+from tests.conftest import SMALL_PRESETS, json_lines, same_predict_lines, mixed_image_folder, without_tensorflow
 from migrate.predict import prediction
-from ssd_mobilenet.config.ssd_config import SSDConfig
+from ssd_mobilenet import detector
 from ssd_mobilenet.formats.tflite import writer as tflite
 
-CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
 ATOL = 1e-5  # the project's parity tolerance: LiteRT's kernels round otherwise than oneDNN's
 LABELS = "item { id: 1 name: 'cat' }\nitem { id: 2 name: 'dog' }\nitem { id: 3 name: 'bird' }\n"
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    """(converted directory, its default `.tflite` file, a label map): a small model with the TF1
-    builder's seeded synthetic weights."""
+def model(small_model, tmp_path_factory):
+    """(converted directory, its default `.tflite` file, a label map): the small model with the TF1
+    builder's seeded synthetic weights (`conftest.small_model()`)."""
     root = tmp_path_factory.mktemp("litert_predict")
-    converted = str(root / "converted")
-    model = save_synthetic_model(converted, CONFIG)
+    converted = small_model().converted
+    model = detector.load_model(converted)
     path = str(root / "model.tflite")
     tflite.export_tflite(model, path)
     (root / "labels.pbtxt").write_text(LABELS)
@@ -113,6 +112,6 @@ def test_the_class_count_is_read_from_the_files_metadata_without_a_runtime(model
     """`runtimes.model_classes`: what `--labels` is checked against, before any runtime loads."""
     from migrate.predict.runtimes import model_classes
     converted, path, _ = model
-    assert model_classes(path) == model_classes(converted) == CONFIG.num_classes
+    assert model_classes(path) == model_classes(converted) == SMALL_PRESETS["plain"]["num_classes"]
     (tmp_path / "cut.tflite").write_bytes(open(path, "rb").read()[:64])
     assert model_classes(str(tmp_path / "cut.tflite")) is None  # the runtime reports that file

@@ -6,7 +6,7 @@ clip leaves empty, equal scores) on ONNX Runtime and on OpenVINO.
 
 Small models (depth 0.25, 128x128, 3 classes) with the TF1 builder's seeded synthetic weights,
 saved as converted directories: the default one and its file by `migrate export --onnx` once per
-run (`conftest.small_onnx`, which the predict and int8 cases read too), the other once per module.
+run (`conftest.small_model()`, whose file the predict and int8 cases read too), the other once per module.
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ ort = pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (
 import onnx  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from tests.conftest import SMALL_EXPORT_CONFIG, check_detections, random_images, save_synthetic_model  # noqa: E402
+from tests.conftest import SMALL_PRESETS, check_detections, random_images, save_synthetic_model  # noqa: E402
 from ssd_mobilenet import detector, loading, postprocessing  # noqa: E402
 from ssd_mobilenet.config.ssd_config import BACKGROUND_SLICE_LOGITS, NMS_CLIP_AFTER, NMS_CLIP_BEFORE, SSDConfig  # noqa: E402
 from ssd_mobilenet.formats.onnx import file_format as onnx_format  # noqa: E402
 from ssd_mobilenet.formats.onnx import postprocessing as onnx_postprocessing  # noqa: E402
 from ssd_mobilenet.formats.onnx import writer as onnx_export  # noqa: E402
 
-CONFIG = SSDConfig(**SMALL_EXPORT_CONFIG)
+CONFIG = SSDConfig(**SMALL_PRESETS["plain"])
 # The other branches of the graph in one model: the nearest-neighbour resize after the scaling,
 # softmax with a logit scale over the class columns only (2017 graphs), NMS before the clip.
 OTHER = CONFIG.replace(resize_method="NEAREST_NEIGHBOR", normalize_before_resize=True, score_converter="SOFTMAX",
@@ -45,14 +45,14 @@ def _session(model_bytes: bytes):
 
 
 @pytest.fixture(scope="module")
-def exported(small_onnx, tmp_path_factory):
-    """{name: (converted directory, .onnx path)} for CONFIG (`conftest.small_onnx`) and OTHER."""
+def exported(small_model, tmp_path_factory):
+    """{name: (converted directory, .onnx path)} for CONFIG (`conftest.small_model()`) and OTHER."""
     root = tmp_path_factory.mktemp("onnx_export")
     converted = str(root / "other")
     model = save_synthetic_model(converted, OTHER)
     path = str(root / "other.onnx")
     onnx_export.export_onnx(model, path)
-    return {"default": small_onnx[:2], "other": (converted, path)}
+    return {"default": (small_model().converted, small_model().onnx), "other": (converted, path)}
 
 
 def test_file_is_a_checked_static_graph_of_opset_13_with_a_uint8_input_of_any_size(exported):

@@ -23,10 +23,10 @@ from tests.onnx.test_onnx_runtimes import PHOTOS, TENSORRT_OPS  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def int8_file(small_onnx, tmp_path_factory):
-    """(converted directory, float file (`conftest.small_onnx`), int8 file calibrated on generated
+def int8_file(small_model, tmp_path_factory):
+    """(converted directory, float file (`conftest.small_model()`), int8 file calibrated on generated
     images, export's stderr)."""
-    converted, float_path = small_onnx[:2]
+    converted, float_path = small_model().converted, small_model().onnx
     int8_path = str(tmp_path_factory.mktemp("onnx_int8") / "int8.onnx")
     code, out, err = run_cli(["export", converted, "--onnx", int8_path, "--int8"])
     assert code == 0, err

@@ -17,16 +17,15 @@ from ssd_mobilenet.detections import DETECTION_OUTPUTS
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
-from tests.conftest import SHARED, check_detections, save_synthetic_model, shared_available  # noqa: E402
+from tests.conftest import SHARED, check_detections, shared_available  # noqa: E402
 from migrate.cli import main  # noqa: E402
-from ssd_mobilenet.config.ssd_config import SSDConfig  # noqa: E402
+from ssd_mobilenet import detector  # noqa: E402
 from ssd_mobilenet.formats import images  # noqa: E402
 from ssd_mobilenet.formats.onnx import file_format as onnx_format  # noqa: E402
 from ssd_mobilenet.formats.onnx import runner as onnx_runner  # noqa: E402
 from ssd_mobilenet.formats.onnx import writer as onnx_export  # noqa: E402
 from ssd_mobilenet.errors import InputError
 
-CONFIG = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)
 PHOTOS = sorted(glob.glob(os.path.join(SHARED, "photos", "*.jpg")))
 
 # TensorRT 8.5's ONNX parser: the operators its support matrix marks "Y" (onnx/onnx-tensorrt,
@@ -53,12 +52,12 @@ TENSORRT_INITIALIZER_INPUTS = {"Conv": [1], "TopK": [1], "Slice": [3], "Squeeze"
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory):
+def files(small_model, tmp_path_factory):
     """{"uint8": path, "float32": path, "converted": directory}: the small model's default file and its
     fixed-size float32 one, and the converted directory they were exported from."""
     root = tmp_path_factory.mktemp("onnx_runtimes")
-    model = save_synthetic_model(str(root / "converted"), CONFIG)
-    paths = {"converted": str(root / "converted")}
+    paths = {"converted": small_model().converted}
+    model = detector.load_model(paths["converted"])
     for input_type in ("uint8", "float32"):
         paths[input_type] = str(root / f"{input_type}.onnx")
         onnx_export.export_onnx(model, paths[input_type], input_type=input_type)

@@ -26,9 +26,9 @@ def _run(args, cwd):
 
 
 @pytest.mark.slow  # a Beam pipeline in a child process: ~9 s
-def test_onnx_file_in_a_beam_pipeline_gives_predicts_lines(small_onnx, tmp_path):
+def test_onnx_file_in_a_beam_pipeline_gives_predicts_lines(small_model, tmp_path):
     from PIL import Image
-    path = small_onnx[1]  # the small model's file by `migrate export --onnx`
+    path = small_model().onnx  # the small model's file by `migrate export --onnx`
     images = tmp_path / "images"
     images.mkdir()
     for i, (h, w) in enumerate([(128, 128), (90, 200), (300, 170)]):

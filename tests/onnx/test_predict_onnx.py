@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
-from tests.conftest import (SMALL_EXPORT_CONFIG, json_lines, same_predict_lines, mixed_image_folder,  # noqa: E402
+from tests.conftest import (SMALL_PRESETS, json_lines, same_predict_lines, mixed_image_folder,  # noqa: E402
                             run_cli, unwrapped, without_tensorflow)
 from migrate.predict import prediction  # noqa: E402
 from ssd_mobilenet.formats.onnx import file_format as onnx_format  # noqa: E402
@@ -27,11 +27,12 @@ LABELS = "item { id: 1 name: 'cat' }\nitem { id: 2 name: 'dog' }\nitem { id: 3 n
 
 
 @pytest.fixture(scope="module")
-def model(small_onnx, tmp_path_factory):
-    """(converted directory, its `.onnx` file written by `migrate export --onnx` (`conftest.small_onnx`),
+def model(small_model, tmp_path_factory):
+    """(converted directory, its `.onnx` file written by `migrate export --onnx` (`conftest.small_model()`),
     a label map)."""
     root = tmp_path_factory.mktemp("onnx_predict")
-    converted, path, out, err = small_onnx
+    small = small_model()
+    converted, path, (out, err) = small.converted, small.onnx, small.onnx_console
     assert out.startswith("exported ONNX opset 13, uint8 input, float32, 100 detections") and path in out
     # The console shows the project's lines only (tf2onnx's log is hidden without --verbose).
     assert all(line.startswith("[migrate] ") for line in err.splitlines()), err
@@ -166,6 +167,6 @@ def test_the_class_count_is_read_from_the_files_metadata_without_a_runtime(model
     converted, path, _ = model
     meta = json.loads({p.key: p.value for p in onnx.load(path).metadata_props}[onnx_format.METADATA_NAME])
     assert onnx_format.read_metadata(path) == meta
-    assert model_classes(path) == model_classes(converted) == meta["num_classes"] == SMALL_EXPORT_CONFIG["num_classes"]
+    assert model_classes(path) == model_classes(converted) == meta["num_classes"] == SMALL_PRESETS["plain"]["num_classes"]
     (tmp_path / "cut.onnx").write_bytes(open(path, "rb").read()[:64])
     assert model_classes(str(tmp_path / "cut.onnx")) is None

@@ -267,8 +267,8 @@ def test_the_runtime_is_the_lockfiles(tmp_path):
 @pytest.mark.parametrize("case", ["exists", "int8", "nms", "float32", "labels_beyond", "bad_labels", "config_labels",
                                   "no_labels_file", "not_converted", "parent_is_file", "example_with_onnx",
                                   "no_example_file", "example_not_an_image"])
-def test_export_web_bad_input_is_one_line_exit_2_and_nothing_written(small_converted, tmp_path, case):
-    converted, out = small_converted, tmp_path / "page"
+def test_export_web_bad_input_is_one_line_exit_2_and_nothing_written(small_model, tmp_path, case):
+    converted, out = small_model().converted, tmp_path / "page"
     args = ["export", converted, "--web", str(out)]
     if case == "exists":
         out.mkdir()
@@ -318,8 +318,8 @@ def test_export_web_bad_input_is_one_line_exit_2_and_nothing_written(small_conve
 
 
 @pytest.mark.slow
-def test_export_web_writes_the_folder_whole_and_replaces_it_with_force(small_converted, tmp_path, monkeypatch):
-    converted, out = small_converted, tmp_path / "page"
+def test_export_web_writes_the_folder_whole_and_replaces_it_with_force(small_model, tmp_path, monkeypatch):
+    converted, out = small_model().converted, tmp_path / "page"
     code, stdout, err = run_cli(["export", converted, "--web", str(out), "--quiet"])
     assert code == 0 and err == "", err
     files = sorted(os.listdir(out))

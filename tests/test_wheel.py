@@ -127,13 +127,14 @@ def test_export_web_from_the_installed_wheel_says_which_npm_command_installs_its
 
 def test_export_web_from_the_installed_wheel_copies_its_own_page_once_the_runtime_is_there(
         installed, small_model, tmp_path):
+    converted = small_model().converted
     runtime = os.path.join(web.WEB_DIR, "node_modules")
     web.installed_runtime()  # the clone's, as scripts/setup_env.sh installs it
     web_dir = _installed_web_dir(installed)
     os.symlink(runtime, os.path.join(web_dir, "node_modules"))
     try:
         out = tmp_path / "page"
-        proc = _run_installed(installed, tmp_path, "-m", "migrate", "export", small_model().converted, "--web", str(out),
+        proc = _run_installed(installed, tmp_path, "-m", "migrate", "export", converted, "--web", str(out),
                               "--quiet")
     finally:
         os.remove(os.path.join(web_dir, "node_modules"))

@@ -167,6 +167,7 @@ def test_the_class_count_is_read_from_the_files_metadata_without_a_runtime(model
     converted, path, _ = model
     meta = json.loads({p.key: p.value for p in onnx.load(path).metadata_props}[onnx_format.METADATA_NAME])
     assert onnx_format.read_metadata(path) == meta
-    assert model_classes(path) == model_classes(converted) == meta["num_classes"] == SMALL_PRESETS["plain"]["num_classes"]
+    classes = SMALL_PRESETS["plain"]["num_classes"]
+    assert model_classes(path) == model_classes(converted) == meta["num_classes"] == classes
     (tmp_path / "cut.onnx").write_bytes(open(path, "rb").read()[:64])
     assert model_classes(str(tmp_path / "cut.onnx")) is None

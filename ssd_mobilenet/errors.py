@@ -16,12 +16,12 @@ before and without loading it).
 - `RunError` (a `RuntimeError`): a run that failed once started: a worker, a process or a
   pipeline died, a measurement failed. Exit 1.
 
-`migrate.commands.common.run_command` maps the kinds to the exit codes, for every command.
+`migrate.commands.common.exit_code` maps the kinds to the exit codes, for every command.
 
 The base classes are kept for library users: `except ValueError` still catches every input error,
 `except FileExistsError` an existing output, `except RuntimeError` a failed check or run. Two
 refusals took the kind of what the user does about them, and with it another base: the memory
-settings `ssd_mobilenet.runtime` cannot apply (a `RuntimeError` before) and a zoo model's missing
+settings `ssd_mobilenet.memory` cannot apply (a `RuntimeError` before) and a zoo model's missing
 files (`migrate.bench.zoo_models`, a `FileNotFoundError` before) are `InputError`s.
 """
 

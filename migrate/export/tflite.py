@@ -28,7 +28,7 @@ class TFLite(pipeline.Format):
     refused = {"--example": pipeline.WEB_ONLY}
     aware_note = ("quantization-aware: int8 convolutions on the checkpoint's FakeQuant ranges (weights "
                   "re-annotated symmetric per channel, the input on a [-1, 1] grid: "
-                  "ssd_mobilenet/formats/tflite_integer.py); `verify --tflite` matches it with the TF1 graph")
+                  "ssd_mobilenet/formats/tflite/integer.py); `verify --tflite` matches it with the TF1 graph")
 
     def __init__(self, nms: str = tflite_format.NMS_PER_CLASS, input_type: str = UINT8):
         self.nms, self.input_type = nms, input_type

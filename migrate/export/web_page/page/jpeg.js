@@ -1,7 +1,7 @@
 // JPEG bytes -> RGB pixels as TensorFlow decodes them (tf.io.decode_jpeg, the decoder the TF1
 // graph's exporters put in front of the graph and `predict` uses): libjpeg-turbo with the fast
 // integer IDCT (TensorFlow maps its default dct_method "" to JDCT_IFAST) and fancy upsampling of
-// the chroma planes, as `ssd_mobilenet/litert/images.py` gets it from simplejpeg in Python.
+// the chroma planes, as `ssd_mobilenet/formats/images.py` gets it from simplejpeg in Python.
 //
 // The browser's own decoder (a canvas, createImageBitmap) differs: it uses the accurate IDCT and
 // moves detections by ~2e-4 (docs/guides/deploy.md). libjpeg-turbo comes compiled to WebAssembly

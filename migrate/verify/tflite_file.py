@@ -60,10 +60,7 @@ def open_onnx_file(path: str, config, threads: int | None = None):
     from ssd_mobilenet.formats.onnx import runner as onnx_runner
     if not os.path.isfile(path):
         raise InputError(f"{path}: no such file (--onnx)")
-    try:
-        file = onnx_runner.OnnxFile(path, threads=threads)
-    except InputError as e:
-        raise InputError(str(e)) from None
+    file = onnx_runner.OnnxFile(path, threads=threads)
     size = [config.image_height, config.image_width]
     if list(file.image_size) != size:
         h, w = file.image_size
@@ -94,11 +91,8 @@ def open_file(path: str, config, threads: int | None = None):
     from ssd_mobilenet.formats.tflite import runner as tflite_runner
     if not os.path.isfile(path):
         raise InputError(f"{path}: no such file (--tflite)")
-    try:
-        with console.native_stderr_quieted():  # the interpreter's "Created ... XNNPACK delegate" line
-            file = tflite_runner.ModelFile(path, threads=threads)
-    except InputError as e:
-        raise InputError(str(e)) from None
+    with console.native_stderr_quieted():  # the interpreter's "Created ... XNNPACK delegate" line
+        file = tflite_runner.ModelFile(path, threads=threads)
     size = [config.image_height, config.image_width]
     if file.image_size != size:
         h, w = file.image_size

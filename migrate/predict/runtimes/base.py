@@ -32,3 +32,9 @@ def from_outputs(path: str, height: int, width: int, outputs: dict, row: int = 0
     k = int(outputs["num_detections"][row])
     return Result(path, int(height), int(width), outputs["detection_boxes"][row, :k],
                   outputs["detection_scores"][row, :k], outputs["detection_classes"][row, :k].astype(np.int64))
+
+
+def unreadable(path: str, error: Exception) -> Result:
+    """The `Result` of an image that cannot be read: the error's reason, without the path it names."""
+    reason = str(error)
+    return Result(path, error=reason[len(path) + 2:] if reason.startswith(path + ": ") else reason)

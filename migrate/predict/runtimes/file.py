@@ -10,19 +10,29 @@ import threading
 
 import numpy as np
 
-from migrate.predict.runtimes.base import Result, from_outputs
+from migrate.predict.runtimes.base import Result, from_outputs, unreadable
 from ssd_mobilenet.formats import images
 from ssd_mobilenet.errors import InputError
 
 
 class FileRuntime:
-    """`predict`'s runtime (`migrate.predict.runtimes.Runtime`) around `self.file`, an object with
-    `detect(image uint8 [H, W, 3])` that a subclass sets before calling `__init__`."""
+    """`predict`'s runtime (`migrate.predict.runtimes.Runtime`) around `self.file`, a file runner
+    (`ssd_mobilenet.formats.file_runner.FileRunner`) that a subclass opens before calling `__init__`."""
 
     batch_size = 1  # the file holds a batch of one image
 
-    def __init__(self):
+    def __init__(self, path: str, runs_on: str, say=None, warn=None):
+        """Says what runs `path` (`runs_on`, e.g. "LiteRT"), with how many threads, and what the file
+        is; warns where photos of other sizes cannot get the graph's preprocessing exactly."""
         self._lock = threading.Lock()
+        say, threads = say or (lambda msg: None), self.file.threads
+        say(f"{path}: {runs_on}, {threads} thread{'s' if threads > 1 else ''}")
+        say(self.file.kind)
+        if not self.file.exact_for_any_size and warn:
+            h, w = self.file.image_size
+            # Other sizes are resized outside the file and rounded to uint8, so their detections differ
+            # slightly from the TF1 graph's; exported again (any size), the file resizes photos itself.
+            warn(f"warning: {path}: {h}x{w} only; other sizes, resized outside it, differ slightly")
 
     def results(self, paths):
         """One `Result` per path, in order; an unreadable image is a `Result` with its error."""
@@ -60,12 +70,6 @@ class FileRuntime:
     def read_image(path) -> np.ndarray:
         """The image as this runtime decodes it, uint8 [H, W, 3]."""
         return images.read_image(path)
-
-
-def unreadable(path: str, error: InputError) -> Result:
-    """The `Result` of an image that cannot be read: the error's reason, without the path it names."""
-    reason = str(error)
-    return Result(path, error=reason[len(path) + 2:] if reason.startswith(path + ": ") else reason)
 
 
 def one_image_runner(file, side: str):

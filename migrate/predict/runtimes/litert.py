@@ -35,15 +35,7 @@ class LiteRTRuntime(FileRuntime):
                 problem = str(e)  # raised outside: the quieted lines are shown only for a crash
         if problem:
             raise InputError(problem)
-        super().__init__()
-        say = say or (lambda msg: None)
-        say(f"{path}: LiteRT, {self.file.threads} thread{'s' if self.file.threads > 1 else ''}")
-        say(self.file.kind)
-        if not self.file.exact_for_any_size and warn:
-            h, w = self.file.image_size
-            # Other sizes are resized outside it and rounded to uint8, so their detections differ
-            # slightly from the TF1 graph's; exported again, the file resizes photos itself.
-            warn(f"warning: {path}: {h}x{w} only; other sizes, resized outside it, differ slightly")
+        super().__init__(path, "LiteRT", say, warn)
 
 
 def runner(path: str, threads: int | None = None):

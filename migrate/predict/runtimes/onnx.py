@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from migrate.predict.runtimes.file import FileRuntime, one_image_runner
 from ssd_mobilenet.formats.onnx.runner import OnnxFile
-from ssd_mobilenet.errors import InputError
 
 
 class OnnxRuntime(FileRuntime):
@@ -24,19 +23,8 @@ class OnnxRuntime(FileRuntime):
     name = "ONNX Runtime"
 
     def __init__(self, path: str, threads: int | None = None, say=None, warn=None):
-        try:
-            self.file = OnnxFile(path, threads=threads)
-        except InputError as e:
-            raise InputError(str(e)) from None
-        super().__init__()
-        say = say or (lambda msg: None)
-        say(f"{path}: ONNX file, ONNX Runtime, {self.file.threads} thread{'s' if self.file.threads > 1 else ''}")
-        say(self.file.kind)
-        if not self.file.exact_for_any_size and warn:
-            h, w = self.file.image_size
-            # Other sizes are resized outside it and rounded to uint8: their detections differ slightly
-            # from the TF1 graph's.
-            warn(f"warning: {path}: {h}x{w} only; other sizes, resized outside it, differ slightly")
+        self.file = OnnxFile(path, threads=threads)
+        super().__init__(path, "ONNX file, ONNX Runtime", say, warn)
 
 
 def runner(path: str, threads: int | None = None):

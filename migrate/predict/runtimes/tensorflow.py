@@ -25,7 +25,7 @@ import tensorflow as tf
 
 import ssd_mobilenet
 from migrate.common import images
-from migrate.predict.runtimes.base import DEFAULT_BATCH, MAX_BATCH, Result, from_outputs
+from migrate.predict.runtimes.base import DEFAULT_BATCH, MAX_BATCH, Result, from_outputs, unreadable
 from ssd_mobilenet import image_io, memory, preprocessing
 from ssd_mobilenet.errors import InputError
 
@@ -117,10 +117,9 @@ def _unreadable(path: str) -> Result:
     # The pipeline only says that an image was dropped; reading it again gives the reason.
     try:
         images.read_image(path)
-        reason = "failed in the input pipeline although it decodes on its own (out of memory?)"
     except InputError as e:
-        reason = str(e).split(": ", 1)[1] if str(e).startswith(path + ": ") else str(e)
-    return Result(path, error=reason)
+        return unreadable(path, e)
+    return Result(path, error="failed in the input pipeline although it decodes on its own (out of memory?)")
 
 
 def iter_predictions(detector, paths, batch_size: int = DEFAULT_BATCH, on_batch=None,

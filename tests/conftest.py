@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
+from tests.tiers import tier_of
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("SSD_MIGRATE_SHARED", os.path.join(os.path.dirname(REPO), "shared"))
@@ -75,6 +76,14 @@ needs_shared = pytest.mark.skipif(not shared_available(), reason=f"ground truth 
 # installs everything the suite uses, so a skip there is a setup that no longer does.
 SKIP_ALLOWED = f"ground truth not found at {SHARED}"
 _other_skips = []
+
+
+def pytest_collection_modifyitems(config, items):
+    """Marks every test with its tier (tests/tiers.py: what it needs, the heaviest of unit, model,
+    parity, cli), so that `-m unit`, `-m "unit or model"` and so on select by need."""
+    for item in items:
+        relpath = os.path.relpath(str(item.path), os.path.join(REPO, "tests")).replace(os.sep, "/")
+        item.add_marker(tier_of(relpath, item.fixturenames, getattr(item, "function", None)))
 
 
 def pytest_runtest_logreport(report):
@@ -418,7 +427,7 @@ def small_pair(tmp_path_factory):
     return os.path.join(folder, "tf1"), os.path.join(folder, "tf2")
 
 
-# --- What `train` reads (tests/test_train.py, tests/training/test_multi_worker.py) ---
+# --- What `train` reads (tests/migrate/test_train.py, tests/ssd_mobilenet/training/test_multi_worker.py) ---
 
 @pytest.fixture(scope="session")
 def small_training_inputs(tmp_path_factory) -> dict:
@@ -426,10 +435,10 @@ def small_training_inputs(tmp_path_factory) -> dict:
     converted directory of a small model (3 classes, depth 0.25, 128x128, score threshold 0.05;
     `save_synthetic_model`, seed 3); "records" and "eval", the shapes set's training and eval
     records (24 and 6 images of 128 px, seed 1), "labels" its label map; "config", a training
-    pipeline.config of the model (`tests/training/training_pipeline.pipeline`)."""
+    pipeline.config of the model (`tests/ssd_mobilenet/training/training_pipeline.pipeline`)."""
     from ssd_mobilenet import SSDConfig
     from ssd_mobilenet.training import shapes_dataset
-    from tests.training.training_pipeline import pipeline
+    from tests.ssd_mobilenet.training.training_pipeline import pipeline
     small = dict(depth_multiplier=0.25, image_height=128, image_width=128, score_threshold=0.05)
 
     def build(out):

@@ -3,8 +3,10 @@
 Under pytest's default import mode a test folder without `__init__.py` is put on `sys.path`, and
 its subfolders become importable top-level names: `tests/onnx/` was imported as the `onnx`
 package where the onnx package was not installed (`ImportError: cannot import name 'numpy_helper'
-from 'onnx' (unknown location)`). Every folder of the suite is a package under `tests`, so its
-modules are `tests.onnx.test_export_onnx` and so on, and no folder name reaches `sys.path`.
+from 'onnx' (unknown location)`). The suite mirrors the packages it tests (`tests/migrate/`,
+`tests/ssd_mobilenet/formats/onnx/`, ...), so every such name would shadow the real package: every
+folder of the suite is a package under `tests`, its modules are
+`tests.ssd_mobilenet.formats.onnx.test_onnx_writer` and so on, and no folder name reaches `sys.path`.
 """
 
 from __future__ import annotations
@@ -36,8 +38,12 @@ def test_no_test_folder_is_on_sys_path():
 
 
 def test_a_test_folder_named_after_a_package_does_not_shadow_it():
-    # tests/onnx/ is named after the onnx package: the name resolves to the package where it is
-    # installed, and to nothing (not to the folder) where it is not.
-    spec = importlib.util.find_spec("onnx")
-    assert spec is None or not os.path.realpath(spec.origin or "").startswith(os.path.realpath(TESTS))
-    assert importlib.util.find_spec("tests.onnx").origin == os.path.join(TESTS, "onnx", "__init__.py")
+    # tests/migrate/, tests/ssd_mobilenet/ and tests/ssd_mobilenet/formats/onnx/ are named after
+    # packages: each name resolves to the package where it is installed, and to nothing (not to the
+    # folder) where it is not.
+    for name, folder in [("migrate", "migrate"), ("ssd_mobilenet", "ssd_mobilenet"),
+                         ("onnx", os.path.join("ssd_mobilenet", "formats", "onnx"))]:
+        spec = importlib.util.find_spec(name)
+        assert spec is None or not os.path.realpath(spec.origin or "").startswith(os.path.realpath(TESTS))
+        dotted = "tests." + folder.replace(os.sep, ".")
+        assert importlib.util.find_spec(dotted).origin == os.path.join(TESTS, folder, "__init__.py")

@@ -1,0 +1,107 @@
+"""`migrate export --onnx OUT --int8 [--calibration IMAGES]`: a QDQ file (int8 convolutions,
+calibrated on images; everything after the heads float32), its drift from the float file
+reported, TensorRT's QDQ rules kept (symmetric: zero points 0), and `verify --onnx` judging it by
+agreement with the TF1 graph."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
+pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
+
+from tests.conftest import SHARED, run_cli, shared_available, unwrapped  # noqa: E402
+from migrate.cli import main  # noqa: E402
+from ssd_mobilenet.formats.onnx import runner as onnx_runner  # noqa: E402
+from tests.ssd_mobilenet.formats.onnx.test_onnx_runtimes import PHOTOS, TENSORRT_OPS  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def int8_file(small_model, tmp_path_factory):
+    """(converted directory, float file (`conftest.small_model()`), int8 file calibrated on generated
+    images, export's stderr)."""
+    converted, float_path = small_model().converted, small_model().onnx
+    int8_path = str(tmp_path_factory.mktemp("onnx_int8") / "int8.onnx")
+    code, out, err = run_cli(["export", converted, "--onnx", int8_path, "--int8"])
+    assert code == 0, err
+    assert out.startswith("exported ONNX opset 13, uint8 input, int8 QDQ, 100 detections")
+    return converted, float_path, int8_path, err
+
+
+def test_int8_file_quantizes_the_convolutions_only_with_symmetric_ranges(int8_file):
+    _, float_path, int8_path, _ = int8_file
+    model = onnx.load(int8_path)
+    onnx.checker.check_model(model, full_check=True)
+    producer = {out: node for node in model.graph.node for out in node.output}
+    consumers = {}
+    for node in model.graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    dequantized_into = set()
+    for node in model.graph.node:
+        if node.op_type == "DequantizeLinear":
+            dequantized_into.update(c.op_type for c in consumers.get(node.output[0], []))
+    # Every convolution reads dequantized int8 input and weights; no op of the decoding, the score
+    # conversion or the post-processing reads a dequantized value directly.
+    for node in model.graph.node:
+        if node.op_type == "Conv":
+            assert all(producer[name].op_type == "DequantizeLinear" for name in node.input[:2]), node.name
+    assert "Conv" in dequantized_into and not dequantized_into & {
+        "Exp", "Sigmoid", "Softmax", "NonMaxSuppression", "TopK", "ScatterND", "Where", "Greater"}, dequantized_into
+    initializers = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type in ("QuantizeLinear", "DequantizeLinear") and len(node.input) > 2:
+            assert not initializers[node.input[2]].any(), node.name  # zero point 0: TensorRT's rule
+    nms = next(node for node in model.graph.node if node.op_type == "NonMaxSuppression")
+    assert producer[nms.input[1]].op_type == "Where"  # the scores reach NMS in float32
+    assert sum(node.op_type == "Conv" for node in model.graph.node) == sum(
+        node.op_type == "Conv" for node in onnx.load(float_path).graph.node)
+    assert {node.op_type for node in model.graph.node} <= TENSORRT_OPS
+    meta = json.loads({p.key: p.value for p in model.metadata_props}["ssd_mobilenet_migrate"])
+    assert meta["int8"] and meta["quantization"] == "post-training"
+    assert os.path.getsize(int8_path) < 0.5 * os.path.getsize(float_path)
+
+
+def test_int8_drift_is_reported_and_the_file_runs(int8_file):
+    from migrate.export import drift
+    _, float_path, int8_path, err = int8_file
+    notes = [line for line in unwrapped(err).splitlines() if line.startswith("[migrate] int8: ")]
+    # The synthetic weights score below 0.5 on generated images: the note says there was nothing to compare
+    # at 0.5, and the comparison below is at every score.
+    assert len(notes) == 1, err
+    assert "the float file has no detections scoring >= 0.5 on the 16 generated images" in notes[0], err
+    file = onnx_runner.OnnxFile(int8_path, threads=1)
+    assert "int8 QDQ" in file.kind
+    reference = onnx_runner.OnnxFile(float_path, threads=1)
+    rng = np.random.default_rng(3)
+    image = rng.integers(0, 256, (150, 200, 3)).astype(np.uint8)
+    ours, ref = file.detect(image), reference.detect(image)
+    assert ours["detection_boxes"].shape == ref["detection_boxes"].shape == (1, 100, 4)
+    a = drift.agreement(ref, ours, min_score=0.0)
+    assert a["reference"] == 100 and a["rate"] > 0.5  # a quantized copy of the same model, not another one
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shared_available() or not PHOTOS, reason="needs ../shared (the zoo graph and photos)")
+def test_verify_onnx_int8_zoo_file_by_agreement_on_the_shared_photos(zoo_converted, tmp_path, capsys):
+    src, converted = zoo_converted
+    photos = os.path.join(SHARED, "photos")
+    path, report_path = tmp_path / "zoo_int8.onnx", tmp_path / "report.json"
+    assert main(["export", converted, "--onnx", str(path), "--int8", "--calibration", photos, "--quiet"]) == 0
+    capsys.readouterr()
+    code = main(["verify", src, converted, "--onnx", str(path), "--images", photos, "--no-measure", "--json",
+                 str(report_path), "--quiet"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    report = json.loads(report_path.read_text())
+    assert report["mode"] == "onnx" and report["tolerances"]["criterion"] == "agreement" and report["passed"]
+    agreement = report["tflite"]["agreement"]
+    assert agreement["reference"] > 0 and agreement["rate"] >= 0.5
+    print(f"zoo int8 QDQ file: {agreement['matched']} of {agreement['reference']} TF1 detections scoring >= 0.5 "
+          f"(rate {agreement['rate']:.3f}, mean IoU {agreement['mean_iou']:.3f})")

@@ -3,7 +3,7 @@
     python scripts/cli_reference.py            # rewrite docs/reference/cli.md
     python scripts/cli_reference.py --check    # exit 1 when the file is not what the parser gives
 
-tests/test_docs.py checks that every command and option of the parser appears in the page, so
+tests/docs/test_docs.py checks that every command and option of the parser appears in the page, so
 run this after adding or changing an option.
 """
 

@@ -15,7 +15,7 @@ plus:
                         bench refuses the figures)
 
 Nothing this module imports at module level, nor the factory it runs (`sides.runner` for a TFLite
-side), imports TensorFlow; tests/test_bench.py runs it with a `tensorflow` that cannot be imported.
+side), imports TensorFlow; tests/migrate/bench/test_bench.py runs it with a `tensorflow` that cannot be imported.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 ../shared/tools/make_zoo_fixture.py. The zoo's FPN and PPN releases came with no graph here, only their
 training configs (`sample_configs/`); `fpn_640` and `ppn_300` are those configs built by the project's
 TF1 builder (`migrate.tf1.builder`: slim, the OD API's graph, every stage 0.0 from the OD API exporter's
-own exports in tests/tf1/test_builder.py and tests/test_odapi_exports.py) with seeded synthetic weights.
+own exports in tests/migrate/tf1/test_builder.py and tests/migrate/convert/test_odapi_exports.py) with seeded synthetic weights.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ def exit_code(run, args) -> int:
         return EXIT_FAIL
 
 
-# The widest line the commands print: their lines are laid out to fit (tests/test_cli.py runs every
+# The widest line the commands print: their lines are laid out to fit (tests/migrate/test_cli.py runs every
 # command and holds them to it), and notes of any length are wrapped to it (`wrapped`).
 COLUMNS = 100
 

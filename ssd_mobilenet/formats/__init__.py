@@ -21,5 +21,5 @@ their tensor names, the graph's resize and scaling in numpy, and how a photo is 
 `file_runner` (`FileRunner`, what both file runners share: the file's input, `feed`, `detect`).
 
 The runners of `.tflite` and `.onnx` files, `file_runner`, their `file_format` modules, `images`
-and `preprocess` never import TensorFlow (`tests/litert`, `tests/test_device_install.py`).
+and `preprocess` never import TensorFlow (`tests/migrate/predict/test_predict_litert.py`, `tests/migrate/test_device_install.py`).
 """

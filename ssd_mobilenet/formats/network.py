@@ -61,7 +61,7 @@ def network(model, input_type: str):
     variables, but Keras 3 variables read through their resource handles came out as NaN in the
     converted file (TF 2.21), tf2onnx would make each a graph input, and constants are what a
     deployable file holds anyway. On real photos LiteRT's and ONNX Runtime's resize give
-    TensorFlow's values bit for bit (tests/test_export_tflite.py, tests/onnx).
+    TensorFlow's values bit for bit (tests/ssd_mobilenet/formats/tflite/test_tflite_writer.py, tests/ssd_mobilenet/formats/onnx/).
     """
     folded = fold_batch_norm(model)
 

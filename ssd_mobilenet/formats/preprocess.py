@@ -4,7 +4,7 @@ a fixed size): the legacy resize kernels TensorFlow runs for `ResizeBilinear` an
 `ResizeNearestNeighbor` with `align_corners=False, half_pixel_centers=False`, then
 `x * float32(2/255) - 1`. The arithmetic is TensorFlow's CPU kernels' (resize_bilinear_op.cc,
 resize_nearest_neighbor_op.cc), operation for operation in float32, so the results are
-identical (tests/litert/test_decode_and_preprocess.py compares them with the TensorFlow ops on
+identical (tests/ssd_mobilenet/formats/test_images_and_preprocess.py compares them with the TensorFlow ops on
 real photos).
 
 A file takes one input, of one of two types (`INPUT_TYPES`), under its type's name (`INPUT_NAMES`,

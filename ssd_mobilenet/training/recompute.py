@@ -12,7 +12,7 @@ pass of the backbone. The layers after the backbone (extra layers, FPN's pyramid
 and the box predictor run as usual, from the tapped blocks' outputs (`BASE_TAPS`).
 
 The recomputation runs the same ops on the same input, so losses and gradients are the plain
-step's (tests/training/test_training_levers.py compares them).
+step's (tests/ssd_mobilenet/training/test_training_levers.py compares them).
 
 Batch norm in training mode moves its moving statistics on every call, and the recomputation
 calls each block twice. Each block therefore runs inside a `keras.StatelessScope`, which records

@@ -7,7 +7,7 @@ input size, with the very kernel the model's `Preprocessor` applies
 `half_pixel_centers=False`, on the uint8 image). The model then resizes an image
 already at its input size, which these kernels do as an exact identity (scale 1: every
 output pixel reads exactly one input pixel with weight 1), so each result equals the
-detector run on that image alone (measured in tests/test_predict.py: same classes and
+detector run on that image alone (measured in tests/migrate/predict/test_predict.py: same classes and
 counts, boxes and scores within 1e-6; for a model that scales before resizing,
 `normalize_before_resize`, the pipeline's resize comes before the scaling, which moves the
 preprocessed image by float32 rounding, ~2.4e-7). Grouping by size instead would leave a folder of

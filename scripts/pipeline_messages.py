@@ -1,17 +1,21 @@
-"""Writes ssd_mobilenet/config/pipeline_messages.py from the TF1 Object Detection API's own `.proto` files.
+"""Writes ssd_mobilenet/config/pipeline_messages.py from the OD API's own `.proto` files.
 
     python scripts/pipeline_messages.py GIT_DIR            # rewrite the module
     python scripts/pipeline_messages.py GIT_DIR --check    # exit 1, with a diff, when it would change
 
-GIT_DIR is a clone of tensorflow/models (a bare one will do; it is only read, with `git log`,
-`git ls-tree` and `git cat-file`, and nothing of it is committed here). The module holds the union
-of the API's messages over EVERY commit that touched its protos (`object_detection/protos` until
-2017-07, `research/object_detection/protos` since) between the API's first commit (2017-06) and the
-end of 2022-10, so that a field that lived between two releases is caught too. The rules of the
-union are the module's docstring's (`HEAD` below): a field's wider type where it changed, the
-default of the TF 1.13-era commit (`DEFAULTS_BEFORE`) where defaults changed, `OPAQUE` messages
-without fields. The head of the module (docstring, dataclasses, `map_entry`) is the fixed text
-`HEAD`; only the tables below it are generated.
+GIT_DIR is a clone of tensorflow/models (a bare one will do: it is only read, with `git log`,
+`git ls-tree` and `git cat-file`, and nothing of it is committed here). The module holds the
+union of the API's messages over EVERY commit of HEAD's history that touched its protos
+(`research/object_detection/protos`, `object_detection/protos` before the move to `research/`)
+from SINCE to UNTIL, so that a field that lived between two releases is caught too.
+
+The union's rules (the module's docstring states them too): a field is kept however long it
+lived; where its type changed, the wider one (`WIDER`; any other change fails the generation);
+repeated if it ever was; in the newest oneof it was in (a oneof only ever gathered fields that
+a config could not set together anyway, and new members); where its default changed, the one
+of the last commit before DEFAULTS_BEFORE (the TF 1.13 era), else of the commit nearest to it.
+`OPAQUE` messages are written without fields. The module's head (docstring, dataclasses,
+`map_entry`) is the fixed text `HEAD`; only the tables below it are generated.
 """
 
 from __future__ import annotations
@@ -51,8 +55,10 @@ HEAD = '''"""The messages a TF1 Object Detection API `pipeline.config` can hold,
 the union of all its releases, so that a config written by any of them passes, fields since
 deprecated or removed included (2017 configs carry `batch_norm_trainable`, removed 2018-04).
 Where a field's type changed (RandomPadImage's sizes: float, then int32 since 2018-11) the
-wider one is kept; where a default changed, the one of TF 1.13's release (2019-02). A field
-without a default in its `.proto` has `default=None` (protobuf's zero value when unset).
+wider one is kept; where a default changed, the one of TF 1.13's release (2019-02). A field is
+repeated if it ever was, and in the newest oneof it was in (SsdFeatureExtractor's `fpn` joined
+`feature_pyramid_oneof` with `bifpn`). A field without a default in its `.proto` has
+`default=None` (protobuf's zero value when unset).
 
 `FasterRcnn`, `CenterNet` and `ExperimentalModel` are opaque (their contents are not checked):
 `SSDConfig` refuses those architectures by name anyway.

@@ -79,9 +79,10 @@ _other_skips = []
 
 # Tests marked `models_git` read a tensorflow/models clone (scripts/pipeline_messages.py's source),
 # which CI has not: without $SSD_MIGRATE_MODELS_GIT they are deselected (not skipped), and the
-# summary says so in one line.
+# summary says so in one line. Under pytest-xdist the workers collect, so each sends its count to
+# the controller, which writes the summary.
 MODELS_GIT = "SSD_MIGRATE_MODELS_GIT"
-_without_models_git = []
+_without_models_git = {"count": 0}
 
 
 def pytest_configure(config):
@@ -91,10 +92,19 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     if os.environ.get(MODELS_GIT):
         return
-    _without_models_git[:] = [item for item in items if item.get_closest_marker("models_git")]
-    if _without_models_git:
+    deselected = [item for item in items if item.get_closest_marker("models_git")]
+    if deselected:
         items[:] = [item for item in items if not item.get_closest_marker("models_git")]
-        config.hook.pytest_deselected(items=_without_models_git)
+        config.hook.pytest_deselected(items=deselected)
+    _without_models_git["count"] = len(deselected)
+    if hasattr(config, "workeroutput"):
+        config.workeroutput[MODELS_GIT] = len(deselected)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    count = getattr(node, "workeroutput", {}).get(MODELS_GIT, 0)
+    _without_models_git["count"] = max(_without_models_git["count"], count)  # every worker collects all
 
 
 def pytest_runtest_logreport(report):
@@ -110,8 +120,8 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_terminal_summary(terminalreporter):
-    if _without_models_git:
-        terminalreporter.write_line(f"{len(_without_models_git)} deselected: ${MODELS_GIT} names no "
+    if _without_models_git["count"]:
+        terminalreporter.write_line(f"{_without_models_git['count']} deselected: ${MODELS_GIT} names no "
                                     "tensorflow/models clone (scripts/pipeline_messages.py --check)")
     if _other_skips:
         terminalreporter.write_line(f"error: {len(_other_skips)} tests skipped for a reason other than a "

@@ -164,6 +164,17 @@ def test_union_keeps_a_field_removed_later_in_its_place_and_dates_it():
     assert '        Field("gone", BOOL),  # 2017-06 to 2018-06 only\n' in text
 
 
+def test_render_dates_a_removed_message_once_and_puts_a_long_comment_above_its_field():
+    enums, messages = _union("message Head { optional int32 h = 1; } optional Head head = 1;"
+                             "optional Head long_enough_a_name_to_push_the_fields_dating_comment_out_of_its_line = 2;",
+                             "optional int32 n = 3;")
+    text = gen.render(enums, messages, "# test", "2018-06-01")
+    assert ('    Message("Ssd.Head", "ssd", (  # 2017-06 only\n'
+            '        Field("h", INT32),\n') in text
+    field = 'Field("long_enough_a_name_to_push_the_fields_dating_comment_out_of_its_line", "Ssd.Head"),'
+    assert f"        # 2017-06 only:\n        {field}\n" in text
+
+
 def test_union_merges_oneofs_nested_enums_and_maps_into_a_module_that_loads():
     enums, messages = _union("""
         enum Mode { A = 0; B = 1; }
@@ -233,7 +244,7 @@ def test_main_writes_from_every_commit_of_both_folders_and_checks(tmp_path, caps
     exec(compile(text, out, "exec"), namespace)
     ssd = namespace["message"]("Ssd")
     assert [f.name for f in ssd.fields] == ["old", "n"] and ssd.field("n").default == 3
-    assert '        Field("old", BOOL),  # 2017-06 to 2017-06 only\n' in text
+    assert '        Field("old", BOOL),  # 2017-06 only\n' in text
     assert gen.main([repo, "--check", "--out", out]) == 0
     assert capsys.readouterr().out == ""
     with open(out, "a") as f:

@@ -639,9 +639,11 @@ def git(git_dir: str, *args, stdin: "bytes | None" = None) -> bytes:
 
 def commits(git_dir: str) -> list:
     """[(hash, YYYY-MM-DD)] of the commits from SINCE to UNTIL that touched PROTO_DIRS, oldest first."""
-    out = git(git_dir, "log", "HEAD", "--reverse", "--format=%H %cs", f"--since={SINCE} 00:00:00",
-              f"--until={UNTIL} 23:59:59", "--", *PROTO_DIRS).decode()
-    return [tuple(line.split()) for line in out.splitlines()]
+    # dates filtered here, not by --since: git stops walking at the first older commit it meets,
+    # and a commit dated out of order (a rebase, a skewed clock) would hide those behind it
+    out = git(git_dir, "log", "HEAD", "--reverse", "--format=%H %cs", "--", *PROTO_DIRS).decode()
+    found = [tuple(line.split()) for line in out.splitlines()]
+    return [(sha, date) for sha, date in found if SINCE <= date <= UNTIL]
 
 
 def read_snapshots(git_dir: str, found: list) -> list:

@@ -253,6 +253,18 @@ def test_main_writes_from_every_commit_of_both_folders_and_checks(tmp_path, caps
     assert "-# an edit" in capsys.readouterr().out
 
 
+def test_commits_behind_one_dated_out_of_order_are_read(tmp_path):
+    """A commit dated before SINCE between two in the range (a skewed clock): `git log --since`
+    would stop at it and never reach the older commit, whose field must still be in the union."""
+    repo = str(tmp_path / "models")
+    subprocess.run(["git", "init", "-q", repo], check=True)
+    folder = "research/object_detection/protos"
+    _commit(repo, folder, {"pipeline": PIPELINE, "ssd": _ssd("optional bool first = 1;")}, "2017-08-01")
+    _commit(repo, folder, {"ssd": _ssd("optional bool skewed = 2;")}, "2016-01-01")
+    _commit(repo, folder, {"ssd": _ssd("optional bool last = 3;")}, "2018-01-01")
+    assert [date for _, date in gen.commits(os.path.join(repo, ".git"))] == ["2017-08-01", "2018-01-01"]
+
+
 def test_main_refuses_a_folder_that_is_not_a_clone(tmp_path, capsys):
     assert gen.main([str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err

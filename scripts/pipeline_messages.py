@@ -25,6 +25,7 @@ import bisect
 import dataclasses
 import difflib
 import functools
+import math
 import os
 import re
 import subprocess
@@ -37,9 +38,9 @@ OUT = os.path.join(REPO, "ssd_mobilenet", "config", "pipeline_messages.py")
 # of PROTO_DIRS. The first OD API commit is of 2017-06-15; 2022-10 is the last month the union names.
 SINCE, UNTIL = "2017-06-01", "2022-10-31"
 PROTO_DIRS = ("research/object_detection/protos", "object_detection/protos")  # the newer first
-# Defaults that changed are taken as of the last of those commits dated before this day: TF 1.13.1,
-# the release of the TF 1.13 line the zoo's 2019 configs were written with, came out 2019-02-26.
-DEFAULTS_BEFORE = "2019-02-26"
+# Defaults that changed are taken as of the last of those commits dated before this day: the end
+# of 2019-02, the month of TF 1.13's release, whose defaults the module's docstring names.
+DEFAULTS_BEFORE = "2019-03-01"
 ROOT = "TrainEvalPipelineConfig"
 OPAQUE = ("FasterRcnn", "CenterNet", "ExperimentalModel")  # contents not checked (see HEAD)
 PACKAGE = "object_detection.protos"
@@ -382,14 +383,17 @@ def _resolved(f: FieldDef, scope: str, messages: dict, enums: dict) -> FieldDef:
     return dataclasses.replace(f, type=kind)
 
 
-def _resolve(name: str, scope: str, messages: dict, enums: dict):
+def _resolve(name: str, scope: str, messages: dict, enums: dict) -> tuple:
+    """The kind of the type `name` written in message `scope`: (scalar,), ("message", full name)
+    or ("enum", full name). A name qualified with the package (`.object_detection.protos.X`)
+    is looked up from the top; any other from `scope` outwards."""
     if name in SCALAR_NAMES:
         return (name,)
-    absolute = name.startswith(".") or name.startswith(PACKAGE + ".")
-    if absolute:
-        name = name.lstrip(".")[len(PACKAGE) + 1:] if name.lstrip(".").startswith(PACKAGE + ".") \
-            else name.lstrip(".")
-    parts = [] if absolute else scope.split(".")
+    parts = scope.split(".")
+    if name.lstrip(".").startswith(PACKAGE + "."):
+        name, parts = name.lstrip(".")[len(PACKAGE) + 1:], []
+    elif name.startswith("."):
+        name, parts = name[1:], []
     for n in range(len(parts), -1, -1):
         full = ".".join(parts[:n] + [name])
         if full in messages:
@@ -431,7 +435,7 @@ def union(snapshots: list, defaults: int) -> tuple:
             merged = dict(enums.get(e.name, {}))
             merged.update((m, n) for m, n in e.members if m not in merged)
             enums[e.name] = merged
-    messages = {name: _union_message(name, vs, snapshots, defaults, enums) for name, vs in versions.items()}
+    messages = {name: _union_message(name, vs, snapshots, defaults) for name, vs in versions.items()}
     order = _walk(messages)
     files = list(dict.fromkeys(messages[n][0] for n in order))
     order.sort(key=lambda n: files.index(messages[n][0]))
@@ -441,7 +445,7 @@ def union(snapshots: list, defaults: int) -> tuple:
     return enum_members, {n: messages[n] for n in order}
 
 
-def _union_message(name: str, versions: list, snapshots: list, defaults: int, enums: dict) -> tuple:
+def _union_message(name: str, versions: list, snapshots: list, defaults: int) -> tuple:
     """(proto stem, fields, first date, last date) of one message over its versions."""
     by_field = {}
     for i, msg in versions:
@@ -601,12 +605,19 @@ def _kind_text(kind: tuple, consts: dict) -> str:
 def _field(f: UnionField, consts: dict) -> str:
     args = [f'"{f.name}"', _kind_text(f.kind, consts)]
     if f.default is not None:
-        args.append(_quoted(f.default) if isinstance(f.default, str) else repr(f.default))
+        args.append(_quoted(f.default) if isinstance(f.default, str) else _literal(f.default))
     if f.repeated:
         args.append("repeated=True")
     if f.oneof:
         args.append(f'oneof="{f.oneof}"')
     return f"Field({', '.join(args)})"
+
+
+def _literal(value) -> str:
+    """A number or bool as Python source (an infinite float, which repr() writes `inf`, too)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f'float("{value}")'
+    return repr(value)
 
 
 def _quoted(text: str) -> str:
@@ -633,7 +644,8 @@ def git(git_dir: str, *args, stdin: "bytes | None" = None) -> bytes:
     proc = subprocess.run(["git", "--git-dir", git_dir, *args], input=stdin, capture_output=True)
     if proc.returncode:
         said = proc.stderr.decode().strip().splitlines()
-        raise ProtoError(f"git {' '.join(args[:2])}: {said[0] if said else f'exit {proc.returncode}'}")
+        raise ProtoError(f"git {' '.join(args[:2])}: {said[0] if said else f'exit {proc.returncode}'} "
+                         "(give a clone of tensorflow/models)")
     return proc.stdout
 
 

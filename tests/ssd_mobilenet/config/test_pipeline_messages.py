@@ -186,6 +186,7 @@ def test_union_merges_oneofs_nested_enums_and_maps_into_a_module_that_loads():
         optional Mode mode = 1 [default = C];
         oneof pyramid { int32 fpn = 2; int32 bifpn = 4; }
         map<string, float> weights = 3;
+        optional float clip = 5 [default = -inf];
     """)
     assert enums == {"Ssd.Mode": ("A", "B", "C")}
     module = _module(enums, messages)
@@ -194,6 +195,7 @@ def test_union_merges_oneofs_nested_enums_and_maps_into_a_module_that_loads():
     assert ssd.field("mode").default == "B"
     # a field once outside a oneof is in the oneof it joined: old configs never set its new partners
     assert (ssd.field("fpn").oneof, ssd.field("bifpn").oneof) == ("pyramid", "pyramid")
+    assert ssd.field("clip").default == float("-inf")
     weights = ssd.field("weights")
     assert weights.repeated and weights.kind == module["map_entry"]("string", "float")
     assert module["message"]("FasterRcnn").opaque and module["message"]("FasterRcnn").fields == ()

@@ -282,5 +282,7 @@ def test_main_refuses_a_folder_that_is_not_a_clone(tmp_path, capsys):
 @pytest.mark.models_git
 def test_regenerating_from_tensorflow_models_changes_nothing(capsys):
     """The committed module is what the script writes from the clone in $SSD_MIGRATE_MODELS_GIT."""
-    assert gen.main([os.environ[MODELS_GIT], "--check"]) == 0, (
-        f"ssd_mobilenet/config/pipeline_messages.py is not what the protos give:\n{capsys.readouterr().out}")
+    code = gen.main([os.environ[MODELS_GIT], "--check"])
+    printed = capsys.readouterr()
+    assert code == 0, ("ssd_mobilenet/config/pipeline_messages.py is not what the protos give:\n"
+                       f"{printed.err}{printed.out}")

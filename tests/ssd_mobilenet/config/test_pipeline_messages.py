@@ -279,6 +279,7 @@ def test_main_refuses_a_folder_that_is_not_a_clone(tmp_path, capsys):
     assert not os.path.exists(tmp_path / "x.py")
 
 
+@pytest.mark.slow  # git log over tensorflow/models' whole history, then a few hundred commits
 @pytest.mark.models_git
 def test_regenerating_from_tensorflow_models_changes_nothing(capsys):
     """The committed module is what the script writes from the clone in $SSD_MIGRATE_MODELS_GIT."""

@@ -78,12 +78,40 @@ SKIP_ALLOWED = f"ground truth not found at {SHARED}"
 _other_skips = []
 
 
+# Tests marked `models_git` read a tensorflow/models clone (scripts/pipeline_messages.py's source),
+# which CI has not: without $SSD_MIGRATE_MODELS_GIT they are deselected (not skipped), and the
+# summary says so in one line. Under pytest-xdist the workers collect, so each sends its count to
+# the controller, which writes the summary.
+MODELS_GIT = "SSD_MIGRATE_MODELS_GIT"
+_without_models_git = {"count": 0}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", f"models_git: needs a tensorflow/models clone named by ${MODELS_GIT}")
+
+
 def pytest_collection_modifyitems(config, items):
     """Marks every test with its tier (tests/tiers.py: what it needs, the heaviest of unit, model,
-    parity, cli), so that `-m unit`, `-m "unit or model"` and so on select by need."""
+    parity, cli), so that `-m unit`, `-m "unit or model"` and so on select by need; deselects the
+    `models_git` tests where no clone is named."""
     for item in items:
         relpath = os.path.relpath(str(item.path), os.path.join(REPO, "tests")).replace(os.sep, "/")
         item.add_marker(tier_of(relpath, item.fixturenames, getattr(item, "function", None)))
+    if os.environ.get(MODELS_GIT):
+        return
+    deselected = [item for item in items if item.get_closest_marker("models_git")]
+    if deselected:
+        items[:] = [item for item in items if not item.get_closest_marker("models_git")]
+        config.hook.pytest_deselected(items=deselected)
+    _without_models_git["count"] = len(deselected)
+    if hasattr(config, "workeroutput"):
+        config.workeroutput[MODELS_GIT] = len(deselected)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    count = getattr(node, "workeroutput", {}).get(MODELS_GIT, 0)
+    _without_models_git["count"] = max(_without_models_git["count"], count)  # every worker collects all
 
 
 def pytest_runtest_logreport(report):
@@ -99,6 +127,9 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_terminal_summary(terminalreporter):
+    if _without_models_git["count"]:
+        terminalreporter.write_line(f"{_without_models_git['count']} deselected: ${MODELS_GIT} names no "
+                                    "tensorflow/models clone (scripts/pipeline_messages.py --check)")
     if _other_skips:
         terminalreporter.write_line(f"error: {len(_other_skips)} tests skipped for a reason other than a "
                                     f"missing ../shared (the README's setup installs what the suite needs):",

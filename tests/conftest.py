@@ -278,22 +278,6 @@ def odapi_converted(tmp_path_factory):
                                                 lambda folder: build(name, folder)), "tf2")
 
 
-def write_small_model_pair(root, config) -> tuple:
-    """(TF1 model directory, converted directory) under `root` (a pathlib.Path) of `config` with
-    the TF1 builder's seeded synthetic weights (seed 0): the TF1 directory, and the same weights
-    assigned as `convert` assigns them, saved as a converted directory."""
-    from migrate.tf1 import assign, builder
-    from ssd_mobilenet import SSDMobileNetV1, detector
-    weights = builder.synthetic_weights(config, seed=0)
-    src, out = str(root / "tf1"), root / "tf2"
-    builder.write_model_dir(config, src, weights=weights)
-    model = SSDMobileNetV1(config)
-    assign.assign(weights, model)
-    out.mkdir()
-    detector.save(model, str(out))
-    return src, str(out)
-
-
 def mixed_image_folder(root) -> str:
     """`root` (a pathlib.Path) filled with images of mixed sizes and formats (the real photos when
     ../shared is there, generated PNG and JPEG too), a grayscale PNG, and a corrupt JPEG."""
@@ -448,57 +432,29 @@ def zoo_dir_converted(zoo_fixture, tmp_path_factory, request):
     return get
 
 
-@pytest.fixture(scope="session")
-def small_pair(tmp_path_factory):
-    """(TF1 model directory, converted directory) of a small model (2 classes, 128x128, depth
-    0.25; `write_small_model_pair`), once per run, for tests that read both and write elsewhere."""
-    from ssd_mobilenet import SSDConfig
-    config = SSDConfig(num_classes=2, image_height=128, image_width=128, depth_multiplier=0.25)
-    folder = built_once(tmp_path_factory, "small_pair", lambda out: write_small_model_pair(out, config))
-    return os.path.join(folder, "tf1"), os.path.join(folder, "tf2")
-
-
-# --- What `train` reads (tests/migrate/test_train.py, tests/ssd_mobilenet/training/test_multi_worker.py) ---
-
-@pytest.fixture(scope="session")
-def small_training_inputs(tmp_path_factory) -> dict:
-    """What `train` reads, once per run, for tests that read it and write elsewhere: "converted", a
-    converted directory of a small model (3 classes, depth 0.25, 128x128, score threshold 0.05;
-    `save_synthetic_model`, seed 3); "records" and "eval", the shapes set's training and eval
-    records (24 and 6 images of 128 px, seed 1), "labels" its label map; "config", a training
-    pipeline.config of the model (`tests/ssd_mobilenet/training/training_pipeline.pipeline`)."""
-    from ssd_mobilenet import SSDConfig
-    from ssd_mobilenet.training import shapes_dataset
-    from tests.ssd_mobilenet.training.training_pipeline import pipeline
-    small = dict(depth_multiplier=0.25, image_height=128, image_width=128, score_threshold=0.05)
-
-    def build(out):
-        save_synthetic_model(str(out / "converted"), SSDConfig(num_classes=3, **small))
-        shapes_dataset.write_shapes_dataset(str(out / "shapes"), num_train=24, num_eval=6, image_size=128, seed=1)
-        (out / "train.config").write_text(pipeline(**small))
-
-    folder = built_once(tmp_path_factory, "small_training_inputs", build)
-    shapes = os.path.join(folder, "shapes")
-    return {"converted": os.path.join(folder, "converted"), "records": os.path.join(shapes, "train.record"),
-            "eval": os.path.join(shapes, "eval.record"), "labels": os.path.join(shapes, "label_map.pbtxt"),
-            "config": os.path.join(folder, "train.config")}
-
-
 # --- The small models: one per preset, each file built once per run when a test first asks ---
 
-# The presets (SSDConfig fields) the tests share. "plain": 3 classes, depth 0.25, 128x128, the zoo's
-# post-processing (score threshold 1e-8, 100 detections: NMS and the sort run on every image).
-SMALL_PRESETS = {"plain": dict(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128)}
+# The presets the tests share: (SSDConfig fields, the seed of the TF1 builder's synthetic weights).
+# "plain": 3 classes, depth 0.25, 128x128, the zoo's post-processing (score threshold 1e-8, 100
+# detections: NMS and the sort run on every image); "two_classes": the same with 2 classes (the
+# commands' small model: bench, verify, convert's copies, the docs' blocks); "training": 3 classes
+# with a score threshold of 0.05, as `train`'s and `evaluate`'s inputs.
+SMALL = dict(depth_multiplier=0.25, image_height=128, image_width=128)
+SMALL_PRESETS = {"plain": dict(num_classes=3, **SMALL),
+                 "two_classes": dict(num_classes=2, **SMALL),
+                 "training": dict(num_classes=3, score_threshold=0.05, **SMALL)}
+SMALL_SEEDS = {"plain": 3, "two_classes": 0, "training": 3}
 
 
 class SmallModel:
     """The small model of one preset (`SMALL_PRESETS`) with the TF1 builder's seeded synthetic
-    weights (seed 3), and the files several tests read: each is built on first use, once per run
-    (`built_once`); tests read them and write elsewhere."""
+    weights (`SMALL_SEEDS`), and the files several tests read: each is built on first use, once per
+    run (`built_once`); tests read them and write elsewhere."""
 
     def __init__(self, preset: str, tmp_path_factory):
         from ssd_mobilenet.config.ssd_config import SSDConfig
         self.preset, self.config, self._factory = preset, SSDConfig(**SMALL_PRESETS[preset]), tmp_path_factory
+        self.seed = SMALL_SEEDS[preset]
 
     def _built(self, name: str, build) -> str:
         """The folder `small_{preset}_{name}`, made by `build(folder)` once per run."""
@@ -508,8 +464,43 @@ class SmallModel:
     def converted(self) -> str:
         """A converted directory (what `ssd_mobilenet.load` reads): the weights assigned as `convert`
         assigns them (`save_synthetic_model`)."""
-        folder = self._built("converted", lambda out: save_synthetic_model(str(out / "converted"), self.config))
+        folder = self._built("converted", lambda out: save_synthetic_model(str(out / "converted"), self.config,
+                                                                           seed=self.seed))
         return os.path.join(folder, "converted")
+
+    @property
+    def tf1(self) -> str:
+        """A TF1 model directory of the same weights (`migrate.tf1.builder.write_model_dir`: checkpoint,
+        frozen graph, SavedModel, pipeline.config), what `convert`, `verify` and `bench` read."""
+        def build(out):
+            from migrate.tf1 import builder
+            builder.write_model_dir(self.config, str(out / "tf1"),
+                                    weights=builder.synthetic_weights(self.config, seed=self.seed))
+        return os.path.join(self._built("tf1", build), "tf1")
+
+    @property
+    def pair(self) -> tuple:
+        """(`tf1`, `converted`): the TF1 model and its conversion, for the commands that read both."""
+        return self.tf1, self.converted
+
+    @property
+    def training_inputs(self) -> dict:
+        """What `train` reads: "converted" (`converted`), "records" and "eval", the shapes set's
+        training and eval records (24 and 6 images of 128 px, seed 1), "labels" its label map;
+        "config", a training pipeline.config of the model
+        (`tests/ssd_mobilenet/training/training_pipeline.pipeline`)."""
+        def build(out):
+            from ssd_mobilenet.training import shapes_dataset
+            from tests.ssd_mobilenet.training.training_pipeline import pipeline
+            shapes_dataset.write_shapes_dataset(str(out / "shapes"), num_train=24, num_eval=6, image_size=128,
+                                                seed=1)
+            fields = {k: v for k, v in SMALL_PRESETS[self.preset].items() if k != "num_classes"}
+            (out / "train.config").write_text(pipeline(**fields))
+        folder = self._built("training_inputs", build)
+        shapes = os.path.join(folder, "shapes")
+        return {"converted": self.converted, "records": os.path.join(shapes, "train.record"),
+                "eval": os.path.join(shapes, "eval.record"), "labels": os.path.join(shapes, "label_map.pbtxt"),
+                "config": os.path.join(folder, "train.config")}
 
     def _export_onnx(self, out) -> None:
         code, stdout, stderr = run_cli(["export", self.converted, "--onnx", str(out / "model.onnx")])

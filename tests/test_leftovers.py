@@ -35,10 +35,10 @@ def entries(folder) -> list:
                   for root, dirs, files in os.walk(folder) for name in dirs + files)
 
 
-def commands(small_pair, small_training_inputs, inputs, out) -> list:
+def commands(pair, training_inputs, inputs, out) -> list:
     """Every command's cheapest form that does its work: [(name, argv after `python -m migrate`)]."""
-    tf1, tf2 = small_pair
-    training = small_training_inputs
+    tf1, tf2 = pair
+    training = training_inputs
     return [
         ("convert", ["convert", tf1, "--out", f"{out}/converted"]),
         ("verify", ["verify", tf1, tf2, "--images", inputs, "--no-measure"]),
@@ -61,7 +61,7 @@ def commands(small_pair, small_training_inputs, inputs, out) -> list:
 
 
 @pytest.mark.slow
-def test_no_command_leaves_files_outside_the_paths_it_was_given(small_pair, small_training_inputs, tmp_path):
+def test_no_command_leaves_files_outside_the_paths_it_was_given(small_model, tmp_path):
     inputs, out, cwd, tmp, home = (tmp_path / name for name in ("inputs", "out", "cwd", "tmp", "home"))
     for folder in (inputs, out, cwd, tmp, home):
         folder.mkdir()
@@ -69,7 +69,8 @@ def test_no_command_leaves_files_outside_the_paths_it_was_given(small_pair, smal
     env = {k: v for k, v in os.environ.items() if k not in HOME_OVERRIDES}
     env.update(TMPDIR=str(tmp), HOME=str(home), PYTHONPATH=REPO)
     left, seen = [], set()
-    for name, argv in commands(small_pair, small_training_inputs, str(inputs), str(out)):
+    pair, training_inputs = small_model("two_classes").pair, small_model("training").training_inputs
+    for name, argv in commands(pair, training_inputs, str(inputs), str(out)):
         run = subprocess.run([sys.executable, "-m", "migrate", *argv, "--quiet"], cwd=cwd, env=env,
                              capture_output=True, text=True, timeout=600)
         assert run.returncode == 0, f"{name}: {run.stderr[-3000:]}"

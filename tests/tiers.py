@@ -24,7 +24,7 @@ TIERS = ("unit", "model", "parity", "cli")
 
 # A session fixture -> the tier of every test that requests it (directly or through another fixture).
 FIXTURE_TIERS = {
-    "small_model": "model", "small_pair": "model", "small_training_inputs": "model",
+    "small_model": "model",
     "zoo_fixture": "parity", "quantized_fixture": "parity", "zoo_converted": "parity",
     "zoo_dir_converted": "parity", "odapi_converted": "parity", "quantized_converted": "parity",
     "quantized_tflite": "parity",

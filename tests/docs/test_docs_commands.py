@@ -66,7 +66,8 @@ LAYOUT = {
     "my_model": "a user's own TF1 export (docs/guides/own-model.md): the small model's TF1 directory, its "
                 "pipeline.config naming the label map where it was trained (/home/me/training/label_map.pbtxt), "
                 "the map copied beside it (`own_model`)",
-    "small_tf1_model": "a TF1 model directory of the small model (depth 0.25, 128x128, 2 classes; conftest.small_pair), "
+    "small_tf1_model": "a TF1 model directory of the small model (depth 0.25, 128x128, 2 classes; "
+                       "conftest.small_model('two_classes')), "
                        "for SUBSTITUTED",
     ".venv": "this venv (sys.prefix)",
     "pyproject.toml": "the clone's own (a link)",
@@ -431,11 +432,11 @@ OWN_LABELS = 'item {\n  id: 1\n  name: "apple"\n}\nitem {\n  id: 2\n  name: "pea
 
 
 @pytest.fixture(scope="module")
-def own_model(small_pair, tmp_path_factory) -> str:
+def own_model(small_model, tmp_path_factory) -> str:
     """`my_model`: a copy of the small TF1 model directory whose pipeline.config names its label map
     on the machine it was trained on, with the map copied beside it, as a user brings their export."""
     folder = str(tmp_path_factory.mktemp("own") / "my_model")
-    shutil.copytree(small_pair[0], folder)
+    shutil.copytree(small_model("two_classes").tf1, folder)
     with open(os.path.join(folder, "pipeline.config"), "a", encoding="utf-8") as f:
         f.write('train_input_reader {\n  label_map_path: "/home/me/training/label_map.pbtxt"\n}\n')
     with open(os.path.join(folder, "label_map.pbtxt"), "w", encoding="utf-8") as f:
@@ -444,7 +445,7 @@ def own_model(small_pair, tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="module")
-def layout(zoo_fixture, zoo_converted, small_pair, own_model):
+def layout(zoo_fixture, zoo_converted, small_model, own_model):
     """{LAYOUT entry: the path it links to or copies}."""
     paths = {
         "my_model": own_model,
@@ -453,7 +454,7 @@ def layout(zoo_fixture, zoo_converted, small_pair, own_model):
         "photos": os.path.join(SHARED, "photos"),
         "label_map.pbtxt": os.path.join(SHARED, "records", "pet_label_map.pbtxt"),
         "eval.record": os.path.join(SHARED, "records", "pets_examples.record"),
-        "small_tf1_model": small_pair[0],
+        "small_tf1_model": small_model("two_classes").tf1,
         ".venv": sys.prefix,
         **{name: os.path.join(REPO, name) for name in ("pyproject.toml", "migrate", "ssd_mobilenet", "scripts",
                                                           "docs", "mkdocs.yml")},

@@ -49,8 +49,8 @@ def pattern(line: str) -> re.Pattern:
 
 
 @pytest.fixture(scope="module")
-def folder(small_pair, small_model, tmp_path_factory):
-    """tf1/ and converted/: the small model (conftest's `small_pair`); other/: a conversion of
+def folder(small_model, tmp_path_factory):
+    """tf1/ and converted/: the small model (conftest's `small_model("two_classes")`); other/: a conversion of
     another (conftest's `small_model()`, 3 classes); typo/: the zoo fixture
     control_small with `iou_treshold` on line 105; sigmod/: with `SIGMOD` on line 109;
     classes/: its checkpoint alone with a pipeline.config of 1 class (the weights hold 3);
@@ -58,8 +58,8 @@ def folder(small_pair, small_model, tmp_path_factory):
     photo.png."""
     from PIL import Image
     root = tmp_path_factory.mktemp("troubleshooting")
-    os.symlink(small_pair[0], root / "tf1")
-    os.symlink(small_pair[1], root / "converted")
+    os.symlink(small_model("two_classes").tf1, root / "tf1")
+    os.symlink(small_model("two_classes").converted, root / "converted")
     os.symlink(small_model().converted, root / "other")  # a conversion of another model (3 classes)
     for name, old, new in (("typo", "iou_threshold", "iou_treshold"), ("sigmod", "score_converter: SIGMOID",
                                                                         "score_converter: SIGMOD"),

@@ -209,8 +209,8 @@ def test_train_step_lines_fit():
 
 # ---- every command, run (slow) ----------------------------------------------------------------------
 
-# Every form of verify, export, predict and bench on a small model (`small_pair`: 2 classes, depth
-# 0.25, 128x128) with its images and label map beside it, with relative paths as a user in that folder
+# Every form of verify, export, predict and bench on a small model (`small_model("two_classes")`: 2
+# classes, depth 0.25, 128x128) with its images and label map beside it, with relative paths as a user in that folder
 # types them. The commands the guides show run there and are held to the same width
 # (tests/docs/test_docs_commands.py's runs: `shapes demo` and `--model ppn`, `convert`, `evaluate` and
 # `train --eval --labels` of the training demo; `convert`, `verify`, `export`, `predict` and
@@ -240,7 +240,7 @@ class _Terminal(io.StringIO):
 
 
 @pytest.fixture(scope="module")
-def every_command(small_pair, tmp_path_factory):
+def every_command(small_model, tmp_path_factory):
     """{command line: (exit code, stdout, stderr)} of `COMMANDS`, in-process (`migrate.cli.main`)
     in a folder of their own, the terminal 1000 columns wide; `--terminal`: stdout is a terminal.
     demo/: the small pair (links: nothing writes there), four JPEGs of smoothed noise, a label map
@@ -251,8 +251,8 @@ def every_command(small_pair, tmp_path_factory):
     from tests.conftest import smooth_noise
     folder = tmp_path_factory.mktemp("every_command")
     (folder / "demo" / "images").mkdir(parents=True)
-    os.symlink(small_pair[0], folder / "demo" / "tf1_model")
-    os.symlink(small_pair[1], folder / "demo" / "converted")
+    os.symlink(small_model("two_classes").tf1, folder / "demo" / "tf1_model")
+    os.symlink(small_model("two_classes").converted, folder / "demo" / "converted")
     rng = np.random.default_rng(5)
     for i, (h, w) in enumerate([(128, 128), (96, 160), (200, 150), (128, 128)]):
         Image.fromarray(smooth_noise(rng, h, w)).save(folder / "demo" / "images" / f"shape_{i}.jpg", quality=90)
@@ -331,9 +331,9 @@ BAD_INPUTS = [
 
 
 @pytest.fixture(scope="session")
-def bad_inputs(small_pair, tmp_path_factory):
+def bad_inputs(small_model, tmp_path_factory):
     """The folder of `BAD_INPUTS`: the small model (2 classes, 128x128, depth 0.25) as a TF1
-    directory and as a converted one (copies of conftest's `small_pair`: no `convert` run), one
+    directory and as a converted one (copies of conftest's `small_model("two_classes")`: no `convert` run), one
     whose checkpoint lost its data, a pipeline.config with a misspelt field, files that are not
     what their names say, an image."""
     import pathlib
@@ -346,8 +346,8 @@ def bad_inputs(small_pair, tmp_path_factory):
     def build(folder):
         root = pathlib.Path(folder)
         (root / "models").mkdir()
-        shutil.copytree(small_pair[0], root / TF1)
-        shutil.copytree(small_pair[1], root / TF2)
+        shutil.copytree(small_model("two_classes").tf1, root / TF1)
+        shutil.copytree(small_model("two_classes").converted, root / TF2)
         shutil.copytree(root / TF2, root / "models/ssd_mobilenet_broken_tf2")
         for data in (root / "models/ssd_mobilenet_broken_tf2/checkpoint").glob("*.data-*"):
             data.write_bytes(data.read_bytes()[:100])

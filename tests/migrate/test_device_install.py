@@ -25,12 +25,12 @@ def on_device(args, cwd) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def device_folder(small_pair, tmp_path_factory):
+def device_folder(small_model, tmp_path_factory):
     """A folder as a device holds it: the small model as a TF1 directory (tf1) and converted
     (converted), two photos."""
     def build(out):
-        os.symlink(small_pair[0], out / "tf1")
-        os.symlink(small_pair[1], out / "converted")
+        os.symlink(small_model("two_classes").tf1, out / "tf1")
+        os.symlink(small_model("two_classes").converted, out / "converted")
         (out / "photos").mkdir()
         for name in ("image1.jpg", "image3.jpg"):
             os.symlink(os.path.join(SHARED, "photos", name), out / "photos" / name)

@@ -39,11 +39,11 @@ RUN_STEPS, EVERY = 10, 2
 
 
 @pytest.fixture(scope="module")
-def setup(small_training_inputs, tmp_path_factory):
+def setup(small_model, tmp_path_factory):
     """A converted directory of 3 classes (the TF1 builder's seeded weights, assigned as `convert`
     assigns them; `convert` itself is tested in test_convert), the shapes set, a config (once per
-    run: `small_training_inputs`), and a folder of this module's own."""
-    inputs = small_training_inputs
+    run: `small_model("training").training_inputs`), and a folder of this module's own."""
+    inputs = small_model("training").training_inputs
     return {**inputs, "converted": {3: inputs["converted"]}, "root": tmp_path_factory.mktemp("train")}
 
 

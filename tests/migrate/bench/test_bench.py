@@ -93,8 +93,8 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_existing_outputs_are_not_replaced_without_force(small_pair, tmp_path, capsys, monkeypatch):
-    src, out = small_pair
+def test_existing_outputs_are_not_replaced_without_force(small_model, tmp_path, capsys, monkeypatch):
+    src, out = small_model("two_classes").pair
     existing = tmp_path / "bench.json"
     existing.write_text("keep")
     assert main(["bench", src, out, "--json", str(existing), "--quiet"]) == 2
@@ -129,12 +129,12 @@ SIZES = ((128, 128), (96, 160))
 
 
 @pytest.fixture(scope="module")
-def every_side_run(small_pair, tmp_path_factory):
+def every_side_run(small_model, tmp_path_factory):
     """{"report", "printed", "md", "png", "src"} of `bench` over `EVERY_SIDE`, `SIZES`, batches 1
     and 2, with --photos (two of the shared photos), --json, --markdown and --plot."""
     if not PHOTOS:
         pytest.skip(f"ground truth not found at {SHARED}")
-    src, out = small_pair
+    src, out = small_model("two_classes").pair
     root = tmp_path_factory.mktemp("bench_every_side")
     json_path, md_path, png_path = root / "bench.json", root / "benchmarks.md", root / "bench.png"
     photos = root / "photos"
@@ -206,10 +206,10 @@ def test_bench_measures_every_side_against_the_tf1_session(every_side_run):
 
 
 @pytest.mark.slow
-def test_runners_give_the_tf1_detections(small_pair, tmp_path):
+def test_runners_give_the_tf1_detections(small_model, tmp_path):
     # On the small model: the runners load and feed what bench measures; the zoo graph's SavedModels
     # against its TF1 graph are test_export's and test_verify's subject (the same exports).
-    src, small_out = small_pair
+    src, small_out = small_model("two_classes").pair
     from ssd_mobilenet.formats.saved_model import writer as saved_model_lib
     out = str(tmp_path / "converted")  # the small pair's converted directory with convert's default SavedModel
     shutil.copytree(small_out, out)
@@ -239,9 +239,9 @@ def test_runners_give_the_tf1_detections(small_pair, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def tflite_path(small_pair, tmp_path_factory):
+def tflite_path(small_model, tmp_path_factory):
     """The float32 `.tflite` file bench exports for the small model (the default export: any size)."""
-    _, out = small_pair
+    _, out = small_model("two_classes").pair
     return sides.export_sides(out, str(tmp_path_factory.mktemp("bench_tflite")), ["tflite"])["tflite"]
 
 
@@ -297,8 +297,8 @@ def test_tflite_sides_run_at_batch_1_and_every_size(every_side_run):
         assert 0 < cold[side]["peak_rss_bytes_ratio"] < 1 and 0 < cold[side]["first_detections_s"]
 
 
-def test_tflite_sides_need_batch_1_and_any_size_will_do(small_pair, tmp_path, capsys, monkeypatch):
-    src, out = small_pair
+def test_tflite_sides_need_batch_1_and_any_size_will_do(small_model, tmp_path, capsys, monkeypatch):
+    src, out = small_model("two_classes").pair
     json_path = tmp_path / "bench.json"
     assert main(["bench", src, out, "--sides", "tflite_int8", "--size", "128x128", "--batch", "2",
                  "--json", str(json_path), "--quiet"]) == 2
@@ -317,12 +317,12 @@ def test_tflite_sides_need_batch_1_and_any_size_will_do(small_pair, tmp_path, ca
     assert not sides.applies("tflite", (96, 96), 2, None) and sides.applies("tf1_session", (96, 96), 2, (128, 128))
 
 
-def test_tflite_memory_process_never_imports_tensorflow(small_pair, tflite_path, tmp_path):
+def test_tflite_memory_process_never_imports_tensorflow(small_model, tflite_path, tmp_path):
     """The TFLite sides' memory worker with a `tensorflow` on its PYTHONPATH that cannot be
     imported: it measures, and says TensorFlow is not loaded. A runner that needs TensorFlow
     fails there (the stub is what that process sees)."""
     from migrate.bench import litert_memory
-    src, out = small_pair
+    src, out = small_model("two_classes").pair
     stub = tmp_path / "no_tensorflow"
     (stub / "tensorflow").mkdir(parents=True)
     (stub / "tensorflow" / "__init__.py").write_text("raise ImportError('tensorflow is not available here')\n")
@@ -339,12 +339,12 @@ def test_tflite_memory_process_never_imports_tensorflow(small_pair, tflite_path,
         litert_memory.measure_without_tensorflow("migrate.bench.sides:mixed_precision", {}, images[:1], env=env)
 
 
-def test_tflite_runner_gives_the_tf1_detections(small_pair, tflite_path):
+def test_tflite_runner_gives_the_tf1_detections(small_model, tflite_path):
     # The runner bench times feeds the file's uint8 input and returns the four outputs as the TF
     # sides do; within 1e-5 of the TF1 session (TFLite's kernels round in the last float32 bits,
     # tests/ssd_mobilenet/formats/tflite/test_tflite_writer.py; counts, classes and order exactly), at the model's size and
     # at another (the file resizes the photo with the graph's kernel).
-    src, out = small_pair
+    src, out = small_model("two_classes").pair
     ref_runner = sides.runner("tf1_session", src, out)
     ours = sides.runner("tflite", src, out, tflite_path, threads=1)
     for h, w in ((128, 128), (96, 160)):
@@ -357,7 +357,7 @@ def test_tflite_runner_gives_the_tf1_detections(small_pair, tflite_path):
 
 
 @pytest.mark.slow  # a fresh process with oneDNN's verbose log (~15 s)
-def test_kernels_counts_every_convolution_of_a_call_and_the_filters_reordered_each_call(small_pair):
+def test_kernels_counts_every_convolution_of_a_call_and_the_filters_reordered_each_call(small_model):
     """`scripts/kernels.py`'s profile of the small model with its weights as variables (`load`'s default
     in float32): per call, as many 1x1, depthwise and kxk convolution primitives as the folded model
     has layers of each, and filter reorders on every call (a variable's filter is reordered per call;
@@ -365,7 +365,7 @@ def test_kernels_counts_every_convolution_of_a_call_and_the_filters_reordered_ea
     profile says so in one line instead of counting the primitives Eigen's products call."""
     from migrate.bench import kernels
     from ssd_mobilenet import layers
-    src, out = small_pair
+    src, out = small_model("two_classes").pair
     summary = kernels.profile("detector", src, out, size=(96, 160), batch=1, calls=3, warmup=1)
     assert summary["onednn"] == memory.onednn_on() and summary["wall_ms_per_call"] > 0
     if not summary["onednn"]:
@@ -388,11 +388,11 @@ def test_kernels_counts_every_convolution_of_a_call_and_the_filters_reordered_ea
 
 
 @pytest.mark.slow
-def test_cold_memory_notes_every_stage_of_a_fresh_process(small_pair, tmp_path):
+def test_cold_memory_notes_every_stage_of_a_fresh_process(small_model, tmp_path):
     from PIL import Image
 
     from migrate.bench import cold_memory
-    src, out = small_pair
+    src, out = small_model("two_classes").pair
     rng = np.random.default_rng(0)
     for name, (h, w) in {"a.jpg": (90, 160), "b.png": (200, 120)}.items():
         Image.fromarray(rng.integers(0, 256, (h, w, 3)).astype(np.uint8)).save(tmp_path / name)

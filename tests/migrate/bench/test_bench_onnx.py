@@ -20,11 +20,11 @@ from migrate.cli import main  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def small(small_pair, tmp_path_factory):
+def small(small_model, tmp_path_factory):
     """(TF1 model directory, converted directory, {side: exported file}) of the small model
-    (`conftest.small_pair`: depth 0.25, 128x128, 2 classes, the TF1 builder's seeded synthetic
+    (`conftest.small_model("two_classes")`: depth 0.25, 128x128, 2 classes, the TF1 builder's seeded synthetic
     weights, built once per run) and the two ONNX files bench exports from it."""
-    src, out = small_pair
+    src, out = small_model("two_classes").pair
     files = sides.export_sides(out, str(tmp_path_factory.mktemp("bench_onnx") / "exported"), ["onnx", "onnx_int8"])
     return src, out, files
 

@@ -64,11 +64,11 @@ def _foreign_lines(stderr: str) -> list:
 
 
 @pytest.fixture(scope="module")
-def small(small_pair):
+def small(small_model):
     """(TF1 model directory, its converted directory): a small model, and its weights assigned and
-    saved as `convert` does, in this process (conftest's `small_pair`; `convert` in a process of
+    saved as `convert` does, in this process (conftest's `small_model("two_classes")`; `convert` in a process of
     its own is test_convert_prints_only_the_projects_lines' subject, not the other tests')."""
-    return small_pair
+    return small_model("two_classes").pair
 
 
 @pytest.mark.slow

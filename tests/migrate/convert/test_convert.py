@@ -257,12 +257,12 @@ def test_a_checkpoint_alone_console_states_the_size_and_thresholds_model_config_
 
 
 @pytest.mark.slow  # a conversion: 15 s on a loaded 2-core machine
-def test_a_checkpoint_alone_with_no_check_still_states_what_it_assumed(small_pair, tmp_path, capsys):
+def test_a_checkpoint_alone_with_no_check_still_states_what_it_assumed(small_model, tmp_path, capsys):
     # --no-check skips a check that a checkpoint alone cannot have anyway: what was assumed is said all the same.
     src = tmp_path / "checkpoint"
     src.mkdir()
     for name in ("checkpoint", "model.ckpt.index", "model.ckpt.data-00000-of-00001"):
-        shutil.copy(os.path.join(small_pair[0], name), src)
+        shutil.copy(os.path.join(small_model("two_classes").tf1, name), src)
     out = tmp_path / "tf2"
     assert main(["convert", str(src), "--out", str(out), "--no-check"]) == 0
     printed = unwrapped(capsys.readouterr().err)
@@ -273,8 +273,8 @@ def test_a_checkpoint_alone_with_no_check_still_states_what_it_assumed(small_pai
 
 
 @pytest.mark.slow  # a conversion and its check: 20 s on a loaded 2-core machine
-def test_each_check_line_is_a_whole_statement(small_pair, tmp_path, capsys):
-    src, _ = small_pair
+def test_each_check_line_is_a_whole_statement(small_model, tmp_path, capsys):
+    src, _ = small_model("two_classes").pair
     assert main(["convert", src, "--out", str(tmp_path / "tf2")]) == 0
     printed = unwrapped(capsys.readouterr().err).splitlines()
     passed = [line for line in printed if line.startswith("[migrate] check passed")]
@@ -584,10 +584,10 @@ def test_report_records_the_tf_release_that_wrote_the_graph(zoo_dir_converted):
     assert source["tensorflow_version"] == "1.3.0" and source["graph_def_version"] == 24
 
 
-def _with_label_map_path(small_pair, folder, named: str) -> str:
+def _with_label_map_path(pair, folder, named: str) -> str:
     """A copy of the small TF1 model whose pipeline.config names `named` as its label map."""
     src = str(folder / "model")
-    shutil.copytree(small_pair[0], src)
+    shutil.copytree(pair[0], src)
     with open(os.path.join(src, "pipeline.config"), "a", encoding="utf-8") as f:
         f.write(f'train_input_reader {{\n  label_map_path: "{named}"\n}}\n')
     return src
@@ -601,13 +601,13 @@ def _photo(folder) -> str:
 
 
 @pytest.mark.slow  # three small conversions without their check, and a predict: ~10 s
-def test_the_label_map_the_pipeline_config_names_travels_with_the_model(small_pair, tmp_path, capsys):
+def test_the_label_map_the_pipeline_config_names_travels_with_the_model(small_model, tmp_path, capsys):
     """convert keeps the label map the pipeline.config names, found beside it by its base name
     when the folder moved, and says which; predict then labels without --labels, and says once
     that the boxes mean nothing, the source being marked as synthetic weights (as the default
     model and the shapes demo are). `--labels` wins (`coco` too), a map of ids beyond the
     model's classes is refused, and a named map that is not there is said, with how to give it."""
-    src = _with_label_map_path(small_pair, tmp_path, "/data/moved/my_label_map.pbtxt")
+    src = _with_label_map_path(small_model("two_classes").pair, tmp_path, "/data/moved/my_label_map.pbtxt")
     converted_dir.mark_synthetic(src)
     labels = "item {\n  id: 1\n  name: '/m/cat'\n  display_name: 'cat'\n}\nitem {\n  id: 2\n  name: 'dog'\n}\n"
     (tmp_path / "model" / "my_label_map.pbtxt").write_text(labels)
@@ -651,7 +651,7 @@ def test_the_label_map_the_pipeline_config_names_travels_with_the_model(small_pa
 
 
 @pytest.mark.slow  # a 90-class small TF1 model built, two small conversions without their check: ~15 s
-def test_a_zoo_config_naming_the_od_apis_coco_map_keeps_the_shipped_one(small_pair, tmp_path, capsys):
+def test_a_zoo_config_naming_the_od_apis_coco_map_keeps_the_shipped_one(small_model, tmp_path, capsys):
     """The zoo's configs name `PATH_TO_BE_CONFIGURED/mscoco_label_map.pbtxt`, which their archives
     leave out: a model of COCO's 90 classes keeps the package's copy of that map (the same ids and
     display names) and says so; a model of other classes naming it keeps none and says how to give
@@ -669,7 +669,7 @@ def test_a_zoo_config_naming_the_od_apis_coco_map_keeps_the_shipped_one(small_pa
             "not found), kept as label_map.pbtxt") in unwrapped(capsys.readouterr().err)
     with open(label_map.builtin_path("coco"), encoding="utf-8") as f:
         assert (out / "label_map.pbtxt").read_text() == f.read()
-    two = _with_label_map_path(small_pair, tmp_path, named)
+    two = _with_label_map_path(small_model("two_classes").pair, tmp_path, named)
     assert main(["convert", two, "--out", str(tmp_path / "two_tf2"), "--no-check"]) == 0
     assert (f"[migrate] label map {named} (pipeline.config's label_map_path) not found: give it with "
             "`--labels FILE` (or `--labels coco`)") in unwrapped(capsys.readouterr().err)

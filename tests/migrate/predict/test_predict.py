@@ -423,14 +423,14 @@ def test_memory_settings_after_tensorflow_started_exit_2(converted, folder, caps
 
 @needs_shared
 @pytest.mark.slow
-def test_max_memory_picks_the_batch_in_a_fresh_process(small_pair, folder, tmp_path):
+def test_max_memory_picks_the_batch_in_a_fresh_process(small_model, folder, tmp_path):
     # Allocator peaks on a CPU need the BFC allocator, chosen before TensorFlow starts:
-    # a fresh process, as a user runs it. The small model (conftest's small_pair: depth 0.25,
+    # a fresh process, as a user runs it. The small model (conftest's small_model("two_classes"): depth 0.25,
     # 128x128; the search picked batch 2 under 4 MiB, 13 under 8 MiB on a 2-core x86 CPU): each
     # batch the search measures costs a fraction of the zoo model's, the search is the same.
     two = [os.path.join(folder, "b_257x311.jpg"), os.path.join(folder, "a_300x300.png")]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    cmd = [sys.executable, "-m", "migrate", "predict", small_pair[1], *two]
+    cmd = [sys.executable, "-m", "migrate", "predict", small_model("two_classes").converted, *two]
     proc = subprocess.run(cmd + ["--max-memory", "5", "--out", str(tmp_path / "r.jsonl")],
                           capture_output=True, text=True, env=env, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -298,9 +298,9 @@ def _checkpoint_alone(tf1_dir, folder) -> str:
 
 
 @pytest.mark.slow  # 18 s on a loaded 2-core machine: a conversion, verify up to its TF1 config
-def test_a_conversion_at_another_input_size_is_refused_in_one_line(small_pair, tmp_path, capsys):
+def test_a_conversion_at_another_input_size_is_refused_in_one_line(small_model, tmp_path, capsys):
     # A checkpoint converted alone takes the zoo's 300x300; its TF1 graph resizes to 128x128.
-    src, _ = small_pair
+    src, _ = small_model("two_classes").pair
     out = tmp_path / "at_300"
     assert main(["convert", _checkpoint_alone(src, tmp_path / "ckpt"), "--out", str(out), "--quiet"]) == 0
     capsys.readouterr()
@@ -313,9 +313,9 @@ def test_a_conversion_at_another_input_size_is_refused_in_one_line(small_pair, t
 
 
 @pytest.mark.slow  # 13 s on a loaded 2-core machine: a converted model written, verify up to its TF1 config
-def test_another_network_is_refused_in_one_line_naming_each_difference(small_pair, tmp_path, capsys):
-    # small_pair's TF1 model: 2 classes, depth 0.25, the zoo's anchors (3 on the first layer, then 6).
-    src, converted = small_pair
+def test_another_network_is_refused_in_one_line_naming_each_difference(small_model, tmp_path, capsys):
+    # small_model("two_classes")'s TF1 model: 2 classes, depth 0.25, the zoo's anchors (3 on the first layer, then 6).
+    src, converted = small_model("two_classes").pair
     other = tmp_path / "other"
     save_synthetic_model(str(other), detector.load_model(converted).config.replace(
         num_classes=3, depth_multiplier=0.5, aspect_ratios=(1.0, 2.0, 0.5)))
@@ -400,10 +400,10 @@ def test_bad_input(zoo, tmp_path, capsys, small_images):
 
 
 @pytest.mark.slow
-def test_an_unreadable_image_is_skipped_with_a_warning_and_counted(small_pair, tmp_path, capsys):
+def test_an_unreadable_image_is_skipped_with_a_warning_and_counted(small_model, tmp_path, capsys):
     """As `predict` does: a broken JPEG among `--images` is a warning, the others are compared, and
     the report says how many were; with no image left, one error line."""
-    src, converted = small_pair
+    src, converted = small_model("two_classes").pair
     folder = tmp_path / "images"
     folder.mkdir()
     for i, image in enumerate(random_images(7, 2, 96, 120)):

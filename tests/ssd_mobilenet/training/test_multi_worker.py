@@ -41,11 +41,11 @@ TIMEOUT_S = 240
 
 
 @pytest.fixture(scope="module")
-def setup(small_training_inputs, tmp_path_factory):
+def setup(small_model, tmp_path_factory):
     """A converted model (the TF1 builder's seeded weights, assigned as `convert` assigns them),
-    records and training config (once per run: `small_training_inputs`), and a folder of this
+    records and training config (once per run: `small_model("training").training_inputs`), and a folder of this
     module's own."""
-    return {**small_training_inputs, "root": tmp_path_factory.mktemp("multi_worker")}
+    return {**small_model("training").training_inputs, "root": tmp_path_factory.mktemp("multi_worker")}
 
 
 @pytest.fixture(scope="module")

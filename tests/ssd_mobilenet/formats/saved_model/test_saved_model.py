@@ -159,12 +159,12 @@ def test_saved_model_cli_shows_and_runs_it(exported, variant, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def small_variants(small_pair, tmp_path_factory):
-    """{variant: converted dir} of the small model's TF1 directory (`conftest.small_pair`: the zoo
+def small_variants(small_model, tmp_path_factory):
+    """{variant: converted dir} of the small model's TF1 directory (`conftest.small_model("two_classes")`: the zoo
     model's layers at depth 0.25, 128x128, 2 classes), `convert --no-check` with each variant's
     options: what the SavedModel holds is the subject here, the check of each variant on the zoo
     graph is test_written_saved_model_runs_in_the_od_api_client_and_serving_signature's."""
-    src, _ = small_pair
+    src, _ = small_model("two_classes").pair
     root = tmp_path_factory.mktemp("variants")
     out = {}
     for variant, args in VARIANTS.items():

@@ -14,11 +14,14 @@ position first: lower class, then NMS order), keep `max_total_detections` and pa
 The per-class NMS is TensorFlow's own kernel (NonMaxSuppressionV4, the V1..V3 kernels'
 padded form): run on all anchors with the excluded ones masked below the threshold, it
 selects what the TF1 graph selects on its filtered subset, because the kernel breaks score
-ties by index and filtering keeps index order.
+ties by index and filtering keeps index order. Another runtime's NMS kernel may break them
+otherwise (LiteRT's), so a TFLite file sorts each class's candidates first and gives its NMS
+scores that cannot tie (`postprocess_image(..., sort_first=True)`).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from ssd_mobilenet.config.ssd_config import BACKGROUND_SLICE_LOGITS, NMS_CLIP_BEFORE, SSDConfig
@@ -58,16 +61,49 @@ def clip_to_unit_window(boxes):
     return tf.stack([ymin, xmin, ymax, xmax], axis=-1), (ymax - ymin) * (xmax - xmin)
 
 
-def _per_class_nms(boxes, scores, keep, config: SSDConfig, first: int = 0, columns_by_transpose: bool = False):
+def _nms_in_order(boxes, columns, threshold, iou_threshold, max_out: int) -> tuple:
+    """The candidates of each class in TF1's NMS order before the NMS op sees them, so that no
+    kernel's own tie rule decides.
+
+    TensorFlow's NMS takes equal scores lower index first; LiteRT's NON_MAX_SUPPRESSION_V4 keeps
+    its candidates in a heap compared by score alone, so among equal scores (a sigmoid near 1,
+    two anchors that see the same object) it may keep another box. Here each class's row is
+    sorted first (TopK: larger first, equal values lower index first in TensorFlow and in
+    LiteRT's TOPK_V2 alike), and NMS gets the boxes in that order with the scores replaced by
+    A, A - 1, ..., 1 (exact in float32, all different), or 0 below the threshold; its selection
+    is then the one TF1's makes, in TF1's order, whatever its tie rule.
+
+    Args:
+      boxes: float32 [A, 4] boxes NMS compares; columns: float32 [K, A] each class's scores
+        (-inf or NaN where a candidate is not allowed); threshold, iou_threshold: float32
+        scalars; max_out: the most boxes NMS keeps of a class.
+    Returns:
+      selected: K int32 [max_out] anchor indices (padded); counts: K int32 scalars.
+    """
+    a = boxes.shape[0]
+    values, order = tf.math.top_k(columns, k=a, sorted=True)  # [K, A] each
+    keys = tf.where(values > threshold, tf.constant(np.arange(a, 0, -1, dtype=np.float32)), 0.0)
+    selected, counts = [], []
+    for order_k, boxes_k, keys_k in zip(tf.unstack(order), tf.unstack(tf.gather(boxes, order)), tf.unstack(keys)):
+        s, c = tf.raw_ops.NonMaxSuppressionV4(
+            boxes=boxes_k, scores=keys_k, max_output_size=max_out, iou_threshold=iou_threshold,
+            score_threshold=tf.constant(0.0), pad_to_max_output_size=True)
+        selected.append(tf.gather(order_k, s))
+        counts.append(c)
+    return selected, counts
+
+
+def _per_class_nms(boxes, scores, keep, config: SSDConfig, first: int = 0, sort_first: bool = False):
     """NMS of every class on one image.
 
     Args:
       boxes: float32 [A, 4] boxes NMS compares.
       scores: float32 [A, slots] class scores; columns before `first` (background) are skipped.
       keep: bool [A, 1], or None for all: candidates allowed into NMS besides the score test.
-      columns_by_transpose: take the class columns as the rows of the transpose [slots, A]: for
-        TFLite, whose UNPACK along axis 1 copies element by element where a TRANSPOSE and an
-        UNPACK of rows move whole blocks; the same values either way.
+      sort_first: each class's candidates sorted before NMS (`_nms_in_order`): for LiteRT, whose
+        NMS kernel breaks score ties its own way. The class columns are then the rows of the
+        transpose [slots, A], also the cheaper way in TFLite, whose UNPACK along axis 1 copies
+        element by element where a TRANSPOSE and an UNPACK of rows move whole blocks.
     Returns:
       indices int32 [K, M] (anchor indices, NMS order, padded) and valid bool [K, M],
       M = min(max_detections_per_class, A).
@@ -75,27 +111,31 @@ def _per_class_nms(boxes, scores, keep, config: SSDConfig, first: int = 0, colum
     max_out = config.max_detections_per_class
     threshold = tf.constant(config.score_threshold, tf.float32)
     iou_threshold = tf.constant(config.iou_threshold, tf.float32)
-    # One NMS op per class, unrolled as in the TF1 graph: independent ops the executor runs in
-    # parallel, where a map_fn loop would run them one after the other (docs/measurements.md;
-    # identical outputs).
-    selected, counts = [], []
-    # One unstack along the classes gives each class's contiguous column (a strided slice per
-    # class would add one op per class). A transpose first is one more pass over the scores in
-    # TensorFlow (oneDNN reorders it), and the cheaper way in TFLite: `columns_by_transpose`.
-    columns = tf.unstack(tf.transpose(scores), axis=0) if columns_by_transpose else tf.unstack(scores, axis=1)
     if keep is not None:
         # Anything not kept is pushed to -inf (or NaN from +inf), which the kernel's strict
         # `score > threshold` rejects; adding 0 leaves every kept score as it compares (-0.0
         # becomes 0.0). Added per column, on [A] each, it costs less than one select over
         # [A, slots] (docs/measurements.md).
         penalty = tf.where(keep[:, 0], tf.constant(0.0), tf.constant(-float("inf")))
-    for k in range(first, scores.shape[1]):
-        column = columns[k] if keep is None else columns[k] + penalty
-        s, c = tf.raw_ops.NonMaxSuppressionV4(
-            boxes=boxes, scores=column, max_output_size=max_out, iou_threshold=iou_threshold,
-            score_threshold=threshold, pad_to_max_output_size=True)
-        selected.append(s)
-        counts.append(c)
+    if sort_first:
+        columns = tf.transpose(scores)[first:]
+        selected, counts = _nms_in_order(boxes, columns if keep is None else columns + penalty, threshold,
+                                         iou_threshold, max_out)
+    else:
+        # One NMS op per class, unrolled as in the TF1 graph: independent ops the executor runs in
+        # parallel, where a map_fn loop would run them one after the other (docs/measurements.md;
+        # identical outputs). One unstack along the classes gives each class's contiguous column
+        # (a strided slice per class would add one op per class; a transpose first is one more
+        # pass over the scores in TensorFlow, which oneDNN reorders).
+        selected, counts = [], []
+        columns = tf.unstack(scores, axis=1)
+        for k in range(first, scores.shape[1]):
+            column = columns[k] if keep is None else columns[k] + penalty
+            s, c = tf.raw_ops.NonMaxSuppressionV4(
+                boxes=boxes, scores=column, max_output_size=max_out, iou_threshold=iou_threshold,
+                score_threshold=threshold, pad_to_max_output_size=True)
+            selected.append(s)
+            counts.append(c)
     selected, counts = tf.stack(selected), tf.stack(counts)
     # The TF1 graph asks NMS for min(max_detections_per_class, candidates) boxes.
     m = min(max_out, boxes.shape[0])
@@ -104,18 +144,18 @@ def _per_class_nms(boxes, scores, keep, config: SSDConfig, first: int = 0, colum
     return selected, valid
 
 
-def _postprocess_image(boxes, multiclass_scores, config: SSDConfig, columns_by_transpose: bool = False):
-    """One image: decoded boxes [A, 4], scores with background [A, slots]; `columns_by_transpose`:
+def _postprocess_image(boxes, multiclass_scores, config: SSDConfig, sort_first: bool = False):
+    """One image: decoded boxes [A, 4], scores with background [A, slots]; `sort_first`:
     `_per_class_nms`'s."""
     first = 1 if config.add_background_class else 0  # the background column is not a class
     num_classes = config.num_classes
     clipped, area = clip_to_unit_window(boxes)
     if config.nms_variant == NMS_CLIP_BEFORE:
         selected, valid = _per_class_nms(clipped, multiclass_scores, (area > 0.0)[:, None], config, first,
-                                         columns_by_transpose)
+                                         sort_first)
     else:
         selected, valid = _per_class_nms(boxes, multiclass_scores, None, config, first,
-                                         columns_by_transpose)
+                                         sort_first)
     m = selected.shape[1]
     flat_idx = tf.reshape(selected, [-1])
     flat_cls = tf.reshape(tf.tile(tf.range(num_classes)[:, None], [1, m]), [-1])
@@ -149,11 +189,11 @@ def _postprocess_image(boxes, multiclass_scores, config: SSDConfig, columns_by_t
             tf.pad(tf.where(real, anchor_idx, 0), [[0, pad]]))
 
 
-def postprocess_image(boxes, multiclass_scores, config: SSDConfig, columns_by_transpose: bool = False) -> tuple:
+def postprocess_image(boxes, multiclass_scores, config: SSDConfig, sort_first: bool = False) -> tuple:
     """One image's post-processing, what `postprocess` maps over the batch; for exports with a
-    static batch of one (TFLite), which need no loop around it. `columns_by_transpose`: each
-    class's scores from a transpose of `multiclass_scores` (cheaper in TFLite's kernels:
-    `_per_class_nms`), the same detections.
+    static batch of one (TFLite), which need no loop around it. `sort_first`: each class's
+    candidates sorted before its NMS, for NMS kernels that break score ties otherwise than
+    TensorFlow's (LiteRT's: `_nms_in_order`), the same detections.
 
     Args:
       boxes: float32 [A, 4] decoded boxes, unclipped; multiclass_scores: float32 [A, slots]
@@ -163,7 +203,7 @@ def postprocess_image(boxes, multiclass_scores, config: SSDConfig, columns_by_tr
       num_detections [], multiclass scores [D, slots], anchor indices int32 [D]),
       D = max_total_detections.
     """
-    return _postprocess_image(boxes, multiclass_scores, config, columns_by_transpose)
+    return _postprocess_image(boxes, multiclass_scores, config, sort_first)
 
 
 def empty_outputs(config: SSDConfig, num_anchors: int) -> dict:

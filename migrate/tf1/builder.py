@@ -748,6 +748,21 @@ def _nms_clip_after(boxes, scores, config: SSDConfig, window):
     return boxes, scores, classes, num
 
 
+def multiclass_nms(boxes, scores, config: SSDConfig, window):
+    """One image's `multiclass_non_max_suppression` as the config's `nms_variant` ran it
+    (`_nms_clip_before` or `_nms_clip_after`), in the current graph.
+
+    Args:
+      boxes: float32 [A, 4] decoded boxes [ymin, xmin, ymax, xmax]; scores: float32 [A, K] class
+        scores (background column already sliced off); window: float32 [4] the clip window.
+    Returns:
+      boxes [D, 4], scores [D], classes [D] (0-based, float) sorted by score, and D (int32),
+      D <= max_total_detections.
+    """
+    nms = _nms_clip_before if config.nms_variant == NMS_CLIP_BEFORE else _nms_clip_after
+    return nms(boxes, scores, config, window)
+
+
 def _pad_or_clip(tensor, length: int):
     """The first `length` rows of `tensor`, zero-padded to exactly `length`."""
     rows = tf.shape(tensor)[0]
@@ -771,12 +786,11 @@ def _postprocess(box_encodings, class_logits, anchors, config: SSDConfig) -> dic
         if config.add_background_class and not slice_logits:
             scores = tf.slice(scores, [0, 0, 1], [-1, -1, -1])
         window = tf.constant([0.0, 0.0, 1.0, 1.0], tf.float32)
-        nms = _nms_clip_before if config.nms_variant == NMS_CLIP_BEFORE else _nms_clip_after
         d = config.max_total_detections
 
         def single_image(args):
             with tf1.name_scope("MultiClassNonMaxSuppression"):
-                image_boxes, image_scores, image_classes, num = nms(args[0], args[1], config, window)
+                image_boxes, image_scores, image_classes, num = multiclass_nms(args[0], args[1], config, window)
             with tf1.name_scope("PadOrClipBoxList"):
                 return (_pad_or_clip(image_boxes, d), _pad_or_clip(image_scores, d),
                         _pad_or_clip(image_classes, d), num)

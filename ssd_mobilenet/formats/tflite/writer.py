@@ -21,10 +21,11 @@ Post-processing modes (`nms`):
 
 - "per-class" (the default): the TF graph's own post-processing (`postprocessing`: per-class
   NMS, the global sort with its tie order, clipping, empty boxes dropped), in TFLite builtin
-  ops only (NON_MAX_SUPPRESSION_V4 per class, TOPK_V2, GATHER, SELECT). Its detections are the
-  converted model's (`ssd_mobilenet.load`) to float32 rounding: the kernels are TFLite's, not
-  oneDNN's, so scores and boxes differ in the last bits, and counts, classes and order are the
-  same unless two candidates tie within that rounding.
+  ops only (NON_MAX_SUPPRESSION_V4 per class, TOPK_V2, GATHER, SELECT), each class's candidates
+  sorted before its NMS so that equal scores are decided as TF1 decides them (`per_class_outputs`).
+  Its detections are the converted model's (`ssd_mobilenet.load`) to float32 rounding: the
+  kernels are TFLite's, not oneDNN's, so scores and boxes differ in the last bits, and counts,
+  classes and order are the same unless two candidates tie within that rounding.
 - "regular" / "fast": the `TFLite_Detection_PostProcess` custom op (in the builtin op resolver
   of the TFLite interpreter and of TFLite's mobile runtimes) on the raw box codes, the class
   scores and the anchors, with the attributes `export_tflite_ssd_graph.py` set. What differs
@@ -93,7 +94,17 @@ def _per_class(folded, heads, max_detections: int) -> dict:
         scores.append(drop_batch(postprocessing.convert_scores(logits, config)))
         start += count
     boxes, scores = (boxes[0], scores[0]) if len(heads) == 1 else (tf.concat(boxes, 0), tf.concat(scores, 0))
-    boxes, scores, classes, num = postprocessing.postprocess_image(boxes, scores, config, columns_by_transpose=True)[:4]
+    return per_class_outputs(boxes, scores, config)
+
+
+def per_class_outputs(boxes, scores, config) -> dict:
+    """The "per-class" file's post-processing of one image: decoded boxes float32 [A, 4]
+    ([ymin, xmin, ymax, xmax], unclipped) and scores [A, slots] (`postprocessing.convert_scores`)
+    -> the signature's four outputs [1, D, 4], [1, D], [1, D], [1], D = the config's
+    `max_total_detections`. Each class's candidates are sorted before its NMS
+    (`postprocessing.postprocess_image`'s `sort_first`): LiteRT's NON_MAX_SUPPRESSION_V4 breaks
+    score ties otherwise than TensorFlow's kernel, and would then keep other boxes."""
+    boxes, scores, classes, num = postprocessing.postprocess_image(boxes, scores, config, sort_first=True)[:4]
     return {"detection_boxes": boxes[None], "detection_scores": scores[None],
             "detection_classes": classes[None] + 1.0,  # label_id_offset, as `postprocess`
             "num_detections": num[None]}

@@ -1,0 +1,230 @@
+"""Equal scores decided as the TF1 graph decides them, on every runtime the project deploys to.
+
+TF1's per-class NMS (TensorFlow's NonMaxSuppressionV2/V3 kernel) takes equal scores lower box
+index first, and its sort of the class-major list of NMS results (TopK) lower position first: of
+two overlapping boxes with one score, the lower index is kept, and equal scores come out lower
+class, then lower index first. Scores tie wherever a sigmoid saturates (float32 steps near 1 are
+6e-8 apart, and 1.0 itself) and wherever two anchors see the same thing. LiteRT's
+NON_MAX_SUPPRESSION_V4 keeps its candidates in a heap compared by score alone, so before each
+class's candidates were sorted for it (`postprocessing._nms_in_order`) the `.tflite` file kept
+other boxes where scores tied.
+
+The post-processing of each format, as its exporter builds it, runs on crafted decoded boxes and
+scores (the network would not give ties on demand), and its detections must equal, bit for bit,
+those of the TF1 graph's `multiclass_non_max_suppression` (`migrate.tf1.builder`, a
+`tf.compat.v1` session) on the same inputs, in both `nms_variant`s:
+
+- image 0: three boxes in a chain (the middle one overlaps both ends, the ends do not overlap),
+  one score, in each of the 6 orders of their indices, at 1.0, at 0.999996 and at 0.5 (which also
+  ties across two classes); and pairs of overlapping boxes 1 float32 step apart in score, the
+  higher score at the higher index and at the lower;
+- image 1: a crowd of overlapping boxes whose scores take four values (1.0, 0.999996, the float32
+  just below it, 0.5) in every class: many ties at once, in every class.
+
+Runtimes: TensorFlow (`postprocessing.postprocess`, what the SavedModel's function runs), LiteRT
+(the "per-class" `.tflite` file's `per_class_outputs`, converted alone), ONNX Runtime and OpenVINO
+(the `.onnx` file's `postprocessing.graph`), ONNX Runtime Web (the same graph on the page's
+WebAssembly runtime, in Node: `run_onnx_web.js`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from migrate.export import web
+from migrate.tf1 import builder
+from ssd_mobilenet import postprocessing
+from ssd_mobilenet.config.ssd_config import NMS_CLIP_AFTER, NMS_CLIP_BEFORE, SSDConfig
+from ssd_mobilenet.detections import DETECTION_OUTPUTS
+from ssd_mobilenet.formats.onnx import postprocessing as onnx_postprocessing
+from ssd_mobilenet.formats.tflite import writer as tflite_writer
+
+ANCHORS = 240
+NEAR_ONE = np.float32(0.999996)
+LEVELS = np.array([1.0, NEAR_ONE, np.nextafter(NEAR_ONE, np.float32(0)), 0.5], np.float32)
+# Three boxes in a row, 0.1 wide, 0.02 apart: neighbours overlap at IoU 2/3, above the 0.6 limit,
+# the two ends at 3/7, below it.
+CHAIN = np.array([[0.0, 0.0, 0.1, 0.1], [0.0, 0.02, 0.1, 0.12], [0.0, 0.04, 0.1, 0.14]], np.float32)
+
+
+def _config(variant: str) -> SSDConfig:
+    # The zoo's post-processing (score threshold 1e-8, IoU 0.6, 100 per class and in all); the
+    # scores are fed as they are (IDENTITY), so the TF graph's input is the other runtimes' too.
+    return SSDConfig(num_classes=3, nms_variant=variant, score_converter="IDENTITY")
+
+
+def _orders_image(rng) -> tuple:
+    """Image 0 (module docstring): boxes [A, 4], scores [A, 4] (background column first), and the
+    boxes TF1's rule keeps of class 1's chains, {score: set of box tuples}: of each chain the box at
+    its lowest index, and with an end there the other end too (the middle is suppressed)."""
+    boxes = rng.uniform(0.0, 1.0, (ANCHORS, 4)).astype(np.float32)  # anchors left at score 0
+    scores = np.zeros((ANCHORS, 4), np.float32)
+    spots = iter(itertools.product(np.arange(7) * 0.14, np.arange(7) * 0.14))  # a 7x7 grid, 0.14 apart
+    anchors = iter(rng.permutation(ANCHORS))
+    expected = {}
+    for level in (1.0, NEAR_ONE, 0.5):
+        for order in itertools.permutations(range(3)):  # order[j]: the box at the j-th lowest index
+            y, x = next(spots)
+            indices = sorted(next(anchors) for _ in range(3))
+            boxes[indices] = CHAIN[list(order)] + np.float32([y, x, y, x])
+            scores[indices, 1] = level
+            if level == 0.5:
+                scores[indices, 2] = level
+            kept = [order[0]] if order[0] == 1 else [0, 2]
+            expected.setdefault(float(level), set()).update(tuple(CHAIN[k] + np.float32([y, x, y, x])) for k in kept)
+    for higher_first in (True, False):
+        for level in LEVELS[:2]:
+            y, x = next(spots)
+            pair = sorted(next(anchors) for _ in range(2))
+            boxes[pair] = CHAIN[:2] + np.float32([y, x, y, x])
+            above = np.nextafter(np.float32(level), np.float32(2)) if level < 1 else level
+            below = level if level < 1 else np.nextafter(np.float32(1), np.float32(0))
+            scores[pair, 3] = [above, below] if higher_first else [below, above]
+    return boxes, scores, expected
+
+
+def _crowd_image(rng) -> tuple:
+    """Image 1 (module docstring)."""
+    centre = rng.uniform(0.3, 0.7, (ANCHORS, 2))
+    size = rng.uniform(0.15, 0.35, (ANCHORS, 2))
+    boxes = np.concatenate([centre - size / 2, centre + size / 2], axis=1).astype(np.float32)
+    scores = np.zeros((ANCHORS, 4), np.float32)
+    scores[:, 1:] = LEVELS[rng.integers(0, len(LEVELS), (ANCHORS, 3))]
+    return boxes, scores
+
+
+def _images() -> tuple:
+    """boxes float32 [2, A, 4] and scores float32 [2, A, 4]."""
+    rng = np.random.default_rng(53)
+    pairs = [_orders_image(rng)[:2], _crowd_image(rng)]
+    return np.stack([b for b, _ in pairs]), np.stack([s for _, s in pairs])
+
+
+# ---- the runtimes: (config, boxes [N, A, 4], scores [N, A, slots]) -> DETECTION_OUTPUTS [N, ...] ----
+
+def _tf1(config, boxes, scores) -> dict:
+    """The TF1 graph's per-image NMS and sort, padded to D rows as its PadOrClipBoxList pads."""
+    d = config.max_total_detections
+    graph = tf.Graph()
+    with graph.as_default():
+        b = tf.compat.v1.placeholder(tf.float32, boxes.shape[1:])
+        s = tf.compat.v1.placeholder(tf.float32, scores.shape[1:])
+        nms = builder.multiclass_nms(b, s[:, 1:], config, tf.constant([0.0, 0.0, 1.0, 1.0]))
+        with tf.compat.v1.Session(graph=graph) as session:
+            runs = [session.run(nms, {b: bi, s: si}) for bi, si in zip(boxes, scores)]
+    out = {key: [] for key in DETECTION_OUTPUTS}
+    for det_boxes, det_scores, det_classes, num in runs:
+        out["detection_boxes"].append(np.pad(det_boxes, [[0, d - num], [0, 0]]))
+        out["detection_scores"].append(np.pad(det_scores, [0, d - num]))
+        out["detection_classes"].append(np.pad(det_classes, [0, d - num]) + 1.0)
+        out["num_detections"].append(np.float32(num))
+    return {key: np.stack(v).astype(np.float32) for key, v in out.items()}
+
+
+def _tensorflow(config, boxes, scores) -> dict:
+    out = postprocessing.postprocess(tf.constant(boxes), tf.constant(scores), config)
+    return {key: out[key].numpy() for key in DETECTION_OUTPUTS}
+
+
+def _litert(config, boxes, scores) -> dict:
+    from ai_edge_litert.interpreter import Interpreter
+    module = tf.Module()
+    module.serve = tf.function(lambda b, s: tflite_writer.per_class_outputs(b, s, config), autograph=False)
+    function = module.serve.get_concrete_function(tf.TensorSpec(boxes.shape[1:], tf.float32),
+                                                  tf.TensorSpec(scores.shape[1:], tf.float32))
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([function], module)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]  # as the file's
+    runner = Interpreter(model_content=converter.convert()).get_signature_runner()
+    runs = [runner(b=b, s=s) for b, s in zip(boxes, scores)]
+    return {key: np.concatenate([r[key] for r in runs]) for key in DETECTION_OUTPUTS}
+
+
+def _onnx_proto(config, boxes):
+    proto = onnx_postprocessing.graph(config, boxes.shape[1])
+    proto.ir_version = 7  # the file's (tf2onnx's at opset 13); ONNX Runtime Web reads up to 13
+    return proto
+
+
+def _onnxruntime(config, boxes, scores) -> dict:
+    import onnxruntime
+    session = onnxruntime.InferenceSession(_onnx_proto(config, boxes).SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    runs = [session.run(list(DETECTION_OUTPUTS), {"boxes": b[None], "scores": s[None]}) for b, s in zip(boxes, scores)]
+    return {key: np.concatenate([r[i] for r in runs]) for i, key in enumerate(DETECTION_OUTPUTS)}
+
+
+def _openvino(config, boxes, scores) -> dict:
+    import openvino
+    core = openvino.Core()
+    compiled = core.compile_model(core.read_model(_onnx_proto(config, boxes).SerializeToString()), "CPU",
+                                  {"INFERENCE_PRECISION_HINT": "f32"})  # no bfloat16 on AMX CPUs
+    runs = [compiled({"boxes": b[None], "scores": s[None]}) for b, s in zip(boxes, scores)]
+    return {key: np.concatenate([np.asarray(r[compiled.output(key)]) for r in runs]) for key in DETECTION_OUTPUTS}
+
+
+def _onnxruntime_web(config, boxes, scores, folder) -> dict:
+    model, feeds = os.path.join(folder, "postprocessing.onnx"), os.path.join(folder, "feeds.json")
+    with open(model, "wb") as f:
+        f.write(_onnx_proto(config, boxes).SerializeToString())
+    with open(feeds, "w") as f:
+        json.dump([{"boxes": {"data": b.ravel().tolist(), "shape": [1, *b.shape]},
+                    "scores": {"data": s.ravel().tolist(), "shape": [1, *s.shape]}} for b, s in zip(boxes, scores)], f)
+    env = dict(os.environ, ORT_WEB=os.path.join(web.WEB_DIR, "node_modules", web.ONNXRUNTIME_WEB))
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_onnx_web.js")
+    done = subprocess.run([shutil.which("node") or "node", script, model, feeds], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    runs = json.loads(done.stdout)
+    return {key: np.concatenate([np.asarray(r[key]["data"], np.float32).reshape(r[key]["shape"]) for r in runs])
+            for key in DETECTION_OUTPUTS}
+
+
+RUNTIMES = {"tensorflow": _tensorflow, "litert": _litert, "onnxruntime": _onnxruntime, "openvino": _openvino,
+            "onnxruntime_web": _onnxruntime_web}
+
+
+@pytest.fixture(scope="module")
+def tf1_detections():
+    """{nms_variant: the TF1 graph's detections on `_images()`}, each computed once."""
+    cache = {}
+
+    def get(variant):
+        if variant not in cache:
+            cache[variant] = _tf1(_config(variant), *_images())
+        return cache[variant]
+    return get
+
+
+@pytest.mark.parametrize("variant", [NMS_CLIP_BEFORE, NMS_CLIP_AFTER])
+def test_tf1_keeps_the_lower_index_of_equal_scores_and_the_cases_depend_on_it(variant, tf1_detections):
+    # Not vacuous: which boxes of the chains TF1 keeps depends on the order of their indices
+    # (the lower index first), and the crowd fills the total cap with scores of LEVELS only.
+    _, _, expected = _orders_image(np.random.default_rng(53))
+    out = tf1_detections(variant)
+    n = int(out["num_detections"][0])
+    for level, boxes in expected.items():
+        rows = (out["detection_classes"][0][:n] == 1.0) & (out["detection_scores"][0][:n] == np.float32(level))
+        assert {tuple(b) for b in out["detection_boxes"][0][:n][rows]} == boxes, level
+    assert int(out["num_detections"][1]) == 100
+    assert set(out["detection_scores"][1].tolist()) <= set(LEVELS.tolist())
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+@pytest.mark.parametrize("variant", [NMS_CLIP_BEFORE, NMS_CLIP_AFTER])
+def test_every_runtime_keeps_the_tf1_graphs_boxes_in_its_order_where_scores_tie(runtime, variant, tf1_detections,
+                                                                               tmp_path):
+    config = _config(variant)
+    boxes, scores = _images()
+    run = RUNTIMES[runtime]
+    ours = run(config, boxes, scores, str(tmp_path)) if runtime == "onnxruntime_web" else run(config, boxes, scores)
+    ref = tf1_detections(variant)
+    for key in DETECTION_OUTPUTS:
+        np.testing.assert_array_equal(ours[key], ref[key], err_msg=f"{runtime}: {key}")

@@ -21,7 +21,6 @@ scores that cannot tie (`postprocess_image(..., sort_first=True)`).
 
 from __future__ import annotations
 
-import numpy as np
 import tensorflow as tf
 
 from ssd_mobilenet.config.ssd_config import BACKGROUND_SLICE_LOGITS, NMS_CLIP_BEFORE, SSDConfig
@@ -70,8 +69,11 @@ def _nms_in_order(boxes, columns, threshold, iou_threshold, max_out: int) -> tup
     two anchors that see the same object) it may keep another box. Here each class's row is
     sorted first (TopK: larger first, equal values lower index first in TensorFlow and in
     LiteRT's TOPK_V2 alike), and NMS gets the boxes in that order with the scores replaced by
-    A, A - 1, ..., 1 (exact in float32, all different), or 0 below the threshold; its selection
-    is then the one TF1's makes, in TF1's order, whatever its tie rule.
+    n, n - 1, ..., 1 (exact in float32, all different), or 0 at or below the threshold; its
+    selection is then the one TF1's makes, in TF1's order, whatever its tie rule. Only the
+    candidates above the threshold need an order: the sort takes as many as the class with the
+    most has (n, at least 1), a few per class on a trained model's photo, all A only where every
+    score passes.
 
     Args:
       boxes: float32 [A, 4] boxes NMS compares; columns: float32 [K, A] each class's scores
@@ -80,11 +82,13 @@ def _nms_in_order(boxes, columns, threshold, iou_threshold, max_out: int) -> tup
     Returns:
       selected: K int32 [max_out] anchor indices (padded); counts: K int32 scalars.
     """
-    a = boxes.shape[0]
-    values, order = tf.math.top_k(columns, k=a, sorted=True)  # [K, A] each
-    keys = tf.where(values > threshold, tf.constant(np.arange(a, 0, -1, dtype=np.float32)), 0.0)
+    classes = columns.shape[0]
+    n = tf.maximum(tf.reduce_max(tf.reduce_sum(tf.cast(columns > threshold, tf.int32), axis=1)), 1)
+    values, order = tf.math.top_k(columns, k=n, sorted=True)  # [K, n] each
+    keys = tf.where(values > threshold, tf.cast(n - tf.range(n), tf.float32), 0.0)
     selected, counts = [], []
-    for order_k, boxes_k, keys_k in zip(tf.unstack(order), tf.unstack(tf.gather(boxes, order)), tf.unstack(keys)):
+    sorted_boxes = tf.gather(boxes, order)  # [K, n, 4]
+    for order_k, boxes_k, keys_k in zip(*(tf.unstack(t, num=classes) for t in (order, sorted_boxes, keys))):
         s, c = tf.raw_ops.NonMaxSuppressionV4(
             boxes=boxes_k, scores=keys_k, max_output_size=max_out, iou_threshold=iou_threshold,
             score_threshold=tf.constant(0.0), pad_to_max_output_size=True)

@@ -26,6 +26,9 @@ import tensorflow as tf
 from ssd_mobilenet.config.ssd_config import BACKGROUND_SLICE_LOGITS, NMS_CLIP_BEFORE, SSDConfig
 from ssd_mobilenet.detections import ALL_OUTPUTS
 
+# `_nms_in_order` sorts the best FIRST_TAKE * max_detections_per_class candidates of each class first.
+FIRST_TAKE = 4
+
 
 def _converter(logits, config: SSDConfig):
     # Dividing by 1.0 gives every float back unchanged: no pass over [N, A, slots] for it.
@@ -60,41 +63,59 @@ def clip_to_unit_window(boxes):
     return tf.stack([ymin, xmin, ymax, xmax], axis=-1), (ymax - ymin) * (xmax - xmin)
 
 
-def _nms_in_order(boxes, columns, threshold, iou_threshold, max_out: int) -> tuple:
-    """The candidates of each class in TF1's NMS order before the NMS op sees them, so that no
-    kernel's own tie rule decides.
+def _sorted_nms(boxes, columns, n, threshold, iou_threshold, max_out: int) -> tuple:
+    """NMS of each class over its `n` best candidates, in TF1's order (`_nms_in_order`).
 
-    TensorFlow's NMS takes equal scores lower index first; LiteRT's NON_MAX_SUPPRESSION_V4 keeps
-    its candidates in a heap compared by score alone, so among equal scores (a sigmoid near 1,
-    two anchors that see the same object) it may keep another box. Here each class's row is
-    sorted first (TopK: larger first, equal values lower index first in TensorFlow and in
-    LiteRT's TOPK_V2 alike), and NMS gets the boxes in that order with the scores replaced by
-    n, n - 1, ..., 1 (exact in float32, all different), or 0 at or below the threshold; its
-    selection is then the one TF1's makes, in TF1's order, whatever its tie rule. Only the
-    candidates above the threshold need an order: the sort takes as many as the class with the
-    most has (n, at least 1), a few per class on a trained model's photo, all A only where every
-    score passes.
-
-    Args:
-      boxes: float32 [A, 4] boxes NMS compares; columns: float32 [K, A] each class's scores
-        (-inf or NaN where a candidate is not allowed); threshold, iou_threshold: float32
-        scalars; max_out: the most boxes NMS keeps of a class.
-    Returns:
-      selected: K int32 [max_out] anchor indices (padded); counts: K int32 scalars.
+    Each class's row is sorted (TopK: larger first, equal values lower index first in TensorFlow
+    and in LiteRT's TOPK_V2 alike), and NMS gets the boxes in that order with the scores replaced
+    by n, n - 1, ..., 1 (exact in float32, all different), or 0 at or below the threshold.
+    Returns selected int32 [K, max_out] (anchor indices, padded) and counts int32 [K].
     """
     classes = columns.shape[0]
-    n = tf.maximum(tf.reduce_max(tf.reduce_sum(tf.cast(columns > threshold, tf.int32), axis=1)), 1)
     values, order = tf.math.top_k(columns, k=n, sorted=True)  # [K, n] each
     keys = tf.where(values > threshold, tf.cast(n - tf.range(n), tf.float32), 0.0)
-    selected, counts = [], []
     sorted_boxes = tf.gather(boxes, order)  # [K, n, 4]
+    selected, counts = [], []
     for order_k, boxes_k, keys_k in zip(*(tf.unstack(t, num=classes) for t in (order, sorted_boxes, keys))):
         s, c = tf.raw_ops.NonMaxSuppressionV4(
             boxes=boxes_k, scores=keys_k, max_output_size=max_out, iou_threshold=iou_threshold,
             score_threshold=tf.constant(0.0), pad_to_max_output_size=True)
         selected.append(tf.gather(order_k, s))
         counts.append(c)
-    return selected, counts
+    return tf.stack(selected), tf.stack(counts)
+
+
+def _nms_in_order(boxes, columns, threshold, iou_threshold, max_out: int) -> tuple:
+    """The candidates of each class in TF1's NMS order before the NMS op sees them, so that no
+    kernel's own tie rule decides.
+
+    TensorFlow's NMS takes equal scores lower index first; LiteRT's NON_MAX_SUPPRESSION_V4 keeps
+    its candidates in a heap compared by score alone, so among equal scores (a sigmoid near 1,
+    two anchors that see the same object) it may keep another box. With the candidates sorted
+    and ranked (`_sorted_nms`), its selection is the one TF1's makes, in TF1's order, whatever its
+    tie rule.
+
+    Only the candidates NMS reaches need an order, and a sort costs more than the kernel's heap:
+    first the best `FIRST_TAKE * max_out` of each class. That is TF1's selection for every class
+    that has no more candidates above the threshold, or that reached `max_out` among them (TF1's
+    NMS stops there); otherwise all candidates above the threshold, as many per class as the
+    class with the most has, are sorted again. (The built-in model's 90 classes, every anchor a
+    candidate: 2 * max_out left 29 classes short, 4 * none.)
+
+    Args:
+      boxes: float32 [A, 4] boxes NMS compares; columns: float32 [K, A] each class's scores
+        (-inf or NaN where a candidate is not allowed); threshold, iou_threshold: float32
+        scalars; max_out: the most boxes NMS keeps of a class.
+    Returns:
+      selected int32 [K, max_out] anchor indices (padded), counts int32 [K].
+    """
+    first_take = min(boxes.shape[0], FIRST_TAKE * max_out)
+    above = tf.reduce_sum(tf.cast(columns > threshold, tf.int32), axis=1)  # [K]
+    every = tf.maximum(tf.reduce_max(above), 1)  # TFLite's kernels take no empty tensor
+    selected, counts = _sorted_nms(boxes, columns, tf.minimum(every, first_take), threshold, iou_threshold, max_out)
+    decided = tf.reduce_all((counts >= max_out) | (above <= first_take))
+    return tf.cond(decided, lambda: (selected, counts),
+                   lambda: _sorted_nms(boxes, columns, every, threshold, iou_threshold, max_out))
 
 
 def _per_class_nms(boxes, scores, keep, config: SSDConfig, first: int = 0, sort_first: bool = False):
@@ -140,7 +161,7 @@ def _per_class_nms(boxes, scores, keep, config: SSDConfig, first: int = 0, sort_
                 score_threshold=threshold, pad_to_max_output_size=True)
             selected.append(s)
             counts.append(c)
-    selected, counts = tf.stack(selected), tf.stack(counts)
+        selected, counts = tf.stack(selected), tf.stack(counts)
     # The TF1 graph asks NMS for min(max_detections_per_class, candidates) boxes.
     m = min(max_out, boxes.shape[0])
     selected = selected[:, :m]

@@ -19,7 +19,10 @@ those of the TF1 graph's `multiclass_non_max_suppression` (`migrate.tf1.builder`
   ties across two classes); and pairs of overlapping boxes 1 float32 step apart in score, the
   higher score at the higher index and at the lower;
 - image 1: a crowd of overlapping boxes whose scores take four values (1.0, 0.999996, the float32
-  just below it, 0.5) in every class: many ties at once, in every class.
+  just below it, 0.5) in every class: many ties at once, in every class;
+- image 2: one box at 450 anchors and 30 disjoint boxes at the others, one score each (1.0 and
+  0.5): NMS keeps one of the 450 and must reach past them, beyond the best
+  `postprocessing.FIRST_TAKE * max_out` candidates the `.tflite` file sorts first.
 
 Runtimes: TensorFlow (`postprocessing.postprocess`, what the SavedModel's function runs), LiteRT
 (the "per-class" `.tflite` file's `per_class_outputs`, converted alone), ONNX Runtime and OpenVINO
@@ -47,7 +50,7 @@ from ssd_mobilenet.detections import DETECTION_OUTPUTS
 from ssd_mobilenet.formats.onnx import postprocessing as onnx_postprocessing
 from ssd_mobilenet.formats.tflite import writer as tflite_writer
 
-ANCHORS = 240
+ANCHORS = 480
 NEAR_ONE = np.float32(0.999996)
 LEVELS = np.array([1.0, NEAR_ONE, np.nextafter(NEAR_ONE, np.float32(0)), 0.5], np.float32)
 # Three boxes in a row, 0.1 wide, 0.02 apart: neighbours overlap at IoU 2/3, above the 0.6 limit,
@@ -101,10 +104,22 @@ def _crowd_image(rng) -> tuple:
     return boxes, scores
 
 
+def _beyond_image(rng) -> tuple:
+    """Image 2 (module docstring)."""
+    boxes = np.tile(np.float32([[0.8, 0.8, 0.95, 0.95]]), (ANCHORS, 1))
+    scores = np.zeros((ANCHORS, 4), np.float32)
+    scores[:, 1] = 1.0
+    spread = rng.choice(ANCHORS, size=30, replace=False)
+    grid = np.float32([[0.15 * (i // 6), 0.15 * (i % 6)] for i in range(30)])
+    boxes[spread] = np.concatenate([grid, grid + 0.1], axis=1)
+    scores[spread, 1] = 0.5
+    return boxes, scores
+
+
 def _images() -> tuple:
-    """boxes float32 [2, A, 4] and scores float32 [2, A, 4]."""
+    """boxes float32 [3, A, 4] and scores float32 [3, A, 4]."""
     rng = np.random.default_rng(53)
-    pairs = [_orders_image(rng)[:2], _crowd_image(rng)]
+    pairs = [_orders_image(rng)[:2], _crowd_image(rng), _beyond_image(rng)]
     return np.stack([b for b, _ in pairs]), np.stack([s for _, s in pairs])
 
 
@@ -206,7 +221,8 @@ def tf1_detections():
 @pytest.mark.parametrize("variant", [NMS_CLIP_BEFORE, NMS_CLIP_AFTER])
 def test_tf1_keeps_the_lower_index_of_equal_scores_and_the_cases_depend_on_it(variant, tf1_detections):
     # Not vacuous: which boxes of the chains TF1 keeps depends on the order of their indices
-    # (the lower index first), and the crowd fills the total cap with scores of LEVELS only.
+    # (the lower index first), the crowd fills the total cap with scores of LEVELS only, and
+    # image 2 keeps one box of the 450 and the 30 behind them.
     _, _, expected = _orders_image(np.random.default_rng(53))
     out = tf1_detections(variant)
     n = int(out["num_detections"][0])
@@ -215,6 +231,7 @@ def test_tf1_keeps_the_lower_index_of_equal_scores_and_the_cases_depend_on_it(va
         assert {tuple(b) for b in out["detection_boxes"][0][:n][rows]} == boxes, level
     assert int(out["num_detections"][1]) == 100
     assert set(out["detection_scores"][1].tolist()) <= set(LEVELS.tolist())
+    assert int(out["num_detections"][2]) == 31
 
 
 @pytest.mark.parametrize("runtime", sorted(RUNTIMES))

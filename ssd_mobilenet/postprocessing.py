@@ -63,24 +63,32 @@ def clip_to_unit_window(boxes):
     return tf.stack([ymin, xmin, ymax, xmax], axis=-1), (ymax - ymin) * (xmax - xmin)
 
 
-def _sorted_nms(boxes, columns, n, threshold, iou_threshold, max_out: int) -> tuple:
-    """NMS of each class over its `n` best candidates, in TF1's order (`_nms_in_order`).
+def _sorted_nms(boxes, columns, above, take: int, iou_threshold, max_out: int) -> tuple:
+    """NMS of each class over its best candidates above the threshold, at most `take` of them,
+    in TF1's order (`_nms_in_order`).
 
-    Each class's row is sorted (TopK: larger first, equal values lower index first in TensorFlow
-    and in LiteRT's TOPK_V2 alike), and NMS gets the boxes in that order with the scores replaced
-    by n, n - 1, ..., 1 (exact in float32, all different), or 0 at or below the threshold.
+    Each class's candidates are sorted (TopK: larger first, equal values lower index first in
+    TensorFlow and in LiteRT's TOPK_V2 alike), and NMS gets their boxes in that order with the
+    scores replaced by n, n - 1, ..., 1 (exact in float32, all different). `above` int32 [K]:
+    each class's count above the threshold, the size of its sort (at least 1: TFLite's kernels
+    take no empty tensor; a class without a candidate gives its one box the key 0, which NMS
+    drops).
     Returns selected int32 [K, max_out] (anchor indices, padded) and counts int32 [K].
     """
     classes = columns.shape[0]
-    values, order = tf.math.top_k(columns, k=n, sorted=True)  # [K, n] each
-    keys = tf.where(values > threshold, tf.cast(n - tf.range(n), tf.float32), 0.0)
-    sorted_boxes = tf.gather(boxes, order)  # [K, n, 4]
+    # Per class, n sorted and keys m, m - 1, ..., m - n + 1 (m = n, or 0 for a class without a
+    # candidate), worked out for all classes at once: each op per class costs LiteRT more than
+    # its arithmetic.
+    m = tf.minimum(above, take)
+    n = tf.maximum(m, 1)
+    first, last = tf.cast(m, tf.float32), tf.cast(m - n, tf.float32)
     selected, counts = [], []
-    for order_k, boxes_k, keys_k in zip(*(tf.unstack(t, num=classes) for t in (order, sorted_boxes, keys))):
+    for column, n_k, first_k, last_k in zip(*(tf.unstack(t, num=classes) for t in (columns, n, first, last))):
+        _, order = tf.math.top_k(column, k=n_k, sorted=True)
         s, c = tf.raw_ops.NonMaxSuppressionV4(
-            boxes=boxes_k, scores=keys_k, max_output_size=max_out, iou_threshold=iou_threshold,
-            score_threshold=tf.constant(0.0), pad_to_max_output_size=True)
-        selected.append(tf.gather(order_k, s))
+            boxes=tf.gather(boxes, order), scores=tf.range(first_k, last_k, -1.0), max_output_size=max_out,
+            iou_threshold=iou_threshold, score_threshold=tf.constant(0.0), pad_to_max_output_size=True)
+        selected.append(tf.gather(order, s))
         counts.append(c)
     return tf.stack(selected), tf.stack(counts)
 
@@ -96,26 +104,30 @@ def _nms_in_order(boxes, columns, threshold, iou_threshold, max_out: int) -> tup
     tie rule.
 
     Only the candidates NMS reaches need an order, and a sort costs more than the kernel's heap:
-    first the best `FIRST_TAKE * max_out` of each class. That is TF1's selection for every class
-    that has no more candidates above the threshold, or that reached `max_out` among them (TF1's
-    NMS stops there); otherwise all candidates above the threshold, as many per class as the
-    class with the most has, are sorted again. (The built-in model's 90 classes, every anchor a
-    candidate: 2 * max_out left 29 classes short, 4 * none.)
+    each class sorts its own candidates above the threshold, at most `FIRST_TAKE * max_out` of
+    them first. That is TF1's selection for every class that has no more, or that reached
+    `max_out` among them (TF1's NMS stops there); otherwise every class sorts all its candidates
+    (an IF in the file). (The built-in model's raw outputs on a shared photo with a 1e-8
+    threshold, every anchor a candidate of each of 90 classes: 2 * max_out left 29 classes
+    short, 4 * max_out none.)
 
     Args:
       boxes: float32 [A, 4] boxes NMS compares; columns: float32 [K, A] each class's scores
-        (-inf or NaN where a candidate is not allowed); threshold, iou_threshold: float32
+        (-inf where a candidate is not allowed; a score of +inf, which no score converter gives,
+        would make that NaN, which TopK may rank first); threshold, iou_threshold: float32
         scalars; max_out: the most boxes NMS keeps of a class.
     Returns:
       selected int32 [K, max_out] anchor indices (padded), counts int32 [K].
     """
-    first_take = min(boxes.shape[0], FIRST_TAKE * max_out)
+    a = boxes.shape[0]
+    first_take = min(a, FIRST_TAKE * max_out)
     above = tf.reduce_sum(tf.cast(columns > threshold, tf.int32), axis=1)  # [K]
-    every = tf.maximum(tf.reduce_max(above), 1)  # TFLite's kernels take no empty tensor
-    selected, counts = _sorted_nms(boxes, columns, tf.minimum(every, first_take), threshold, iou_threshold, max_out)
+    selected, counts = _sorted_nms(boxes, columns, above, first_take, iou_threshold, max_out)
+    if first_take == a:
+        return selected, counts
     decided = tf.reduce_all((counts >= max_out) | (above <= first_take))
     return tf.cond(decided, lambda: (selected, counts),
-                   lambda: _sorted_nms(boxes, columns, every, threshold, iou_threshold, max_out))
+                   lambda: _sorted_nms(boxes, columns, above, a, iou_threshold, max_out))
 
 
 def _per_class_nms(boxes, scores, keep, config: SSDConfig, first: int = 0, sort_first: bool = False):

@@ -21,8 +21,9 @@ Post-processing modes (`nms`):
 
 - "per-class" (the default): the TF graph's own post-processing (`postprocessing`: per-class
   NMS, the global sort with its tie order, clipping, empty boxes dropped), in TFLite builtin
-  ops only (NON_MAX_SUPPRESSION_V4 per class, TOPK_V2, GATHER, SELECT), each class's candidates
-  sorted before its NMS so that equal scores are decided as TF1 decides them (`per_class_outputs`).
+  ops only (NON_MAX_SUPPRESSION_V4 and TOPK_V2 per class, GATHER, SELECT, an IF), each class's
+  candidates sorted before its NMS so that equal scores are decided as TF1 decides them
+  (`per_class_outputs`).
   Its detections are the converted model's (`ssd_mobilenet.load`) to float32 rounding: the
   kernels are TFLite's, not oneDNN's, so scores and boxes differ in the last bits, and counts,
   classes and order are the same unless two candidates tie within that rounding.

@@ -23,10 +23,10 @@ Post-processing modes (`nms`):
   NMS, the global sort with its tie order, clipping, empty boxes dropped), in TFLite builtin
   ops only (NON_MAX_SUPPRESSION_V4 and TOPK_V2 per class, GATHER, SELECT, an IF), each class's
   candidates sorted before its NMS so that equal scores are decided as TF1 decides them
-  (`per_class_outputs`).
-  Its detections are the converted model's (`ssd_mobilenet.load`) to float32 rounding: the
-  kernels are TFLite's, not oneDNN's, so scores and boxes differ in the last bits, and counts,
-  classes and order are the same unless two candidates tie within that rounding.
+  (`per_class_outputs`). Its detections are the converted model's (`ssd_mobilenet.load`) to
+  float32 rounding: the kernels are TFLite's, not oneDNN's, so scores and boxes differ in the
+  last bits, and counts, classes and order are the same unless two candidates tie within that
+  rounding.
 - "regular" / "fast": the `TFLite_Detection_PostProcess` custom op (in the builtin op resolver
   of the TFLite interpreter and of TFLite's mobile runtimes) on the raw box codes, the class
   scores and the anchors, with the attributes `export_tflite_ssd_graph.py` set. What differs

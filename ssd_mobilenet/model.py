@@ -266,3 +266,36 @@ def fold_batch_norm(model: SSDMobileNetV1, precision: str = "float32") -> SSDMob
 
 def count_parameters(model: keras.Model) -> int:
     return int(sum(np.prod(v.shape) for v in model.weights))
+
+
+# Ops whose multiply-adds a frame costs: the convolutions and matrix products (the rest of the
+# network, batch norm, biases, ReLU6 and the box decoding, is a few multiplies per output, <1%).
+_MULTIPLY_ADD_OPS = ("Conv2D", "DepthwiseConv2dNative", "MatMul", "BatchMatMulV2")
+
+
+def count_multiply_adds(model: keras.Model, size=None) -> int:
+    """The multiply-adds of one frame through `model` (a Keras model of float32 [N, H, W, 3]
+    images): every convolution and matrix product of its graph traced at batch 1 and `size`
+    ((H, W); default: the model's input size), weight-shared layers counted each time they run.
+
+    A Conv2D's output [1, h, w, c_out] with a [kh, kw, c_in, c_out] filter costs h*w*c_out*kh*kw*c_in;
+    a depthwise conv's [1, h, w, c] output costs h*w*c*kh*kw; a MatMul [m, k] x [k, n] costs m*n*k.
+    MobileNet v1 at 224x224 (the base up to Conv2d_13_pointwise) counts the 569 M of its paper's
+    Table 8 less its 1 M classifier.
+    """
+    import tensorflow as tf
+    height, width = size or model.input_shape[1:3]
+    spec = tf.TensorSpec([1, height, width, model.input_shape[3]], tf.float32)
+    graph = tf.function(lambda x: model(x, training=False)).get_concrete_function(spec).graph
+    total = 0
+    for op in graph.get_operations():
+        if op.type not in _MULTIPLY_ADD_OPS:
+            continue
+        out, weights = op.outputs[0].shape, op.inputs[1].shape
+        if op.type == "Conv2D":
+            total += int(np.prod(out)) * int(np.prod(weights[:3]))
+        elif op.type == "DepthwiseConv2dNative":
+            total += int(np.prod(out)) * int(np.prod(weights[:2]))
+        else:
+            total += int(np.prod(out)) * int(op.inputs[0].shape[-1])
+    return total

@@ -63,10 +63,11 @@ import tempfile
 
 from migrate.bench.cold_start import measure_cold
 from migrate.bench.inputs import _check_frozen_graph, _frozen_graph, check_tflite
+from migrate.bench.peak import add_shares
 from migrate.bench.sides import BASELINE, DEFAULT_SIDES, EXPORTED_SIDES, FILE_EXPORTS, FILE_SIDES, SIDES, applies, \
     exported_path
 from migrate.bench.statistics import _report
-from migrate.bench.workers import _measure, _run_export_process
+from migrate.bench.workers import _measure, _run_export_process, _run_peak_process
 from migrate.common import measure
 from ssd_mobilenet import converted_dir
 from ssd_mobilenet.errors import InputError
@@ -183,6 +184,9 @@ def bench(src: str, converted: str, sizes=((480, 640),), batches=(1, 8), sides=D
     report = _report(latency, memory_results, sides, sizes, batches, repeats, warmup, base_env, tflite, files,
                      onednn_on)
     report["cold"] = cold
+    say("measuring this machine's peak (a plain matrix product in float32, bfloat16 and int8)")
+    measured = _run_peak_process(request["converted"], tflite_threads or os.cpu_count(), base_env)
+    add_shares(report, measured["peak"], measured["multiply_adds"])
     return report
 
 

@@ -7,6 +7,7 @@ import json
 import os
 
 from migrate.bench.interleaving import MAX_ROUNDS_FACTOR, rounds
+from migrate.bench import peak
 from migrate.bench.notes import _NOTES, _SIDE_TEXT
 from migrate.bench.sides import BASELINE, FILE_SIDES, MIXED_SIDES, ONNX_SIDES, TFLITE_SIDES
 from ssd_mobilenet import atomic_write, hardware
@@ -32,9 +33,10 @@ def format_table(report: dict, markdown: bool = False) -> str:
     100 columns, latency (every row) and memory (the rows memory was measured for: sizes in MiB,
     `alloc` the allocator's transient peak, `steady` the steady RSS), the same cells."""
     if markdown:
-        head = ["side", "oneDNN", "size", "batch", "median ms", "p90 ms", "img/s", "latency x TF1 (95%)", "file MiB",
-                "ready s", "alloc peak MiB", "alloc x TF1", "peak RSS MiB", "RSS x TF1", "steady RSS MiB", "x TF1"]
-        lines = [_latency_cells(report, r) + _memory_cells(r) for r in report["rows"]]
+        head = ["side", "oneDNN", "size", "batch", "median ms", "p90 ms", "img/s", "latency x TF1 (95%)",
+                "GMAC/s (of peak)", "file MiB", "ready s", "alloc peak MiB", "alloc x TF1", "peak RSS MiB",
+                "RSS x TF1", "steady RSS MiB", "x TF1"]
+        lines = [_latency_cells(report, r) + [_peak_cell(r)] + _memory_cells(r) for r in report["rows"]]
         out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         return "\n".join(out + ["| " + " | ".join(line) + " |" for line in lines])
     latency = _aligned(["side", "oneDNN", "size", "batch", "median ms", "p90 ms", "img/s", "x TF1 (95% CI)"],
@@ -70,6 +72,24 @@ def _latency_cells(report: dict, r: dict) -> list:
     latency = _latency_ratio(r)
     return [r["side"], onednn_label(report, r["onednn"]), f"{r['size'][0]}x{r['size'][1]}", str(r["batch"]),
             f"{r['latency_ms']['median']:.1f}", f"{r['latency_ms']['p90']:.1f}", f"{r['images_per_s']:.1f}", latency]
+
+
+def _peak_cell(r: dict) -> str:
+    """`GMAC/s (of peak)`: the model's multiply-adds per second at the row's median latency, and its
+    share of this machine's peak in the side's precision ("-" without a peak measured)."""
+    if r.get("mac_per_s") is None:
+        return "-"
+    return f"{r['mac_per_s'] / 1e9:.1f} ({r['peak_share']:.0%} {peak.side_precision(r['side'])})"
+
+
+def peak_line(report: dict) -> str | None:
+    """One line on this machine's measured peak and the model's cost (None if not measured)."""
+    if not report.get("peak"):
+        return None
+    rates = ", ".join(f"{precision} {p['mac_per_s'] / 1e9:.1f} GMAC/s ({p['runtime']})"
+                      for precision, p in report["peak"].items())
+    return (f"This machine's peak, a {peak.SIZE}x{peak.SIZE} matrix product: {rates}; the model: "
+            f"{report['multiply_adds'] / 1e9:.2f} GMAC a frame (its convolutions at its input size)")
 
 
 def _memory_cells(r: dict) -> list:
@@ -352,7 +372,12 @@ def write_markdown(report: dict, path: str, command: str, force: bool = False, p
     for text, measured, passed in targets(report):
         verdict = "(not applicable)" if passed is None else "(met)" if passed else "(NOT met)"
         lines.append(f"- {text}: **{measured}** {verdict}")
-    lines += ["", "## Results", "", format_table(report, markdown=True)]
+    lines += ["", "## Results", ""]
+    if report.get("peak"):
+        lines += [peak_line(report) + ". `GMAC/s (of peak)`: the model's multiply-adds a frame times the frames "
+                  "a second at the median latency, and its share of that peak in the precision the side's "
+                  "convolutions run in (`migrate.bench.peak`): how close the side runs to what this CPU can do.", ""]
+    lines += [format_table(report, markdown=True)]
     cold = report.get("cold")
     if cold:
         lines += ["", "## Cold start on photos", "",

@@ -54,6 +54,15 @@ def _run_latency_process(request: dict, env: dict, progress) -> dict:
             return json.load(f)
 
 
+def _run_peak_process(converted: str, threads: int, env: dict) -> dict:
+    """`migrate.bench.peak`'s worker: {"multiply_adds": per frame, "peak": {precision: ...}}."""
+    proc = subprocess.run([sys.executable, "-m", "migrate.bench.peak", converted, str(threads)],
+                          env=_worker_env(env), capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RunError("peak worker failed:\n" + "\n".join(proc.stderr.splitlines()[-15:]))
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
 def _worker_env(env: dict) -> dict:
     """This process's environment with `env` and this checkout first on PYTHONPATH, for a worker."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

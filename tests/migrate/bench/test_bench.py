@@ -200,6 +200,16 @@ def test_bench_measures_every_side_against_the_tf1_session(every_side_run):
     assert "## Cold start on photos" in md and "| detector | " in md.split("## Cold start on photos")[1]
     assert "`detector` cold on photos, peak RSS: <= 0.85x TF1" in md
     assert "| first detections s |" in table
+    # This machine's peak in each precision and every row's share of it: the small model's
+    # multiply-adds a frame (its convolutions at 128x128) times its frames a second.
+    assert set(report["peak"]) == {"float32", "bfloat16", "int8"}
+    assert all(p["mac_per_s"] > 1e8 for p in report["peak"].values())
+    small = report["multiply_adds"]
+    assert 0 < small < 1_237_129_408 / 4  # under a quarter of the zoo model's: depth 0.25 at 128x128
+    for r in report["rows"]:
+        assert r["mac_per_s"] == pytest.approx(small * r["batch"] * 1000 / r["latency_ms"]["median"])
+        assert 0 < r["peak_share"] < 1  # a side with its pre- and post-processing cannot beat a plain product
+    assert "This machine's peak, a 1024x1024 matrix product: float32 " in md and "| GMAC/s (of peak) |" in md
     # The plot (matplotlib is in the dev extra): a PNG of a real figure, not an empty canvas.
     data = every_side_run["png"]
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 20_000

@@ -166,6 +166,9 @@ def write_pages(report: dict, args, default_name: str, say) -> None:
     tables.write_markdown(report, os.path.join(out_dir, f"{args.name}.md"), command, force=True, plot=plot)
     # docs/benchmarks.md lists the FPN and PPN pages' rows: after their runs, and again after its own.
     tables.refresh_family_section(os.path.join(out_dir, "benchmarks.md"))
+    if args.publish and args.name == "benchmarks":
+        # The README's headline table is the published plain model's run.
+        tables.refresh_headline(os.path.join(os.path.dirname(publish.DOCS), "README.md"), report)
     say(f"wrote {os.path.join(out_dir, args.name)}.md (+ .json{', .png' if plot else ''})")
 
 

@@ -402,3 +402,53 @@ def write_markdown(report: dict, path: str, command: str, force: bool = False, p
     lines += [f"- `{name}`: {text}" for name, text in _SIDE_TEXT.items() if name in report["sides"]]
     lines += ["", _NOTES]
     atomic_write.write_text(path, "\n".join(lines) + "\n")
+
+
+# The README's headline: the sides a user chooses between, by the form they deploy.
+HEADLINE_SIDES = (("saved_model", "SavedModel `convert` writes (weights as variables)"),
+                  ("saved_model_constants", "SavedModel, `--constant-weights`"),
+                  ("saved_model_mixed", "SavedModel, `--precision mixed_bfloat16`"),
+                  ("tflite", "`.tflite` float32 (LiteRT)"), ("tflite_int8", "`.tflite` int8 (LiteRT)"),
+                  ("onnx", "`.onnx` float32 (ONNX Runtime)"), ("onnx_int8", "`.onnx` int8 (ONNX Runtime)"),
+                  ("openvino", "`.onnx` float32 (OpenVINO)"))
+HEADLINE_CELLS = (((480, 640), 1), ((480, 640), 8), ((300, 300), 1))  # (size, batch) of the latency columns
+HEADLINE_START, HEADLINE_END = "<!-- headline table: scripts/bench.py --publish -->", "<!-- end of headline table -->"
+
+
+def headline_table(report: dict) -> str:
+    """The README's headline table: per side of `HEADLINE_SIDES` in the report, its latency against the
+    TF1 session warm (480x640 at batch 1 and 8, 300x300 at batch 1; in brackets the 95% interval), and
+    cold over the photos (peak RSS, time to the first detections), from one run's report."""
+    first = report["onednn"][0]
+    cells = {(r["side"], tuple(r["size"]), r["batch"]): r for r in report["rows"] if r["onednn"] == first}
+    cold = {r["side"]: r for r in (report.get("cold") or {}).get("rows", [])}
+    base = [cells.get((BASELINE, *at)) for at in HEADLINE_CELLS]
+    lines = ["| side | warm 480x640, batch 1 | batch 8 | 300x300, batch 1 | cold: peak RSS | first detections |",
+             "|---|---|---|---|---|---|",
+             "| TF1 session (the baseline) | " + " | ".join(f"{r['latency_ms']['median']:.1f} ms" if r else "-"
+                                                      for r in base) + " | 1.00 | 1.00 |"]
+    for side, name in HEADLINE_SIDES:
+        if side not in report["sides"]:
+            continue
+        row = [name]
+        for at in HEADLINE_CELLS:
+            r = cells.get((side, *at))
+            row.append("-" if r is None else f"{r['latency_ratio']:.2f}x ({r['latency_ratio_ci95'][0]:.2f}-"
+                       f"{r['latency_ratio_ci95'][1]:.2f})")
+        c = cold.get(side)
+        row += [f"{c['peak_rss_bytes_ratio']:.2f}x", f"{c['first_detections_s_ratio']:.2f}x"] if c else ["-", "-"]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def refresh_headline(readme: str, report: dict) -> bool:
+    """Replaces the table between `HEADLINE_START` and `HEADLINE_END` in `readme` by `headline_table(report)`
+    (atomic write); False (nothing written) where the markers are not there."""
+    with open(readme, encoding="utf-8") as f:
+        text = f.read()
+    if HEADLINE_START not in text or HEADLINE_END not in text:
+        return False
+    head, rest = text.split(HEADLINE_START, 1)
+    tail = rest.split(HEADLINE_END, 1)[1]
+    atomic_write.write_text(readme, f"{head}{HEADLINE_START}\n{headline_table(report)}\n{HEADLINE_END}{tail}")
+    return True

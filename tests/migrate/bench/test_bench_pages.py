@@ -1,11 +1,16 @@
 """docs/benchmarks.md's FPN and PPN section: the rows of `scripts/bench.py --model fpn_640|ppn_300`'s
-reports beside it, refreshed in place by each such run and kept by a run of the plain model."""
+reports beside it, refreshed in place by each such run and kept by a run of the plain model; the
+README's headline table, the published plain model's run."""
 
 from __future__ import annotations
 
 import json
+import os
 
 from migrate.bench import tables
+from tests.conftest import REPO
+
+DOCS = os.path.join(REPO, "docs")
 
 
 def _row(side, size, batch, ms, ratio, ci, rss, rss_ratio):
@@ -51,3 +56,20 @@ def test_the_family_section_lists_each_side_beside_the_tf1_session_and_is_refres
     tables.refresh_family_section(str(page))
     assert page.read_text() == head + tail
     assert not tables.refresh_family_section(str(tmp_path / "missing.md"))
+
+
+def test_the_readme_headline_table_is_the_published_run(tmp_path):
+    """The README's headline table is `headline_table` of docs/benchmarks.json (the run
+    `scripts/bench.py --publish` refreshes it from), and a refresh rewrites only that table."""
+    report = json.load(open(os.path.join(DOCS, "benchmarks.json"), encoding="utf-8"))
+    readme = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
+    table = readme.split(tables.HEADLINE_START + "\n", 1)[1].split("\n" + tables.HEADLINE_END, 1)[0]
+    assert table == tables.headline_table(report)
+    rows = table.splitlines()[2:]
+    assert [r.split(" | ")[0] for r in rows[1:]] == [f"| {name}" for side, name in tables.HEADLINE_SIDES
+                                                     if side in report["sides"]]
+    copy = tmp_path / "README.md"
+    copy.write_text(readme.replace(rows[1], "| stale | row |"))
+    assert tables.refresh_headline(str(copy), report) and copy.read_text() == readme
+    copy.write_text("no table here\n")
+    assert not tables.refresh_headline(str(copy), report) and copy.read_text() == "no table here\n"

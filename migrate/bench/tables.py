@@ -29,7 +29,9 @@ def format_table(report: dict, markdown: bool = False) -> str:
     read "n/a" for the TFLite sides (the interpreter's arena is not TensorFlow's allocator) once
     memory was measured.
 
-    `markdown`: one table of every column (docs/benchmarks.md). On the console: two tables within
+    `markdown`: one table of every column (docs/benchmarks.md), `GMAC/s (of peak)` among them
+    (`migrate.bench.peak`: the model's multiply-adds a second at the median latency, and its share of
+    this machine's peak in the side's precision). On the console: two tables within
     100 columns, latency (every row) and memory (the rows memory was measured for: sizes in MiB,
     `alloc` the allocator's transient peak, `steady` the steady RSS), the same cells."""
     if markdown:

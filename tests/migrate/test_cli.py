@@ -185,14 +185,16 @@ def test_bench_tables_fit(wide_terminal):
                          "latency_ratio": 10.0, "latency_ratio_ci95": [9.99, 10.01], "file_bytes": 123.4 * 2**20,
                          "alloc_transient_bytes": 1234.5 * 2**20, "peak_rss_bytes": 12345.6 * 2**20,
                          "ready_s": 12.3, "rss_bytes": 12345.6 * 2**20, "alloc_ratio": 10.0, "rss_ratio": 10.0,
-                         "steady_rss_ratio": 10.0})
+                         "steady_rss_ratio": 10.0, "mac_per_s": 1234.5e9, "peak_share": 0.987})
     report = {"rows": rows, "onednn_on": {"default": True}}
     text = format_table(report)
     assert not _too_long(text)
     latency, memory = text.split("\n\n")
     assert len(latency.splitlines()) == len(memory.splitlines()) == len(rows) + 1
-    # The Markdown table (docs/benchmarks.md) keeps every column in one row.
-    assert len(format_table(report, markdown=True).splitlines()[0].split("|")) == 18
+    # The Markdown table (docs/benchmarks.md) keeps every column in one row, the share of this
+    # machine's peak among them.
+    markdown = format_table(report, markdown=True).splitlines()
+    assert len(markdown[0].split("|")) == 19 and "| 1234.5 (99% int8) |" in markdown[-1]
 
 
 def test_train_step_lines_fit():

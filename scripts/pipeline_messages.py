@@ -14,8 +14,9 @@ lived; where its type changed, the wider one (`WIDER`; any other change fails th
 repeated if it ever was; in the newest oneof it was in (a oneof only ever gathered fields that
 a config could not set together anyway, and new members); where its default changed, the one
 of the last commit before DEFAULTS_BEFORE (the TF 1.13 era), else of the commit nearest to it.
-`OPAQUE` messages are written without fields. The module's head (docstring, dataclasses,
-`map_entry`) is the fixed text `HEAD`; only the tables below it are generated.
+`OPAQUE` messages are written without fields. The module's head (its docstring, the import of
+the kinds the tables are written in, ssd_mobilenet/config/proto_kinds.py, and `message`) is the
+fixed text `HEAD`; only the tables below it are generated.
 """
 
 from __future__ import annotations
@@ -76,50 +77,8 @@ members, oneofs); `training.proto_table` reads its fields' defaults from them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-# Scalar kinds, as protobuf text format checks them. A `Field.kind` is one of these, an `Enum`,
-# a message's name (a key of `MESSAGES`) or an inline `Message` (a map field's entries).
-FLOAT, INT32, UINT32, BOOL, STRING = "float", "int32", "uint32", "bool", "string"
-SCALARS = (FLOAT, INT32, UINT32, BOOL, STRING)
-
-
-@dataclass(frozen=True)
-class Enum:
-    """A proto enum: its (nested) name and its value names, in declaration order."""
-
-    name: str
-    members: tuple
-
-
-@dataclass(frozen=True)
-class Field:
-    """One field of a message; `oneof` names the group whose members exclude each other."""
-
-    name: str
-    kind: object
-    default: object = None
-    repeated: bool = False
-    oneof: "str | None" = None
-
-
-@dataclass(frozen=True)
-class Message:
-    """A proto message: its (nested) name, the `.proto` file that declares it, its fields."""
-
-    name: str
-    proto: str
-    fields: tuple = ()
-    opaque: bool = False
-
-    def field(self, name: str) -> "Field | None":
-        return next((f for f in self.fields if f.name == name), None)
-
-
-def map_entry(key_kind, value_kind) -> Message:
-    """The entries of a `map<K, V>` field: text format writes each as `{ key: .. value: .. }`."""
-    return Message(f"map<{key_kind}, {getattr(value_kind, 'name', value_kind)}>", "",
-                   (Field("key", key_kind), Field("value", value_kind)))
+from ssd_mobilenet.config.proto_kinds import (BOOL, FLOAT, INT32, STRING, UINT32, Enum, Field, Message,
+                                              map_entry)
 
 
 def message(name: str) -> Message:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 
 from ssd_mobilenet.config import pipeline_messages as pm
+from ssd_mobilenet.config import proto_kinds as kinds
 from ssd_mobilenet.config import pipeline_schema, pipeline_text
 from ssd_mobilenet.config.pipeline_text import Scalar, TextMessage
 from ssd_mobilenet.config.ssd_config import RESIZE_METHODS, SCORE_CONVERTERS, SSDConfig, f32
@@ -24,7 +25,7 @@ from ssd_mobilenet.config.type_names import (ANCHOR_GENERATORS, BOX_PREDICTORS, 
 from ssd_mobilenet.errors import ConfigError
 
 # An unset scalar field whose .proto gives no default reads as protobuf's zero value.
-_ZERO = {pm.FLOAT: 0.0, pm.INT32: 0, pm.UINT32: 0, pm.BOOL: False, pm.STRING: ""}
+_ZERO = {kinds.FLOAT: 0.0, kinds.INT32: 0, kinds.UINT32: 0, kinds.BOOL: False, kinds.STRING: ""}
 _PROTO_DEFAULT = object()  # `PipelineReader.get`'s default: the field's (`proto_default`)
 
 
@@ -61,7 +62,7 @@ def parse_pipeline_config(path_or_text: str) -> TextMessage:
     return root
 
 
-def field_at(field_path: str) -> pm.Field:
+def field_at(field_path: str) -> kinds.Field:
     """The `pipeline_messages` field at `field_path`, dotted from the top-level message
     (`model.ssd.post_processing.logit_scale`)."""
     message = pm.message(pipeline_schema.ROOT)
@@ -72,14 +73,14 @@ def field_at(field_path: str) -> pm.Field:
     return message.field(name)
 
 
-def proto_default(f: pm.Field):
+def proto_default(f: kinds.Field):
     """The value the unset field `f` reads as: its proto default (a float as its float32), else
     protobuf's zero value (an enum's first member); () for a repeated field."""
     if f.repeated:
         return ()
     if f.default is not None:
-        return f32(f.default) if f.kind == pm.FLOAT else f.default
-    return f.kind.members[0] if isinstance(f.kind, pm.Enum) else _ZERO[f.kind]
+        return f32(f.default) if f.kind == kinds.FLOAT else f.default
+    return f.kind.members[0] if isinstance(f.kind, kinds.Enum) else _ZERO[f.kind]
 
 
 class PipelineReader:

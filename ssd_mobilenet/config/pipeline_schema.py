@@ -31,6 +31,7 @@ import difflib
 import re
 
 from ssd_mobilenet.config import pipeline_messages as pm
+from ssd_mobilenet.config import proto_kinds as kinds
 from ssd_mobilenet.config.pipeline_text import Scalar, TextMessage
 from ssd_mobilenet.errors import ConfigError
 
@@ -49,7 +50,7 @@ def check(root: TextMessage, message: str = ROOT) -> None:
         raise min(problems, key=lambda e: e.line or 0)
 
 
-def _check_message(msg: TextMessage, spec: pm.Message, path: str, problems: list) -> None:
+def _check_message(msg: TextMessage, spec: kinds.Message, path: str, problems: list) -> None:
     if spec.opaque:
         return
     oneof_set = {}  # oneof group -> (member, line) of the member set first
@@ -70,13 +71,13 @@ def _check_message(msg: TextMessage, spec: pm.Message, path: str, problems: list
             _check_value(value, field, where, problems)
 
 
-def _check_value(value, field: pm.Field, where: str, problems: list) -> None:
+def _check_value(value, field: kinds.Field, where: str, problems: list) -> None:
     """`where`: the field's dotted path, to descend with; messages name the field alone."""
     kind = field.kind
-    if isinstance(kind, str) and kind not in pm.SCALARS:
+    if isinstance(kind, str) and kind not in kinds.SCALARS:
         kind = pm.message(kind)
     name = field.name
-    if isinstance(kind, pm.Message):
+    if isinstance(kind, kinds.Message):
         if not isinstance(value, TextMessage):
             problems.append(ConfigError(f"{name} expects a {{ ... }} block, got {_shown(value)}", _line(value)))
         else:
@@ -86,9 +87,9 @@ def _check_value(value, field: pm.Field, where: str, problems: list) -> None:
     elif _close_member(value, kind):
         problems.append(ConfigError(f'{name}: no value {value.text} (did you mean "{_close_member(value, kind)}"?)',
                                     _line(value)))
-    elif isinstance(kind, pm.Enum) and not isinstance(value, Scalar) and value in kind.members:
+    elif isinstance(kind, kinds.Enum) and not isinstance(value, Scalar) and value in kind.members:
         problems.append(ConfigError(f"{name} expects {value} unquoted, got {_shown(value)}", _line(value)))
-    elif isinstance(kind, pm.Enum) and (not isinstance(value, Scalar) or value.text not in kind.members):
+    elif isinstance(kind, kinds.Enum) and (not isinstance(value, Scalar) or value.text not in kind.members):
         problems.append(ConfigError(f"{name}: no value {_shown(value)} ({', '.join(kind.members)})", _line(value)))
     else:
         problem = _scalar_problem(value, kind)
@@ -101,13 +102,13 @@ def _check_value(value, field: pm.Field, where: str, problems: list) -> None:
 # them, after an optional f/F suffix, and inf/nan; integers in decimal, hex (0x) or octal (leading 0).
 _INFINITY_OR_NAN = re.compile(r"-?(inf(inity)?|nan)f?", re.IGNORECASE)
 _BOOLS = ("true", "True", "t", "1", "false", "False", "f", "0")
-_INT_RANGE = {pm.INT32: (-2 ** 31, 2 ** 31 - 1), pm.UINT32: (0, 2 ** 32 - 1)}
+_INT_RANGE = {kinds.INT32: (-2 ** 31, 2 ** 31 - 1), kinds.UINT32: (0, 2 ** 32 - 1)}
 
 
 def _close_member(value, kind) -> "str | None":
     """The member of the enum `kind` nearest a misspelt `value`, if one is close (else None,
     and the message lists the members)."""
-    if not isinstance(kind, pm.Enum) or not isinstance(value, Scalar) or value.text in kind.members:
+    if not isinstance(kind, kinds.Enum) or not isinstance(value, Scalar) or value.text in kind.members:
         return None
     close = difflib.get_close_matches(value.text, kind.members, n=1, cutoff=0.6)
     return close[0] if close else None
@@ -115,16 +116,16 @@ def _close_member(value, kind) -> "str | None":
 
 def _scalar_problem(value, kind) -> "str | None":
     """None when `value` is a valid `kind`; else "" or a hint to append to the message."""
-    if kind == pm.STRING:
+    if kind == kinds.STRING:
         return None if isinstance(value, str) else ""
     if not isinstance(value, Scalar):
         return ""  # a quoted string where a number, bool or enum name is declared
     text = value.text
-    if isinstance(kind, pm.Enum):
+    if isinstance(kind, kinds.Enum):
         return None if text in kind.members else ""  # a close name is `_check_value`'s message
-    if kind == pm.BOOL:
+    if kind == kinds.BOOL:
         return None if text in _BOOLS else ""
-    if kind == pm.FLOAT:
+    if kind == kinds.FLOAT:
         if _INFINITY_OR_NAN.fullmatch(text):
             return None
         try:
@@ -139,7 +140,7 @@ def _scalar_problem(value, kind) -> "str | None":
     low, high = _INT_RANGE[kind]
     if low <= number <= high:
         return None
-    return " (over 32 bits)" if kind == pm.INT32 else "" if number < 0 else f" (at most {high})"
+    return " (over 32 bits)" if kind == kinds.INT32 else "" if number < 0 else f" (at most {high})"
 
 
 def _integer(text: str) -> int:
@@ -150,10 +151,10 @@ def _integer(text: str) -> int:
 
 
 def _expected(kind) -> str:
-    if isinstance(kind, pm.Enum):
+    if isinstance(kind, kinds.Enum):
         return "one of " + ", ".join(kind.members)
-    return {pm.FLOAT: "a number", pm.INT32: "an integer", pm.UINT32: "an integer >= 0", pm.BOOL: "true or false",
-            pm.STRING: 'a quoted string ("...")'}[kind]
+    return {kinds.FLOAT: "a number", kinds.INT32: "an integer", kinds.UINT32: "an integer >= 0", kinds.BOOL: "true or false",
+            kinds.STRING: 'a quoted string ("...")'}[kind]
 
 
 def _shown(value) -> str:
@@ -168,7 +169,7 @@ def _line(value) -> int:
     return getattr(value, "line", 0)
 
 
-def _unknown(name: str, spec: pm.Message, path: str) -> str:
+def _unknown(name: str, spec: kinds.Message, path: str) -> str:
     """`no field "NAME"` with the nearest declared name; or the sub-message that declares NAME
     when it was written one level too high; or the block (PATH's last field) that lacks it."""
     names = [f.name for f in spec.fields]

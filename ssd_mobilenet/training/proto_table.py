@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass, field
 
 from ssd_mobilenet.config import pipeline_messages as pm
+from ssd_mobilenet.config import proto_kinds as kinds
 from ssd_mobilenet.config.pipeline_reader import PipelineReader, proto_default
 from ssd_mobilenet.config.pipeline_text import TextMessage
 from ssd_mobilenet.config.ssd_config import float_text
@@ -65,9 +66,9 @@ def fail(path: str, value, why: str, line: "int | None" = None):
     raise ConfigError(f"{path.rsplit('.', 1)[-1] if line else path}: {value} — {why}", line)
 
 
-def _kind(f: pm.Field):
+def _kind(f: kinds.Field):
     """The field's kind, with a message's name resolved to its `Message`."""
-    return pm.message(f.kind) if isinstance(f.kind, str) and f.kind not in pm.SCALARS else f.kind
+    return pm.message(f.kind) if isinstance(f.kind, str) and f.kind not in kinds.SCALARS else f.kind
 
 
 def _text(value, kind) -> str:
@@ -78,7 +79,7 @@ def _text(value, kind) -> str:
         return str(value).lower()
     if isinstance(value, float):
         return float_text(value)
-    return json.dumps(value) if kind == pm.STRING else str(value)
+    return json.dumps(value) if kind == kinds.STRING else str(value)
 
 
 def read(msg: "TextMessage | None", path: str, spec: Uses) -> dict:
@@ -100,11 +101,11 @@ def read(msg: "TextMessage | None", path: str, spec: Uses) -> dict:
         where, values = f"{path}.{f.name}", msg.get(f.name, [])
         line = getattr(values[-1], "line", None) if values else None
         kind = _kind(f)
-        if isinstance(kind, pm.Message):
+        if isinstance(kind, kinds.Message):
             if values and how in (DEFAULT_ONLY, REFUSED):
                 fail(where, "{...}", why or "not supported", line)
             continue
-        as_python = {pm.FLOAT: float, pm.INT32: int, pm.UINT32: int, pm.BOOL: bool}.get(kind, str)
+        as_python = {kinds.FLOAT: float, kinds.INT32: int, kinds.UINT32: int, kinds.BOOL: bool}.get(kind, str)
         if f.repeated:
             holder = [TextMessage({f.name: [v]}) for v in values]
             value = tuple(scalars.get(h, f.name, path, as_python, None) for h in holder)

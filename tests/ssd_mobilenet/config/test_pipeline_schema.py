@@ -9,6 +9,7 @@ import pytest
 
 from tests.conftest import ZOO, needs_shared, zoo_path
 from ssd_mobilenet.config import pipeline_messages as pm
+from ssd_mobilenet.config import proto_kinds as kinds
 from ssd_mobilenet.config.pipeline_reader import parse_pipeline_config, read_pipeline_config
 from ssd_mobilenet.training.train_config import TrainingConfig
 from ssd_mobilenet.errors import ConfigError
@@ -177,8 +178,8 @@ def test_every_message_a_field_names_is_in_the_table():
         assert len(names) == len(set(names)), m.name
         for f in m.fields:
             kind = f.kind
-            assert (kind in pm.SCALARS or kind in pm.MESSAGES or isinstance(kind, (pm.Enum, pm.Message))), (m.name, f)
-            if isinstance(kind, pm.Enum) and f.default is not None:
+            assert (kind in kinds.SCALARS or kind in pm.MESSAGES or isinstance(kind, (kinds.Enum, kinds.Message))), (m.name, f)
+            if isinstance(kind, kinds.Enum) and f.default is not None:
                 assert f.default in kind.members, (m.name, f)
 
 

@@ -80,10 +80,18 @@ def run(args) -> int:
         _web_result(result)
     elif args.onnx:
         _result(result, f"ONNX opset {result['opset']}, {result['input']} input, "
-                        f"{'int8 QDQ' if result['int8'] else 'float32'}")
+                        f"{_onnx_precision(result)}")
     else:
         _result(result, f"{result['nms']} NMS, {result['input']} input, {'int8' if result['int8'] else 'float32'}")
     return EXIT_OK
+
+
+def _onnx_precision(result: dict) -> str:
+    """The `.onnx` file's precision as the result line gives it: float32, int8 QDQ, or int8 QDQ
+    with the post-training file's activations ("uint8 activations")."""
+    if not result["int8"]:
+        return "float32"
+    return f"int8 QDQ, {result['activations']} activations" if result.get("activations") else "int8 QDQ"
 
 
 def _result(result: dict, what: str) -> None:

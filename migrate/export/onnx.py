@@ -73,6 +73,7 @@ class Onnx(pipeline.Format):
 
     def convert(self, job: pipeline.Job) -> pipeline.File:
         from ssd_mobilenet.formats.onnx import writer as onnx_lib
+        from ssd_mobilenet.formats.onnx.integer import activations_for
         proto = onnx_lib.convert(job.model, self.input_type, job.max_detections, verbose=self.verbose,
                                  carried=job.entry)
         float_data = None
@@ -84,7 +85,8 @@ class Onnx(pipeline.Format):
                                                   for image in job.images])
         return pipeline.File(proto.SerializeToString(), float_data=float_data,
                              fields={"input": self.input_type, "opset": onnx_lib.OPSET,
-                                     "operators": onnx_lib.operator_names(proto)})
+                                     "operators": onnx_lib.operator_names(proto),
+                                     "activations": activations_for(self.input_type) if job.int8 else None})
 
     def runner(self, data: bytes, job: pipeline.Job):
         return _Session(data, job.config, self.input_type)

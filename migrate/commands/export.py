@@ -32,7 +32,8 @@ def add_parser(sub) -> None:
                    help="detections per image (default: the model's max_total_detections)")
     p.add_argument("--int8", action="store_true",
                    help="post-training int8 quantization of the network (float32 outputs; --onnx: QDQ "
-                        "convolutions), with a report of how far its detections drift from the float model's; "
+                        "convolutions, uint8 activations for CPUs, or symmetric int8 ones for TensorRT with "
+                        "--input float32), with a report of how far its detections drift from the float model's; "
                         "a quantization-aware model's file is int8 on its checkpoint's ranges without it")
     p.add_argument("--calibration", nargs="+", metavar="IMAGES",
                    help="JPEG/PNG files and folders to calibrate --int8 on (default: generated images)")

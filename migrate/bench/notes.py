@@ -62,9 +62,10 @@ _SIDE_TEXT = {
             "`ssd_mobilenet.formats.onnx.runner.session_options` says why). "
             "One image per call, batch 1 only, memory and `ready s` from a fresh process without TensorFlow, as "
             "the `tflite` side.",
-    "onnx_int8": "the same with the file `migrate export --onnx --int8` writes: QDQ int8 convolutions calibrated on "
-                 "the generated images, everything after the heads float32; detections agree with the float "
-                 "file's by class and IoU, not exactly.",
+    "onnx_int8": "the same with the file `migrate export --onnx --int8` writes: QDQ int8 convolutions (uint8 "
+                 "activations, each ReLU6 folded into its convolution's range) calibrated on the generated "
+                 "images, everything after the heads float32; detections agree with the float file's by class "
+                 "and IoU, not exactly.",
     "openvino": "the `onnx` side's file on OpenVINO's CPU plugin in float32 (`INFERENCE_PRECISION_HINT` f32; its "
                 "default on CPUs with bfloat16 units is bfloat16) with N inference threads "
                 "(`migrate.bench.sides.openvino_runner`).",

@@ -32,7 +32,8 @@ def add_parser(sub) -> None:
                    help="detections per image (default: the model's max_total_detections)")
     p.add_argument("--int8", action="store_true",
                    help="post-training int8 quantization of the network (float32 outputs; --onnx: QDQ "
-                        "convolutions), with a report of how far its detections drift from the float model's; "
+                        "convolutions, uint8 activations for CPUs, or symmetric int8 ones for TensorRT with "
+                        "--input float32), with a report of how far its detections drift from the float model's; "
                         "a quantization-aware model's file is int8 on its checkpoint's ranges without it")
     p.add_argument("--calibration", nargs="+", metavar="IMAGES",
                    help="JPEG/PNG files and folders to calibrate --int8 on (default: generated images)")
@@ -80,10 +81,18 @@ def run(args) -> int:
         _web_result(result)
     elif args.onnx:
         _result(result, f"ONNX opset {result['opset']}, {result['input']} input, "
-                        f"{'int8 QDQ' if result['int8'] else 'float32'}")
+                        f"{_onnx_precision(result)}")
     else:
         _result(result, f"{result['nms']} NMS, {result['input']} input, {'int8' if result['int8'] else 'float32'}")
     return EXIT_OK
+
+
+def _onnx_precision(result: dict) -> str:
+    """The `.onnx` file's precision as the result line gives it: float32, int8 QDQ, or int8 QDQ
+    with the post-training file's activations ("uint8 activations")."""
+    if not result["int8"]:
+        return "float32"
+    return f"int8 QDQ, {result['activations']} activations" if result.get("activations") else "int8 QDQ"
 
 
 def _result(result: dict, what: str) -> None:

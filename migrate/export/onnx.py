@@ -73,6 +73,7 @@ class Onnx(pipeline.Format):
 
     def convert(self, job: pipeline.Job) -> pipeline.File:
         from ssd_mobilenet.formats.onnx import writer as onnx_lib
+        from ssd_mobilenet.formats.onnx.integer import activations_for
         proto = onnx_lib.convert(job.model, self.input_type, job.max_detections, verbose=self.verbose,
                                  carried=job.entry)
         float_data = None
@@ -84,7 +85,8 @@ class Onnx(pipeline.Format):
                                                   for image in job.images])
         return pipeline.File(proto.SerializeToString(), float_data=float_data,
                              fields={"input": self.input_type, "opset": onnx_lib.OPSET,
-                                     "operators": onnx_lib.operator_names(proto)})
+                                     "operators": onnx_lib.operator_names(proto),
+                                     "activations": activations_for(self.input_type) if job.int8 else None})
 
     def runner(self, data: bytes, job: pipeline.Job):
         return _Session(data, job.config, self.input_type)
@@ -119,7 +121,8 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
       input_type: "uint8" (a photo of any size, resized and scaled inside the file) or "float32"
         (the scaled image at the model's size, fixed: for TensorRT, which refuses uint8 inputs).
       max_detections: rows of the outputs (default: the model's `max_total_detections`).
-      int8: QDQ int8 convolutions (`ssd_mobilenet.formats.onnx.integer`), calibrated on
+      int8: QDQ int8 convolutions (`ssd_mobilenet.formats.onnx.integer`; uint8 activations for the
+        uint8 input, symmetric int8 ones, TensorRT's form, for the float32 input), calibrated on
         `calibration` (image files and folders) or, when None, generated images, then compared with
         the float file on (up to `DRIFT_IMAGES` of) them; `warn` is called for each image whose
         detections scoring >= `REPORT_MIN_SCORE` the int8 file does not all keep. Refused for a
@@ -129,7 +132,8 @@ def export_onnx(converted: str, out: str, input_type: str = "uint8", max_detecti
       labels: the label map the file's metadata carries (a file or `coco`; default: the one
         `converted` carries; `inputs.carried`), for `predict` on the file.
     Returns:
-      dict: out, bytes, input, max_detections, opset, operators (the file's op types), int8,
+      dict: out, bytes, input, max_detections, opset, operators (the file's op types), int8, activations
+        ("uint8" or "int8" for a post-training int8 file, else None),
       quantization_aware, drift (`drift.drift_of`'s, or None), notes, seconds.
     Raises:
       InputError: bad input, one line naming the path or option; nothing is written.

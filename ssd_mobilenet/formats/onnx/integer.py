@@ -2,12 +2,24 @@
 (QuantizeLinear / DequantizeLinear pairs) around the network's convolutions, calibrated on images
 as the TFLite int8 export is (`onnxruntime.quantization.quantize_static`).
 
-Only `Conv` is quantized (`QUANTIZED_OPS`): int8 weights per output channel and int8
-activations, both symmetric (zero points 0, which TensorRT's parser requires of QDQ). The resize,
-the scaling, the box decoding, the score conversion and the post-processing stay float32: scores,
-class ids and NMS inputs through int8 would lose what the detections are (the TFLite export
-found the same: `tflite._quantize_network_only`). Detections then agree with the float file's by
-class and IoU, not exactly (`migrate export` reports by how much).
+Weights are int8, symmetric, per output channel. The activations take one of two forms
+(`ACTIVATIONS`), chosen by the file's input (`activations_for`):
+
+- "uint8" (the uint8 input, the default file: for CPUs): asymmetric uint8 activations, and each
+  ReLU6 (`Clip` 0..6) quantized with its convolution: the quantizer removes the Clip and gives
+  the convolution's output the Clip's calibrated range (zero point 0 for [0, max]), which clamps
+  as the Clip did. ONNX Runtime then fuses every convolution with its QDQ into one
+  `QLinearConv` (uint8 x int8, the form its x86 kernels run fastest), with no float ReLU6 and
+  no layout transposes between them (docs/benchmarks_onnx.md counts them).
+- "int8" (the float32 input, TensorRT's form: TensorRT refuses uint8 inputs, and its parser takes
+  QDQ with zero point 0 only): symmetric int8 activations; each ReLU6 stays a float `Clip`
+  between a DequantizeLinear and a QuantizeLinear (a zero point 0 grid cannot clamp at 0), which
+  TensorRT fuses and ONNX Runtime's CPU kernels do not.
+
+The resize, the scaling, the box decoding, the score conversion and the post-processing stay
+float32: scores, class ids and NMS inputs through int8 would lose what the detections are (the
+TFLite export found the same: `tflite._quantize_network_only`). Detections then agree with the
+float file's by class and IoU, not exactly (`migrate export` reports by how much).
 """
 
 from __future__ import annotations
@@ -19,14 +31,22 @@ import tempfile
 import onnx
 
 from ssd_mobilenet.formats.onnx.file_format import METADATA_NAME
-from ssd_mobilenet.formats.preprocess import INPUT_NAMES
+from ssd_mobilenet.formats.preprocess import INPUT_NAMES, UINT8
 
-QUANTIZED_OPS = ("Conv",)
+# The activations' form (module docstring) -> (ONNX Runtime QuantType name, symmetric, op types quantized).
+ACTIVATIONS = {"uint8": ("QUInt8", False, ("Conv", "Clip")), "int8": ("QInt8", True, ("Conv",))}
+
+
+def activations_for(input_type: str) -> str:
+    """The activations' form of a file whose input is `input_type`: "uint8" for the uint8 input
+    (CPUs), "int8" (symmetric, TensorRT's) for the float32 input TensorRT takes."""
+    return "uint8" if input_type == UINT8 else "int8"
 
 
 def quantize(model: onnx.ModelProto, feeds) -> onnx.ModelProto:
     """The QDQ int8 model of the float `model` calibrated on `feeds` (the file's inputs [1, ...],
-    one per image; min/max of every activation over them).
+    one per image; min/max of every activation over them), its activations as `activations_for`
+    the file's input (metadata `input`) gives them; metadata `activations` says which.
 
     Raises:
       ValueError: no calibration input.
@@ -37,6 +57,10 @@ def quantize(model: onnx.ModelProto, feeds) -> onnx.ModelProto:
         raise ValueError("no calibration images for the int8 quantization")
     (graph_input,) = model.graph.input
     name = graph_input.name
+    props = {p.key: p.value for p in model.metadata_props}
+    entry = json.loads(props[METADATA_NAME])
+    activations = activations_for(entry["input"])
+    activation_type, symmetric, op_types = ACTIVATIONS[activations]
 
     class Reader(CalibrationDataReader):
         def __init__(self):
@@ -50,13 +74,11 @@ def quantize(model: onnx.ModelProto, feeds) -> onnx.ModelProto:
         source, target = os.path.join(folder, "float.onnx"), os.path.join(folder, "int8.onnx")
         onnx.save(model, source)
         quantize_static(source, target, Reader(), quant_format=QuantFormat.QDQ,
-                        op_types_to_quantize=list(QUANTIZED_OPS), per_channel=True,
-                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                        extra_options={"ActivationSymmetric": True, "WeightSymmetric": True})
+                        op_types_to_quantize=list(op_types), per_channel=True,
+                        activation_type=QuantType[activation_type], weight_type=QuantType.QInt8,
+                        extra_options={"ActivationSymmetric": symmetric, "WeightSymmetric": True})
         quantized = onnx.load(target)
-    props = {p.key: p.value for p in model.metadata_props}
-    entry = json.loads(props[METADATA_NAME])
-    entry.update(int8=True, quantization="post-training")
+    entry.update(int8=True, quantization="post-training", activations=activations)
     props[METADATA_NAME] = json.dumps(entry, sort_keys=True)
     del quantized.metadata_props[:]
     onnx.helper.set_model_props(quantized, props)

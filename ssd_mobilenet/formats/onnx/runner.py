@@ -133,7 +133,9 @@ class OnnxFile(FileRunner):
         precision = "float32"
         if self.metadata.get("int8"):
             aware = self.metadata.get("quantization") == "quantization-aware"
-            precision = "int8 QDQ (quantization-aware)" if aware else "int8 QDQ"
+            activations = self.metadata.get("activations")  # post-training files since uint8 became the default
+            precision = ("int8 QDQ (quantization-aware)" if aware else
+                         f"int8 QDQ, {activations} activations" if activations else "int8 QDQ")
         return (f"{self.input_kind}, {precision}, {self.metadata.get('num_classes')} classes, "
                 f"{self.metadata.get('max_detections')} detections")
 

@@ -30,13 +30,24 @@ def int8_file(small_model, tmp_path_factory):
     int8_path = str(tmp_path_factory.mktemp("onnx_int8") / "int8.onnx")
     code, out, err = run_cli(["export", converted, "--onnx", int8_path, "--int8"])
     assert code == 0, err
-    assert out.startswith("exported ONNX opset 13, uint8 input, int8 QDQ, 100 detections")
+    assert out.startswith("exported ONNX opset 13, uint8 input, int8 QDQ, uint8 activations, 100 detections")
     return converted, float_path, int8_path, err
 
 
-def test_int8_file_quantizes_the_convolutions_only_with_symmetric_ranges(int8_file):
-    _, float_path, int8_path, _ = int8_file
-    model = onnx.load(int8_path)
+@pytest.fixture(scope="module")
+def tensorrt_int8_file(small_model, tmp_path_factory):
+    """The int8 file for TensorRT (`--input float32 --int8`), calibrated on generated images."""
+    path = str(tmp_path_factory.mktemp("onnx_int8_tensorrt") / "int8_float32_input.onnx")
+    code, out, err = run_cli(["export", small_model().converted, "--onnx", path, "--input", "float32", "--int8"])
+    assert code == 0, err
+    assert out.startswith("exported ONNX opset 13, float32 input, int8 QDQ, int8 activations, 100 detections")
+    return path
+
+
+def _check_convolutions_only_quantized(model, float_path) -> dict:
+    """Asserts what both int8 forms share: every convolution reads dequantized int8 input and
+    weights, no op after the heads reads a dequantized value, the scores reach NMS in float32,
+    the float file's convolutions all there, metadata post-training. Returns the initializers."""
     onnx.checker.check_model(model, full_check=True)
     producer = {out: node for node in model.graph.node for out in node.output}
     consumers = {}
@@ -47,25 +58,72 @@ def test_int8_file_quantizes_the_convolutions_only_with_symmetric_ranges(int8_fi
     for node in model.graph.node:
         if node.op_type == "DequantizeLinear":
             dequantized_into.update(c.op_type for c in consumers.get(node.output[0], []))
-    # Every convolution reads dequantized int8 input and weights; no op of the decoding, the score
-    # conversion or the post-processing reads a dequantized value directly.
     for node in model.graph.node:
         if node.op_type == "Conv":
             assert all(producer[name].op_type == "DequantizeLinear" for name in node.input[:2]), node.name
     assert "Conv" in dequantized_into and not dequantized_into & {
         "Exp", "Sigmoid", "Softmax", "NonMaxSuppression", "TopK", "ScatterND", "Where", "Greater"}, dequantized_into
-    initializers = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    for node in model.graph.node:
-        if node.op_type in ("QuantizeLinear", "DequantizeLinear") and len(node.input) > 2:
-            assert not initializers[node.input[2]].any(), node.name  # zero point 0: TensorRT's rule
     nms = next(node for node in model.graph.node if node.op_type == "NonMaxSuppression")
     assert producer[nms.input[1]].op_type == "Where"  # the scores reach NMS in float32
     assert sum(node.op_type == "Conv" for node in model.graph.node) == sum(
         node.op_type == "Conv" for node in onnx.load(float_path).graph.node)
-    assert {node.op_type for node in model.graph.node} <= TENSORRT_OPS
     meta = json.loads({p.key: p.value for p in model.metadata_props}["ssd_mobilenet_migrate"])
     assert meta["int8"] and meta["quantization"] == "post-training"
+    return {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+
+
+def _zero_points(model, initializers) -> list:
+    """The activations' zero points (the QuantizeLinear nodes', arrays)."""
+    return [initializers[node.input[2]] for node in model.graph.node if node.op_type == "QuantizeLinear"]
+
+
+def _what_onnx_runtime_runs(path, folder) -> dict:
+    """{op type: count} of the graph ONNX Runtime's CPU provider runs for the file at `path`, all
+    its optimizations on (`optimized_model_filepath`: the graph after its QDQ fusions)."""
+    ort = onnx_runner.import_onnxruntime()
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(folder / "optimized.onnx")
+    options.log_severity_level = 3
+    ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    counts = {}
+    for node in onnx.load(options.optimized_model_filepath).graph.node:
+        counts[node.op_type] = counts.get(node.op_type, 0) + 1
+    return counts
+
+
+def test_default_int8_file_has_uint8_activations_that_onnx_runtime_fuses_whole(int8_file, tmp_path):
+    """The CPU form: uint8 activations, each ReLU6 folded into its convolution's output range, so
+    that ONNX Runtime runs every convolution as a QLinearConv, with no float Conv, no float ReLU6
+    (Clip) between a dequantize and a quantize, and one QuantizeLinear (the scaled image's)."""
+    _, float_path, int8_path, _ = int8_file
+    model = onnx.load(int8_path)
+    initializers = _check_convolutions_only_quantized(model, float_path)
+    zero_points = _zero_points(model, initializers)
+    assert zero_points and all(z.dtype == np.uint8 for z in zero_points)
+    assert "Clip" not in {node.op_type for node in model.graph.node}
+    convolutions = sum(node.op_type == "Conv" for node in onnx.load(float_path).graph.node)
+    runs = _what_onnx_runtime_runs(int8_path, tmp_path)
+    assert runs.get("QLinearConv") == convolutions and not {"Conv", "Clip"} & set(runs), runs
+    assert runs.get("QuantizeLinear") == 1, runs
+    meta = json.loads({p.key: p.value for p in model.metadata_props}["ssd_mobilenet_migrate"])
+    assert meta["activations"] == "uint8"
     assert os.path.getsize(int8_path) < 0.5 * os.path.getsize(float_path)
+
+
+def test_tensorrt_int8_file_keeps_tensorrts_qdq_rules(small_model, tensorrt_int8_file):
+    """The TensorRT form (`--input float32`): symmetric int8 activations (zero points 0, which
+    TensorRT's parser requires of QDQ), every op in its parser's list, the float32 input it takes."""
+    model = onnx.load(tensorrt_int8_file)
+    initializers = _check_convolutions_only_quantized(model, small_model().onnx)
+    for node in model.graph.node:
+        if node.op_type in ("QuantizeLinear", "DequantizeLinear") and len(node.input) > 2:
+            assert not initializers[node.input[2]].any(), node.name  # zero point 0: TensorRT's rule
+    assert all(z.dtype == np.int8 for z in _zero_points(model, initializers))
+    assert {node.op_type for node in model.graph.node} <= TENSORRT_OPS
+    (graph_input,) = model.graph.input
+    assert graph_input.type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+    meta = json.loads({p.key: p.value for p in model.metadata_props}["ssd_mobilenet_migrate"])
+    assert meta["activations"] == "int8" and meta["input"] == "float32"
 
 
 def test_int8_drift_is_reported_and_the_file_runs(int8_file):
@@ -77,7 +135,7 @@ def test_int8_drift_is_reported_and_the_file_runs(int8_file):
     assert len(notes) == 1, err
     assert "the float file has no detections scoring >= 0.5 on the 16 generated images" in notes[0], err
     file = onnx_runner.OnnxFile(int8_path, threads=1)
-    assert "int8 QDQ" in file.kind
+    assert "int8 QDQ, uint8 activations" in file.kind
     reference = onnx_runner.OnnxFile(float_path, threads=1)
     rng = np.random.default_rng(3)
     image = rng.integers(0, 256, (150, 200, 3)).astype(np.uint8)

@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
-from tests.tiers import tier_of
+from tests.tiers import FIXTURE_TIERS, tier_of
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("SSD_MIGRATE_SHARED", os.path.join(os.path.dirname(REPO), "shared"))
@@ -96,7 +96,10 @@ def pytest_collection_modifyitems(config, items):
     `models_git` tests where no clone is named."""
     for item in items:
         relpath = os.path.relpath(str(item.path), os.path.join(REPO, "tests")).replace(os.sep, "/")
-        item.add_marker(tier_of(relpath, item.fixturenames, getattr(item, "function", None)))
+        defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+        own = [d.func for name in item.fixturenames if name not in FIXTURE_TIERS for d in defs.get(name, ())
+               if (getattr(d.func, "__module__", "") or "").startswith("tests.")]
+        item.add_marker(tier_of(relpath, item.fixturenames, getattr(item, "function", None), own))
     if os.environ.get(MODELS_GIT):
         return
     deselected = [item for item in items if item.get_closest_marker("models_git")]

@@ -41,6 +41,12 @@ def test_a_test_is_in_the_tier_of_the_heaviest_thing_it_needs(path, fixtures, fu
     assert tier_of(path, fixtures, function) == tier
 
 
+def test_a_fixture_of_the_suites_own_brings_what_it_calls():
+    # A module's fixture that runs a command (or builds a TF1 graph) makes its tests that tier.
+    assert tier_of("migrate/test_evaluate.py", ["runs"], _plain, [_calls_the_cli]) == "cli"
+    assert tier_of("migrate/test_evaluate.py", ["runs"], _plain, [_with_tensorflow]) == "model"
+
+
 def test_every_collected_test_carries_one_tier(request):
     items = request.session.items
     assert items and all(sum(item.get_closest_marker(t) is not None for t in TIERS) == 1 for item in items)

@@ -11,7 +11,8 @@ Every collected test gets exactly one tier marker, the heaviest of what it needs
 `-m unit` runs in seconds while editing a parser; `-m "unit or model"` covers the Keras model; the
 README's `-m "not slow"` is the tier kept under 5 minutes for every change (`slow` marks cases over
 ~5 s, whatever their tier). The tiers are read from what the test asks for, in the tables below: the
-fixtures it requests, the folder it is in, and the names its code calls. A new test needs no marker;
+fixtures it requests, the folder it is in, and the names its code, its fixtures' code and the
+suite's helpers they call refer to. A new test needs no marker;
 a new fixture that builds a model or a TF1 graph, or a new folder of one kind, gets a line here.
 """
 
@@ -48,8 +49,9 @@ PATH_TIERS = {
 # A global name a test's code calls -> the tier it implies.
 CALL_TIERS = {
     "run_cli": "cli", "main": "cli", "subprocess": "cli", "sync_playwright": "cli",
+    "measure_isolated": "cli", "measure_without_tensorflow": "cli",
     "model_for_fixture": "parity", "builder": "parity", "FrozenGraphRunner": "parity",
-    "save_synthetic_model": "parity",
+    "save_synthetic_model": "parity", "write_model_dir": "parity",
 }
 
 # Modules whose use makes a test a `model` test at least.
@@ -106,14 +108,23 @@ def _uses_tensorflow(function, names: set) -> bool:
     return False
 
 
-def tier_of(relpath: str, fixturenames, function) -> str:
+def _calls_need(function) -> set:
+    """The tiers the names `function` (and the suite's helpers it calls) refers to imply."""
+    names = _names_called(function)
+    needs = {CALL_TIERS[name] for name in names if name in CALL_TIERS}
+    if _uses_tensorflow(function, names):
+        needs.add("model")
+    return needs
+
+
+def tier_of(relpath: str, fixturenames, function, fixture_functions=()) -> str:
     """The tier of a test: `relpath` its file under tests/ ('/'-separated), `fixturenames` every
-    fixture it requests (pytest's closure), `function` the test function."""
+    fixture it requests (pytest's closure), `function` the test function, `fixture_functions` the
+    functions of the suite's own fixtures among them but those `FIXTURE_TIERS` names (what they
+    call is what the test needs too)."""
     needs = {FIXTURE_TIERS[name] for name in fixturenames if name in FIXTURE_TIERS}
     needs |= {tier for path, tier in PATH_TIERS.items()
               if relpath == path or (path.endswith("/") and relpath.startswith(path))}
-    names = _names_called(function)
-    needs |= {CALL_TIERS[name] for name in names if name in CALL_TIERS}
-    if _uses_tensorflow(function, names):
-        needs.add("model")
+    for called in (function, *fixture_functions):
+        needs |= _calls_need(called)
     return max(needs, key=TIERS.index, default="unit")

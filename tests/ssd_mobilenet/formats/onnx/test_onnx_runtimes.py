@@ -114,18 +114,27 @@ def test_opencv_gives_onnx_runtimes_detections(files):
     assert detections >= 100
 
 
+# The TF1 graphs OpenCV is held to: the 2018 zoo graph and the OD API exporter's own FPN and PPN exports.
+TF1_GRAPHS = ["zoo_2018", "fpn_small", "ppn_small"]
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not shared_available() or not PHOTOS, reason="needs ../shared (the zoo graph and photos)")
-def test_opencv_gives_the_tf1_graphs_detections_on_the_shared_photos(zoo_converted, tmp_path):
-    """The 2018 zoo conversion's file on OpenCV against the TF1 frozen graph, photo by photo at its
-    own size (decoded as TensorFlow decodes it): counts and classes exact, boxes and scores within
-    1e-5, detections of scores equal within it in either order (`parity.compare_detections`)."""
+@pytest.mark.parametrize("graph", TF1_GRAPHS)
+def test_opencv_gives_the_tf1_graphs_detections_on_the_shared_photos(graph, request, tmp_path):
+    """The conversion's file on OpenCV against the TF1 frozen graph, photo by photo at its own size
+    (decoded as TensorFlow decodes it): counts and classes exact, boxes and scores within 1e-5,
+    detections of scores equal within it in either order (`parity.compare_detections`)."""
     cv2 = pytest.importorskip("cv2", reason="OpenCV is not installed (pip install '.[opencv]')")
+    from tests.conftest import ODAPI_EXPORTS
     from migrate.tf1.frozen_graph import FrozenGraphRunner
     from migrate.tf1.parity import compare_detections
     from migrate.tf1.sources import read_graph_def
-    src, converted = zoo_converted
-    path = tmp_path / "zoo.onnx"
+    if graph == "zoo_2018":
+        src, converted = request.getfixturevalue("zoo_converted")
+    else:
+        src, converted = os.path.join(ODAPI_EXPORTS, graph), request.getfixturevalue("odapi_converted")(graph)
+    path = tmp_path / "model.onnx"
     assert main(["export", converted, "--onnx", str(path), "--quiet"]) == 0
     detect = _opencv_detect(cv2, str(path))
     tf1 = FrozenGraphRunner(read_graph_def(os.path.join(src, "frozen_inference_graph.pb")))

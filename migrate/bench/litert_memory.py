@@ -1,4 +1,4 @@
-"""The memory process of bench's file sides (TFLite, ONNX Runtime, OpenVINO): a fresh Python process
+"""The memory process of bench's file sides (TFLite, ONNX Runtime, OpenVINO, OpenCV): a fresh Python process
 that never imports TensorFlow.
 
 `migrate.common.measure` measures a TensorFlow side in a process that imports TensorFlow first (its
@@ -8,7 +8,8 @@ holds what a LiteRT deployment holds: Python, numpy, LiteRT's interpreter and th
 `measure_without_tensorflow` with the same request, environment and result fields as
 `measure.measure_isolated` (the allocator ones None: the interpreter allocates from its own arena),
 plus:
-  runtime               "LiteRT <ai-edge-litert version>", "ONNX Runtime <version>" or "OpenVINO <version>"
+  runtime               "LiteRT <ai-edge-litert version>", "ONNX Runtime <version>", "OpenVINO <version>" or
+                        "OpenCV <version>"
   import_s              seconds to import the runtime (before `build_s`, as TensorFlow's import is
                         before a TensorFlow side's `build_s`)
   tensorflow_imported   whether `tensorflow` was in `sys.modules` after the runs (False, or
@@ -80,6 +81,9 @@ def _worker(request: dict) -> dict:
     elif side == "openvino":
         import openvino  # noqa: F401
         package, runtime = "openvino", "OpenVINO"
+    elif side == "opencv":
+        import cv2  # noqa: F401
+        package, runtime = "opencv-python-headless", "OpenCV"
     else:
         from ssd_mobilenet.formats.tflite.runner import litert_interpreter
         litert_interpreter()

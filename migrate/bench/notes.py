@@ -69,6 +69,8 @@ _SIDE_TEXT = {
     "openvino": "the `onnx` side's file on OpenVINO's CPU plugin in float32 (`INFERENCE_PRECISION_HINT` f32; its "
                 "default on CPUs with bfloat16 units is bfloat16) with N inference threads "
                 "(`migrate.bench.sides.openvino_runner`).",
+    "opencv": "the `onnx` side's file on OpenCV's DNN module (`cv2.dnn.readNetFromONNX`, its new engine) with N "
+              "threads (`cv2.setNumThreads`; `migrate.bench.sides.opencv_runner`).",
 }
 
 _NOTES = """## Why each side runs as it does

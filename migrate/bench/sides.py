@@ -21,9 +21,9 @@ TFLITE_SIDES = ("tflite", "tflite_int8")
 # The ONNX sides: the file `migrate export --onnx` writes (uint8 input of any size, opset 13, one
 # NonMaxSuppression), float32 and `--int8` (QDQ convolutions calibrated on generated images), on
 # ONNX Runtime's CPU provider (`migrate.predict.runtimes.onnx.runner`), and the float32 file on OpenVINO's
-# CPU plugin in float32 (`openvino_runner`). Like the TFLite sides: batch 1 only, memory in a
-# process without TensorFlow.
-ONNX_SIDES = ("onnx", "onnx_int8", "openvino")
+# CPU plugin in float32 (`openvino_runner`) and on OpenCV's DNN module (`opencv_runner`). Like the
+# TFLite sides: batch 1 only, memory in a process without TensorFlow.
+ONNX_SIDES = ("onnx", "onnx_int8", "openvino", "opencv")
 # The sides that run a model file, one image per call, without TensorFlow in their memory process.
 FILE_SIDES = TFLITE_SIDES + ONNX_SIDES
 
@@ -41,7 +41,7 @@ EXPORTED_SIDES = {"saved_model_constants": ("fast", "float32", "constants"),
 # Sides whose TFLite file bench exports first: whether it is int8.
 TFLITE_EXPORTS = {"tflite": False, "tflite_int8": True}
 # Sides whose ONNX file bench exports first: whether it is int8.
-ONNX_EXPORTS = {"onnx": False, "onnx_int8": True, "openvino": False}
+ONNX_EXPORTS = {"onnx": False, "onnx_int8": True, "openvino": False, "opencv": False}
 FILE_EXPORTS = {**TFLITE_EXPORTS, **ONNX_EXPORTS}
 
 BASELINE = "tf1_session"
@@ -69,6 +69,8 @@ def runner(side: str, src: str, converted: str, exported: str = None, threads: i
             raise InputError("an ONNX side needs its exported .onnx file")
         if side == "openvino":
             return openvino_runner(exported, threads or os.cpu_count())
+        if side == "opencv":
+            return opencv_runner(exported, threads or os.cpu_count())
         from migrate.predict.runtimes import onnx  # imports no TensorFlow
         return onnx.runner(exported, threads or os.cpu_count())  # as `predict` runs it
     if side in TFLITE_SIDES:
@@ -128,6 +130,27 @@ def openvino_runner(path: str, threads: int):
             raise ValueError(f"an OpenVINO side takes one image [1, H, W, 3], got {list(images.shape)}")
         result = request.infer({0: images})
         return {key: np.asarray(result[output]) for key, output in outputs.items()}
+    return run
+
+
+def opencv_runner(path: str, threads: int):
+    """`run(images uint8 [1, H, W, 3]) -> the four outputs` of an `.onnx` file of `migrate export
+    --onnx` on OpenCV's DNN module (`cv2.dnn.readNetFromONNX`, its default engine: the classic one
+    cannot read the file) with `threads` threads (`cv2.setNumThreads`, for the process). Imports no
+    TensorFlow."""
+    import cv2
+    import numpy as np
+
+    cv2.setNumThreads(int(threads))
+    net = cv2.dnn.readNetFromONNX(path)
+    names = list(DETECTION_OUTPUTS)
+
+    def run(images):
+        images = np.asarray(images)
+        if images.ndim != 4 or images.shape[0] != 1:
+            raise ValueError(f"an OpenCV side takes one image [1, H, W, 3], got {list(images.shape)}")
+        net.setInput(images)
+        return {key: np.asarray(value) for key, value in zip(names, net.forward(names))}
     return run
 
 

@@ -18,8 +18,8 @@ def add_parser(sub) -> None:
     p.add_argument("--size", default="480x640", help="image sizes HxW, comma separated (default 480x640)")
     p.add_argument("--sides", default=",".join(DEFAULT_SIDES),
                    help=f"what to measure, comma separated, of {','.join(SIDES)} (default all but "
-                        f"{','.join(TFLITE_SIDES + ONNX_SIDES)}: those run on LiteRT, ONNX Runtime or OpenVINO at "
-                        "batch 1, at any --size)")
+                        f"{','.join(TFLITE_SIDES + ONNX_SIDES)}: those run on LiteRT, ONNX Runtime, OpenVINO or "
+                        "OpenCV at batch 1, at any --size)")
     p.add_argument("--repeats", type=int, default=10,
                    help="interleaved timed rounds at the largest batch; smaller batches get up to 4x (default 10)")
     p.add_argument("--warmup", type=int, default=2, help="untimed runs per side per batch (default 2)")
@@ -32,8 +32,8 @@ def add_parser(sub) -> None:
                    help="TF_ENABLE_ONEDNN_OPTS for every side (both: latency under each; default: TensorFlow's)")
     p.add_argument("--threads", type=int, metavar="N",
                    help="intra- and inter-op threads for every TensorFlow side (TF_NUM_INTRAOP/INTEROP_THREADS; "
-                        "default: TensorFlow's) and the TFLite interpreter's, ONNX Runtime's and OpenVINO's threads "
-                        "(default: the logical cores)")
+                        "default: TensorFlow's) and the TFLite interpreter's, ONNX Runtime's, OpenVINO's and "
+                        "OpenCV's threads (default: the logical cores)")
     p.add_argument("--weight-cache", action="store_true",
                    help="CPU: oneDNN convolutions cache their reordered filters (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 "
                         "for every side; for inference-only processes)")

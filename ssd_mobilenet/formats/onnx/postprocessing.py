@@ -23,15 +23,16 @@ What it does, in the order of `postprocessing._postprocess_image`:
    unclipped ones (`clip_after_sort`), each class capped at `max_detections_per_class`, with
    the config's IoU and score thresholds. ONNX leaves the order of its selected triples to the
    runtime, so nothing below depends on it. Which of two overlapping boxes with one score it
-   keeps is the runtime's too: ONNX Runtime (and ONNX Runtime Web) and OpenVINO keep the lower
-   index, as TF1's NMS does (measured: tests/ssd_mobilenet/formats/test_ties.py); TensorRT does
+   keeps is the runtime's too: ONNX Runtime (and ONNX Runtime Web), OpenVINO and OpenCV keep the
+   lower index, as TF1's NMS does (measured: tests/ssd_mobilenet/formats/test_ties.py); TensorRT does
    not document its rule;
-4. each selected (class, anchor) writes its score into a dense [classes * A] row at
-   `class * A + anchor`, -inf elsewhere (`clip_after_sort`: -inf also for a box empty once
-   clipped, which TF1 drops after the sort). The best D of that row, equal scores lower index
-   first (`_top_k_lower_index_first`, which leaves no tie to the runtime's TopK): ties come out
-   lower class first, then lower anchor index first, which is TF1's order (its sort of the
-   class-major list of NMS results, whose NMS breaks score ties by the lower box index);
+4. each selected (class, anchor) writes its score into a dense [classes, A], -inf elsewhere
+   (GatherND and ScatterND on the pairs, the code's step 4 says why; `clip_after_sort`: -inf
+   also for a box empty once clipped, which TF1 drops after the sort), read as a row. The best D
+   of that row, equal scores lower index first (`_top_k_lower_index_first`, which leaves no tie
+   to the runtime's TopK): ties come out lower class first, then lower anchor index first, which
+   is TF1's order (its sort of the class-major list of NMS results, whose NMS breaks score ties
+   by the lower box index);
 5. rows past the number of detections are zeros (classes 1.0), as TF1 pads them.
 
 Built with `onnx.helper`; the opset is `OPSET`.
@@ -160,20 +161,27 @@ def graph(config, num_anchors: int, max_detections: int | None = None, prefix: s
                                           g.const([np.float32(config.iou_threshold)], f32, "iou_threshold"),
                                           g.const([np.float32(config.score_threshold)], f32, "nms_score_threshold")],
                     "selected", center_point_box=0)  # [K, 3] (batch, class, anchor)
-    cls = g.op("Gather", [selected, g.const(1, i64, "class_column")], "selected_class", axis=1)  # [K]
-    anchor = g.op("Gather", [selected, g.const(2, i64, "anchor_column")], "selected_anchor", axis=1)
-    flat = g.op("Add", [g.op("Mul", [cls, g.const(a, i64, "num_anchors")], "class_offset"), anchor], "flat")
-    all_scores = g.op("Reshape", [columns, g.const([c * a], i64, "dense_shape")], "flat_scores")
-    values = g.op("Gather", [all_scores, flat], "selected_scores", axis=0)
+    # 4. Dense [C, A] scores in (class, anchor) order: each kept (class, anchor) pair its score, -inf
+    # elsewhere, by GatherND and ScatterND on the pairs as NMS gives them plus a spare (0, A) in a
+    # column of -inf dropped after. No elementwise op takes the K kept ones, and K + 1 >= 1: OpenCV
+    # 5.0 keeps an elementwise op's shape from the net's first run (its K rows: later runs lost the
+    # kept ones past them), and its GatherND stops the process on zero rows.
+    pairs = g.op("Slice", [selected, g.const([1], i64, "pair_start"), g.const([3], i64, "pair_end"),
+                           g.const([1], i64, "pair_axis")], "selected_pairs")  # [K, 2] (class, anchor)
+    pairs = g.op("Concat", [pairs, g.const([[0, a]], i64, "spare_pair")], "pairs", axis=0)  # [K + 1, 2]
+    class_major = g.op("Reshape", [columns, g.const([c, a], i64, "class_major_shape")], "class_major_2d")
+    class_major = g.op("Concat", [class_major, g.const(np.full([c, 1], -np.inf), f32, "spare_column")],
+                       "class_major_spare", axis=1)  # [C, A + 1]
+    values = g.op("GatherND", [class_major, pairs], "selected_scores")  # [K + 1]
+    dense = g.op("Expand", [neg_inf, g.const([c, a + 1], i64, "dense_size")], "dense_empty")
+    dense = g.op("ScatterND", [dense, pairs, values], "dense_spare")
+    dense = g.op("Slice", [dense, g.const([0], i64, "dense_start"), g.const([a], i64, "dense_end"),
+                           g.const([1], i64, "dense_axis")], "dense_2d")  # [C, A]
     if config.nms_variant != NMS_CLIP_BEFORE:
         # TF1 drops the boxes NMS kept but the clip leaves empty (after its sort: the same rows).
-        values = g.op("Where", [g.op("Gather", [nonempty, anchor], "selected_nonempty", axis=0), values, neg_inf],
-                      "selected_values")
-
-    # 4. Dense [C * A] row in (class, anchor) order, and the global top k in TF1's order.
-    dense = g.op("Expand", [neg_inf, g.const([c * a], i64, "dense_size")], "dense_empty")
-    dense = g.op("ScatterND", [dense, g.op("Unsqueeze", [flat, g.const([1], i64, "axis1")], "flat_column"), values],
-                 "dense")
+        dense = g.op("Where", [nonempty, dense, neg_inf], "dense_nonempty")  # [A] and [C, A] broadcast
+    dense = g.op("Reshape", [dense, g.const([c * a], i64, "dense_shape")], "dense")
+    # The global top k in TF1's order.
     order = _top_k_lower_index_first(g, dense, c * a, k)
     top_scores = g.op("Gather", [dense, order], "top_scores", axis=0)
     real = g.op("Greater", [top_scores, neg_inf], "real")  # the first `num` rows

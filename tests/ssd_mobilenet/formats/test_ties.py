@@ -25,8 +25,8 @@ those of the TF1 graph's `multiclass_non_max_suppression` (`migrate.tf1.builder`
   `postprocessing.FIRST_TAKE * max_out` candidates the `.tflite` file sorts first.
 
 Runtimes: TensorFlow (`postprocessing.postprocess`, what the SavedModel's function runs), LiteRT
-(the "per-class" `.tflite` file's `per_class_outputs`, converted alone), ONNX Runtime and OpenVINO
-(the `.onnx` file's `postprocessing.graph`), ONNX Runtime Web (the same graph on the page's
+(the "per-class" `.tflite` file's `per_class_outputs`, converted alone), ONNX Runtime, OpenVINO and
+OpenCV's DNN module (the `.onnx` file's `postprocessing.graph`), ONNX Runtime Web (the same graph on the page's
 WebAssembly runtime, in Node: `run_onnx_web.js`).
 """
 
@@ -185,6 +185,17 @@ def _openvino(config, boxes, scores) -> dict:
     return {key: np.concatenate([np.asarray(r[compiled.output(key)]) for r in runs]) for key in DETECTION_OUTPUTS}
 
 
+def _opencv(config, boxes, scores) -> dict:
+    import cv2
+    net = cv2.dnn.readNetFromONNX(np.frombuffer(_onnx_proto(config, boxes).SerializeToString(), np.uint8))
+    runs = []
+    for b, s in zip(boxes, scores):
+        net.setInput(b[None], "boxes")
+        net.setInput(s[None], "scores")
+        runs.append(net.forward(list(DETECTION_OUTPUTS)))
+    return {key: np.concatenate([np.asarray(r[i]) for r in runs]) for i, key in enumerate(DETECTION_OUTPUTS)}
+
+
 def _onnxruntime_web(config, boxes, scores, folder) -> dict:
     model, feeds = os.path.join(folder, "postprocessing.onnx"), os.path.join(folder, "feeds.json")
     with open(model, "wb") as f:
@@ -203,7 +214,7 @@ def _onnxruntime_web(config, boxes, scores, folder) -> dict:
 
 
 RUNTIMES = {"tensorflow": _tensorflow, "litert": _litert, "onnxruntime": _onnxruntime, "openvino": _openvino,
-            "onnxruntime_web": _onnxruntime_web}
+            "opencv": _opencv, "onnxruntime_web": _onnxruntime_web}
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
-"""The same `.onnx` file on every ONNX runtime: OpenVINO gives ONNX Runtime's detections, every op
-is one TensorRT's ONNX parser supports (TensorRT cannot run here: the list is checked, not the
-engine), and `verify --onnx` proves the 2018 zoo conversion's file against the TF1 graph on the
-shared photos of several sizes."""
+"""The same `.onnx` file on every ONNX runtime: OpenVINO and OpenCV's DNN module give ONNX Runtime's
+detections, every op is one TensorRT's ONNX parser supports (TensorRT cannot run here: the list is
+checked, not the engine), `verify --onnx` proves the 2018 zoo conversion's file against the TF1
+graph on the shared photos of several sizes, and OpenCV gives the TF1 graph's detections on them too."""
 
 from __future__ import annotations
 
@@ -88,6 +88,67 @@ def test_openvino_gives_onnx_runtimes_detections(files):
         check_detections(theirs, ours)
         detections += int(ours["num_detections"][0])
     assert detections >= 100
+
+
+def _opencv_detect(cv2, path: str):
+    """detect(image uint8 [H, W, 3]) -> the four outputs of the `.onnx` file at `path` on OpenCV's DNN
+    module (numpy, [1, D, ...]): `readNetFromONNX` as it is (its default engine, the new one), the
+    photo fed at its own size as ONNX Runtime takes it."""
+    net = cv2.dnn.readNetFromONNX(path)
+
+    def detect(image):
+        net.setInput(image[None])
+        return {key: np.asarray(value) for key, value in zip(DETECTION_OUTPUTS, net.forward(list(DETECTION_OUTPUTS)))}
+    return detect
+
+
+def test_opencv_gives_onnx_runtimes_detections(files):
+    cv2 = pytest.importorskip("cv2", reason="OpenCV is not installed (pip install '.[opencv]')")
+    file = onnx_runner.OnnxFile(files["uint8"], threads=2)
+    detect = _opencv_detect(cv2, files["uint8"])
+    detections = 0
+    for image in _photos_or_generated():
+        ours = file.detect(image)
+        check_detections(detect(image), ours)
+        detections += int(ours["num_detections"][0])
+    assert detections >= 100
+
+
+# The TF1 graphs OpenCV is held to: the 2018 zoo graph and the OD API exporter's own FPN and PPN exports.
+TF1_GRAPHS = ["zoo_2018", "fpn_small", "ppn_small"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shared_available() or not PHOTOS, reason="needs ../shared (the zoo graph and photos)")
+@pytest.mark.parametrize("graph", TF1_GRAPHS)
+def test_opencv_gives_the_tf1_graphs_detections_on_the_shared_photos(graph, request, tmp_path):
+    """The conversion's file on OpenCV against the TF1 frozen graph, photo by photo at its own size
+    (decoded as TensorFlow decodes it): counts and classes exact, boxes and scores within 1e-5,
+    detections of scores equal within it in either order (`parity.compare_detections`)."""
+    cv2 = pytest.importorskip("cv2", reason="OpenCV is not installed (pip install '.[opencv]')")
+    from tests.conftest import ODAPI_EXPORTS
+    from migrate.tf1.frozen_graph import FrozenGraphRunner
+    from migrate.tf1.parity import compare_detections
+    from migrate.tf1.sources import read_graph_def
+    if graph == "zoo_2018":
+        src, converted = request.getfixturevalue("zoo_converted")
+    else:
+        src, converted = os.path.join(ODAPI_EXPORTS, graph), request.getfixturevalue("odapi_converted")(graph)
+    path = tmp_path / "model.onnx"
+    assert main(["export", converted, "--onnx", str(path), "--quiet"]) == 0
+    detect = _opencv_detect(cv2, str(path))
+    tf1 = FrozenGraphRunner(read_graph_def(os.path.join(src, "frozen_inference_graph.pb")))
+    detections = 0
+    try:
+        for photo in PHOTOS:
+            image = images.read_image(photo)
+            ref = tf1.run(image[None], {key: f"{key}:0" for key in DETECTION_OUTPUTS})
+            result = compare_detections(detect(image), ref, 0, atol=1e-5, rtol=0.0)
+            assert result["ok"] and result["classes_equal"], (photo, result["note"])
+            detections += result["num_tf1"]
+    finally:
+        tf1.close()
+    assert detections > 0
 
 
 def _initializers_and_constants(model) -> set:

@@ -2,7 +2,7 @@
 Runtime are the converted model's, and whose post-processing graph (`onnx_postprocessing`)
 gives TF's post-processing's (`ssd_mobilenet.postprocessing`) detections bit for bit on crafted
 boxes and scores: the boundary cases (a score at the threshold, an IoU at the limit, boxes the
-clip leaves empty, equal scores) on ONNX Runtime and on OpenVINO.
+clip leaves empty, equal scores) on ONNX Runtime, on OpenVINO and on OpenCV's DNN module.
 
 Small models (depth 0.25, 128x128, 3 classes) with the TF1 builder's seeded synthetic weights,
 saved as converted directories: the default one and its file by `migrate export --onnx` once per
@@ -127,7 +127,8 @@ OPENVINO_IOU = "OpenVINO's NMS suppresses at IoU == iou_threshold (TF1 and ONNX 
 
 def _runtimes(openvino_differs: str | None = None):
     """run(model_proto, feeds) -> outputs dict, for ONNX Runtime and, where installed, OpenVINO
-    (expected to fail, strictly, for `openvino_differs`)."""
+    (expected to fail, strictly, for `openvino_differs`) and OpenCV's DNN module (its NMS keeps a
+    box whose IoU equals the limit, as TF1 does: `NMSBoxes` suppresses above it only)."""
     def onnxruntime_run(proto, feeds):
         session = _session(proto.SerializeToString())
         return dict(zip(DETECTION_OUTPUTS, session.run(list(DETECTION_OUTPUTS), feeds)))
@@ -139,8 +140,16 @@ def _runtimes(openvino_differs: str | None = None):
         results = compiled(feeds)
         return {key: np.asarray(results[compiled.output(key)]) for key in DETECTION_OUTPUTS}
 
+    def opencv_run(proto, feeds):
+        cv2 = pytest.importorskip("cv2", reason="OpenCV is not installed (pip install '.[opencv]')")
+        net = cv2.dnn.readNetFromONNX(np.frombuffer(proto.SerializeToString(), np.uint8))  # bytes would be a path
+        for name, value in feeds.items():
+            net.setInput(value, name)
+        return {key: np.asarray(value) for key, value in zip(DETECTION_OUTPUTS, net.forward(list(DETECTION_OUTPUTS)))}
+
     marks = [pytest.mark.xfail(strict=True, reason=openvino_differs)] if openvino_differs else []
-    return [pytest.param(onnxruntime_run, id="onnxruntime"), pytest.param(openvino_run, id="openvino", marks=marks)]
+    return [pytest.param(onnxruntime_run, id="onnxruntime"), pytest.param(openvino_run, id="openvino", marks=marks),
+            pytest.param(opencv_run, id="opencv")]
 
 
 def _compare(config, boxes, scores, run, max_detections=None):

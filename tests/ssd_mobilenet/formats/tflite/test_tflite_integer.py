@@ -125,14 +125,14 @@ def test_the_library_refuses_calibration_images_for_it(quantized_converted):
 def test_bench_takes_the_integer_files_as_its_tflite_and_onnx_sides(quantized_converted):
     """bench's `tflite` and `onnx` sides of a quantization-aware conversion are its integer files
     (the ONNX one: tests/ssd_mobilenet/formats/onnx/test_onnx_aware.py); there is no post-training `tflite_int8`
-    or `onnx_int8` of it, and no float32 file for the `openvino` side."""
+    or `onnx_int8` of it, and no float32 file for the `openvino` and `opencv` sides."""
     from migrate.bench import inputs
     _, converted = quantized_converted
     assert inputs.check_tflite(converted, ["tflite", "onnx"], [(300, 300)], [1]) == ((300, 300), True, True)
     with pytest.raises(InputError, match=r"^--sides tflite_int8: none of a quantization-aware model \(its "
                                                      r"tflite side is int8\)$"):
         inputs.check_tflite(converted, ["tflite", "tflite_int8"], [(300, 300)], [1])
-    for side in ("onnx_int8", "openvino"):
+    for side in ("onnx_int8", "openvino", "opencv"):
         with pytest.raises(InputError, match=f"^--sides {side}: none of a quantization-aware model .its "
                                                          "onnx side is int8.$"):
             inputs.check_tflite(converted, ["onnx", side], [(300, 300)], [1])

@@ -77,7 +77,7 @@ def run(args) -> int:
                              sides=[s.strip() for s in args.sides.split(",") if s.strip()], repeats=args.repeats,
                              warmup=args.warmup, memory=not args.no_memory, onednn=args.onednn, env=env,
                              weight_cache=args.weight_cache, memory_growth=args.memory_growth,
-                             memory_limit_mb=args.memory_limit, trace_dir=args.trace, progress=progress(args.quiet),
+                             memory_limit_mb=args.memory_limit, trace_dir=args.trace, progress=progress(args.quiet, wrap=True),
                              tflite_threads=args.threads, photos=args.photos, cold_runs=args.cold_runs)
     print_report(report)
     if args.json:

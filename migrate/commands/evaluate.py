@@ -31,7 +31,7 @@ def missing_path(args):
 def run(args) -> int:
     from migrate import evaluate
     result = evaluate.evaluate(args.model, args.records, labels=args.labels, json_path=args.json, force=args.force,
-                               progress=progress(args.quiet), warn=warn, allow_ops=op_list(args.allow_ops))
+                               progress=progress(args.quiet, wrap=True), warn=warn, allow_ops=op_list(args.allow_ops))
     print(evaluate.format_result(result))
     progress(args.quiet)(f"{result['images']} images ({result['skipped']} records skipped) in "
                          f"{result['seconds']:.1f} s" + (f" -> {args.json}" if args.json else ""))

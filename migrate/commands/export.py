@@ -65,7 +65,7 @@ def run(args) -> int:
                                       "--example": args.example, "--input": args.input})
     if problem:
         return bad_input(problem)
-    say = progress(args.quiet)
+    say = progress(args.quiet, wrap=True)
     if args.web:
         result = web.export_web(args.converted, args.web, labels=args.labels, max_detections=args.max_detections,
                                 example=args.example, force=args.force, verbose=args.verbose, progress=say)

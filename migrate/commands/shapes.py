@@ -22,6 +22,6 @@ def add_parser(sub) -> None:
 @tensorflow_command
 def run(args) -> int:
     from migrate import shapes
-    out = shapes.write(args.out, force=args.force, progress=progress(args.quiet), model=args.model)
+    out = shapes.write(args.out, force=args.force, progress=progress(args.quiet, wrap=True), model=args.model)
     print(f"wrote the shapes demo -> {shown(out)}")
     return EXIT_OK

@@ -74,7 +74,7 @@ def run(args) -> int:
                                  atol=args.atol, rtol=args.rtol, allow_ops=op_list(args.allow_ops), png_dir=args.png,
                                  json_path=args.json, force=args.force, measure=not args.no_measure,
                                  repeats=args.repeats, precision=args.precision, memory_growth=args.memory_growth,
-                                 memory_limit_mb=args.memory_limit, trace_dir=args.trace, progress=progress(args.quiet),
+                                 memory_limit_mb=args.memory_limit, trace_dir=args.trace, progress=progress(args.quiet, wrap=True),
                                  tflite=args.tflite, threads=args.threads, onnx=args.onnx, warn=warn)
     print(format_report(report))
     # The precision that ran (a SavedModel's own when --precision was not given), for `warn_precision`.

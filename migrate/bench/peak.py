@@ -12,7 +12,7 @@ other workers) prints {"multiply_adds": per frame, "peak": {precision: {"mac_per
 
 Each is an n x n x n product (n = `SIZE`), the best of `REPEATS` timed calls after a warm-up, with
 THREADS threads. A side's share: the model's multiply-adds per frame x frames per second at its
-median latency, over the peak of the precision its convolutions run in (`SIDE_PRECISION`).
+median latency, over the peak of the precision its convolutions run in (`side_precision`).
 """
 
 from __future__ import annotations
@@ -23,16 +23,18 @@ import time
 
 import numpy as np
 
+from migrate.bench.sides import FILE_EXPORTS, MIXED_SIDES
+
 SIZE = 1024
 REPEATS = 10
 
-# The precision each side's convolutions run in (the rest: float32).
-SIDE_PRECISION = {"saved_model_mixed": "bfloat16", "detector_mixed": "bfloat16",
-                  "tflite_int8": "int8", "onnx_int8": "int8"}
-
 
 def side_precision(side: str) -> str:
-    return SIDE_PRECISION.get(side, "float32")
+    """The precision `side`'s convolutions run in: bfloat16 for the mixed sides, int8 for the int8
+    files' (`sides.FILE_EXPORTS`), float32 for the rest."""
+    if side in MIXED_SIDES:
+        return "bfloat16"
+    return "int8" if FILE_EXPORTS.get(side) else "float32"
 
 
 def _best_seconds(call) -> float:

@@ -429,7 +429,8 @@ def headline_table(report: dict) -> str:
     lines = ["| side | warm 480x640, batch 1 | batch 8 | 300x300, batch 1 | cold: peak RSS | first detections |",
              "|---|---|---|---|---|---|",
              "| TF1 session (the baseline) | " + " | ".join(f"{r['latency_ms']['median']:.1f} ms" if r else "-"
-                                                      for r in base) + " | 1.00 | 1.00 |"]
+                                                      for r in base)
+             + (" | 1.00 | 1.00 |" if BASELINE in cold else " | - | - |")]
     for side, name in HEADLINE_SIDES:
         if side not in report["sides"]:
             continue

@@ -1,8 +1,9 @@
 """The web page's figures (docs/benchmarks_web.md, .json): in-browser latency per 300x300 photo on
-one thread and on several, against the TF1 session in the same run, and the page's download size.
+one thread and on several, against the TF1 session in the same run, and the page's download size
+(its folder, and what one visit fetches), beside other pages' (--page: candidates, older exports).
 
     .venv/bin/python scripts/web_bench.py [--src TF1_DIR] [--photo PHOTO] [--repeats 30] [--name benchmarks_web]
-        [--out DIR | --publish]
+        [--page NAME=FOLDER ...] [--note TEXT] [--out DIR | --publish]
 
 Without --src it takes the 2018 zoo graph from ../shared (as scripts/bench.py), else the built-in
 default model; without --photo the first 300x300 photo of ../shared/photos, else a generated one.
@@ -96,8 +97,8 @@ def markdown(report: dict) -> str:
                      f"{folder['bytes'] / mib:.1f} | {folder['gzip_bytes'] / mib:.1f} |")
     for name, folder in report["download"].items():
         lines += ["", f"`{name}`'s files:", ""]
-        lines += [f"- `{file}`: {_size(size)}" + (" (fetched)" if any(file in v["names"] for k, v in report["visit"].items()
-                                         if k.split(", ")[0] == name) else "")
+        fetched = set().union(*(v["names"] for k, v in report["visit"].items() if k.split(", ")[0] == name))
+        lines += [f"- `{file}`: {_size(size)}" + (" (fetched)" if file in fetched else "")
                   for file, size in sorted(folder["by_file"].items(), key=lambda kv: -kv[1])]
     return "\n".join(lines) + "\n"
 

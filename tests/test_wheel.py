@@ -120,7 +120,7 @@ def test_export_web_from_the_installed_wheel_says_which_npm_command_installs_its
     out = tmp_path / "page"
     proc = _run_installed(installed, tmp_path, "-m", "migrate", "export", small_model().converted, "--web", str(out))
     assert (proc.returncode, proc.stdout) == (2, "")
-    assert proc.stderr == ("error: --web: onnxruntime-web is not installed: npm ci --ignore-scripts --prefix "
+    assert proc.stderr == ("error: --web: @litertjs/core is not installed: npm ci --ignore-scripts --prefix "
                            f"{_installed_web_dir(installed)}\n")
     assert not out.exists() and os.listdir(tmp_path) == []
 

@@ -1,10 +1,11 @@
-"""The web page of `export --web` against the TF1 session, in one run: in-browser latency per photo
-(ONNX Runtime Web on one thread, and on several where the page is cross-origin isolated) and the
-TF1 session's on the same decoded photo, interleaved round by round, and the page's download size.
+"""Web pages of `export --web` (and candidates with the same `window` interface) against the TF1
+session, in one run: each page's in-browser latency per photo (on one thread, and on several where
+the page is cross-origin isolated) and the TF1 session's on the same decoded photo, interleaved
+round by round, and each page's download: its folder, and what one visit fetched.
 
-The page's time is its own (`window.lastTiming`, `performance.now()` in the page): `model_ms` the
-ONNX Runtime Web call on the uint8 photo (the file resizes it, as the TF1 graph does: the same work
-as the TF1 session's run), `total_ms` with the photo's JPEG decoding. The TF1 session runs the
+A page's time is its own (`window.lastTiming`, `performance.now()` in the page): `model_ms` the
+runtime's call on the uint8 photo (the file resizes it, as the TF1 graph does: the same work as
+the TF1 session's run), `total_ms` with the photo's JPEG decoding. The TF1 session runs the
 decoded photo (uint8 [1, H, W, 3]) in this process, with TensorFlow's default threads.
 """
 

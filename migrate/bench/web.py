@@ -11,7 +11,6 @@ decoded photo (uint8 [1, H, W, 3]) in this process, with TensorFlow's default th
 
 from __future__ import annotations
 
-import gzip
 import os
 import time
 
@@ -22,26 +21,19 @@ from ssd_mobilenet.detections import DETECTION_OUTPUTS
 def folder_bytes(folder: str) -> dict:
     """{"files": count, "bytes": total, "gzip_bytes": total gzip -6 compressed (what a server that
     compresses sends), "by_file": {name: bytes}} of an `export --web` folder."""
-    by_file, compressed = {}, 0
-    for name in sorted(os.listdir(folder)):
-        with open(os.path.join(folder, name), "rb") as f:
-            data = f.read()
-        by_file[name] = len(data)
-        compressed += len(gzip.compress(data, compresslevel=6))
-    return {"files": len(by_file), "bytes": sum(by_file.values()), "gzip_bytes": compressed, "by_file": by_file}
+    by_file = {name: os.path.getsize(os.path.join(folder, name)) for name in sorted(os.listdir(folder))}
+    return {"files": len(by_file), "bytes": sum(by_file.values()),
+            "gzip_bytes": visit_bytes(folder, by_file)["gzip_bytes"], "by_file": by_file}
 
 
 def visit_bytes(folder: str, names) -> dict:
-    """{"files": count, "bytes": total, "gzip_bytes": total gzip -6 compressed} of the files `names`
-    of `folder`: what one visit of its page downloads (`measure` records the names it fetched)."""
+    """{"files": count, "bytes": total, "gzip_bytes": total gzip -6 compressed, "names"} of the
+    files `names` of `folder`: what one visit of its page downloads (`measure` records the names
+    it fetched)."""
+    from migrate.export.web import gzip_bytes
     names = sorted(set(names))
-    total = compressed = 0
-    for name in names:
-        with open(os.path.join(folder, name), "rb") as f:
-            data = f.read()
-        total += len(data)
-        compressed += len(gzip.compress(data, compresslevel=6))
-    return {"files": len(names), "bytes": total, "gzip_bytes": compressed, "names": names}
+    return {"files": len(names), "bytes": sum(os.path.getsize(os.path.join(folder, name)) for name in names),
+            "gzip_bytes": gzip_bytes(folder, names), "names": names}
 
 
 def _summary(values) -> dict:

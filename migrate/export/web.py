@@ -75,11 +75,16 @@ JPEG_TURBO = "@cwasm/jpeg-turbo"
 LITERT_BUILDS = ("threaded", "", "compat")
 # The runtime's files: (npm package, path in the package, name in the folder). LiteRT.js's module
 # imports its helper by package name: index.html's import map names the copy.
+def _litert_build(build: str, ext: str) -> str:
+    """The file name of LiteRT.js's `build` (`LITERT_BUILDS`), its loader (js) or module (wasm)."""
+    return f"litert_wasm{'_' + build if build else ''}_internal.{ext}"
+
+
 RUNTIME_FILES = (
     (LITERT, "dist/index.js", "litert.js"),
     (LITERT_UTILS, "dist/index.js", "litert-wasm-utils.js"),
-    *((LITERT, f"wasm/litert_wasm{'_' + build if build else ''}_internal.{ext}",
-       f"litert_wasm{'_' + build if build else ''}_internal.{ext}") for build in LITERT_BUILDS for ext in ("js", "wasm")),
+    *((LITERT, f"wasm/{_litert_build(build, ext)}", _litert_build(build, ext))
+      for build in LITERT_BUILDS for ext in ("js", "wasm")),
     (JPEG_TURBO, "jpeg-turbo.wasm", "jpeg-turbo.wasm"),
 )
 # LiteRT.js's `loadLiteRt` makes its default environment with a WebGPU device it asks the browser
@@ -254,8 +259,7 @@ def _page_html(template: str, manifest: dict, model_bytes: int, example: dict | 
 def one_visit(names) -> list:
     """The files of a page folder (`names`) that one visit of a cross-origin isolated page
     downloads: all but the licences and LiteRT.js's builds other than the threaded one."""
-    others = {f"litert_wasm{'_' + build if build else ''}_internal.{ext}" for build in LITERT_BUILDS[1:]
-              for ext in ("js", "wasm")}
+    others = {_litert_build(build, ext) for build in LITERT_BUILDS[1:] for ext in ("js", "wasm")}
     return sorted(name for name in names if name not in others and name != LICENSES_FILE)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import glob
+import html
 import io
 import json
 import os
@@ -322,7 +323,8 @@ def test_the_runtime_is_the_lockfiles(tmp_path):
         assert json.load(f)["dependencies"] == {k: v for k, v in pinned.items() if k != web.LITERT_UTILS}
 
 
-@pytest.mark.parametrize("case", ["exists", "float32_int8", "float32_tflite", "nms", "float32", "labels_beyond", "bad_labels", "config_labels",
+@pytest.mark.parametrize("case", ["exists", "float32_int8", "float32_tflite", "nms", "float32", "labels_beyond",
+                                  "bad_labels", "config_labels",
                                   "no_labels_file", "not_converted", "parent_is_file", "example_with_onnx",
                                   "no_example_file", "example_not_an_image"])
 def test_export_web_bad_input_is_one_line_exit_2_and_nothing_written(small_model, tmp_path, case):
@@ -414,6 +416,26 @@ def test_export_web_writes_the_folder_whole_and_replaces_it_with_force(small_mod
     assert not (out / "mine.txt").exists() and sorted(os.listdir(out)) == files
     assert json.loads((out / "labels.json").read_text()) == {"1": "circle", "2": "square", "3": "triangle"}
     assert json.loads((out / "model.json").read_text())["has_labels"]
+
+
+@pytest.mark.slow
+def test_export_web_int8_says_its_agreement_as_tflite_int8_does(small_model, tmp_path):
+    """`--web --int8`: the page's file is `--tflite --int8`'s, and so is its agreement line, on the
+    console (kept with --quiet) and under the page's photos; the result line says int8."""
+    converted = small_model().converted
+    code, stdout, err = run_cli(["export", converted, "--web", str(tmp_path / "page"), "--int8", "--quiet"])
+    assert code == 0 and stdout.startswith("exported a web page: int8, "), (stdout, err)
+    code, _, tflite_err = run_cli(["export", converted, "--tflite", str(tmp_path / "m.tflite"), "--int8", "--quiet"])
+    assert code == 0
+    said = [line for line in " ".join(err.split()).split("[migrate] ") if line.startswith("int8: ")]
+    assert said and said == [line for line in " ".join(tflite_err.split()).split("[migrate] ")
+                             if line.startswith("int8: ")]
+    manifest = json.loads((tmp_path / "page" / "model.json").read_text())
+    assert manifest["precision"] == web.INT8 and manifest["agreement"] == [line.strip() for line in said]
+    from ssd_mobilenet.formats.tflite.file_format import operator_names
+    assert operator_names((tmp_path / "page" / "model.tflite").read_bytes()) == \
+        operator_names((tmp_path / "m.tflite").read_bytes())
+    assert html.escape(said[0].strip()) in (tmp_path / "page" / "index.html").read_text()
 
 
 def test_a_runtime_not_installed_is_one_line(tmp_path, monkeypatch):

@@ -73,13 +73,15 @@ JPEG_TURBO = "@cwasm/jpeg-turbo"
 # the folder it is given: threaded (cross-origin isolated, relaxed SIMD), plain (relaxed SIMD, one
 # thread), compat (SIMD without relaxed SIMD). Its JSPI build (WebGPU and WebNN) is not copied.
 LITERT_BUILDS = ("threaded", "", "compat")
-# The runtime's files: (npm package, path in the package, name in the folder). LiteRT.js's module
-# imports its helper by package name: index.html's import map names the copy.
+
+
 def _litert_build(build: str, ext: str) -> str:
     """The file name of LiteRT.js's `build` (`LITERT_BUILDS`), its loader (js) or module (wasm)."""
     return f"litert_wasm{'_' + build if build else ''}_internal.{ext}"
 
 
+# The runtime's files: (npm package, path in the package, name in the folder). LiteRT.js's module
+# imports its helper by package name: index.html's import map names the copy.
 RUNTIME_FILES = (
     (LITERT, "dist/index.js", "litert.js"),
     (LITERT_UTILS, "dist/index.js", "litert-wasm-utils.js"),
@@ -132,11 +134,11 @@ def installed_runtime(web_dir: str = WEB_DIR) -> dict:
     for package, inside, _ in RUNTIME_FILES:
         if not os.path.isfile(os.path.join(web_dir, "node_modules", package, inside)):
             raise InputError(f"--web: {package}/{inside} is missing: {install_hint(web_dir)}")
-    _runtime_file(web_dir, *RUNTIME_FILES[0][:2])
+    runtime_file(web_dir, *RUNTIME_FILES[0][:2])
     return found
 
 
-def _runtime_file(web_dir: str, package: str, inside: str) -> bytes:
+def runtime_file(web_dir: str, package: str, inside: str) -> bytes:
     """A runtime file's bytes as the folder holds them: LiteRT.js's module without its WebGPU
     device (`LITERT_NO_WEBGPU`), the others as npm installed them.
 
@@ -416,7 +418,7 @@ class Web(pipeline.Format):
                 shutil.copyfile(os.path.join(PAGE_DIR, name), os.path.join(folder, name))
                 files[name] = os.path.getsize(os.path.join(folder, name))
             for package, inside, name in RUNTIME_FILES:
-                put(name, _runtime_file(WEB_DIR, package, inside))
+                put(name, runtime_file(WEB_DIR, package, inside))
             put(MODEL_FILE, file.data)
             put(LABELS_FILE, (json.dumps(names, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
             put(LICENSES_FILE, _licenses(self.packages).encode("utf-8"))

@@ -202,11 +202,11 @@ def _opencv(config, boxes, scores) -> dict:
 
 def _litert_web(config, boxes, scores, folder) -> dict:
     """The post-processing's `.tflite` file on LiteRT.js in headless Chromium: the runtime's files
-    as `export --web` copies them (`web._runtime_file`), served with `run_litert_web.js`."""
+    as `export --web` copies them (`web.runtime_file`), served with `run_litert_web.js`."""
     from migrate.bench import browser
     for package, inside, name in web.RUNTIME_FILES:
         with open(os.path.join(folder, name), "wb") as f:
-            f.write(web._runtime_file(web.WEB_DIR, package, inside))
+            f.write(web.runtime_file(web.WEB_DIR, package, inside))
     with open(os.path.join(folder, "model.tflite"), "wb") as f:
         f.write(_per_class_tflite(config, boxes, scores))
     with open(os.path.join(folder, "feeds.json"), "w") as f:

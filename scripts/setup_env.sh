@@ -13,7 +13,7 @@ if ! .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[${SSD_
   exit 1
 fi
 rm -f "$log"
-# The web page's browser runtime (`export --web`): ONNX Runtime Web and libjpeg-turbo from npm, the
+# The web page's browser runtime (`export --web`): LiteRT.js and libjpeg-turbo from npm, the
 # versions migrate/export/web_page/package-lock.json pins (no install scripts: the files are copied as npm
 # ships them). The same line as export --web prints where the runtime is missing.
 if ! command -v npm >/dev/null; then

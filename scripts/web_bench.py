@@ -1,8 +1,9 @@
 """The web page's figures (docs/benchmarks_web.md, .json): in-browser latency per 300x300 photo on
-one thread and on several, against the TF1 session in the same run, and the page's download size.
+one thread and on several, against the TF1 session in the same run, and the page's download size
+(its folder, and what one visit fetches), beside other pages' (--page: candidates, older exports).
 
     .venv/bin/python scripts/web_bench.py [--src TF1_DIR] [--photo PHOTO] [--repeats 30] [--name benchmarks_web]
-        [--out DIR | --publish]
+        [--page NAME=FOLDER ...] [--note TEXT] [--out DIR | --publish]
 
 Without --src it takes the 2018 zoo graph from ../shared (as scripts/bench.py), else the built-in
 default model; without --photo the first 300x300 photo of ../shared/photos, else a generated one.
@@ -54,34 +55,51 @@ def _photo(asked, tmp: str) -> str:
     return path
 
 
+def _size(size: int) -> str:
+    mib = 2 ** 20
+    return f"{size / mib:.2f} MiB" if size >= mib / 10 else f"{size / 1024:.1f} KiB"
+
+
 def markdown(report: dict) -> str:
     tf1 = report["tf1_session"]
     photo = report["photo"]
     mib = 2 ** 20
-    download = report["download"]
     lines = [
         "# Benchmarks: the web page (`export --web`)",
         "",
         f"Written by `scripts/web_bench.py` on {report['date']}: {report['cpu']}, {report['cores']} cores, "
-        f"{report['chromium']}. {report['note']}",
+        f"{report['chromium']}; load average {report['load'][0]:.1f} before the run, {report['load'][1]:.1f} "
+        f"after it. {report['note']}",
         "",
         f"One photo, {photo['name']} ({photo['height']}x{photo['width']}), batch 1, {report['repeats']} interleaved "
-        f"rounds after {report['warmup']} warm-up runs. The page's time is its own (`performance.now()`): the "
+        f"rounds after {report['warmup']} warm-up runs. A page's time is its own (`performance.now()`): the "
         "model's call on the uint8 photo (the file resizes it, as the graph does), and with the JPEG decoding; "
         "the TF1 session runs the decoded photo in a Python process (TensorFlow's default threads).",
         "",
-        "| side | median ms | p10-p90 ms | x TF1 session | with decoding, median ms |",
-        "| --- | ---: | ---: | ---: | ---: |",
-        f"| TF1 session | {tf1['median_ms']:.1f} | {tf1['p10_ms']:.1f}-{tf1['p90_ms']:.1f} | 1.00 | |",
+        "| page | side | median ms | p10-p90 ms | x TF1 session | with decoding, median ms |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+        f"| | TF1 session | {tf1['median_ms']:.1f} | {tf1['p10_ms']:.1f}-{tf1['p90_ms']:.1f} | 1.00 | |",
     ]
     for label, b in report["browser"].items():
         isolation = "cross-origin isolated" if b["cross_origin_isolated"] else "not isolated"
-        lines.append(f"| browser, {label} ({isolation}) | {b['median_ms']:.1f} | {b['p10_ms']:.1f}-{b['p90_ms']:.1f} "
-                     f"| {report['ratios'][label]:.2f} | {b['total']['median_ms']:.1f} |")
-    lines += ["", f"Download: {download['files']} files, {download['bytes'] / mib:.1f} MiB "
-              f"({download['gzip_bytes'] / mib:.1f} MiB gzip-compressed, as a server that compresses sends them):", ""]
-    lines += [f"- `{name}`: {size / mib:.2f} MiB" if size >= mib / 10 else f"- `{name}`: {size / 1024:.1f} KiB"
-              for name, size in sorted(download["by_file"].items(), key=lambda kv: -kv[1])]
+        side = label.split(", ", 1)[1]
+        lines.append(f"| {b['page']} | {b['runtime']}, {side} ({isolation}) | {b['median_ms']:.1f} | "
+                     f"{b['p10_ms']:.1f}-{b['p90_ms']:.1f} | {report['ratios'][label]:.2f} | "
+                     f"{b['total']['median_ms']:.1f} |")
+    lines += ["", "Download (gzip-compressed, as a server that compresses sends them): what one visit of the page "
+              "fetches on each side (one WebAssembly build of its runtime), and the whole folder:", "",
+              "| page | side | one visit: files | MiB gzip | the folder: files | MiB | MiB gzip |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for label, visit in report["visit"].items():
+        name, side = label.split(", ", 1)
+        folder = report["download"][name]
+        lines.append(f"| {name} | {side} | {visit['files']} | {visit['gzip_bytes'] / mib:.2f} | {folder['files']} | "
+                     f"{folder['bytes'] / mib:.1f} | {folder['gzip_bytes'] / mib:.1f} |")
+    for name, folder in report["download"].items():
+        lines += ["", f"`{name}`'s files:", ""]
+        fetched = set().union(*(v["names"] for k, v in report["visit"].items() if k.split(", ")[0] == name))
+        lines += [f"- `{file}`: {_size(size)}" + (" (fetched)" if file in fetched else "")
+                  for file, size in sorted(folder["by_file"].items(), key=lambda kv: -kv[1])]
     return "\n".join(lines) + "\n"
 
 
@@ -95,6 +113,9 @@ def main() -> int:
     from migrate.bench import publish
     publish.add_options(p, publish.DOCS, "write NAME.md and NAME.json into this folder")
     p.add_argument("--name", default="benchmarks_web")
+    p.add_argument("--page", action="append", default=[], metavar="NAME=FOLDER",
+                   help="another page folder to measure beside the exported one (a candidate: an older export, a "
+                        "prototype with the page's window.detect)")
     args = p.parse_args()
     from bench import source_and_conversion
 
@@ -103,14 +124,17 @@ def main() -> int:
 
     def say(msg):
         print(f"[web_bench] {msg}", file=sys.stderr, flush=True)
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="web-bench-") as tmp:
         src, converted = source_and_conversion(args.src, tmp, say)
         folder = os.path.join(tmp, "page")
         say("exporting the page")
         export_web(converted, folder)
-        report = web.measure(src, folder, _photo(args.photo, tmp), warmup=args.warmup, repeats=args.repeats,
+        pages = {"export": folder, **dict(page.split("=", 1) for page in args.page)}
+        report = web.measure(src, pages, _photo(args.photo, tmp), warmup=args.warmup, repeats=args.repeats,
                              progress=say)
-    report.update(date=datetime.date.today().isoformat(), cpu=_cpu(), cores=os.cpu_count(), note=args.note)
+    report.update(date=datetime.date.today().isoformat(), cpu=_cpu(), cores=os.cpu_count(), note=args.note,
+                  load=[load_before, os.getloadavg()[0]])
     print(markdown(report))
     out_dir = publish.destination(args, publish.DOCS)
     if out_dir is not None:

@@ -4,7 +4,7 @@ package) driven by Playwright (`pip install playwright`; its own browser downloa
 
 `serve(folder, isolated)` serves a folder as any static server does, or with the two headers that
 make a page cross-origin isolated (COOP `same-origin`, COEP `require-corp`): only then does the
-browser give the page SharedArrayBuffer, and so ONNX Runtime Web its threads.
+browser give the page SharedArrayBuffer, and so LiteRT.js its threads.
 """
 
 from __future__ import annotations

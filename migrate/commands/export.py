@@ -17,9 +17,9 @@ def add_parser(sub) -> None:
     out.add_argument("--tflite", metavar="OUT", help="the .tflite file to write")
     out.add_argument("--onnx", metavar="OUT", help="the .onnx file to write (opset 13; ONNX Runtime, OpenVINO, "
                      "TensorRT), the converted model's detections")
-    out.add_argument("--web", metavar="DIR", help="a static web page folder (the page, the .onnx file on ONNX "
-                     "Runtime Web, the label map): any static file server serves it; the TF1 graph's detections "
-                     "in the browser")
+    out.add_argument("--web", metavar="DIR", help="a static web page folder (the page, the .tflite file of "
+                     "float16 weights on LiteRT.js, the label map): any static file server serves it; detections "
+                     "in the browser, their agreement with the converted model's reported as --int8's")
     p.add_argument("--input", choices=("uint8", "float32"), default="uint8",
                    help="uint8: a photo of any size, resized and scaled inside the file (default); float32: "
                         "already scaled to [-1, 1) at the model's size, as export_tflite_ssd_graph.py's graphs take "
@@ -35,6 +35,9 @@ def add_parser(sub) -> None:
                         "convolutions, uint8 activations for CPUs, or symmetric int8 ones for TensorRT with "
                         "--input float32), with a report of how far its detections drift from the float model's; "
                         "a quantization-aware model's file is int8 on its checkpoint's ranges without it")
+    p.add_argument("--float32", action="store_true",
+                   help="--web: the float32 file, the TF1 graph's detections (twice the download of the "
+                        "default float16 weights)")
     p.add_argument("--calibration", nargs="+", metavar="IMAGES",
                    help="JPEG/PNG files and folders to calibrate --int8 on (default: generated images)")
     add_labels(p, "the class names the file's metadata (--web: the page) carries for predict (default: the label "
@@ -62,13 +65,14 @@ def run(args) -> int:
     from migrate.export import onnx, pipeline, tflite, web
     form = web.Web if args.web else onnx.Onnx if args.onnx else tflite.TFLite
     problem = pipeline.refusal(form, {"--nms": args.nms, "--int8": args.int8, "--calibration": args.calibration,
-                                      "--example": args.example, "--input": args.input})
+                                      "--example": args.example, "--input": args.input, "--float32": args.float32})
     if problem:
         return bad_input(problem)
     say = progress(args.quiet, wrap=True)
     if args.web:
         result = web.export_web(args.converted, args.web, labels=args.labels, max_detections=args.max_detections,
-                                example=args.example, force=args.force, verbose=args.verbose, progress=say)
+                                example=args.example, force=args.force, verbose=args.verbose, progress=say,
+                                float32=args.float32, int8=args.int8, calibration=args.calibration, warn=warn)
     elif args.onnx:
         result = onnx.export_onnx(args.converted, args.onnx, input_type=args.input, max_detections=args.max_detections,
                                   int8=args.int8, calibration=args.calibration, force=args.force, verbose=args.verbose,
@@ -104,9 +108,14 @@ def _result(result: dict, what: str) -> None:
 
 
 def _web_result(result: dict) -> None:
-    """On stdout what was written where, its files and size, then the runtime the page runs."""
+    """The notes (wrapped, on stderr: a file's agreement with the converted model); on stdout what
+    was written where, its precision, files and size, then the runtime the page runs."""
+    from migrate.export.web import PRECISIONS
+    for note in result["notes"]:
+        print_wrapped(f"[migrate] {note}")
     runtime = ", ".join(f"{name} {version}" for name, version in sorted(result["runtime"].items()))
-    # Two lines within 100 columns (the runtime's names and versions, then a long OUT, wrap on their own).
-    print_wrapped(f"exported a web page: {result['max_detections']} detections, {len(result['files'])} files, "
-                  f"{result['bytes'] / 2 ** 20:.1f} MiB -> {shown(result['out'])}", file=sys.stdout)
+    # Lines within 100 columns (the runtime's names and versions, then a long OUT, wrap on their own).
+    print_wrapped(f"exported a web page: {PRECISIONS[result['precision']]}, {result['max_detections']} detections, "
+                  f"{len(result['files'])} files, {result['bytes'] / 2 ** 20:.1f} MiB, a visit downloads "
+                  f"{result['download_bytes'] / 2 ** 20:.1f} MiB gzip -> {shown(result['out'])}", file=sys.stdout)
     print_wrapped(f"the page runs {runtime}", file=sys.stdout)

@@ -29,19 +29,20 @@ def drift_of(names, pairs) -> dict:
     return dict(agreement(*joined), per_image=per_image)
 
 
-def drift_notes(drift: dict, compared_on: str, reference: str, warn=None) -> list:
+def drift_notes(drift: dict, compared_on: str, reference: str, warn=None, precision: str = "int8") -> list:
     """The export's notes on `drift` (`drift_of`'s) measured on `compared_on` ("generated
     images") against `reference` ("the float model"); `warn` (None: no warnings) is called for
-    each image whose detections scoring >= `REPORT_MIN_SCORE` the int8 file does not all keep."""
+    each image whose detections scoring >= `REPORT_MIN_SCORE` the `precision` file ("int8",
+    "float16": the lines start with it) does not all keep."""
     if not drift["reference"]:
-        return [f"int8: {reference} has no detections scoring >= {REPORT_MIN_SCORE} on the "
+        return [f"{precision}: {reference} has no detections scoring >= {REPORT_MIN_SCORE} on the "
                 f"{len(drift['per_image'])} {compared_on} to compare the quantized file's with"]
     for name, a in drift["per_image"] if warn else []:
         if a["matched"] < a["reference"]:
             # Kept: the same class at IoU >= MATCH_IOU (the result line says so).
-            warn(f"warning: {name}: int8 kept {a['matched']} of {a['reference']} detections scoring >= "
+            warn(f"warning: {name}: {precision} kept {a['matched']} of {a['reference']} detections scoring >= "
                  f"{REPORT_MIN_SCORE}")
-    return [f"int8: {drift['matched']} of {drift['reference']} detections scoring >= {REPORT_MIN_SCORE} "
+    return [f"{precision}: {drift['matched']} of {drift['reference']} detections scoring >= {REPORT_MIN_SCORE} "
             f"on {len(drift['per_image'])} {compared_on} kept (same class, IoU >= {MATCH_IOU}), "
             f"mean IoU {drift['mean_iou']:.3f}, scores within {drift['max_score_diff']:.3f}"]
 

@@ -44,7 +44,8 @@ class Onnx(pipeline.Format):
     (`ssd_mobilenet.formats.onnx.integer`), compared with that float file on ONNX Runtime."""
 
     flag = "--onnx"
-    refused = {"--example": pipeline.WEB_ONLY, "--nms": "applies to --tflite files only, not to --onnx"}
+    refused = {"--example": pipeline.WEB_ONLY, "--float32": pipeline.WEB_ONLY,
+               "--nms": "applies to --tflite files only, not to --onnx"}
     int8_name = "int8 QDQ"
     aware_note = ("quantization-aware: QDQ int8 convolutions on the checkpoint's FakeQuant ranges (the integer "
                   ".tflite file's weights, uint8 activations on TF1's grid, which TensorRT refuses: "

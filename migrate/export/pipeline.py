@@ -19,7 +19,8 @@ runner of its file for the drift.
 5. An int8 file's drift (`drift.drift_of`, on up to `DRIFT_IMAGES` images): against the converted
    model, or against the format's own float file where it quantizes one (`File.float_data`);
    `Format.runner` runs the file. A quantization-aware model's file is compared on generated
-   images, the model's FakeQuant ops in float32.
+   images, the model's FakeQuant ops in float32, and so is a file of float16 weights
+   (`File.precision`: the web page's).
 6. The output written whole or not at all (`Format.write`; a file's bytes by default).
 """
 
@@ -39,8 +40,9 @@ from ssd_mobilenet import atomic_write
 
 # The command's options that some format does not take, and their defaults: an option whose
 # default is a value (--input uint8) counts as given only with another value, and is named with it.
-OPTION_DEFAULTS = {"--nms": None, "--int8": False, "--calibration": None, "--example": None, "--input": "uint8"}
-# Why the file formats refuse --example.
+OPTION_DEFAULTS = {"--nms": None, "--int8": False, "--calibration": None, "--example": None, "--input": "uint8",
+                   "--float32": False}
+# Why the file formats refuse --example and --float32.
 WEB_ONLY = "for the --web page only"
 
 
@@ -87,12 +89,17 @@ class File:
       data: the file's bytes (the web page's: its model's);
       notes: what the file differs in from the converted model, for the command to print;
       float_data: the float file an int8 file is compared with, or None: with the converted model;
-      fields: what `export`'s dict says of the file besides the shared keys (its NMS, input, ...).
+      fields: what `export`'s dict says of the file besides the shared keys (its NMS, input, ...);
+      precision: "float16" for a file of float16 weights, compared with the converted model as an
+      int8 file is (its drift line named so); None for float32 and int8 files;
+      agreement: the drift lines (`drift_notes`), which `export` fills in before `Format.write`.
     """
     data: bytes
     notes: list = field(default_factory=list)
     float_data: bytes | None = None
     fields: dict = field(default_factory=dict)
+    precision: str | None = None
+    agreement: list = field(default_factory=list)
 
 
 class Format:
@@ -182,12 +189,14 @@ def export(form: Format, converted: str, out: str, max_detections: int | None = 
     notes, drift = list(file.notes), None
     if aware:
         notes.append(form.aware_note)
-    if int8 or aware:
-        compared_on = "generated images" if aware else form.compared_on(calibration)
-        drift, reference = _drift(form, job, file, compared_on, say)
+    if int8 or aware or file.precision:
+        precision = file.precision or "int8"
+        compared_on = form.compared_on(calibration) if int8 else "generated images"
+        drift, reference = _drift(form, job, file, compared_on, precision, say)
         # A quantization-aware file differs on every image by design (its integer input and
-        # weights): the totals say by how much; per-image warnings are for post-training int8.
-        notes += drift_notes(drift, compared_on, reference, None if aware else warn)
+        # weights): the totals say by how much; per-image warnings are for post-training files.
+        file.agreement = drift_notes(drift, compared_on, reference, None if aware else warn, precision)
+        notes += file.agreement
     written = form.write(out, file, job, say)
     return {"out": os.path.abspath(out), "max_detections": job.max_detections, "int8": int8 or aware,
             "quantization_aware": aware, "drift": drift, "notes": notes, **file.fields, **written,
@@ -211,14 +220,14 @@ def _checked(form: Format, converted: str, out: str, max_detections, int8: bool,
     return bool(config.weight_bits)
 
 
-def _drift(form: Format, job: Job, file: File, compared_on: str, say) -> tuple:
-    """(`drift_of`'s dict, what the notes call the reference): the int8 file against the
+def _drift(form: Format, job: Job, file: File, compared_on: str, precision: str, say) -> tuple:
+    """(`drift_of`'s dict, what the notes call the reference): the `precision` file against the
     converted model, or against the format's float file (`file.float_data`), on the calibration
-    images, or generated ones for a quantization-aware model."""
-    names, images = calibration_images(None, job.config) if job.aware else (job.names, job.images)
+    images, or generated ones for a quantization-aware model and a float16 file."""
+    names, images = (job.names, job.images) if job.int8 else calibration_images(None, job.config)
     names, images = names[:DRIFT_IMAGES], images[:DRIFT_IMAGES]
     said, reference = ("the converted model", "the float model") if file.float_data is None else ("the float file",) * 2
-    say(f"comparing the int8 file with {said} on {compared_on}")
+    say(f"comparing the {precision} file with {said} on {compared_on}")
     with console.native_stderr_quieted():
         runner = form.runner(file.data, job)
         expected = (_model_detections(job.model) if file.float_data is None else

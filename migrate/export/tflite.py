@@ -25,7 +25,7 @@ class TFLite(pipeline.Format):
     converted model on LiteRT's interpreter."""
 
     flag = "--tflite"
-    refused = {"--example": pipeline.WEB_ONLY}
+    refused = {"--example": pipeline.WEB_ONLY, "--float32": pipeline.WEB_ONLY}
     aware_note = ("quantization-aware: int8 convolutions on the checkpoint's FakeQuant ranges (weights "
                   "re-annotated symmetric per channel, the input on a [-1, 1] grid: "
                   "ssd_mobilenet/formats/tflite/integer.py); `verify --tflite` matches it with the TF1 graph")

@@ -146,7 +146,7 @@ ELSEWHERE = {
     'error: GRAPH: X is not an SSD op (--allow-ops X runs it)':
         "tests/migrate/verify/test_verify.py (test_unknown_ops_are_refused_unless_allowed: a zoo graph that writes a file)",
     # From a wheel (not editable) without the npm runtime: the installed package's folder.
-    "error: --web: onnxruntime-web is not installed: npm ci --ignore-scripts --prefix "
+    "error: --web: @litertjs/core is not installed: npm ci --ignore-scripts --prefix "
     "/home/me/venv/lib/python3.11/site-packages/migrate/export/web_page": "tests/test_wheel.py",
 }
 

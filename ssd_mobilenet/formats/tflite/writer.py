@@ -283,7 +283,7 @@ class NeedsFlexOps(RuntimeError):
 
 
 def convert(model, nms: str = NMS_PER_CLASS, input_type: str = UINT8, max_detections: int | None = None,
-            representative_images=None, carried: dict | None = None) -> bytes:
+            representative_images=None, carried: dict | None = None, float16_weights: bool = False) -> bytes:
     """The `.tflite` file of `model` (an `SSDMobileNetV1` with its weights, batch norm unfolded,
     as `detector.load_model` returns it), per the module docstring.
 
@@ -314,6 +314,9 @@ def convert(model, nms: str = NMS_PER_CLASS, input_type: str = UINT8, max_detect
         converter.representative_dataset = lambda: ([image] for image in images)
     if model.config.weight_bits:
         tflite_integer.configure(converter)
+    if float16_weights and representative_images is None and not model.config.weight_bits:
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.target_spec.supported_types = [tf.float16]
     try:
         data = _quantize_network_only(converter) if representative_images is not None else converter.convert()
     except Exception as e:  # the converter's ConverterError is not exported under a stable name

@@ -191,12 +191,12 @@ def chromium():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_web_page_gives_the_tf1_detections_in_a_browser(family_files, chromium, tmp_path, name):
-    """`export --web`: the page in headless Chromium (ONNX Runtime Web, WebAssembly, one thread, as
-    a static server without isolation headers serves it) gives the export's reference detections
+    """`export --web --float32`: the page in headless Chromium (LiteRT.js, WebAssembly, one thread,
+    as a static server without isolation headers serves it) gives the export's reference detections
     on its PNG images, by the plain SSD's rule for the page (test_export_web.py)."""
     from migrate.bench import browser
     files, ref = family_files(name), _reference(name)
-    code, _, err = run_cli(["export", files["tf2"], "--web", str(tmp_path / "web"), "--quiet"])
+    code, _, err = run_cli(["export", files["tf2"], "--web", str(tmp_path / "web"), "--float32", "--quiet"])
     assert code == 0, err
     os.symlink(files["images"], tmp_path / "images")  # the page fetches from its own origin
     with browser.serve(str(tmp_path)) as base:

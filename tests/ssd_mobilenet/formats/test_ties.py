@@ -26,8 +26,8 @@ those of the TF1 graph's `multiclass_non_max_suppression` (`migrate.tf1.builder`
 
 Runtimes: TensorFlow (`postprocessing.postprocess`, what the SavedModel's function runs), LiteRT
 (the "per-class" `.tflite` file's `per_class_outputs`, converted alone), ONNX Runtime, OpenVINO and
-OpenCV's DNN module (the `.onnx` file's `postprocessing.graph`), ONNX Runtime Web (the same graph on the page's
-WebAssembly runtime, in Node: `run_onnx_web.js`).
+OpenCV's DNN module (the `.onnx` file's `postprocessing.graph`), LiteRT.js (the same `.tflite` file on
+the web page's runtime, as `export --web` copies it, in headless Chromium: `run_litert_web.js`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ import itertools
 import json
 import os
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -149,15 +148,20 @@ def _tensorflow(config, boxes, scores) -> dict:
     return {key: out[key].numpy() for key in DETECTION_OUTPUTS}
 
 
-def _litert(config, boxes, scores) -> dict:
-    from ai_edge_litert.interpreter import Interpreter
+def _per_class_tflite(config, boxes, scores) -> bytes:
+    """The "per-class" `.tflite` file's post-processing alone: inputs b [A, 4], s [A, C + 1]."""
     module = tf.Module()
     module.serve = tf.function(lambda b, s: tflite_writer.per_class_outputs(b, s, config), autograph=False)
     function = module.serve.get_concrete_function(tf.TensorSpec(boxes.shape[1:], tf.float32),
                                                   tf.TensorSpec(scores.shape[1:], tf.float32))
     converter = tf.lite.TFLiteConverter.from_concrete_functions([function], module)
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]  # as the file's
-    runner = Interpreter(model_content=converter.convert()).get_signature_runner()
+    return converter.convert()
+
+
+def _litert(config, boxes, scores) -> dict:
+    from ai_edge_litert.interpreter import Interpreter
+    runner = Interpreter(model_content=_per_class_tflite(config, boxes, scores)).get_signature_runner()
     runs = [runner(b=b, s=s) for b, s in zip(boxes, scores)]
     return {key: np.concatenate([r[key] for r in runs]) for key in DETECTION_OUTPUTS}
 
@@ -196,25 +200,32 @@ def _opencv(config, boxes, scores) -> dict:
     return {key: np.concatenate([np.asarray(r[i]) for r in runs]) for i, key in enumerate(DETECTION_OUTPUTS)}
 
 
-def _onnxruntime_web(config, boxes, scores, folder) -> dict:
-    model, feeds = os.path.join(folder, "postprocessing.onnx"), os.path.join(folder, "feeds.json")
-    with open(model, "wb") as f:
-        f.write(_onnx_proto(config, boxes).SerializeToString())
-    with open(feeds, "w") as f:
-        json.dump([{"boxes": {"data": b.ravel().tolist(), "shape": [1, *b.shape]},
-                    "scores": {"data": s.ravel().tolist(), "shape": [1, *s.shape]}} for b, s in zip(boxes, scores)], f)
-    env = dict(os.environ, ORT_WEB=os.path.join(web.WEB_DIR, "node_modules", web.ONNXRUNTIME_WEB))
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_onnx_web.js")
-    done = subprocess.run([shutil.which("node") or "node", script, model, feeds], env=env, capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    runs = json.loads(done.stdout)
+def _litert_web(config, boxes, scores, folder) -> dict:
+    """The post-processing's `.tflite` file on LiteRT.js in headless Chromium: the runtime's files
+    as `export --web` copies them (`web.runtime_file`), served with `run_litert_web.js`."""
+    from migrate.bench import browser
+    for package, inside, name in web.RUNTIME_FILES:
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(web.runtime_file(web.WEB_DIR, package, inside))
+    with open(os.path.join(folder, "model.tflite"), "wb") as f:
+        f.write(_per_class_tflite(config, boxes, scores))
+    with open(os.path.join(folder, "feeds.json"), "w") as f:
+        json.dump([{"b": {"data": b.ravel().tolist(), "shape": list(b.shape)},
+                    "s": {"data": s.ravel().tolist(), "shape": list(s.shape)}} for b, s in zip(boxes, scores)], f)
+    shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_litert_web.js"), folder)
+    with open(os.path.join(folder, "index.html"), "w") as f:
+        f.write('<!doctype html><script type="importmap">{"imports": {"@litertjs/wasm-utils": '
+                '"./litert-wasm-utils.js"}}</script><script type="module" src="run_litert_web.js"></script>')
+    with browser.chromium() as context, browser.serve(folder) as base:
+        page = context.new_page()
+        page.goto(f"{base}index.html")
+        runs = page.evaluate("() => window.results")
     return {key: np.concatenate([np.asarray(r[key]["data"], np.float32).reshape(r[key]["shape"]) for r in runs])
             for key in DETECTION_OUTPUTS}
 
 
 RUNTIMES = {"tensorflow": _tensorflow, "litert": _litert, "onnxruntime": _onnxruntime, "openvino": _openvino,
-            "opencv": _opencv, "onnxruntime_web": _onnxruntime_web}
+            "opencv": _opencv, "litert_web": _litert_web}
 
 
 @pytest.fixture(scope="module")
@@ -252,7 +263,7 @@ def test_every_runtime_keeps_the_tf1_graphs_boxes_in_its_order_where_scores_tie(
     config = _config(variant)
     boxes, scores = _images()
     run = RUNTIMES[runtime]
-    ours = run(config, boxes, scores, str(tmp_path)) if runtime == "onnxruntime_web" else run(config, boxes, scores)
+    ours = run(config, boxes, scores, str(tmp_path)) if runtime == "litert_web" else run(config, boxes, scores)
     ref = tf1_detections(variant)
     for key in DETECTION_OUTPUTS:
         np.testing.assert_array_equal(ours[key], ref[key], err_msg=f"{runtime}: {key}")

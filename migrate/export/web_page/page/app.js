@@ -1,5 +1,5 @@
-// The page of `migrate export --web`: the converted model's `.onnx` file on ONNX Runtime Web
-// (WebAssembly, SIMD; threads where the page is cross-origin isolated), photos decoded as
+// The page of `migrate export --web`: the converted model's `.tflite` file on LiteRT.js (model.js:
+// XNNPACK on WebAssembly; threads where the page is cross-origin isolated), photos decoded as
 // TensorFlow decodes them (jpeg.js), detections drawn as `predict --png` draws them (draw.js).
 //
 // For automation: `window.detect(url)` -> Promise of that photo's record in `predict`'s JSON lines
@@ -7,7 +7,7 @@
 // message when it cannot be); `window.exampleShown` settles once the example photo that
 // `export --web --example` wrote into the page has been detected here (its record, or null without
 // one); `window.pageInfo` says what runs; `window.lastTiming` holds the last photo's times in
-// milliseconds. Query parameters: `threads=N` (ONNX Runtime Web's threads), `min_score=S` (the
+// milliseconds. Query parameters: `threads=N` (LiteRT.js's threads), `min_score=S` (the
 // score from which boxes are drawn, as `predict --png-min-score`; default 0.5).
 //
 // Every failure ends as one message on the page (#message), written for the page's visitor: a
@@ -16,16 +16,16 @@
 
 const MANIFEST = "model.json";
 // Files the page needs besides those model.json names (the folder `export --web` writes).
-const PAGE_FILES = ["app.js", "jpeg.js", "draw.js", "style.css"];
-// ONNX Runtime Web's threads past a few gain little on one photo (each convolution is split
-// between them) and take cores from the rest of the browser.
+const PAGE_FILES = ["app.js", "model.js", "jpeg.js", "draw.js", "style.css"];
+// XNNPACK's threads past a few gain little on one photo (each convolution is split between them)
+// and take cores from the rest of the browser.
 const MAX_THREADS = 4;
 
 class PageError extends Error {}
 
 const $ = (id) => document.getElementById(id);
 // `turn`: the photo being detected; the next one waits for it (one model, one photo at a time).
-const state = { labels: {}, session: null, decoder: null, draw: null, manifest: null, turn: Promise.resolve() };
+const state = { labels: {}, model: null, decoder: null, draw: null, manifest: null, turn: Promise.resolve() };
 
 // For the page's developer, not its visitor: the console of the browser's developer tools.
 function hint(text) {
@@ -117,13 +117,14 @@ function drawMinScore() {
   return asked > 0 && asked <= 1 ? asked : state.draw.MIN_SCORE;
 }
 
-function threadCount() {
+// WebAssembly threads need SharedArrayBuffer, which browsers give only to a cross-origin isolated
+// page: served with Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy:
+// require-corp. A page cannot set these itself. LiteRT.js's threaded build also needs relaxed SIMD.
+function threadCount(threadsSupported) {
+  if (!threadsSupported) return 1;
   const asked = Number(new URLSearchParams(location.search).get("threads"));
   if (Number.isInteger(asked) && asked > 0) return asked;
-  // WebAssembly threads need SharedArrayBuffer, which browsers give only to a cross-origin
-  // isolated page: served with Cross-Origin-Opener-Policy: same-origin and
-  // Cross-Origin-Embedder-Policy: require-corp. A page cannot set these itself.
-  return self.crossOriginIsolated ? Math.min(navigator.hardwareConcurrency || 1, MAX_THREADS) : 1;
+  return Math.min(navigator.hardwareConcurrency || 1, MAX_THREADS);
 }
 
 async function loadModel() {
@@ -138,8 +139,8 @@ async function loadModel() {
   }
   state.manifest = manifest;
   await checkPresent([...PAGE_FILES, ...Object.keys(manifest.files)]);
-  const [jpeg, draw, ort] = await Promise.all([
-    import("./jpeg.js"), import("./draw.js"), import(`./${manifest.runtime.script}`),
+  const [jpeg, draw, { Model }] = await Promise.all([
+    import("./jpeg.js"), import("./draw.js"), import("./model.js"),
   ]).catch((error) => {
     hint(`${error.message}: ${EXPORT_AGAIN}`);
     throw new PageError(`the page's scripts could not be loaded (${error.message}): the page cannot run.`);
@@ -149,28 +150,23 @@ async function loadModel() {
   state.labels = await fetchPageFile(manifest.labels, "json");
   state.decoder = await jpeg.JpegDecoder.load(manifest.decoder.wasm);
 
-  const threads = threadCount();
-  ort.env.wasm.numThreads = threads;
-  ort.env.wasm.wasmPaths = { mjs: new URL(manifest.runtime.loader, location.href).href,
-                             wasm: new URL(manifest.runtime.wasm, location.href).href };
+  const threadsSupported = await Model.threadsSupported();
+  const threads = threadCount(threadsSupported);
   const modelBytes = await fetchPageFile(manifest.model);
   try {
-    state.session = await ort.InferenceSession.create(modelBytes, {
-      executionProviders: ["wasm"], graphOptimizationLevel: "all", executionMode: "sequential",
-    });
+    state.model = await Model.load(manifest, modelBytes, threads);
   } catch (error) {
-    throw new PageError(`${manifest.model}: ONNX Runtime Web cannot load it (${error.message || error}).`);
+    throw new PageError(`${manifest.model}: LiteRT.js cannot load it (${error.message || error}).`);
   }
-  state.ort = ort;
   const [h, w] = manifest.image_size;
   const isolated = self.crossOriginIsolated;
   window.pageInfo = {
-    runtime: `onnxruntime-web ${manifest.runtime.version}`, backend: "wasm", threads,
+    runtime: `LiteRT.js ${manifest.runtime.version}`, backend: "wasm", threads, precision: manifest.precision,
     cross_origin_isolated: isolated, model: manifest.model, image_size: manifest.image_size,
   };
   $("model-name").textContent = `(${manifest.name})`;
   $("status").textContent = `Ready: choose photos of any size. The model (${h}x${w}, ${manifest.num_classes} ` +
-    `classes) runs in this browser (ONNX Runtime Web ${manifest.runtime.version}, ${threads} ` +
+    `classes) runs in this browser (LiteRT.js ${manifest.runtime.version}, ${threads} ` +
     `thread${threads > 1 ? "s" : ""}).`;
   if (!isolated && threads === 1) {
     hint("one thread: the page is not cross-origin isolated. Served with the headers Cross-Origin-Opener-Policy: " +
@@ -224,11 +220,10 @@ function short(value) {
 }
 
 async function run(pixels) {
-  const { ort, session, manifest } = state;
-  const input = new ort.Tensor("uint8", pixels.rgb, [1, pixels.height, pixels.width, 3]);
-  const out = await session.run({ [manifest.input]: input });
-  const count = Math.round(out.num_detections.data[0]);
-  const boxes = out.detection_boxes.data, scores = out.detection_scores.data, classes = out.detection_classes.data;
+  const { model, manifest } = state;
+  const out = await model.run(pixels);
+  const count = Math.round(out.num_detections[0]);
+  const boxes = out.detection_boxes, scores = out.detection_scores, classes = out.detection_classes;
   const { height, width } = pixels;
   const detections = [];
   for (let k = 0; k < count; k++) {
@@ -242,7 +237,6 @@ async function run(pixels) {
     });
     detections.push(detection);
   }
-  for (const tensor of Object.values(out)) tensor.dispose?.();
   return { height, width, num_detections: count, detections };
 }
 

@@ -30,27 +30,85 @@ from ssd_mobilenet.detections import ALL_OUTPUTS
 FIRST_TAKE = 4
 
 
-def _converter(logits, config: SSDConfig):
+# TensorFlow's float32 sigmoid on x86 CPUs: Eigen's `scalar_logistic_op<float>` packet path (the
+# Eigen that TensorFlow 2.21 ships, compiled without fused multiply-adds), its constants as Eigen
+# writes them. S(x) = e / (1 + e), e = exp(x / 2)^2, exp by Cephes' range reduction and a degree-5
+# polynomial.
+_SIGMOID_ONE_FROM = 16.6355324  # the first x whose result is exactly 1.0
+_SIGMOID_ZERO_BELOW = -104.0  # Eigen returns 0 below it; from there up to -87 the results are subnormal
+_LOG2E = 1.44269504088896341
+_LN2_HIGH, _LN2_LOW = -0.693359375, 2.12194440e-4  # -ln 2 = _LN2_HIGH - _LN2_LOW, the high part exact in 9 bits
+_EXP_POLYNOMIAL = (0.49999141693115234375, 0.16666877269744873046875, 4.1898667812347412109375e-2,
+                   8.33471305668354034423828125e-3)  # p2, p3, p4, p5
+
+
+def tensorflow_sigmoid(x, powers_by_table: bool = False):
+    """TensorFlow's own float32 sigmoid of `x` (any shape), bit for bit wherever it is a normal
+    float32 (>= 1.2e-38, x > -87), in elementwise ops that every runtime computes as IEEE float32
+    does (min, max, multiply, add, floor, a power of two, divide).
+
+    A file's runtime has its own sigmoid (LiteRT's, ONNX Runtime's, OpenVINO's, OpenCV's), each
+    rounding some results a float32 step or more away from TensorFlow's, and reaching 1.0 at
+    another x (15.8 to 17.3 against TensorFlow's 16.64). Near 1 the steps are 6e-8 apart: a trained
+    detector's surest boxes, and neighbouring anchors on one object, tie there in the TF1 graph,
+    where NMS keeps the lower anchor index of a tie; a score one step off turns the tie into an
+    order and keeps another box. This is the TF1 graph's kernel (Eigen's logistic, module comment)
+    step by step, each product rounded before its sum. Below x = -87 TensorFlow's results are
+    subnormal, which some runtimes flush to 0, and below -104 exactly 0; here x is clamped at -104
+    instead (one op, where a select is seven in ONNX): no score threshold reaches those scores.
+    `powers_by_table`: the power of two by a gather (`_power_of_two_from_table`), for LiteRT.
+    """
+    x = tf.maximum(tf.minimum(x, _SIGMOID_ONE_FROM), _SIGMOID_ZERO_BELOW)
+    half = x * 0.5
+    m = tf.floor(half * _LOG2E + 0.5)  # in [-75, 12] on the clamped range
+    # Each sum whose result is summed again is written as a difference with a negated operand
+    # (negation is exact): TensorFlow's graph optimizer rewrites a tree of adds into one AddN,
+    # which sums in another order (10,216 of 100,000 scores off in a tf.function).
+    r = half - m * -_LN2_HIGH  # m * _LN2_HIGH + half; the product exact (m has 7 bits, the constant 9)
+    r = r - m * -_LN2_LOW  # m * _LN2_LOW + r
+    r2 = r * r
+    p2, p3, p4, p5 = _EXP_POLYNOMIAL
+    minus_even = r2 * -p4 - p2  # -(r2 * p4 + p2)
+    p = r * (r2 * p5 + p3) - minus_even
+    minus_low = -1.0 - r  # -(r + 1)
+    p = r2 * p - minus_low
+    e = p * (_power_of_two_from_table(m) if powers_by_table else tf.pow(2.0, m))  # exact, as Eigen's exponent bits
+    e = e * e
+    return e / (1.0 + e)
+
+
+def _power_of_two_from_table(m):
+    """2^m for whole floats m in [-75, 12], gathered from a table of the 88 powers: LiteRT runs
+    POW in its reference kernel, one element at a time (1.6 ms on 1917 x 91 scores, Zen 3), a
+    gather in 0.9 ms; ONNX Runtime's Pow takes 0.5 ms, its Gather 1.6."""
+    powers = tf.constant([2.0 ** k for k in range(-75, 13)], tf.float32)
+    return tf.gather(powers, tf.cast(m + 75.0, tf.int32))
+
+
+def _converter(logits, config: SSDConfig, sigmoid):
     # Dividing by 1.0 gives every float back unchanged: no pass over [N, A, slots] for it.
     x = logits if config.logit_scale == 1.0 else tf.divide(logits, config.logit_scale)
     if config.score_converter == "SIGMOID":
-        return tf.sigmoid(x)
+        return sigmoid(x)
     if config.score_converter == "SOFTMAX":
         return tf.nn.softmax(x, axis=-1)
     return x
 
 
-def convert_scores(class_logits, config: SSDConfig):
+def convert_scores(class_logits, config: SSDConfig, sigmoid=tf.sigmoid):
     """Logits [N, A, slots] -> scores [N, A, slots] (logit_scale, then the score converter).
+
+    `sigmoid`: TensorFlow's op, or for a file another runtime runs `tensorflow_sigmoid`: the same
+    values in ops the runtime does not replace by its own sigmoid.
 
     With `background_slice == "logits"` (2017 exports) the graph slices the background column
     off the logits first and converts the class columns alone (a softmax over the classes
     only); column 0 of the result is then 0, a score that graph never computes.
     """
     if config.add_background_class and config.background_slice == BACKGROUND_SLICE_LOGITS:
-        classes = _converter(class_logits[..., 1:], config)
+        classes = _converter(class_logits[..., 1:], config, sigmoid)
         return tf.concat([tf.zeros_like(classes[..., :1]), classes], axis=-1)
-    return _converter(class_logits, config)
+    return _converter(class_logits, config, sigmoid)
 
 
 def clip_to_unit_window(boxes):

@@ -9,6 +9,7 @@ import os
 from migrate.bench.inputs import _frozen_graph
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
 from ssd_mobilenet.errors import InputError
+from ssd_mobilenet.formats.onnx import openvino_model
 
 # The TFLite sides: the file `migrate export` writes by default (per-class NMS, uint8 input of any
 # size, resized in the file with the TF1 graph's kernel), float32 and int8 (calibrated on generated
@@ -113,14 +114,14 @@ def runner(side: str, src: str, converted: str, exported: str = None, threads: i
 
 def openvino_runner(path: str, threads: int):
     """`run(images uint8 [1, H, W, 3]) -> the four outputs` of an `.onnx` file of `migrate export
-    --onnx` on OpenVINO's CPU plugin with `threads` inference threads, in float32 (its default on
-    CPUs with bfloat16 units would be bfloat16). Imports no TensorFlow."""
+    --onnx` on OpenVINO's CPU plugin with `threads` inference threads, as
+    `ssd_mobilenet.formats.onnx.openvino_model` compiles it (float32, divisions kept). Imports no
+    TensorFlow."""
     import numpy as np
     import openvino as ov
 
     core = ov.Core()
-    compiled = core.compile_model(core.read_model(path), "CPU", {"INFERENCE_PRECISION_HINT": "f32",
-                                                                  "INFERENCE_NUM_THREADS": int(threads)})
+    compiled = openvino_model.compile_model(core, path, threads)
     request = compiled.create_infer_request()
     outputs = {key: compiled.output(key) for key in DETECTION_OUTPUTS}
 

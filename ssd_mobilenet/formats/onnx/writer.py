@@ -73,7 +73,7 @@ def _network_function(model, input_type: str):
         # The anchors become a constant of the traced graph (a tensor made outside it would be a
         # captured input, which tf2onnx turns into a second graph input).
         boxes = box_coder.decode(codes, anchors, config.box_coder_scales)
-        scores = postprocessing.convert_scores(logits, config)
+        scores = postprocessing.convert_scores(logits, config, sigmoid=postprocessing.tensorflow_sigmoid)
         return tf.identity(boxes, name=_NETWORK_OUTPUTS[0]), tf.identity(scores, name=_NETWORK_OUTPUTS[1])
 
     dtype = tf.uint8 if input_type == UINT8 else tf.float32

@@ -24,6 +24,12 @@ those of the TF1 graph's `multiclass_non_max_suppression` (`migrate.tf1.builder`
   0.5): NMS keeps one of the 450 and must reach past them, beyond the best
   `postprocessing.FIRST_TAKE * max_out` candidates the `.tflite` file sorts first.
 
+The scores NMS compares are TensorFlow's too: each file's score conversion
+(`postprocessing.tensorflow_sigmoid`, TensorFlow's sigmoid kernel step by step) gives `tf.sigmoid`'s
+scores bit for bit on every runtime, where their own sigmoid ops round otherwise near 1, where
+trained detectors' scores tie (`SCORE_RUNTIMES`; tests/migrate/export/test_ties_on_photos.py runs
+whole files on photos).
+
 Runtimes: TensorFlow (`postprocessing.postprocess`, what the SavedModel's function runs), LiteRT
 (the "per-class" `.tflite` file's `per_class_outputs`, converted alone), ONNX Runtime, OpenVINO and
 OpenCV's DNN module (the `.onnx` file's `postprocessing.graph`), LiteRT.js (the same `.tflite` file on
@@ -46,6 +52,7 @@ from migrate.tf1 import builder
 from ssd_mobilenet import postprocessing
 from ssd_mobilenet.config.ssd_config import NMS_CLIP_AFTER, NMS_CLIP_BEFORE, SSDConfig
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
+from ssd_mobilenet.formats.onnx import openvino_model
 from ssd_mobilenet.formats.onnx import postprocessing as onnx_postprocessing
 from ssd_mobilenet.formats.tflite import writer as tflite_writer
 
@@ -183,8 +190,7 @@ def _onnxruntime(config, boxes, scores) -> dict:
 def _openvino(config, boxes, scores) -> dict:
     import openvino
     core = openvino.Core()
-    compiled = core.compile_model(core.read_model(_onnx_proto(config, boxes).SerializeToString()), "CPU",
-                                  {"INFERENCE_PRECISION_HINT": "f32"})  # no bfloat16 on AMX CPUs
+    compiled = openvino_model.compile_model(core, _onnx_proto(config, boxes).SerializeToString())
     runs = [compiled({"boxes": b[None], "scores": s[None]}) for b, s in zip(boxes, scores)]
     return {key: np.concatenate([np.asarray(r[compiled.output(key)]) for r in runs]) for key in DETECTION_OUTPUTS}
 
@@ -200,18 +206,19 @@ def _opencv(config, boxes, scores) -> dict:
     return {key: np.concatenate([np.asarray(r[i]) for r in runs]) for i, key in enumerate(DETECTION_OUTPUTS)}
 
 
-def _litert_web(config, boxes, scores, folder) -> dict:
-    """The post-processing's `.tflite` file on LiteRT.js in headless Chromium: the runtime's files
-    as `export --web` copies them (`web.runtime_file`), served with `run_litert_web.js`."""
+def _run_litert_web(model: bytes, feeds: list, folder: str) -> list:
+    """A `.tflite` file of fixed shapes on LiteRT.js in headless Chromium, once per feed ({input
+    name: float32 array}): the runtime's files as `export --web` copies them (`web.runtime_file`),
+    served with `run_litert_web.js`. Returns each run's {output name: array}."""
     from migrate.bench import browser
     for package, inside, name in web.RUNTIME_FILES:
         with open(os.path.join(folder, name), "wb") as f:
             f.write(web.runtime_file(web.WEB_DIR, package, inside))
     with open(os.path.join(folder, "model.tflite"), "wb") as f:
-        f.write(_per_class_tflite(config, boxes, scores))
+        f.write(model)
     with open(os.path.join(folder, "feeds.json"), "w") as f:
-        json.dump([{"b": {"data": b.ravel().tolist(), "shape": list(b.shape)},
-                    "s": {"data": s.ravel().tolist(), "shape": list(s.shape)}} for b, s in zip(boxes, scores)], f)
+        json.dump([{name: {"data": a.ravel().tolist(), "shape": list(a.shape)} for name, a in feed.items()}
+                   for feed in feeds], f)
     shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_litert_web.js"), folder)
     with open(os.path.join(folder, "index.html"), "w") as f:
         f.write('<!doctype html><script type="importmap">{"imports": {"@litertjs/wasm-utils": '
@@ -220,8 +227,14 @@ def _litert_web(config, boxes, scores, folder) -> dict:
         page = context.new_page()
         page.goto(f"{base}index.html")
         runs = page.evaluate("() => window.results")
-    return {key: np.concatenate([np.asarray(r[key]["data"], np.float32).reshape(r[key]["shape"]) for r in runs])
-            for key in DETECTION_OUTPUTS}
+    return [{name: np.asarray(v["data"], np.float32).reshape(v["shape"]) for name, v in run.items()} for run in runs]
+
+
+def _litert_web(config, boxes, scores, folder) -> dict:
+    """The post-processing's `.tflite` file (`_per_class_tflite`) on LiteRT.js."""
+    runs = _run_litert_web(_per_class_tflite(config, boxes, scores), [{"b": b, "s": s} for b, s in zip(boxes, scores)],
+                           folder)
+    return {key: np.concatenate([r[key] for r in runs]) for key in DETECTION_OUTPUTS}
 
 
 RUNTIMES = {"tensorflow": _tensorflow, "litert": _litert, "onnxruntime": _onnxruntime, "openvino": _openvino,
@@ -267,3 +280,113 @@ def test_every_runtime_keeps_the_tf1_graphs_boxes_in_its_order_where_scores_tie(
     ref = tf1_detections(variant)
     for key in DETECTION_OUTPUTS:
         np.testing.assert_array_equal(ours[key], ref[key], err_msg=f"{runtime}: {key}")
+
+
+# ---- the score conversion: TensorFlow's sigmoid on every runtime, bit for bit ----
+
+# Logits [1, A, 4] (3 classes and background): dense where the sigmoid nears 1 (a float32 step of
+# the score spans up to 0.01 of logit there, so neighbouring anchors tie), the rest of the range
+# coarser, and the edges of TensorFlow's kernel (exactly 1.0 from 16.6355324; subnormal below -87).
+_EDGES = [16.6355324, np.nextafter(np.float32(16.6355324), np.float32(0)), 15.7, 17.4, -87.0, -90.0, -104.0, -120.0]
+LOGITS = np.concatenate([np.linspace(6.0, 17.5, 24000), np.linspace(-30.0, 6.0, 7992),
+                         _EDGES]).astype(np.float32).reshape(1, -1, 4)
+NORMAL = np.finfo(np.float32).tiny  # scores below it are subnormal: some runtimes flush them to 0
+
+
+def _scores_function(sigmoid):
+    return tf.function(lambda logits: postprocessing.convert_scores(logits, SSDConfig(num_classes=3), sigmoid=sigmoid),
+                       autograph=False)
+
+
+def _scores_tflite(sigmoid) -> bytes:
+    module = tf.Module()
+    module.serve = _scores_function(sigmoid)
+    function = module.serve.get_concrete_function(tf.TensorSpec(LOGITS.shape, tf.float32, name="logits"))
+    return tf.lite.TFLiteConverter.from_concrete_functions([function], module).convert()
+
+
+def _scores_onnx(sigmoid) -> bytes:
+    import tf2onnx
+    proto, _ = tf2onnx.convert.from_function(_scores_function(sigmoid), opset=onnx_postprocessing.OPSET,
+                                             input_signature=[tf.TensorSpec(LOGITS.shape, tf.float32, name="logits")])
+    proto.ir_version = 7
+    return proto.SerializeToString()
+
+
+def _scores_litert(sigmoid, folder=None):
+    from ai_edge_litert.interpreter import Interpreter
+    runner = Interpreter(model_content=_scores_tflite(sigmoid)).get_signature_runner()
+    return next(iter(runner(logits=LOGITS).values()))
+
+
+def _scores_onnxruntime(sigmoid, folder=None):
+    import onnxruntime
+    session = onnxruntime.InferenceSession(_scores_onnx(sigmoid), providers=["CPUExecutionProvider"])
+    return session.run(None, {"logits": LOGITS})[0]
+
+
+def _scores_openvino(sigmoid, folder=None):
+    import openvino
+    core = openvino.Core()
+    compiled = openvino_model.compile_model(core, _scores_onnx(sigmoid))
+    return np.asarray(compiled({"logits": LOGITS})[compiled.output(0)])
+
+
+def _scores_opencv(sigmoid, folder=None):
+    import cv2
+    net = cv2.dnn.readNetFromONNX(np.frombuffer(_scores_onnx(sigmoid), np.uint8))
+    net.setInput(LOGITS, "logits")
+    return np.asarray(net.forward())
+
+
+def _scores_litert_web(sigmoid, folder):
+    return next(iter(_run_litert_web(_scores_tflite(sigmoid), [{"logits": LOGITS}], folder)[0].values()))
+
+
+# Each runtime with the score conversion its file holds: the `.tflite` file's (LiteRT, LiteRT.js)
+# or the `.onnx` file's (ONNX Runtime, OpenVINO, OpenCV); and the function itself in TensorFlow.
+SCORE_RUNTIMES = {"tensorflow": (lambda sigmoid, folder=None: _scores_function(sigmoid)(LOGITS).numpy(),
+                                 postprocessing.tensorflow_sigmoid),
+                  "litert": (_scores_litert, tflite_writer.LITERT_SIGMOID),
+                  "litert_web": (_scores_litert_web, tflite_writer.LITERT_SIGMOID),
+                  "onnxruntime": (_scores_onnxruntime, postprocessing.tensorflow_sigmoid),
+                  "openvino": (_scores_openvino, postprocessing.tensorflow_sigmoid),
+                  "opencv": (_scores_opencv, postprocessing.tensorflow_sigmoid)}
+
+
+@pytest.mark.parametrize("runtime", sorted(SCORE_RUNTIMES))
+def test_every_runtime_converts_scores_as_the_tf1_graphs_sigmoid(runtime, tmp_path):
+    """The files' score conversion (`postprocessing.tensorflow_sigmoid`) gives TensorFlow's own
+    sigmoid (the TF1 graph's kernel) bit for bit on every runtime, where a score is a normal
+    float32: a score a float32 step off near 1 makes a tie an order, and NMS keeps another box."""
+    run, sigmoid = SCORE_RUNTIMES[runtime]
+    expected = tf.sigmoid(LOGITS).numpy()
+    ours = np.asarray(run(sigmoid, str(tmp_path))).reshape(expected.shape)
+    normal = expected >= NORMAL
+    np.testing.assert_array_equal(ours[normal], expected[normal], err_msg=runtime)
+    assert (ours[~normal] < NORMAL).all(), runtime
+
+
+@pytest.mark.parametrize("runtime", ["litert", "onnxruntime"])
+def test_the_runtimes_own_sigmoid_differs_from_the_tf1_graphs_near_1(runtime):
+    # Why the files do not hold the runtime's sigmoid op: LiteRT's LOGISTIC and ONNX Runtime's
+    # Sigmoid round scores near 1 otherwise, and reach 1.0 at another logit than TensorFlow's 16.64.
+    run, _ = SCORE_RUNTIMES[runtime]
+    expected, theirs = tf.sigmoid(LOGITS).numpy(), np.asarray(run(tf.sigmoid)).reshape(LOGITS.shape)
+    near_one = LOGITS > 8.0
+    assert (theirs[near_one] != expected[near_one]).sum() > 100
+    assert LOGITS[theirs == 1.0].min() != LOGITS[expected == 1.0].min()
+
+
+def test_tensorflow_sigmoid_is_tensorflows_op_on_four_million_logits():
+    # Denser than LOGITS, in TensorFlow alone: every normal score equal, on logits spread over the
+    # whole range, and every float32 logit from 8 to 8.5 (where a score step spans ~40 logits).
+    rng = np.random.default_rng(0)
+    logits = np.concatenate([rng.uniform(-90.0, 20.0, 1 << 21), rng.normal(0.0, 5.0, 1 << 20),
+                             np.arange(np.float32(8.0).view(np.int32), np.float32(8.5).view(np.int32)).view(np.float32)])
+    logits = logits.astype(np.float32)
+    expected = tf.sigmoid(logits).numpy()
+    for powers_by_table in (False, True):
+        ours = postprocessing.tensorflow_sigmoid(tf.constant(logits), powers_by_table).numpy()
+        normal = expected >= NORMAL
+        np.testing.assert_array_equal(ours[normal], expected[normal])

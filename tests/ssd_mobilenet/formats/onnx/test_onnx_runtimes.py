@@ -22,6 +22,7 @@ from migrate.cli import main  # noqa: E402
 from ssd_mobilenet import detector  # noqa: E402
 from ssd_mobilenet.formats import images  # noqa: E402
 from ssd_mobilenet.formats.onnx import file_format as onnx_format  # noqa: E402
+from ssd_mobilenet.formats.onnx import openvino_model  # noqa: E402
 from ssd_mobilenet.formats.onnx import runner as onnx_runner  # noqa: E402
 from ssd_mobilenet.formats.onnx import writer as onnx_export  # noqa: E402
 from ssd_mobilenet.errors import InputError
@@ -77,9 +78,7 @@ def test_openvino_gives_onnx_runtimes_detections(files):
     path = files["uint8"]
     file = onnx_runner.OnnxFile(path, threads=2)
     core = ov.Core()
-    # float32 throughout: on a CPU with bfloat16 units (AMX, AVX512_BF16) OpenVINO's CPU plugin
-    # otherwise runs the network in bfloat16 by default.
-    compiled = core.compile_model(core.read_model(path), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    compiled = openvino_model.compile_model(core, path)  # float32, divisions kept
     detections = 0
     for image in _photos_or_generated():
         ours = file.detect(image)

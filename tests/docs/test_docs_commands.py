@@ -186,6 +186,9 @@ CONTINUES = {
     ("docs/guides/deploy.md", "import cv2"): (
         ".venv/bin/python -m migrate export converted --onnx model.onnx",
         "OpenCV's DNN module runs model.onnx, which the device block's export writes"),
+    ("docs/guides/deploy.md", "import openvino as ov"): (
+        ".venv/bin/python -m migrate export converted --onnx model.onnx",
+        "OpenVINO runs model.onnx, which the device block's export writes"),
 }
 
 # The outputs of each command, by its parser's destinations: they must exist after the line.

@@ -23,7 +23,7 @@ What it does, in the order of `postprocessing._postprocess_image`:
    unclipped ones (`clip_after_sort`), each class capped at `max_detections_per_class`, with
    the config's IoU and score thresholds. ONNX leaves the order of its selected triples to the
    runtime, so nothing below depends on it. Which of two overlapping boxes with one score it
-   keeps is the runtime's too: ONNX Runtime (and ONNX Runtime Web), OpenVINO and OpenCV keep the
+   keeps is the runtime's too: ONNX Runtime, OpenVINO and OpenCV keep the
    lower index, as TF1's NMS does (measured: tests/ssd_mobilenet/formats/test_ties.py); TensorRT does
    not document its rule;
 4. each selected (class, anchor) writes its score into a dense [classes, A], -inf elsewhere

@@ -16,9 +16,10 @@ _SIDE_TEXT = {
                              "(`ssd_mobilenet.formats.saved_model.writer.export_saved_model(..., "
                              "weights='constants')`, the default before issue 43): oneDNN reorders each filter "
                              "once instead of on every call, for a process that holds the weights many times over "
-                             "and starts slower. On oneDNN's kernels TensorFlow caches convolutions by shape, not by "
-                             "whether the filter is constant: beside `saved_model` in one process, the first to run "
-                             "decides both's filter layout (docs/measurements.md); measure each in its own run.",
+                             "and starts slower. On oneDNN's kernels its latency is measured in a process of its own "
+                             "beside its own TF1 session: TensorFlow caches convolutions by shape, not by whether "
+                             "the filter is constant, so beside `saved_model` the first to run would decide both's "
+                             "filter layout (docs/measurements.md).",
     "saved_model_exact": "the same call on the SavedModel `convert --exact` writes: op for op the TF1 graph, weights "
                          "as variables.",
     "saved_model_mixed": "the same call on the SavedModel `convert --precision mixed_bfloat16` writes (CPUs; "

@@ -46,8 +46,28 @@ ONNX_EXPORTS = {"onnx": False, "onnx_int8": True, "openvino": False, "opencv": F
 FILE_EXPORTS = {**TFLITE_EXPORTS, **ONNX_EXPORTS}
 
 BASELINE = "tf1_session"
+# Sides whose every filter is a graph constant beside TensorFlow 2 sides whose filters are variables.
+# On oneDNN's kernels TensorFlow caches a convolution's primitive by its shapes, strides, padding,
+# data types and fused ops, not by whether its filter is constant, and it lays a variable filter
+# out otherwise at batch 1 (`hwio`): in one process the first model to run a shape decides the
+# layout for both (docs/measurements.md). `latency_groups` gives them a process of their own there.
+CONSTANT_FILTER_SIDES = ("saved_model_constants", "detector_constants")
+# The key of a latency report's times ({side: {"HxW/bN": [ms]}}) under which a side measured in
+# another process than the first keeps that process's `BASELINE` times: {side: {"HxW/bN": [ms]}}.
+OWN_BASELINE = "_own_baseline"
 # Sides that compute in the reduced precision (`mixed_precision()`).
 MIXED_SIDES = ("saved_model_mixed", "detector_mixed")
+
+
+def latency_groups(sides, onednn: bool) -> list:
+    """The sides each latency process runs, `BASELINE` first in each: one group, or on oneDNN's
+    kernels (`onednn`) the `CONSTANT_FILTER_SIDES` apart from the TensorFlow 2 sides with variable
+    filters, each group beside its own TF1 session."""
+    constants = [s for s in sides if s in CONSTANT_FILTER_SIDES]
+    others = [s for s in sides if s != BASELINE and s not in CONSTANT_FILTER_SIDES]
+    if not (onednn and constants and any(s not in FILE_SIDES for s in others)):
+        return [[BASELINE] + [s for s in sides if s != BASELINE]]
+    return [[BASELINE] + others, [BASELINE] + constants]
 
 
 def applies(side: str, size, batch: int, tflite_size=None) -> bool:

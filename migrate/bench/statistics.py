@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from migrate.bench.sides import BASELINE, FILE_SIDES, mixed_precision
+from migrate.bench.sides import BASELINE, FILE_SIDES, OWN_BASELINE, mixed_precision
 from ssd_mobilenet import hardware
 
 
@@ -52,17 +52,18 @@ def _report(latency, memory_results, sides, sizes, batches, repeats, warmup, bas
         for size in sizes:
             for batch in batches:
                 key = f"{size[0]}x{size[1]}/b{batch}"
-                base = _stats(times[BASELINE][key])
                 base_mem = memory_results.get(BASELINE)
                 for side in sides:
                     if key not in times[side]:  # a side that does not run here (`sides.applies`)
                         continue
+                    # The TF1 session of the side's own latency process (`workers._measure`).
+                    base_ms = times.get(OWN_BASELINE, {}).get(side, times[BASELINE])[key]
                     st = _stats(times[side][key])
                     row = {"side": side, "onednn": label, "size": list(size), "batch": batch,
                            "rounds": len(times[side][key]), "latency_ms": st,
                            "images_per_s": batch * 1000.0 / st["median"],
-                           "latency_ratio": st["median"] / base["median"],
-                           "latency_ratio_ci95": ratio_interval(times[side][key], times[BASELINE][key]),
+                           "latency_ratio": st["median"] / _stats(base_ms)["median"],
+                           "latency_ratio_ci95": ratio_interval(times[side][key], base_ms),
                            "file_bytes": (file_bytes or {}).get(side)}
                     mem = memory_results.get(side)
                     if mem is not None and label == next(iter(latency)):

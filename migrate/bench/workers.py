@@ -13,7 +13,7 @@ import tempfile
 
 from migrate.bench.interleaving import _images, interleaved_latency
 from migrate.bench.litert_memory import measure_without_tensorflow
-from migrate.bench.sides import FILE_SIDES, applies
+from migrate.bench.sides import BASELINE, FILE_SIDES, OWN_BASELINE, applies, latency_groups
 from migrate.common import measure
 from ssd_mobilenet.errors import RunError
 
@@ -63,6 +63,16 @@ def _run_peak_process(converted: str, threads: int, env: dict) -> dict:
     return json.loads(proc.stdout.splitlines()[-1])
 
 
+def _onednn_expected(worker_env: dict) -> bool:
+    """Whether a worker with `worker_env` (over this process's environment) runs oneDNN's kernels:
+    its `TF_ENABLE_ONEDNN_OPTS`, else TensorFlow's default for this CPU, as this process has it."""
+    setting = {**os.environ, **worker_env}.get("TF_ENABLE_ONEDNN_OPTS")
+    if setting is not None:
+        return setting.strip().lower() in ("1", "true")
+    from ssd_mobilenet import memory
+    return memory.onednn_on()
+
+
 def _worker_env(env: dict) -> dict:
     """This process's environment with `env` and this checkout first on PYTHONPATH, for a worker."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -85,9 +95,20 @@ def _measure(request, sides, sizes, batches, settings, base_env, memory, memory_
             for setting in settings]
     for setting, worker_env in zip(settings, envs):
         label = "default" if setting is None else setting
-        say(f"interleaved latency, oneDNN {label}")
-        result = _run_latency_process(request, worker_env, say)
-        latency[label], onednn_on[label] = result["times"], result["onednn_on"]
+        groups = latency_groups(sides, _onednn_expected(worker_env))
+        times = {}
+        for i, group in enumerate(groups):
+            say(f"interleaved latency, oneDNN {label}" + (f", process {i + 1} of {len(groups)}: {', '.join(group)}"
+                                                         if len(groups) > 1 else ""))
+            result = _run_latency_process({**request, "sides": group}, worker_env, say)
+            if i == 0:
+                times, onednn_on[label] = result["times"], result["onednn_on"]
+                continue
+            # Each of these sides against the TF1 session of its own process (`statistics._report`).
+            for side in group[1:]:
+                times[side] = result["times"][side]
+                times.setdefault(OWN_BASELINE, {})[side] = result["times"][BASELINE]
+        latency[label] = times
     # Memory rows go with the first setting's (`statistics._report`): measured under it.
     memory_results, memory_env = {}, envs[0]
     if memory:

@@ -502,3 +502,48 @@ def test_model_option_refuses_src_beside_it_and_a_missing_zoo_in_one_line(tmp_pa
     assert lines[0].startswith("error: ") and "sample_configs" in lines[0] and lines[0].endswith(
         "not found (the fpn_640 model is made from it)")
     assert not os.listdir(tmp_path)  # nothing written
+
+
+def test_constant_filter_sides_get_a_latency_process_of_their_own_on_onednn_only():
+    every = ["tf1_session", "saved_model", "saved_model_constants", "detector_constants", "tflite"]
+    assert sides.latency_groups(every, onednn=True) == [["tf1_session", "saved_model", "tflite"],
+                                                        ["tf1_session", "saved_model_constants", "detector_constants"]]
+    assert sides.latency_groups(every, onednn=False) == [every]
+    # Nothing to keep apart: no TensorFlow 2 side with variable filters beside them.
+    assert sides.latency_groups(["tf1_session", "saved_model_constants", "tflite"], onednn=True) == [
+        ["tf1_session", "saved_model_constants", "tflite"]]
+
+
+def test_a_side_of_another_process_is_compared_with_that_process_tf1_session():
+    first = {"tf1_session": {"8x8/b1": [10.0, 10.0]}, "saved_model": {"8x8/b1": [8.0, 8.0]}}
+    times = {**first, "saved_model_constants": {"8x8/b1": [6.0, 6.0]},
+             sides.OWN_BASELINE: {"saved_model_constants": {"8x8/b1": [20.0, 20.0]}}}
+    report = statistics._report({"1": times}, {}, ["tf1_session", "saved_model", "saved_model_constants"], [(8, 8)],
+                                [1], 2, 1, {})
+    ratios = {r["side"]: (r["latency_ratio"], r["latency_ratio_ci95"]) for r in report["rows"]}
+    assert ratios == {"tf1_session": (1.0, [1.0, 1.0]), "saved_model": (0.8, [0.8, 0.8]),
+                      "saved_model_constants": (0.3, [0.3, 0.3])}
+
+
+@needs_shared
+@pytest.mark.slow
+def test_bench_on_onednn_runs_the_constants_side_in_a_second_process(odapi_converted, tmp_path, capsys):
+    """`--onednn 1` (oneDNN's kernels run on any x86 CPU when asked), on the OD API exporter's PPN export
+    and its conversion: the constants SavedModel beside a TF1 session of its own, in a second latency
+    process, every side with its row."""
+    from tests.conftest import ODAPI_EXPORTS
+    src, out = os.path.join(ODAPI_EXPORTS, "ppn_small"), odapi_converted("ppn_small")
+    json_path = tmp_path / "bench.json"
+    assert main(["bench", src, out, "--batch", "1", "--size", "128x128", "--sides",
+                 "tf1_session,saved_model,saved_model_constants", "--repeats", "1", "--warmup", "1", "--no-memory",
+                 "--onednn", "1", "--json", str(json_path)]) == 0
+    printed = unwrapped(capsys.readouterr().err)
+    assert "interleaved latency, oneDNN 1, process 1 of 2: tf1_session, saved_model" in printed
+    assert "interleaved latency, oneDNN 1, process 2 of 2: tf1_session, saved_model_constants" in printed
+    report = json.loads(json_path.read_text())
+    assert report["onednn_on"] == {"1": True}
+    rows = {r["side"]: r for r in report["rows"]}
+    assert set(rows) == {"tf1_session", "saved_model", "saved_model_constants"}
+    for r in rows.values():
+        lo, hi = r["latency_ratio_ci95"]
+        assert r["latency_ms"]["median"] > 0 and lo <= r["latency_ratio"] <= hi

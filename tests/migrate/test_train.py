@@ -327,8 +327,9 @@ print(json.dumps({{"everything": everything, "between": between, "budget": budge
     # step adds to what was resident, within 5% or 2 MiB, what the BFC allocator's layout can add
     # (it hands out a free chunk of up to twice the size asked for without splitting it and counts
     # it whole, so what was freed before matters; the figures are in docs/measurements.md). Measured
-    # first, it may also carry what the process's first steps allocate once and keep (resident when
-    # the second search begins): at most what the first search left resident.
+    # first, a size also came out above its later measurement by up to what the first search left
+    # resident (Zen 3: 1.2-2.3 MiB above, 2.2-2.5 MiB left; what is kept is not identified, the
+    # optimiser's slots are built before the search): allowed on that side only.
     alone, later = [peaks[1] - resident for peaks, resident in zip((first, second), searched["resident"])]
     kept = searched["resident"][1] - searched["resident"][0]
     assert -max(0.05 * alone, 2) <= alone - later <= kept + max(0.05 * alone, 2), searched

@@ -28,7 +28,11 @@ class MovingAverage(tf.Module):
         self._variables = list(variables)
         self.decay = float(decay)
         self._num_updates = num_updates
-        self.shadows = [tf.Variable(tf.convert_to_tensor(v), trainable=False, name=_name(v) + "_ExponentialMovingAverage")
+        # A copy of each value: a variable made from another's value tensor shares its buffer until
+        # the first update of either copies it, so a training process would gain a copy of the
+        # weights at its first step and measure its memory low before (`memory_budget`).
+        self.shadows = [tf.Variable(tf.raw_ops.DeepCopy(x=tf.convert_to_tensor(v)), trainable=False,
+                                    name=_name(v) + "_ExponentialMovingAverage")
                         for v in self._variables]
 
     def _decay(self):

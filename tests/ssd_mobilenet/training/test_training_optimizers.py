@@ -9,12 +9,18 @@ which are not part of TensorFlow, are held to the numbers of the OD API's own un
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from ssd_mobilenet.training import moving_average, optimizers, schedules
+
+from tests.conftest import REPO
 
 STEPS = 6
 SHAPES = ((3, 4), (4,))
@@ -155,6 +161,28 @@ def test_moving_average_copy_to_writes_the_shadows():
     ema.copy_to()
     np.testing.assert_array_equal(v.numpy(), [2.0, 3.0])
 
+
+
+def test_moving_average_shadows_hold_memory_of_their_own():
+    # Made from the weights' values, the shadows must not share the weights' buffers: the first
+    # update of either would then copy them, so a training process gains a copy of the weights at
+    # its first step, after `train --max-memory` took what was resident before (its budget search
+    # counts a size measured first higher than later). Counted by the BFC allocator, which only a
+    # fresh process can switch on for the CPU.
+    script = """
+import numpy as np, keras
+from ssd_mobilenet import memory
+memory.configure(device="CPU")
+from ssd_mobilenet.training import moving_average
+weights = [keras.Variable(np.full((256, 1024), i, np.float32)) for i in range(4)]  # 4 MiB
+before = memory.memory_info()["current"]
+ema = moving_average.MovingAverage(weights, 0.9)
+print((memory.memory_info()["current"] - before) / 2**20)
+"""
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert float(proc.stdout.split()[-1]) >= 4.0, proc.stdout
 
 def _rates(schedule, steps):
     # In a graph, as training computes them (see _tf2_run).

@@ -148,7 +148,9 @@ class SSDMobileNetV1(keras.Model):
         layer_name = layer_name or self.stem_end
         if self._split is None or self._split[0] != layer_name:
             features = self.get_layer(layer_name).output
-            split = (layer_name, keras.Model(self.inputs, features), keras.Model(features, self.outputs_dict()))
+            # One input tensor, not the list `self.inputs`: called on a tensor, the stem then matches
+            # its structure (Keras warns otherwise).
+            split = (layer_name, keras.Model(self.inputs[0], features), keras.Model(features, self.outputs_dict()))
             # Untracked: the views own no weights, and checkpoints must see the model's layers once.
             object.__setattr__(self, "_split", split)
         return self._split[1:]

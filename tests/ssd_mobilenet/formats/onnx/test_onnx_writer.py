@@ -28,6 +28,7 @@ from tests.conftest import SMALL_PRESETS, check_detections, random_images, save_
 from ssd_mobilenet import detector, loading, postprocessing  # noqa: E402
 from ssd_mobilenet.config.ssd_config import BACKGROUND_SLICE_LOGITS, NMS_CLIP_AFTER, NMS_CLIP_BEFORE, SSDConfig  # noqa: E402
 from ssd_mobilenet.formats.onnx import file_format as onnx_format  # noqa: E402
+from ssd_mobilenet.formats.onnx import openvino_model  # noqa: E402
 from ssd_mobilenet.formats.onnx import postprocessing as onnx_postprocessing  # noqa: E402
 from ssd_mobilenet.formats.onnx import writer as onnx_export  # noqa: E402
 
@@ -117,26 +118,19 @@ def test_float32_input_is_a_fixed_size_scaled_image(exported, tmp_path):
 # --- the post-processing graph alone, on crafted inputs ------------------------------------------
 
 
-# What OpenVINO 2026.4 does otherwise than TF1 (and ONNX Runtime) on an exact boundary: its NMS
-# suppresses a box whose IoU equals the limit. (Its TopK is imported unstable, `stable: False`;
-# the file leaves no tie to TopK, `onnx_postprocessing._top_k_lower_index_first`, so equal scores
-# pass on it.) No real photo hit this in test_onnx_runtimes.py; the crafted case documents the
-# difference and fails once OpenVINO agrees (strict).
-OPENVINO_IOU = "OpenVINO's NMS suppresses at IoU == iou_threshold (TF1 and ONNX Runtime: above it only)"
-
-
-def _runtimes(openvino_differs: str | None = None):
-    """run(model_proto, feeds) -> outputs dict, for ONNX Runtime and, where installed, OpenVINO
-    (expected to fail, strictly, for `openvino_differs`) and OpenCV's DNN module (its NMS keeps a
-    box whose IoU equals the limit, as TF1 does: `NMSBoxes` suppresses above it only)."""
+def _runtimes():
+    """run(model_proto, feeds) -> outputs dict, for ONNX Runtime and, where installed, OpenVINO (as
+    `openvino_model.compile_model` compiles the file: OpenVINO's own NMS would suppress a box whose
+    IoU equals the limit, and its TopK is imported unstable, which the file leaves no tie to) and
+    OpenCV's DNN module (its NMS keeps a box whose IoU equals the limit, as TF1 does: `NMSBoxes`
+    suppresses above it only)."""
     def onnxruntime_run(proto, feeds):
         session = _session(proto.SerializeToString())
         return dict(zip(DETECTION_OUTPUTS, session.run(list(DETECTION_OUTPUTS), feeds)))
 
     def openvino_run(proto, feeds):
         ov = pytest.importorskip("openvino", reason="OpenVINO is not installed (pip install '.[openvino]')")
-        compiled = ov.Core().compile_model(ov.Core().read_model(proto.SerializeToString()), "CPU",
-                                           {"INFERENCE_PRECISION_HINT": "f32"})  # no bfloat16 on AMX CPUs
+        compiled = openvino_model.compile_model(ov.Core(), proto.SerializeToString())  # as the project runs it
         results = compiled(feeds)
         return {key: np.asarray(results[compiled.output(key)]) for key in DETECTION_OUTPUTS}
 
@@ -147,8 +141,7 @@ def _runtimes(openvino_differs: str | None = None):
             net.setInput(value, name)
         return {key: np.asarray(value) for key, value in zip(DETECTION_OUTPUTS, net.forward(list(DETECTION_OUTPUTS)))}
 
-    marks = [pytest.mark.xfail(strict=True, reason=openvino_differs)] if openvino_differs else []
-    return [pytest.param(onnxruntime_run, id="onnxruntime"), pytest.param(openvino_run, id="openvino", marks=marks),
+    return [pytest.param(onnxruntime_run, id="onnxruntime"), pytest.param(openvino_run, id="openvino"),
             pytest.param(opencv_run, id="opencv")]
 
 
@@ -187,7 +180,7 @@ def test_a_score_at_the_threshold_is_dropped(run, variant):
     assert ref["num_detections"][0] == 2  # `above` and 0.9
 
 
-@pytest.mark.parametrize("run", _runtimes(OPENVINO_IOU))
+@pytest.mark.parametrize("run", _runtimes())
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_an_iou_at_the_limit_keeps_both_boxes_and_one_above_suppresses(run, variant):
     # IoU of the first two is exactly 0.5 (areas 1 and 0.5, intersection 0.5): both kept;

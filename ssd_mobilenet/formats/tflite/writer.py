@@ -110,7 +110,13 @@ def per_class_outputs(boxes, scores, config) -> dict:
     -> the signature's four outputs [1, D, 4], [1, D], [1, D], [1], D = the config's
     `max_total_detections`. Each class's candidates are sorted before its NMS
     (`postprocessing.postprocess_image`'s `sort_first`): LiteRT's NON_MAX_SUPPRESSION_V4 breaks
-    score ties otherwise than TensorFlow's kernel, and would then keep other boxes."""
+    score ties otherwise than TensorFlow's kernel, and would then keep other boxes. It also
+    suppresses a box whose IoU equals the limit, where TF1's suppresses above it only: its limit
+    is the next float32 above the config's, at or above which is above the config's for every
+    float32 IoU. Not above 1 (ai-edge-litert 2.3 then returns one box several times): at a limit of 1,
+    which in TF1 suppresses nothing, LiteRT still suppresses a box identical to a kept one."""
+    limit = min(np.nextafter(np.float32(config.iou_threshold), np.float32(np.inf)), np.float32(1.0))
+    config = config.replace(iou_threshold=float(limit))
     boxes, scores, classes, num = postprocessing.postprocess_image(boxes, scores, config, sort_first=True)[:4]
     return {"detection_boxes": boxes[None], "detection_scores": scores[None],
             "detection_classes": classes[None] + 1.0,  # label_id_offset, as `postprocess`

@@ -22,7 +22,9 @@ those of the TF1 graph's `multiclass_non_max_suppression` (`migrate.tf1.builder`
   just below it, 0.5) in every class: many ties at once, in every class;
 - image 2: one box at 450 anchors and 30 disjoint boxes at the others, one score each (1.0 and
   0.5): NMS keeps one of the 450 and must reach past them, beyond the best
-  `postprocessing.FIRST_TAKE * max_out` candidates the `.tflite` file sorts first.
+  `postprocessing.FIRST_TAKE * max_out` candidates the `.tflite` file sorts first;
+- image 3: pairs of boxes whose IoU is the NMS limit exactly: TF1 suppresses above the limit
+  only, so both of each pair stay (OpenVINO's NMS suppresses at it: `openvino_model`).
 
 The scores NMS compares are TensorFlow's too: each file's score conversion
 (`postprocessing.tensorflow_sigmoid`, TensorFlow's sigmoid kernel step by step) gives `tf.sigmoid`'s
@@ -122,10 +124,37 @@ def _beyond_image(rng) -> tuple:
     return boxes, scores
 
 
+def _iou(a, b) -> np.float32:
+    """The IoU of boxes a, b [4] in float32, as TensorFlow's NMS kernel computes it."""
+    area = lambda box: (box[2] - box[0]) * (box[3] - box[1])  # noqa: E731
+    height = max(min(a[2], b[2]) - max(a[0], b[0]), np.float32(0))
+    width = max(min(a[3], b[3]) - max(a[1], b[1]), np.float32(0))
+    intersection = height * width
+    return intersection / (area(a) + area(b) - intersection)
+
+
+def _limit_image(rng, limit: float) -> tuple:
+    """Image 3 (module docstring): pairs of boxes whose IoU is the limit exactly, in float32 (a box
+    0.25 square and one of its width times 0.6 inside it, every difference exact): TF1 keeps both
+    of each pair, whichever has the higher score and the lower index."""
+    boxes = rng.uniform(0.0, 1.0, (ANCHORS, 4)).astype(np.float32)  # anchors left at score 0
+    scores = np.zeros((ANCHORS, 4), np.float32)
+    anchors = iter(rng.permutation(ANCHORS))
+    for row, (outer_first, outer_higher) in enumerate(itertools.product((True, False), (True, False))):
+        y = np.float32(0.25 * row)
+        outer = np.float32([y, 0.0, y + 0.25, 0.25])
+        inner = np.float32([y, 0.0, y + 0.25, np.float32(0.25) * np.float32(limit)])
+        assert _iou(outer, inner) == np.float32(limit), (outer, inner)
+        pair = sorted(next(anchors) for _ in range(2))
+        boxes[pair] = [outer, inner] if outer_first else [inner, outer]
+        scores[pair, 1] = [0.9, 0.8] if outer_first == outer_higher else [0.8, 0.9]
+    return boxes, scores
+
+
 def _images() -> tuple:
-    """boxes float32 [3, A, 4] and scores float32 [3, A, 4]."""
+    """boxes float32 [4, A, 4] and scores float32 [4, A, 4]."""
     rng = np.random.default_rng(53)
-    pairs = [_orders_image(rng)[:2], _crowd_image(rng), _beyond_image(rng)]
+    pairs = [_orders_image(rng)[:2], _crowd_image(rng), _beyond_image(rng), _limit_image(rng, _config(NMS_CLIP_BEFORE).iou_threshold)]
     return np.stack([b for b, _ in pairs]), np.stack([s for _, s in pairs])
 
 
@@ -267,6 +296,7 @@ def test_tf1_keeps_the_lower_index_of_equal_scores_and_the_cases_depend_on_it(va
     assert int(out["num_detections"][1]) == 100
     assert set(out["detection_scores"][1].tolist()) <= set(LEVELS.tolist())
     assert int(out["num_detections"][2]) == 31
+    assert int(out["num_detections"][3]) == 8  # at the IoU limit, not above it: both of each pair
 
 
 @pytest.mark.parametrize("runtime", sorted(RUNTIMES))

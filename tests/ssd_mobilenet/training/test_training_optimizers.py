@@ -9,9 +9,11 @@ which are not part of TensorFlow, are held to the numbers of the OD API's own un
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
+import weakref
 
 import keras
 import numpy as np
@@ -162,6 +164,23 @@ def test_moving_average_copy_to_writes_the_shadows():
     np.testing.assert_array_equal(v.numpy(), [2.0, 3.0])
 
 
+
+
+@pytest.mark.parametrize("name", ["rmsprop", "momentum", "adam"])
+def test_a_dropped_trace_of_an_update_keeps_nothing(name):
+    # Keras' gradient all-reduce registered a global gradient function in a traced step, and
+    # AutoGraph's conversion of Adam's `apply` was kept too: either kept the dropped trace and
+    # every variable it captured (`optimizers._Optimizer`, `optimizers.Adam.apply`).
+    variable = keras.Variable(np.ones((4, 4), np.float32))
+    optimizer = {"rmsprop": optimizers.RMSProp, "momentum": optimizers.Momentum, "adam": optimizers.Adam}[name](0.1)
+    optimizer.build([variable])
+    step = tf.function(lambda: optimizer.apply([tf.ones((4, 4))], [variable]))
+    step()
+    graph = weakref.ref(step.get_concrete_function().graph)
+    del step
+    gc.collect()
+    assert graph() is None
+    assert float(variable.numpy()[0, 0]) != 1.0  # the step ran
 
 def test_moving_average_shadows_hold_memory_of_their_own():
     # Made from the weights' values, the shadows must not share the weights' buffers: the first

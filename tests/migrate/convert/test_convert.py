@@ -152,6 +152,7 @@ def test_each_source_form_converts_to_a_faithful_saved_model(zoo_fixture, zoo_di
 
 
 @needs_shared
+@pytest.mark.slow
 def test_the_2018_frozen_graph_alone_reads_as_its_whole_directory(zoo_fixture, tmp_path):
     """What its conversion would start from is the whole directory's, whose conversion is the
     session's (`zoo_converted`, checked against the same frozen graph): the config read off the

@@ -361,6 +361,7 @@ def test_tflite_export_converts_its_network_and_refuses_verify(tmp_path, capsys)
     assert "a TFLite export graph" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_tflite_export_without_its_op_takes_the_thresholds_of_pipeline_config(tmp_path):
     src = tmp_path / "tflite"
     src.mkdir()
@@ -514,6 +515,7 @@ def test_anchors_taken_as_written_convert_in_every_source_form(built, tmp_path, 
     assert "nearest generator settings" in open(os.path.join(out, "pipeline.config")).read()
 
 
+@pytest.mark.slow
 def test_the_check_refuses_the_formula_on_a_graph_of_written_anchors(built, tmp_path, monkeypatch, capsys):
     """A config that derives the interpolated scales by the formula on such a graph decodes
     against anchors ~4e-5 off (inside the stage tolerance on generated images): the check's

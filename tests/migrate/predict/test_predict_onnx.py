@@ -134,6 +134,7 @@ def test_export_bad_input_exits_2_with_one_line_and_writes_nothing(model, tmp_pa
         assert out.read_bytes() == b"keep"
 
 
+@pytest.mark.slow
 def test_export_force_replaces_the_file_with_the_same_model(model, tmp_path):
     converted, path, _ = model
     out = tmp_path / "m.onnx"

@@ -264,6 +264,7 @@ def no_bn(zoo, tmp_path_factory):
 
 
 @needs_shared
+@pytest.mark.slow
 def test_dropped_batch_norm_is_caught(zoo, no_bn, one_image):
     report = verification.verify(zoo[0], no_bn, images=[one_image], mode="eager", measure=False)
     assert not report.passed and report.first_divergence["name"] == NO_BN
@@ -355,6 +356,7 @@ def _graph_writing_a_file(fx, directory, evidence):
 
 
 @needs_shared
+@pytest.mark.slow
 def test_unknown_ops_are_refused_unless_allowed(zoo, tmp_path, one_image, capsys):
     fx, converted = zoo
     evidence = tmp_path / "written_by_the_graph.txt"

@@ -182,6 +182,7 @@ def test_a_dropped_trace_of_an_update_keeps_nothing(name):
     assert graph() is None
     assert float(variable.numpy()[0, 0]) != 1.0  # the step ran
 
+@pytest.mark.slow
 def test_moving_average_shadows_hold_memory_of_their_own():
     # Made from the weights' values, the shadows must not share the weights' buffers: the first
     # update of either would then copy them, so a training process gains a copy of the weights at

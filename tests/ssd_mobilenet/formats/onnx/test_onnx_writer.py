@@ -97,6 +97,7 @@ def test_detections_are_the_converted_models_on_photos_of_any_size(exported, nam
     assert totals >= 20  # the comparison saw detections, not only padding
 
 
+@pytest.mark.slow
 def test_float32_input_is_a_fixed_size_scaled_image(exported, tmp_path):
     converted, _ = exported["default"]
     from ssd_mobilenet.formats import preprocess

@@ -12,14 +12,16 @@ the following adds, one rounding where TensorFlow has two: scores below 0.9 move
 (75 of 32,000 logits in tests/ssd_mobilenet/formats/test_ties.py), so `CONFIG` turns them off, at
 19.5 against 20.1 ms a 300x300 photo for the plain model (Zen 3, 2 threads: within the noise).
 Its NMS suppresses a box whose IoU equals the limit, where TF1's (and ONNX Runtime's) suppresses
-only above it: `read_model` gives its `NonMaxSuppression` the next float32 above the file's
-limit, so that "at or above" that one is "above" the file's for every float32 IoU.
+only above it: `read_model` gives its `NonMaxSuppression` the file's limit as
+`iou_limit.inclusive_limit` makes it.
 Imports no TensorFlow.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from ssd_mobilenet.formats.iou_limit import inclusive_limit
 
 # The runtime attribute OpenVINO's ConvertDivide pass checks for (its key, spelled as OpenVINO spells it).
 KEEP_DIVISION = "nonconvertable_divide_0"
@@ -44,7 +46,7 @@ def read_model(core, model):
             constant = limit.get_source_output().get_node()
             if constant.get_type_name() != "Constant":
                 raise ValueError(f"{op.get_friendly_name()}: its IoU limit is not a constant")
-            above = np.nextafter(np.asarray(constant.get_data(), np.float32), np.float32(np.inf))
+            above = inclusive_limit(constant.get_data())
             limit.replace_source_output(openvino_op.Constant(np.asarray(above, np.float32)).output(0))
     return read
 

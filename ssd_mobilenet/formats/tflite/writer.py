@@ -61,6 +61,7 @@ import tensorflow as tf
 
 from ssd_mobilenet import box_coder, postprocessing
 from ssd_mobilenet.formats import network as network_lib
+from ssd_mobilenet.formats.iou_limit import inclusive_limit
 from ssd_mobilenet.formats.network import any_size, file_input
 from ssd_mobilenet.formats.preprocess import INPUT_NAMES, INPUT_TYPES, UINT8
 from ssd_mobilenet.formats.tflite import integer as tflite_integer
@@ -112,10 +113,10 @@ def per_class_outputs(boxes, scores, config) -> dict:
     (`postprocessing.postprocess_image`'s `sort_first`): LiteRT's NON_MAX_SUPPRESSION_V4 breaks
     score ties otherwise than TensorFlow's kernel, and would then keep other boxes. It also
     suppresses a box whose IoU equals the limit, where TF1's suppresses above it only: its limit
-    is the next float32 above the config's, at or above which is above the config's for every
-    float32 IoU. Not above 1 (ai-edge-litert 2.3 then returns one box several times): at a limit of 1,
-    which in TF1 suppresses nothing, LiteRT still suppresses a box identical to a kept one."""
-    limit = min(np.nextafter(np.float32(config.iou_threshold), np.float32(np.inf)), np.float32(1.0))
+    is `iou_limit.inclusive_limit` of the config's, but not above 1 (ai-edge-litert 2.3 then
+    returns one box several times): at a limit of 1, which in TF1 suppresses nothing, LiteRT still
+    suppresses a box identical to a kept one."""
+    limit = min(inclusive_limit(config.iou_threshold), np.float32(1.0))
     config = config.replace(iou_threshold=float(limit))
     boxes, scores, classes, num = postprocessing.postprocess_image(boxes, scores, config, sort_first=True)[:4]
     return {"detection_boxes": boxes[None], "detection_scores": scores[None],

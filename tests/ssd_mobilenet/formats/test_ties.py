@@ -154,7 +154,8 @@ def _limit_image(rng, limit: float) -> tuple:
 def _images() -> tuple:
     """boxes float32 [4, A, 4] and scores float32 [4, A, 4]."""
     rng = np.random.default_rng(53)
-    pairs = [_orders_image(rng)[:2], _crowd_image(rng), _beyond_image(rng), _limit_image(rng, _config(NMS_CLIP_BEFORE).iou_threshold)]
+    pairs = [_orders_image(rng)[:2], _crowd_image(rng), _beyond_image(rng),
+             _limit_image(rng, _config(NMS_CLIP_BEFORE).iou_threshold)]
     return np.stack([b for b, _ in pairs]), np.stack([s for _, s in pairs])
 
 

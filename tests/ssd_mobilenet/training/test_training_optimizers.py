@@ -182,6 +182,7 @@ def test_a_dropped_trace_of_an_update_keeps_nothing(name):
     assert graph() is None
     assert float(variable.numpy()[0, 0]) != 1.0  # the step ran
 
+
 @pytest.mark.slow
 def test_moving_average_shadows_hold_memory_of_their_own():
     # Made from the weights' values, the shadows must not share the weights' buffers: the first
@@ -203,6 +204,7 @@ print((memory.memory_info()["current"] - before) / 2**20)
                           env={**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert float(proc.stdout.split()[-1]) >= 4.0, proc.stdout
+
 
 def _rates(schedule, steps):
     # In a graph, as training computes them (see _tf2_run).

@@ -63,6 +63,11 @@ FEATURES = {
 }
 # A TFRecord frame around each record: length (8 bytes) and its CRC (4), the data, its CRC (4).
 FRAME_BYTES = 16
+# tf.data converts each function it is given with autograph unless told not to. The pipeline's
+# control flow on tensors is written as tf ops (tf.cond, tf.where) and its Python `if`s decide on
+# Python values, so conversion would only rewrite every function the trace calls (~2 s of every
+# `train` and `evaluate` start on 2 cores); the functions they call are not converted either.
+NOT_CONVERTED = tf.autograph.experimental.do_not_convert
 _UNIT_WINDOW = (0.0, 0.0, 1.0, 1.0)
 
 
@@ -174,6 +179,7 @@ class _Reader:
         after the other, or with `interleave` several read at once, record by record; `frame_end` is -1
         for a record, and for the one element added after each file's last record, the byte offset
         where reading stopped (the file's size when its framing is intact)."""
+        @NOT_CONVERTED
         def of_file(path):
             ends = tf.data.Dataset.from_tensors((tf.constant(""), tf.constant(True)))
             frames = tf.data.TFRecordDataset(path).ignore_errors().map(lambda r: (r, tf.constant(False)))
@@ -187,7 +193,9 @@ class _Reader:
                 return (index + 1, offset + tf.where(last, tf.constant(0, tf.int64), length)), element
 
             stream = frames.concatenate(ends).scan((tf.constant(0, tf.int64), tf.constant(0, tf.int64)), step)
-            return stream.filter(lambda e: e["frame_end"] < 0 or tf.logical_not(self._intact_end(e)))
+            # The file's size is read (a py_function) for its end marker alone.
+            return stream.filter(lambda e: tf.cond(e["frame_end"] < 0, lambda: tf.constant(True),
+                                                   lambda: tf.logical_not(self._intact_end(e))))
 
         return files.interleave(of_file, cycle_length=min(len(self.files), NUM_READERS) if interleave else 1,
                                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
@@ -214,19 +222,22 @@ class _Reader:
 
     def examples(self, records):
         """Record elements -> {image, boxes, classes, source_id}, decoded in parallel, in order."""
+        @NOT_CONVERTED
         def decode_or_mark(element):
             # `ignore_errors` on a one-element dataset turns a failed decode into an empty one; the
             # marker after it then stands for the record, so the skip can be named downstream.
             decoded = tf.data.Dataset.from_tensors(element).map(self._decoded).ignore_errors()
             return decoded.concatenate(tf.data.Dataset.from_tensors(self._failed(element))).take(1)
 
+        @NOT_CONVERTED
         def keep(e):
             return tf.cond(e["valid"], lambda: tf.constant(True), lambda: tf.py_function(
                 self._report, [e["path"], e["index"], e["serialized"], e["frame_end"]], tf.bool))
 
         decoded = records.interleave(decode_or_mark, cycle_length=tf.data.AUTOTUNE,
                                      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        return decoded.filter(keep).map(lambda e: {k: e[k] for k in ("image", "boxes", "classes", "source_id")})
+        return decoded.filter(keep).map(NOT_CONVERTED(lambda e: {k: e[k] for k in ("image", "boxes", "classes",
+                                                                                  "source_id")}))
 
     def _report(self, path, index, serialized, frame_end) -> bool:
         """Warns once per skipped record (a repeated dataset meets it every epoch). Returns False."""
@@ -341,6 +352,7 @@ def make_dataset(paths, config: SSDConfig, batch_size: int, *, training: bool = 
         records = records.shuffle(shuffle_buffer, seed=seed)
     examples = reader.examples(records).enumerate()
 
+    @NOT_CONVERTED
     def prepare(position, e):
         image, boxes, classes = e["image"], e["boxes"], e["classes"]
         if training:

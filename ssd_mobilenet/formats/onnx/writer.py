@@ -79,7 +79,7 @@ def _network_function(model, input_type: str):
     dtype = tf.uint8 if input_type == UINT8 else tf.float32
     size = [None, None] if any_size(config, input_type) else [config.image_height, config.image_width]
     spec = tf.TensorSpec([1, *size, 3], dtype, name=INPUT_NAMES[input_type])
-    return folded, tf.function(heads), spec, ranges
+    return folded, tf.function(heads, autograph=False), spec, ranges  # control flow on Python values only
 
 
 def metadata(config, input_type: str, max_detections: int, carried: dict | None = None) -> dict:

@@ -335,9 +335,14 @@ def postprocess(box_encodings_decoded, class_logits, config: SSDConfig) -> dict:
     def one_image():
         return tuple(t[tf.newaxis] for t in _postprocess_image(box_encodings_decoded[0], raw_scores[0], config))
 
+    # Not converted: map_fn would have autograph rewrite the per-image function on every trace even
+    # where the caller's tf.function has autograph off (its control flow is written as tf ops).
+    @tf.autograph.experimental.do_not_convert
+    def per_image(args):
+        return _postprocess_image(*args, config)
+
     def each_image():
-        return tf.map_fn(lambda args: _postprocess_image(*args, config), (box_encodings_decoded, raw_scores),
-                         fn_output_signature=signature)
+        return tf.map_fn(per_image, (box_encodings_decoded, raw_scores), fn_output_signature=signature)
 
     if box_encodings_decoded.shape[0] == 1:
         outputs = one_image()

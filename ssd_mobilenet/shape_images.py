@@ -32,29 +32,32 @@ def _background(rng, height, width):
     """A linear gradient between two random colours in a random direction, plus pixel noise."""
     c0, c1 = rng.uniform(0, 255, (2, 3))
     angle = rng.uniform(0, 2 * np.pi)
-    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
-    t = (np.cos(angle) * xx / width + np.sin(angle) * yy / height)
+    # Per column plus per row, broadcast: each pixel's sum as the [height, width] grids computed it.
+    xs, ys = np.arange(width, dtype=np.float32), np.arange(height, dtype=np.float32)
+    t = (np.cos(angle) * xs / width)[None, :] + (np.sin(angle) * ys / height)[:, None]
     t = (t - t.min()) / max(float(t.max() - t.min()), 1e-6)
     image = c0 + (c1 - c0) * t[..., None] + rng.normal(0, 12, (height, width, 3))
     return image
 
 
-def _mask(shape: int, height, width, top, left, size):
-    """bool [height, width]: the pixels of one shape in the size x size square at (top, left)."""
-    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
-    y, x = yy - top + 0.5, xx - left + 0.5  # pixel centres, relative to the square
+def _mask(shape: int, size: int):
+    """bool [size, size]: the pixels of one shape within its size x size square. (No pixel outside
+    the square belongs to a shape, so only the square is computed.)"""
+    yy, xx = np.mgrid[0:size, 0:size].astype(np.float32)
+    y, x = yy + 0.5, xx + 0.5  # pixel centres, relative to the square
     if CLASS_NAMES[shape] == "circle":
         r = size / 2
         return (y - r) ** 2 + (x - r) ** 2 <= r * r
     if CLASS_NAMES[shape] == "square":
-        return (y >= 0) & (y < size) & (x >= 0) & (x < size)
+        return np.ones((size, size), bool)
     # An upward triangle: apex at the top centre, base along the bottom.
     half_width = (size / 2) * (y / size)
-    return (y >= 0) & (y < size) & (np.abs(x - size / 2) <= half_width)
+    return np.abs(x - size / 2) <= half_width
 
 
-def _box(mask, height, width):
-    rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
+def _box(mask, top: int, left: int, height, width):
+    """The normalised box of `mask` (a shape's square whose top left pixel is (top, left))."""
+    rows, cols = np.flatnonzero(mask.any(axis=1)) + top, np.flatnonzero(mask.any(axis=0)) + left
     return np.array([rows[0] / height, cols[0] / width, (rows[-1] + 1) / height, (cols[-1] + 1) / width], np.float32)
 
 
@@ -83,16 +86,17 @@ def make_image(rng: np.random.Generator, height: int, width: int):
         shape = int(rng.integers(len(CLASS_NAMES)))
         size = int(rng.uniform(MIN_SIZE, MAX_SIZE) * short)
         top, left = int(rng.integers(0, height - size + 1)), int(rng.integers(0, width - size + 1))
-        mask = _mask(shape, height, width, top, left, size)
-        box = _box(mask, height, width)
+        mask = _mask(shape, size)
+        box = _box(mask, top, left, height, width)
         if any(_overlap(box, other) > MAX_OVERLAP for other in boxes):
             continue
-        behind = image[mask].mean(axis=0)
+        square = image[top:top + size, left:left + size]  # a view: painting it paints the image
+        behind = square[mask].mean(axis=0)
         colour = rng.uniform(0, 255, 3)
         if np.linalg.norm(colour - behind) < MIN_CONTRAST:
             # The far corner of the RGB cube is at least 255 * sqrt(3) / 2 away from any colour.
             colour = np.where(behind > 127.5, 0.0, 255.0)
-        image[mask] = colour
+        square[mask] = colour
         boxes.append(box)
         classes.append(shape + 1)
     return np.clip(np.rint(image), 0, 255).astype(np.uint8), np.stack(boxes), np.array(classes, np.int32)

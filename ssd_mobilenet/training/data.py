@@ -65,8 +65,8 @@ FEATURES = {
 FRAME_BYTES = 16
 # tf.data converts each function it is given with autograph unless told not to. The pipeline's
 # control flow on tensors is written as tf ops (tf.cond, tf.where) and its Python `if`s decide on
-# Python values, so conversion would only rewrite every function the trace calls (~2 s of every
-# `train` and `evaluate` start on 2 cores); the functions they call are not converted either.
+# Python values, so conversion would only rewrite every function the trace calls, at the start of
+# every run (docs/measurements.md, "A run's start"); the functions they call are not converted either.
 NOT_CONVERTED = tf.autograph.experimental.do_not_convert
 _UNIT_WINDOW = (0.0, 0.0, 1.0, 1.0)
 

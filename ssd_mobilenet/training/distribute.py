@@ -195,7 +195,7 @@ class Replicas:
         `split=False`, `step()` takes no batch and returns nothing (it runs on every replica)."""
         # No autograph: the steps' control flow on tensors is written as tf.cond, their Python `if`
         # and `for` decide on Python values; autograph would only rewrite every function the trace
-        # calls (~5 s of a `train` run's start on 2 cores, a third of tracing the small model's step).
+        # calls, a third of tracing a step (docs/measurements.md, "A run's start").
         if self.strategy is None:
             return tf.function(step, autograph=False)
         strategy, count = self.strategy, self.count

@@ -100,6 +100,7 @@ def pytest_collection_modifyitems(config, items):
         own = [d.func for name in item.fixturenames if name not in FIXTURE_TIERS for d in defs.get(name, ())
                if (getattr(d.func, "__module__", "") or "").startswith("tests.")]
         item.add_marker(tier_of(relpath, item.fixturenames, getattr(item, "function", None), own))
+    _heavy_files_first(items)
     if os.environ.get(MODELS_GIT):
         return
     deselected = [item for item in items if item.get_closest_marker("models_git")]
@@ -109,6 +110,23 @@ def pytest_collection_modifyitems(config, items):
     _without_models_git["count"] = len(deselected)
     if hasattr(config, "workeroutput"):
         config.workeroutput[MODELS_GIT] = len(deselected)
+
+
+def _heavy_files_first(items) -> None:
+    """Orders the tests file by file: the files holding `slow` tests first, those with most first,
+    then the others, most tests first (a file's tests, and files that tie, keep the order pytest
+    collected them in). pytest-xdist hands its two workers whole files in this order (`--dist
+    loadfile --no-loadscope-reorder`, pyproject.toml), so a run ends on files of fast tests: a
+    file of one long test (tests/test_leftovers.py's 13 commands) handed out last, as xdist's own
+    order (most tests first) hands it, keeps one core busy while the other idles
+    (docs/guides/contributing.md)."""
+    files = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::")[0], []).append(item)
+
+    def weight(tests):
+        return sum(t.get_closest_marker("slow") is not None for t in tests), len(tests)
+    items[:] = [item for tests in sorted(files.values(), key=weight, reverse=True) for item in tests]
 
 
 @pytest.hookimpl(optionalhook=True)

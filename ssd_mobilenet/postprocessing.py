@@ -38,14 +38,16 @@ _SIGMOID_ONE_FROM = 16.6355324  # the first x whose result is exactly 1.0
 _SIGMOID_ZERO_BELOW = -104.0  # Eigen returns 0 below it; from there up to -87 the results are subnormal
 _LOG2E = 1.44269504088896341
 _LN2_HIGH, _LN2_LOW = -0.693359375, 2.12194440e-4  # -ln 2 = _LN2_HIGH - _LN2_LOW, the high part exact in 9 bits
+_LN2 = 0.693147182  # ln 2 rounded to float32: exp(m * _LN2) is within 1e-5 of 2^m for m in [-75, 12]
+_SPLIT_ONE_BIT = 8388609.0  # 2^23 + 1: Veltkamp's split of a float32 keeps 24 - 23 = 1 significant bit
 _EXP_POLYNOMIAL = (0.49999141693115234375, 0.16666877269744873046875, 4.1898667812347412109375e-2,
                    8.33471305668354034423828125e-3)  # p2, p3, p4, p5
 
 
-def tensorflow_sigmoid(x, powers_by_table: bool = False):
+def tensorflow_sigmoid(x):
     """TensorFlow's own float32 sigmoid of `x` (any shape), bit for bit wherever it is a normal
     float32 (>= 1.2e-38, x > -87), in elementwise ops that every runtime computes as IEEE float32
-    does (min, max, multiply, add, floor, a power of two, divide).
+    does (min, max, multiply, add, floor, exp, divide).
 
     A file's runtime has its own sigmoid (LiteRT's, ONNX Runtime's, OpenVINO's, OpenCV's), each
     rounding some results a float32 step or more away from TensorFlow's, and reaching 1.0 at
@@ -56,7 +58,6 @@ def tensorflow_sigmoid(x, powers_by_table: bool = False):
     step by step, each product rounded before its sum. Below x = -87 TensorFlow's results are
     subnormal, which some runtimes flush to 0, and below -104 exactly 0; here x is clamped at -104
     instead (one op, where a select is seven in ONNX): no score threshold reaches those scores.
-    `powers_by_table`: the power of two by a gather (`_power_of_two_from_table`), for LiteRT.
     """
     x = tf.maximum(tf.minimum(x, _SIGMOID_ONE_FROM), _SIGMOID_ZERO_BELOW)
     half = x * 0.5
@@ -72,17 +73,27 @@ def tensorflow_sigmoid(x, powers_by_table: bool = False):
     p = r * (r2 * p5 + p3) - minus_even
     minus_low = -1.0 - r  # -(r + 1)
     p = r2 * p - minus_low
-    e = p * (_power_of_two_from_table(m) if powers_by_table else tf.pow(2.0, m))  # exact, as Eigen's exponent bits
+    e = p * _power_of_two(m)  # exact, as Eigen's exponent bits
     e = e * e
     return e / (1.0 + e)
 
 
-def _power_of_two_from_table(m):
-    """2^m for whole floats m in [-75, 12], gathered from a table of the 88 powers: LiteRT runs
-    POW in its reference kernel, one element at a time (1.6 ms on 1917 x 91 scores, Zen 3), a
-    gather in 0.9 ms; ONNX Runtime's Pow takes 0.5 ms, its Gather 1.6."""
-    powers = tf.constant([2.0 ** k for k in range(-75, 13)], tf.float32)
-    return tf.gather(powers, tf.cast(m + 75.0, tf.int32))
+def _power_of_two(m):
+    """2^m exactly for whole floats m in [-75, 12], in ops every runtime runs fast: exp(m ln 2)
+    rounded to one significant bit (`round_to_one_bit`), which is 2^m for any exp within -25% /
+    +50% of it, so every runtime's exp, however it rounds, gives the same powers. A power op runs
+    one element at a time in LiteRT's reference kernel and in ONNX Runtime, and a gather from a
+    table of the 88 powers is not much faster; exp is a vectorised kernel in both (the three
+    measured in docs/measurements.md)."""
+    return round_to_one_bit(tf.exp(m * _LN2))
+
+
+def round_to_one_bit(y):
+    """Positive normal float32 `y` (any shape) rounded to the nearest power of two (a float32 with
+    one significant bit), exactly: Veltkamp's split, g = y * (2^23 + 1), g - (g - y), in three
+    IEEE float32 operations (a runtime that fused the first two into one would break it)."""
+    g = y * _SPLIT_ONE_BIT
+    return g - (g - y)
 
 
 def _converter(logits, config: SSDConfig, sigmoid):

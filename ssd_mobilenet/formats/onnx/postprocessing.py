@@ -14,11 +14,11 @@ of one image and gives the OD API's four outputs:
 What it does, in the order of `postprocessing._postprocess_image`:
 
 1. clip the boxes to the unit window and take their clipped areas;
-2. the class columns of the scores as [1, classes, A]; every score not strictly above the
-   threshold set to -inf, and with `clip_before_nms` every score of a box the clip leaves
-   empty (area <= 0) too. TF1's NMS keeps `score > threshold`, ONNX Runtime's does too, but
-   OpenVINO's keeps `score >= threshold`: with the scores at the threshold already at -inf,
-   both runtimes select the same boxes;
+2. the class columns of the scores as [1, classes, A], with `clip_before_nms` every score of
+   a box the clip leaves empty (area <= 0) at -inf. The scores not strictly above the threshold
+   are NMS's to drop: TF1's NMS keeps `score > threshold`, ONNX Runtime's and OpenCV's do too,
+   OpenVINO's keeps `score >= threshold` and gets the next float32 above the threshold from
+   `openvino_model.read_model` (as it gets its IoU limit), so all select the same boxes;
 3. one `NonMaxSuppression` over all classes: on the clipped boxes (`clip_before_nms`) or the
    unclipped ones (`clip_after_sort`), each class capped at `max_detections_per_class`, with
    the config's IoU and score thresholds. ONNX leaves the order of its selected triples to the
@@ -80,22 +80,26 @@ def _top_k_lower_index_first(g: _Builder, row: str, n: int, k: int) -> str:
     OpenVINO imports it unstable, and TensorRT does not document its order. So no tie is left to
     the runtime: the first TopK gives the k largest values (a multiset every runtime agrees on)
     and v_k, the smallest of them; the g values above v_k are in whatever their order, and the
-    k - g values equal to v_k are the lowest positions holding v_k (a TopK of -position over
-    those: unique keys). A rank over the k chosen ((value, -position) pairs compared, [k, k])
+    k - g values equal to v_k are the lowest positions holding v_k (a TopK of n - position over
+    those, 0 elsewhere: unique keys). A rank over the k chosen ((value, -position) pairs compared, [k, k])
     then orders them, and a TopK of -rank (unique keys again) gives that order.
     """
     if n >= 2 ** 24:  # positions as float32 keys must be exact
         raise ValueError(f"{n} class-anchor pairs: more than float32 positions hold exactly")
     f32, i64 = np.float32, np.int64
-    neg_inf = g.const(-np.inf, f32, "topk_neg_inf")
     k_const = g.const([k], i64, "topk_k")
     top_values, top_index = g.op("TopK", [row, k_const], "topk_first", outputs=2, axis=0, largest=1, sorted=1)
     v_k = g.op("Gather", [top_values, g.const(k - 1, i64, "topk_last")], "topk_v_k", axis=0)
     g_count = g.op("ReduceSum", [g.op("Cast", [g.op("Greater", [top_values, v_k], "topk_above")], "topk_above_f",
                                        to=TensorProto.FLOAT)], "topk_g", keepdims=0)
-    positions = g.const(np.arange(n), f32, "topk_positions")
-    tie_key = g.op("Where", [g.op("Equal", [row, v_k], "topk_at_v_k"), g.op("Neg", [positions], "topk_neg_pos"),
-                             neg_inf], "topk_tie_key")
+    # n - position where the value is v_k, 0 elsewhere (a cast and a product: a select over the
+    # n values is several times slower on ONNX Runtime); exact, as positions are below 2^24. The
+    # n, n - 1, ..., 1 come from a Range: as a constant they were 4 bytes a class-anchor pair in
+    # the file (18 MB of FPN 640's).
+    reverse_positions = g.op("Range", [g.const(float(n), f32, "topk_n"), g.const(0.0, f32, "topk_zero_f"),
+                                       g.const(-1.0, f32, "topk_minus_one")], "topk_reverse_positions")
+    at_v_k = g.op("Cast", [g.op("Equal", [row, v_k], "topk_at_v_k")], "topk_at_v_k_f", to=TensorProto.FLOAT)
+    tie_key = g.op("Mul", [at_v_k, reverse_positions], "topk_tie_key")
     _, tie_index = g.op("TopK", [tie_key, k_const], "topk_ties", outputs=2, axis=0, largest=1, sorted=1)
     rows = g.const(np.arange(k), i64, "topk_rows")
     rows_f = g.const(np.arange(k), f32, "topk_rows_f")
@@ -148,11 +152,12 @@ def graph(config, num_anchors: int, max_detections: int | None = None, prefix: s
     columns = g.op("Slice", [INPUT_SCORES, g.const([first], i64, "first_class"), g.const([slots], i64, "slots"),
                              g.const([2], i64, "class_axis")], "class_scores")
     columns = g.op("Transpose", [columns], "class_major", perm=[0, 2, 1])
-    threshold = g.const(np.float32(config.score_threshold), f32, "score_threshold")
-    keep = g.op("Greater", [columns, threshold], "above_threshold")
+    nms_scores = columns  # NMS drops those not above its score threshold itself
     if config.nms_variant == NMS_CLIP_BEFORE:
-        keep = g.op("And", [keep, nonempty], "candidates")  # [1, C, A] and [A] broadcast
-    nms_scores = g.op("Where", [keep, columns, neg_inf], "nms_scores")
+        # A box the clip leaves empty: its scores -inf (min with -inf), the others unchanged (with
+        # +inf). A [A] select and a broadcast min: a select over [1, C, A] is several times slower.
+        box_cap = g.op("Where", [nonempty, g.const(np.inf, f32, "pos_inf"), neg_inf], "box_cap")
+        nms_scores = g.op("Min", [columns, box_cap], "nms_scores")  # [1, C, A] and [A] broadcast
 
     # 3. One NMS for all classes.
     nms_boxes = clipped if config.nms_variant == NMS_CLIP_BEFORE else boxes

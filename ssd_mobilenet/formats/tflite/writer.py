@@ -54,7 +54,6 @@ detection_postprocess.cc: `values[i] >= threshold`, no clipping, decoding in dou
 
 from __future__ import annotations
 
-import functools
 
 import numpy as np
 import tensorflow as tf
@@ -68,10 +67,6 @@ from ssd_mobilenet.formats.tflite import integer as tflite_integer
 # The file's contract (names, metadata) is its readers' as well.
 from ssd_mobilenet.formats.tflite.file_format import (CUSTOM_OP, METADATA_NAME, METADATA_VERSION, NMS_FAST,
                                                       NMS_MODES, NMS_PER_CLASS, NMS_REGULAR)
-
-# The score conversion in the file: TensorFlow's sigmoid in LiteRT's exact ops, the power of two
-# gathered (`postprocessing.tensorflow_sigmoid`): LiteRT's LOGISTIC rounds otherwise, and moves ties.
-LITERT_SIGMOID = functools.partial(postprocessing.tensorflow_sigmoid, powers_by_table=True)
 
 # What the custom-op modes differ in from the TF graph, one line each (the module docstring has more).
 DIFFERENCES = {
@@ -99,7 +94,8 @@ def _per_class(folded, heads, max_detections: int) -> dict:
     for codes, logits in heads:
         count = int(codes.shape[1])
         boxes.append(drop_batch(box_coder.decode(codes, folded.anchors[start:start + count], config.box_coder_scales)))
-        scores.append(drop_batch(postprocessing.convert_scores(logits, config, sigmoid=LITERT_SIGMOID)))
+        scores.append(drop_batch(postprocessing.convert_scores(logits, config,
+                                                               sigmoid=postprocessing.tensorflow_sigmoid)))
         start += count
     boxes, scores = (boxes[0], scores[0]) if len(heads) == 1 else (tf.concat(boxes, 0), tf.concat(scores, 0))
     return per_class_outputs(boxes, scores, config)
@@ -196,7 +192,7 @@ def _custom_op(folded, codes, logits, nms: str, max_detections: int) -> dict:
 
     # The op converts no scores itself: it takes them after the score converter, background
     # column included (its label offset is the column count minus num_classes).
-    scores = postprocessing.convert_scores(logits, config, sigmoid=LITERT_SIGMOID)
+    scores = postprocessing.convert_scores(logits, config, sigmoid=postprocessing.tensorflow_sigmoid)
     anchors = tf.constant(center_size_anchors(folded.anchors), name="anchors")
     assert anchors.shape[0] == num_anchors
     boxes, classes, scores, num = detection_postprocess(codes, scores, anchors)

@@ -378,8 +378,8 @@ def _scores_litert_web(sigmoid, folder):
 # or the `.onnx` file's (ONNX Runtime, OpenVINO, OpenCV); and the function itself in TensorFlow.
 SCORE_RUNTIMES = {"tensorflow": (lambda sigmoid, folder=None: _scores_function(sigmoid)(LOGITS).numpy(),
                                  postprocessing.tensorflow_sigmoid),
-                  "litert": (_scores_litert, tflite_writer.LITERT_SIGMOID),
-                  "litert_web": (_scores_litert_web, tflite_writer.LITERT_SIGMOID),
+                  "litert": (_scores_litert, postprocessing.tensorflow_sigmoid),
+                  "litert_web": (_scores_litert_web, postprocessing.tensorflow_sigmoid),
                   "onnxruntime": (_scores_onnxruntime, postprocessing.tensorflow_sigmoid),
                   "openvino": (_scores_openvino, postprocessing.tensorflow_sigmoid),
                   "opencv": (_scores_opencv, postprocessing.tensorflow_sigmoid)}
@@ -409,6 +409,18 @@ def test_the_runtimes_own_sigmoid_differs_from_the_tf1_graphs_near_1(runtime):
     assert LOGITS[theirs == 1.0].min() != LOGITS[expected == 1.0].min()
 
 
+def test_the_sigmoids_power_of_two_is_exact_whatever_the_runtimes_exp_rounds():
+    # `tensorflow_sigmoid` takes 2^m as exp(m ln 2) rounded to one significant bit: the same power
+    # for an exp off by far more than any runtime's (here -20% to +40%), for every m it meets.
+    powers = np.float32(2.0) ** np.arange(-75, 13, dtype=np.float32)
+    off = np.linspace(-0.2, 0.4, 61, dtype=np.float32)
+    approximate = (powers[:, None] * (1 + off[None, :])).astype(np.float32)
+    rounded = postprocessing.round_to_one_bit(tf.constant(approximate)).numpy()
+    np.testing.assert_array_equal(rounded, np.broadcast_to(powers[:, None], rounded.shape))
+    # Past the rounding's reach (+-50%: half a step of the next power) it would not hold.
+    assert postprocessing.round_to_one_bit(tf.constant(np.float32(1.6))).numpy() == 2.0
+
+
 def test_tensorflow_sigmoid_is_tensorflows_op_on_four_million_logits():
     # Denser than LOGITS, in TensorFlow alone: every normal score equal, on logits spread over the
     # whole range, and every float32 logit from 8 to 8.5 (where a score step spans ~40 logits).
@@ -417,7 +429,6 @@ def test_tensorflow_sigmoid_is_tensorflows_op_on_four_million_logits():
                              np.arange(np.float32(8.0).view(np.int32), np.float32(8.5).view(np.int32)).view(np.float32)])
     logits = logits.astype(np.float32)
     expected = tf.sigmoid(logits).numpy()
-    for powers_by_table in (False, True):
-        ours = postprocessing.tensorflow_sigmoid(tf.constant(logits), powers_by_table).numpy()
-        normal = expected >= NORMAL
-        np.testing.assert_array_equal(ours[normal], expected[normal])
+    ours = postprocessing.tensorflow_sigmoid(tf.constant(logits)).numpy()
+    normal = expected >= NORMAL
+    np.testing.assert_array_equal(ours[normal], expected[normal])

@@ -16,9 +16,10 @@ What it does, in the order of `postprocessing._postprocess_image`:
 1. clip the boxes to the unit window and take their clipped areas;
 2. the class columns of the scores as [1, classes, A], with `clip_before_nms` every score of
    a box the clip leaves empty (area <= 0) at -inf. The scores not strictly above the threshold
-   are NMS's to drop: TF1's NMS keeps `score > threshold`, ONNX Runtime's and OpenCV's do too,
-   OpenVINO's keeps `score >= threshold` and gets the next float32 above the threshold from
-   `openvino_model.read_model` (as it gets its IoU limit), so all select the same boxes;
+   are NMS's to drop: TF1's NMS keeps `score > threshold`, and so do the NMS of ONNX Runtime,
+   OpenVINO (2026.4) and OpenCV (5.0), so all select the same boxes (measured:
+   tests/ssd_mobilenet/formats/onnx/test_onnx_writer.py, a score at the threshold and a float32
+   step on each side of it);
 3. one `NonMaxSuppression` over all classes: on the clipped boxes (`clip_before_nms`) or the
    unclipped ones (`clip_after_sort`), each class capped at `max_detections_per_class`, with
    the config's IoU and score thresholds. ONNX leaves the order of its selected triples to the
@@ -81,8 +82,8 @@ def _top_k_lower_index_first(g: _Builder, row: str, n: int, k: int) -> str:
     the runtime: the first TopK gives the k largest values (a multiset every runtime agrees on)
     and v_k, the smallest of them; the g values above v_k are in whatever their order, and the
     k - g values equal to v_k are the lowest positions holding v_k (a TopK of n - position over
-    those, 0 elsewhere: unique keys). A rank over the k chosen ((value, -position) pairs compared, [k, k])
-    then orders them, and a TopK of -rank (unique keys again) gives that order.
+    those, 0 elsewhere: unique keys). A rank over the k chosen ((value, -position) pairs
+    compared, [k, k]) then orders them, and a TopK of -rank (unique keys again) gives that order.
     """
     if n >= 2 ** 24:  # positions as float32 keys must be exact
         raise ValueError(f"{n} class-anchor pairs: more than float32 positions hold exactly")

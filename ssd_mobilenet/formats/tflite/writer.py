@@ -54,7 +54,6 @@ detection_postprocess.cc: `values[i] >= threshold`, no clipping, decoding in dou
 
 from __future__ import annotations
 
-
 import numpy as np
 import tensorflow as tf
 

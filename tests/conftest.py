@@ -378,6 +378,16 @@ def check_detections(ours: dict, ref: dict, atol: float = 1e-5) -> None:
         np.testing.assert_allclose(ours["detection_boxes"][i], ref["detection_boxes"][i], rtol=0, atol=atol)
 
 
+def assert_float_postprocessing(model) -> None:
+    """An int8 `.onnx` file (an `onnx.ModelProto`): its post-processing (the `postprocess/` nodes,
+    the NMS among them) reads no quantized or dequantized value, so the scores reach NMS in float32."""
+    producer = {out: node for node in model.graph.node for out in node.output}
+    post = [node for node in model.graph.node if node.name.startswith("postprocess/")]
+    assert any(node.op_type == "NonMaxSuppression" for node in post)
+    assert not [name for node in post for name in node.input
+                if name in producer and producer[name].op_type in ("DequantizeLinear", "QuantizeLinear")]
+
+
 def random_images(seed, n, h, w) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, (n, h, w, 3)).astype(np.uint8)
 

@@ -16,7 +16,7 @@ from onnx import numpy_helper
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
-from tests.conftest import SHARED, run_cli, shared_available, unwrapped  # noqa: E402
+from tests.conftest import SHARED, assert_float_postprocessing, run_cli, shared_available, unwrapped  # noqa: E402
 from migrate.cli import main  # noqa: E402
 from ssd_mobilenet.formats.onnx import runner as onnx_runner  # noqa: E402
 from tests.ssd_mobilenet.formats.onnx.test_onnx_runtimes import PHOTOS, TENSORRT_OPS  # noqa: E402
@@ -63,11 +63,7 @@ def _check_convolutions_only_quantized(model, float_path) -> dict:
             assert all(producer[name].op_type == "DequantizeLinear" for name in node.input[:2]), node.name
     assert "Conv" in dequantized_into and not dequantized_into & {
         "Exp", "Sigmoid", "Softmax", "NonMaxSuppression", "TopK", "ScatterND", "Where", "Greater"}, dequantized_into
-    # The scores reach NMS in float32: no node of the post-processing reads a dequantized value.
-    post = [node for node in model.graph.node if node.name.startswith("postprocess/")]
-    assert any(node.op_type == "NonMaxSuppression" for node in post)
-    assert not [name for node in post for name in node.input
-                if name in producer and producer[name].op_type in ("DequantizeLinear", "QuantizeLinear")]
+    assert_float_postprocessing(model)
     assert sum(node.op_type == "Conv" for node in model.graph.node) == sum(
         node.op_type == "Conv" for node in onnx.load(float_path).graph.node)
     meta = json.loads({p.key: p.value for p in model.metadata_props}["ssd_mobilenet_migrate"])

@@ -23,7 +23,7 @@ from ssd_mobilenet.detections import DETECTION_OUTPUTS
 pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed (pip install '.[onnx]')")
 
-from tests.conftest import SHARED, run_cli, unwrapped  # noqa: E402
+from tests.conftest import SHARED, assert_float_postprocessing, run_cli, unwrapped  # noqa: E402
 from migrate.export import drift  # noqa: E402
 from migrate.verify import verification  # noqa: E402
 from migrate.verify.report import format_report  # noqa: E402
@@ -149,9 +149,7 @@ def test_file_holds_qdq_on_the_checkpoints_activation_ranges(aware_file):
         w, w_zero = initializers[weights.input[0]], initializers[weights.input[2]]
         assert w.dtype == np.int8 and not w_zero.any() and initializers[weights.input[1]].shape == (w.shape[0],)
         assert initializers[bias.input[0]].dtype == np.int32
-    post = [n for n in model.graph.node if n.name.startswith("postprocess/")]
-    assert any(n.op_type == "NonMaxSuppression" for n in post)
-    assert not [i for n in post for i in n.input if i in producer and producer[i].op_type == "DequantizeLinear"]
+    assert_float_postprocessing(model)
     # TensorRT's parser knows every op, but takes int8 QDQ with zero point 0 only: the uint8
     # activations are the documented reason this file is not TensorRT's (docs/guides/deploy.md).
     assert {n.op_type for n in model.graph.node} <= TENSORRT_OPS

@@ -20,8 +20,9 @@ from ssd_mobilenet.formats.onnx import openvino_model
 # (`applies`). Their memory process never imports TensorFlow (`litert_memory`).
 TFLITE_SIDES = ("tflite", "tflite_int8")
 # The ONNX sides: the file `migrate export --onnx` writes (uint8 input of any size, opset 13, one
-# NonMaxSuppression), float32 and `--int8` (QDQ convolutions calibrated on generated images), on
-# ONNX Runtime's CPU provider (`migrate.predict.runtimes.onnx.runner`), and the float32 file on OpenVINO's
+# NonMaxSuppression), float32 and `--int8` (QDQ convolutions calibrated on generated images), as
+# `predict` runs them (`migrate.predict.runtimes.onnx.runner`: ONNX Runtime's CPU provider, or for
+# the int8 file on a CPU with int8 dot products OpenVINO's CPU plugin), and the float32 file on OpenVINO's
 # CPU plugin in float32 (`openvino_runner`) and on OpenCV's DNN module (`opencv_runner`). Like the
 # TFLite sides: batch 1 only, memory in a process without TensorFlow.
 ONNX_SIDES = ("onnx", "onnx_int8", "openvino", "opencv")

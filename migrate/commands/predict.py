@@ -49,7 +49,10 @@ def add_parser(sub) -> None:
     p.add_argument("--trace", dest="trace_dir", metavar="DIR",
                    help="write a TensorBoard profiler trace of a few batches")
     p.add_argument("--threads", type=int, metavar="N", help="a .tflite or .onnx MODEL: LiteRT's interpreter or "
-                   "ONNX Runtime's threads (default: the CPU count)")
+                   "ONNX Runtime's (OpenVINO's) threads (default: the CPU count)")
+    p.add_argument("--runtime", choices=("onnxruntime", "openvino"), help="an .onnx MODEL: run it on ONNX Runtime "
+                   "or OpenVINO (default: OpenVINO for an int8 file on a CPU with int8 dot products (VNNI, AMX) "
+                   "where OpenVINO is installed, ONNX Runtime otherwise)")
     engine = p.add_argument_group("distributed engine")
     engine.add_argument("--engine", choices=("beam",), help="run as an Apache Beam pipeline (RunInference): on Beam's "
                         "local runner with --workers processes, or on the runner --pipeline-options names; IMAGES "
@@ -70,9 +73,10 @@ STDOUT = "-"
 # the order a refusal names the first one given.
 _RUNTIME_OPTIONS = {"--batch": "batch_size", "--max-memory": "max_memory_mb", "--memory-growth": "memory_growth",
                     "--memory-limit": "memory_limit_mb", "--jit": "jit_compile", "--weight-cache": "weight_cache",
-                    "--trace": "trace_dir", "--precision": "precision", "--threads": "threads"}
+                    "--trace": "trace_dir", "--precision": "precision", "--threads": "threads",
+                    "--runtime": "runtime"}
 # Those the engine hands on to its workers' runtimes (--batch sizes the engine's own batches).
-_ENGINE_RUNTIME_OPTIONS = ("--threads", "--precision")
+_ENGINE_RUNTIME_OPTIONS = ("--threads", "--precision", "--runtime")
 # predict's options an engine takes no part in: refused with --engine.
 _NOT_ENGINE_OPTIONS = {"--png": "png", "--max-memory": "max_memory_mb", "--memory-growth": "memory_growth",
                        "--memory-limit": "memory_limit_mb", "--jit": "jit_compile", "--weight-cache": "weight_cache",
@@ -135,6 +139,8 @@ def _refused(args, kind, flags, engine=False):
             how = ("the local runner shares the cores among its workers" if engine
                    else f"{kind.name} takes its threads from the environment")
             return f"--threads: for .tflite and .onnx files; {how}"
+        if flag == "--runtime":
+            return f"--runtime: for .onnx files; {kind.model} runs on {kind.name}"
         return f"{flag}: sets up TensorFlow; {kind.model} runs on {kind.name}" + ("" if engine else ", one image per call")
     return None
 
@@ -183,7 +189,8 @@ def _run_engine(args) -> int:
             summary = beam.run(args.converted, args.images, out=args.out, workers=args.workers,
                                pipeline_options_text=args.pipeline_options, force=args.force,
                                batch_size=args.batch_size, labels=args.labels, min_score=args.min_score,
-                               threads=args.threads, precision=args.precision, quiet=args.quiet,
+                               threads=args.threads, precision=args.precision, runtime=args.runtime,
+                               quiet=args.quiet,
                                progress=progress(args.quiet))
     except RunError as e:
         if args.verbose:

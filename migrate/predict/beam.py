@@ -324,7 +324,8 @@ def _unparsed(options: PipelineOptions) -> list:
 
 def run(model: str, inputs, out: str, workers: int | None = None, pipeline_options_text: str | None = None,
         force: bool = False, batch_size: int | None = None, labels: str | None = None, min_score: float = 0.0,
-        threads: int | None = None, precision: str = "float32", quiet: bool = False, progress=None) -> dict:
+        threads: int | None = None, precision: str = "float32", runtime: str | None = None, quiet: bool = False,
+        progress=None) -> dict:
     """Runs `predict` as a Beam pipeline; returns predict's summary plus `shards`.
 
     Args:
@@ -339,13 +340,14 @@ def run(model: str, inputs, out: str, workers: int | None = None, pipeline_optio
       threads: LiteRT's interpreter or ONNX Runtime's threads per worker (a `.tflite` or `.onnx`
         model; default: on the local runner the CPU count over `workers`).
       precision: the TensorFlow runtime's compute precision.
+      runtime: an `.onnx` file's runtime (`ssd_mobilenet.formats.onnx.runtimes`; None: its default).
     Raises:
       InputError (OutputExistsError): bad input, one line; nothing is written.
       RunError: the pipeline failed; no shard is written.
     """
     from migrate.predict.prediction import model_labels, synthetic_note
     say = progress or (lambda msg: None)
-    runtime_name = _runtime_name(model)
+    runtime_name = _runtime_name(model, runtime)
     names = model_labels(model, labels, lambda line: print(line, file=sys.stderr, flush=True))
     options, described, local = pipeline_options(workers, pipeline_options_text)
     found = sources(inputs)
@@ -362,7 +364,7 @@ def run(model: str, inputs, out: str, workers: int | None = None, pipeline_optio
     worker_env = {"TF_NUM_INTRAOP_THREADS": str(cores)} if cores and "TF_NUM_INTRAOP_THREADS" not in os.environ \
         else {}
     # Of these, the options the model's runtime takes (`migrate.predict.runtimes.KINDS`).
-    offered = {"threads": threads or cores, "batch_size": batch_size, "precision": precision}
+    offered = {"threads": threads or cores, "batch_size": batch_size, "precision": precision, "runtime": runtime}
     runtime_options = {name: value for name, value in offered.items() if name in runtime_kind(model).options}
     handler = RuntimeHandler(model, runtime_options, batch_size)
     say(f"{runtime_name} on {described}")
@@ -415,7 +417,7 @@ def run(model: str, inputs, out: str, workers: int | None = None, pipeline_optio
             "note": synthetic_note(model)}
 
 
-def _runtime_name(model: str) -> str:
+def _runtime_name(model: str, runtime: str | None = None) -> str:
     """The runtime for `model`, after the checks that need neither TensorFlow nor a worker, so
     that a bad model gets its line before the pipeline starts.
 
@@ -424,7 +426,8 @@ def _runtime_name(model: str) -> str:
     """
     if os.path.isfile(model):
         from migrate.predict.runtimes import open_runtime
-        return open_runtime(model, threads=1).name  # opens and inspects the file: LiteRT or ONNX Runtime
+        # Opens and inspects the file: LiteRT, ONNX Runtime or OpenVINO.
+        return open_runtime(model, threads=1, **({"runtime": runtime} if runtime else {})).name
     config = converted_dir.config_path(model)
     if not os.path.isfile(config):
         raise InputError(f"{config}: not found (not a converted model directory)")

@@ -1,7 +1,7 @@
 """The runtimes `predict` runs a model on, behind one small interface:
 
     runtime = open_runtime(model, ...)   # a converted directory -> TensorFlow; a .tflite file -> LiteRT;
-                                         # an .onnx file -> ONNX Runtime
+                                         # an .onnx file -> ONNX Runtime or OpenVINO
     runtime.batch_size                   # images per model call
     runtime.results(paths)               # one `base.Result` per path, in order; unreadable images as errors
     runtime.read_image(path)             # uint8 [H, W, 3], decoded as the runtime decodes it (for --png)
@@ -53,8 +53,8 @@ KINDS = {
                         "weight_cache", "trace_dir", "precision"), console.tensorflow_output),
     "litert": Kind("LiteRT", "a .tflite file", "migrate.predict.runtimes.litert:LiteRTRuntime", ("threads",),
                    console.litert_output),
-    "onnx": Kind("ONNX Runtime", "an .onnx file", "migrate.predict.runtimes.onnx:OnnxRuntime", ("threads",),
-                 console.litert_output),
+    "onnx": Kind("ONNX Runtime or OpenVINO", "an .onnx file", "migrate.predict.runtimes.onnx:OnnxRuntime",
+                 ("threads", "runtime"), console.litert_output),
 }
 
 
@@ -112,7 +112,7 @@ def model_classes(model: str) -> int | None:
 
 def open_runtime(model: str, **options):
     """The runtime for `model` (`runtime_kind`): `TensorFlowRuntime(model, ...)` for a directory,
-    `LiteRTRuntime(model, threads=...)` for a `.tflite` file, `OnnxRuntime(model, threads=...)`
-    for an ONNX file; `options` are theirs."""
+    `LiteRTRuntime(model, threads=...)` for a `.tflite` file, `OnnxRuntime(model, threads=...,
+    runtime=...)` for an ONNX file; `options` are theirs."""
     module, name = runtime_kind(model).runtime.split(":")
     return getattr(importlib.import_module(module), name)(model, **options)

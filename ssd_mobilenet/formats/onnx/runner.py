@@ -81,6 +81,8 @@ class OnnxFile(FileRunner):
         ONNX file that is not this project's (other outputs, no metadata).
     """
 
+    runtime = "ONNX Runtime"  # what runs the file, as a line names it (`openvino_model.OpenVinoFile`'s is OpenVINO)
+
     def __init__(self, path: str, threads: int | None = None):
         try:
             ort = import_onnxruntime()
@@ -100,11 +102,17 @@ class OnnxFile(FileRunner):
             reason = first_line(e).rpartition(" failed:")[2].strip() or type(e).__name__
             raise InputError(f"{path}: ONNX Runtime cannot load it: {reason}") from None
         _return_freed_memory()
-        outputs = [o.name for o in self.session.get_outputs()]
+        self._take_contract([o.name for o in self.session.get_outputs()],
+                            self.session.get_modelmeta().custom_metadata_map.get(METADATA_NAME),
+                            [i.name for i in self.session.get_inputs()])
+
+    def _take_contract(self, outputs: list, entry, inputs: list) -> None:
+        """Checks what the runtime read from `self.path` against `file_format`'s contract and
+        takes its input: `outputs` and `inputs` (names), `entry` (the `METADATA_NAME` value, a
+        JSON string, or None). Sets `metadata`. Raises InputError naming the file."""
+        path = self.path
         if sorted(outputs) != sorted(DETECTION_OUTPUTS):
-            # Its outputs are DETECTION_OUTPUTS.
             raise InputError(f"{path}: not from `migrate export` (outputs: {', '.join(outputs) or 'none'})")
-        entry = self.session.get_modelmeta().custom_metadata_map.get(METADATA_NAME)
         try:
             self.metadata = json.loads(entry) if entry else None
         except ValueError:
@@ -121,11 +129,9 @@ class OnnxFile(FileRunner):
         if version > METADATA_VERSION:
             raise InputError(f"{path}: from a newer release (metadata version {version}, this one reads "
                              f"{METADATA_VERSION})")
-        inputs = self.session.get_inputs()
-        if len(inputs) != 1 or inputs[0].name not in INPUT_NAMES.values():
-            raise InputError(f"{path}: not from `migrate export` (inputs: "
-                             f"{', '.join(i.name for i in inputs)})")
-        self._take_input(inputs[0].name, image_size, bool(self.metadata.get("any_size")), self.metadata)
+        if len(inputs) != 1 or inputs[0] not in INPUT_NAMES.values():
+            raise InputError(f"{path}: not from `migrate export` (inputs: {', '.join(inputs)})")
+        self._take_input(inputs[0], image_size, bool(self.metadata.get("any_size")), self.metadata)
 
     @property
     def kind(self) -> str:

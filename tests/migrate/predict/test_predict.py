@@ -285,7 +285,7 @@ def test_options_of_another_runtime_are_refused_before_any_runtime_loads(tmp_pat
     models["onnx"].write_bytes(b"\x08\x07")
     assert {kind: runtime_kind(str(path)) for kind, path in models.items()} == KINDS
     values = {"--batch": "4", "--max-memory": "100", "--memory-limit": "100", "--trace": str(tmp_path / "trace"),
-              "--precision": "mixed_bfloat16", "--threads": "2"}
+              "--precision": "mixed_bfloat16", "--threads": "2", "--runtime": "openvino"}
     cases = [[kind, flag] for kind in KINDS for flag, name in _RUNTIME_OPTIONS.items()
              if name not in KINDS[kind].options]
     assert {flag for _, flag in cases} == set(_RUNTIME_OPTIONS)  # each option belongs to some runtimes, not all
@@ -322,9 +322,10 @@ print(json.dumps([results, loaded]))
     assert lines[tflite, str(image), "--jit"] == (
         "error: --jit: sets up TensorFlow; a .tflite file runs on LiteRT, one image per call")
     assert lines[onnx, str(image), "--precision"] == (
-        "error: --precision: sets up TensorFlow; an .onnx file runs on ONNX Runtime, one image per call")
+        "error: --precision: sets up TensorFlow; an .onnx file runs on ONNX Runtime or OpenVINO, one image per call")
+    assert lines[tflite, str(image), "--runtime"] == "error: --runtime: for .onnx files; a .tflite file runs on LiteRT"
     assert results[-2][1] == "error: --threads: for .tflite and .onnx files; the local runner shares the cores among its workers\n"
-    assert results[-1][1] == "error: --precision: sets up TensorFlow; an .onnx file runs on ONNX Runtime\n"
+    assert results[-1][1] == "error: --precision: sets up TensorFlow; an .onnx file runs on ONNX Runtime or OpenVINO\n"
 
 
 def test_each_runtime_kind_names_its_class_and_its_options_are_the_class_keywords():

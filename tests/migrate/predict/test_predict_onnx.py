@@ -72,7 +72,8 @@ def test_onnx_predict_without_tensorflow_gives_the_converted_models_lines(model,
     assert len(drawn) == len(ours) - 1 and all(name.endswith(".png") for name in drawn)
 
 
-@pytest.mark.parametrize("case", ["truncated", "not_ours", "tensorflow_option", "threads", "existing_out"])
+@pytest.mark.parametrize("case", ["truncated", "not_ours", "tensorflow_option", "threads", "existing_out",
+                                  "truncated_openvino", "not_ours_openvino"])
 def test_predict_bad_input_exits_2_with_one_line_and_writes_nothing(model, folder, no_tensorflow, tmp_path, case):
     import onnx
     from onnx import TensorProto, helper
@@ -95,7 +96,12 @@ def test_predict_bad_input_exits_2_with_one_line_and_writes_nothing(model, folde
         "tensorflow_option": ([path, "--batch", "4"], "--batch: sets up TensorFlow"),
         "threads": ([path, "--threads", "0"], "--threads 0: must be >= 1"),
         "existing_out": ([path], f"{out}: exists"),
+        "truncated_openvino": ([str(truncated), "--runtime", "openvino"],
+                               f"{truncated}: not from `migrate export` (no ssd_mobilenet_migrate metadata)"),
+        "not_ours_openvino": ([str(foreign), "--runtime", "openvino"], f"{foreign}: not from `migrate export`"),
     }[case]
+    if case.endswith("_openvino"):
+        pytest.importorskip("openvino", reason="OpenVINO is not installed (pip install '.[openvino]')")
     before = sorted(os.listdir(tmp_path))
     run = without_tensorflow(["predict", *args, folder, "--out", str(out)], no_tensorflow)
     assert run.returncode == 2, run.stderr
@@ -104,6 +110,24 @@ def test_predict_bad_input_exits_2_with_one_line_and_writes_nothing(model, folde
     assert sorted(os.listdir(tmp_path)) == before
     if case == "existing_out":
         assert out.read_text() == "keep\n"
+
+
+def test_openvino_runs_the_file_as_onnx_runtime_does(model, folder, no_tensorflow, tmp_path):
+    """`predict MODEL.onnx --runtime openvino`: the file on OpenVINO's CPU plugin (without
+    TensorFlow) gives ONNX Runtime's lines, and says what runs it."""
+    pytest.importorskip("openvino", reason="OpenVINO is not installed (pip install '.[openvino]')")
+    _, path, labels = model
+    lines = {}
+    for runtime in ("onnxruntime", "openvino"):
+        out = tmp_path / f"{runtime}.jsonl"
+        run = without_tensorflow(["predict", path, folder, "--out", str(out), "--runtime", runtime, "--threads", "2",
+                                  "--labels", labels, "--min-score", "0.05"], no_tensorflow)
+        assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+        name = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}[runtime]
+        assert f"[migrate] {path}: ONNX file, {name}, 2 threads\n" in unwrapped(run.stderr), run.stderr
+        lines[runtime] = json_lines(out)
+    assert sorted(lines["openvino"]) == sorted(lines["onnxruntime"])
+    assert same_predict_lines(lines["openvino"], lines["onnxruntime"], ATOL) >= 50
 
 
 @pytest.mark.parametrize("case", ["exists", "nms", "calibration", "no_model", "no_tf2onnx", "no_onnxruntime"])

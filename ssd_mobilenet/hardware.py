@@ -6,7 +6,6 @@ GPUs of compute capability 8.0 and later. `mixed_float16` is fast on GPUs of com
 7.0 and later (tensor cores) and on x86 CPUs with AMX-FP16 or AVX512-FP16. Elsewhere TensorFlow
 still runs the model, converting or emulating, slower than in float32 (docs/measurements.md),
 so the commands say so in one line rather than let a user deploy the slower model unawares.
-Whether the CPU has int8 dot products (`has_int8_dot_products`) picks an int8 `.onnx` file's runtime.
 """
 
 from __future__ import annotations
@@ -67,16 +66,3 @@ def missing_units(precision: str, cpuinfo: str | None = None, gpus: list | None 
         return None
     gpu = f"no GPU of compute capability {least[0]}.{least[1]} or later"
     return f"this machine has no {kind} units ({gpu}, no {', '.join(flags_needed)} among the CPU's flags)"
-
-
-# x86 CPU flags of int8 dot-product instructions (VNNI, as AVX-512 or AVX instructions, and AMX's
-# int8 tiles): where an int8 `.onnx` file runs faster on OpenVINO than on ONNX Runtime
-# (`ssd_mobilenet.formats.onnx.runtimes`).
-INT8_DOT_PRODUCT_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
-
-
-def has_int8_dot_products(cpuinfo: str | None = None) -> bool:
-    """Whether the CPU (`cpuinfo`, a /proc/cpuinfo text; default this machine's) has an int8
-    dot-product instruction (`INT8_DOT_PRODUCT_FLAGS`); False where it cannot tell."""
-    cpuinfo = read_cpuinfo() if cpuinfo is None else cpuinfo
-    return bool(cpu_flags(cpuinfo or "") & set(INT8_DOT_PRODUCT_FLAGS))

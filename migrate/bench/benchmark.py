@@ -29,6 +29,7 @@ Sides (`SIDES`), each a runner `run(images uint8 [N, H, W, 3]) -> dict of output
                      one NonMaxSuppression) on ONNX Runtime's CPU provider with N intra-op threads
   onnx_int8          the same with the `export --onnx --int8` file (QDQ, calibrated on generated images)
   openvino           the `onnx` side's file on OpenVINO's CPU plugin, float32, N threads
+  openvino_int8      the `onnx_int8` side's file on OpenVINO, as `predict --runtime openvino` runs it
   opencv             the `onnx` side's file on OpenCV's DNN module (`readNetFromONNX`), N threads
   (the TFLite files are exported first as the SavedModels above; they are named with --sides,
   not in the default set, and run at batch 1 only, at every size of the run: at larger batches

@@ -54,7 +54,7 @@ def check_tflite(converted: str, sides, sizes, batches) -> tuple:
     do, while a file of one size would need the model's size among `sizes` (bench does not resize
     for it). Raises InputError naming what to add otherwise, or for `tflite_int8` on a
     quantization-aware model (whose `tflite` file is already int8, on the checkpoint's ranges), or
-    `onnx_int8`, `openvino` and `opencv` on one (its `onnx` file is the int8 QDQ one)."""
+    `onnx_int8`, `openvino`, `openvino_int8` and `opencv` on one (its `onnx` file is the int8 QDQ one)."""
     import json
 
     from ssd_mobilenet.config.ssd_config import SSDConfig
@@ -68,7 +68,7 @@ def check_tflite(converted: str, sides, sizes, batches) -> tuple:
     if config.weight_bits and "tflite_int8" in sides:
         # Its `tflite` side is already the integer file (int8 on the checkpoint's ranges).
         raise InputError("--sides tflite_int8: none of a quantization-aware model (its tflite side is int8)")
-    onnx_sides = [s for s in sides if s in ("onnx_int8", "openvino", "opencv")]
+    onnx_sides = [s for s in sides if s in ("onnx_int8", "openvino", "openvino_int8", "opencv")]
     if config.weight_bits and onnx_sides:
         # Its `onnx` file is already int8 QDQ on the checkpoint's ranges; OpenVINO's and OpenCV's
         # sides run a float32 file, which such a model has none of.

@@ -68,26 +68,17 @@ def tensorflow_imported() -> bool:
     return any(name == "tensorflow" or name.startswith("tensorflow.") for name in sys.modules)
 
 
-def _picks_openvino(path) -> bool:
-    """Whether the `.onnx` file at `path` runs on OpenVINO as `predict` runs it by default."""
-    from ssd_mobilenet.formats.onnx import runtimes
-    return bool(path) and runtimes.default_runtime(path) == runtimes.OPENVINO
-
-
 def _worker(request: dict) -> dict:
     from importlib import metadata
 
     side = request.get("factory_kwargs", {}).get("side", "tflite")
     t = time.perf_counter()
     # The runtime's import, outside `build_s` (module docstring).
-    if side == "onnx_int8" and _picks_openvino(request["factory_kwargs"].get("exported")):
-        import openvino  # noqa: F401
-        package, runtime = "openvino", "OpenVINO"
-    elif side in ("onnx", "onnx_int8"):
+    if side in ("onnx", "onnx_int8"):
         from ssd_mobilenet.formats.onnx.runner import import_onnxruntime
         import_onnxruntime()
         package, runtime = "onnxruntime", "ONNX Runtime"
-    elif side == "openvino":
+    elif side in ("openvino", "openvino_int8"):
         import openvino  # noqa: F401
         package, runtime = "openvino", "OpenVINO"
     elif side == "opencv":

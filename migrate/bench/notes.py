@@ -68,12 +68,13 @@ _SIDE_TEXT = {
     "onnx_int8": "the same with the file `migrate export --onnx --int8` writes: QDQ int8 convolutions (uint8 "
                  "activations, each ReLU6 folded into its convolution's range) calibrated on the generated "
                  "images, everything after the heads float32; detections agree with the float file's by class "
-                 "and IoU, not exactly. Run as `predict` runs it: on OpenVINO's CPU plugin where the CPU has int8 dot "
-                 "products (VNNI, AMX) and OpenVINO is installed, else on ONNX Runtime "
-                 "(`ssd_mobilenet.formats.onnx.runtimes`); the JSON report's `memory.onnx_int8.runtime` says which.",
+                 "and IoU, not exactly.",
     "openvino": "the `onnx` side's file on OpenVINO's CPU plugin in float32 (`INFERENCE_PRECISION_HINT` f32; its "
                 "default on CPUs with bfloat16 units is bfloat16) with N inference threads "
                 "(`migrate.bench.sides.openvino_runner`).",
+    "openvino_int8": "the `onnx_int8` side's file on OpenVINO's CPU plugin as `predict --runtime openvino` runs it "
+                     "(`ssd_mobilenet.formats.onnx.openvino_model.INT8_CONFIG`: float32 where it computes in float, "
+                     "its snippets on, threads not pinned) with N inference threads.",
     "opencv": "the `onnx` side's file on OpenCV's DNN module (`cv2.dnn.readNetFromONNX`, its new engine) with N "
               "threads (`cv2.setNumThreads`; `migrate.bench.sides.opencv_runner`).",
 }

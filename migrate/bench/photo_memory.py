@@ -160,11 +160,8 @@ def _predict_worker(model: str, photos: str, out_dir: str) -> dict:
             code = main(["predict", model, photos, "--quiet"])
     if code != 0:
         raise SystemExit(f"predict {model} {photos}: exit {code}")
-    from migrate.predict.runtimes import KINDS, runtime_kind
+    from migrate.predict.runtimes import runtime_kind
     runtime = runtime_kind(model).name
-    if runtime_kind(model) is KINDS["onnx"]:  # ONNX Runtime or OpenVINO, as `predict` picked it
-        from ssd_mobilenet.formats.onnx import runtimes
-        runtime = runtimes.RUNTIMES[runtimes.default_runtime(model)]
     if "tensorflow" in sys.modules:
         runtime += f" {sys.modules['tensorflow'].__version__}"
     return {"runtime": runtime, "first_detections_time": lines.first,

@@ -20,12 +20,12 @@ from ssd_mobilenet.formats.onnx import openvino_model
 # (`applies`). Their memory process never imports TensorFlow (`litert_memory`).
 TFLITE_SIDES = ("tflite", "tflite_int8")
 # The ONNX sides: the file `migrate export --onnx` writes (uint8 input of any size, opset 13, one
-# NonMaxSuppression), float32 and `--int8` (QDQ convolutions calibrated on generated images), as
-# `predict` runs them (`migrate.predict.runtimes.onnx.runner`: ONNX Runtime's CPU provider, or for
-# the int8 file on a CPU with int8 dot products OpenVINO's CPU plugin), and the float32 file on OpenVINO's
-# CPU plugin in float32 (`openvino_runner`) and on OpenCV's DNN module (`opencv_runner`). Like the
+# NonMaxSuppression), float32 and `--int8` (QDQ convolutions calibrated on generated images), on
+# ONNX Runtime's CPU provider (`migrate.predict.runtimes.onnx.runner`), and the float32 file on OpenVINO's
+# CPU plugin in float32 (`openvino_runner`), the int8 file there as `predict --runtime openvino` runs it
+# (`openvino_int8`), and the float32 file on OpenCV's DNN module (`opencv_runner`). Like the
 # TFLite sides: batch 1 only, memory in a process without TensorFlow.
-ONNX_SIDES = ("onnx", "onnx_int8", "openvino", "opencv")
+ONNX_SIDES = ("onnx", "onnx_int8", "openvino", "openvino_int8", "opencv")
 # The sides that run a model file, one image per call, without TensorFlow in their memory process.
 FILE_SIDES = TFLITE_SIDES + ONNX_SIDES
 
@@ -43,7 +43,7 @@ EXPORTED_SIDES = {"saved_model_constants": ("fast", "float32", "constants"),
 # Sides whose TFLite file bench exports first: whether it is int8.
 TFLITE_EXPORTS = {"tflite": False, "tflite_int8": True}
 # Sides whose ONNX file bench exports first: whether it is int8.
-ONNX_EXPORTS = {"onnx": False, "onnx_int8": True, "openvino": False, "opencv": False}
+ONNX_EXPORTS = {"onnx": False, "onnx_int8": True, "openvino": False, "openvino_int8": True, "opencv": False}
 FILE_EXPORTS = {**TFLITE_EXPORTS, **ONNX_EXPORTS}
 
 BASELINE = "tf1_session"
@@ -91,6 +91,9 @@ def runner(side: str, src: str, converted: str, exported: str = None, threads: i
             raise InputError("an ONNX side needs its exported .onnx file")
         if side == "openvino":
             return openvino_runner(exported, threads or os.cpu_count())
+        if side == "openvino_int8":  # as `predict --runtime openvino` runs it
+            from migrate.predict.runtimes import onnx  # imports no TensorFlow
+            return onnx.runner(exported, threads or os.cpu_count(), runtime="openvino")
         if side == "opencv":
             return opencv_runner(exported, threads or os.cpu_count())
         from migrate.predict.runtimes import onnx  # imports no TensorFlow
@@ -194,7 +197,8 @@ def export_sides(converted: str, out_dir: str, sides) -> dict:
     from ssd_mobilenet.formats.saved_model import writer as saved_model_lib
     from ssd_mobilenet.formats.tflite import writer as tflite_lib
     model = detector.load_model(converted)
-    paths, onnx_float = {}, None  # the float ONNX model, converted once for `onnx`, `onnx_int8` and `openvino`
+    # The float ONNX model, converted once for the ONNX sides, and its int8 form, once for both int8 sides.
+    paths, onnx_float, onnx_int8 = {}, None, None
     for side in sides:
         if side in EXPORTED_SIDES:
             variant, precision, weights = EXPORTED_SIDES[side]
@@ -210,7 +214,8 @@ def export_sides(converted: str, out_dir: str, sides) -> dict:
             onnx_float = proto = onnx_float or onnx_lib.convert(model)
             if ONNX_EXPORTS[side]:  # as `export --onnx --int8` without --calibration
                 from ssd_mobilenet.formats.onnx import integer as onnx_integer
-                proto = onnx_integer.quantize(proto, [image[None] for image in network.generated_images(model.config)])
+                images = [image[None] for image in network.generated_images(model.config)]
+                proto = onnx_int8 = onnx_int8 or onnx_integer.quantize(proto, images)
             paths[side] = exported_path(out_dir, side)
             atomic_write.write_bytes(paths[side], proto.SerializeToString())
     return paths

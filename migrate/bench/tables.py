@@ -438,9 +438,6 @@ def headline_table(report: dict) -> str:
     for side, name in HEADLINE_SIDES:
         if side not in report["sides"]:
             continue
-        runtime = ((report.get("memory") or {}).get(side) or {}).get("runtime", "")
-        if side == "onnx_int8" and runtime.startswith("OpenVINO"):  # where `predict` runs it on this CPU
-            name = "`.onnx` int8 (OpenVINO)"
         row = [name]
         for at in HEADLINE_CELLS:
             r = cells.get((side, *at))

@@ -51,8 +51,7 @@ def add_parser(sub) -> None:
     p.add_argument("--threads", type=int, metavar="N", help="a .tflite or .onnx MODEL: LiteRT's interpreter or "
                    "ONNX Runtime's (OpenVINO's) threads (default: the CPU count)")
     p.add_argument("--runtime", choices=("onnxruntime", "openvino"), help="an .onnx MODEL: run it on ONNX Runtime "
-                   "or OpenVINO (default: OpenVINO for an int8 file on a CPU with int8 dot products (VNNI, AMX) "
-                   "where OpenVINO is installed, ONNX Runtime otherwise)")
+                   "(the default) or OpenVINO (the `openvino` extra; faster for some int8 files, docs/guides/deploy.md)")
     engine = p.add_argument_group("distributed engine")
     engine.add_argument("--engine", choices=("beam",), help="run as an Apache Beam pipeline (RunInference): on Beam's "
                         "local runner with --workers processes, or on the runner --pipeline-options names; IMAGES "

@@ -78,8 +78,7 @@ def _measure_sides(graph_def, converted: str, mode: str, precision: str, memory:
 
 # A model file's side in bench's runner (`migrate.bench.sides.runner`), by runtime (its
 # label: `report.RUNTIMES`): its memory process imports no TensorFlow.
-# An int8 `.onnx` file on OpenVINO: bench's `onnx_int8` side runs it there as `predict` does.
-_FILE_SIDES = {"litert": "tflite", "onnx": "onnx", "openvino": "onnx_int8"}
+_FILE_SIDES = {"litert": "tflite", "onnx": "onnx"}
 
 
 def _measure_tflite_sides(graph_def, tflite_path: str, threads: int, pixels, warmup: int, repeats: int, say,

@@ -26,13 +26,10 @@ class FileKind(NamedTuple):
 
 
 # Each file runtime's names (`verify --tflite`: "litert", `verify --onnx`: "onnx").
-# An `.onnx` file runs where `predict` runs it (`ssd_mobilenet.formats.onnx.runtimes`): "openvino" for
-# an int8 file on a CPU with int8 dot products.
 RUNTIMES = {"litert": FileKind("tflite", "LiteRT", "LiteRT's interpreter", "TFLite file", "a", "TFLite"),
-            "onnx": FileKind("onnx", "ONNX Runtime", "ONNX Runtime", "ONNX file", "an", "ONNX Runtime"),
-            "openvino": FileKind("onnx", "OpenVINO", "OpenVINO's CPU plugin", "ONNX file", "an", "OpenVINO")}
-# The same by the report's mode (the file's names, which the ONNX file's runtimes share).
-MODES = {"tflite": RUNTIMES["litert"], "onnx": RUNTIMES["onnx"]}
+            "onnx": FileKind("onnx", "ONNX Runtime", "ONNX Runtime", "ONNX file", "an", "ONNX Runtime")}
+# The same by the report's mode.
+MODES = {kind.mode: kind for kind in RUNTIMES.values()}
 
 
 @dataclasses.dataclass

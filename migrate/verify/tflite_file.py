@@ -55,15 +55,12 @@ EXACT, AGREEMENT = "exact", "agreement"
 
 
 def open_onnx_file(path: str, config, threads: int | None = None):
-    """(the `.onnx` file at `path` on the runtime `predict` runs it on (ONNX Runtime, or OpenVINO
-    for an int8 file on a CPU with int8 dot products: `ssd_mobilenet.formats.onnx.runtimes`) with
-    `threads` threads, its info dict, as `open_file`'s; its `runtime` "onnx" or "openvino", a
-    `report.RUNTIMES` key) for `verify --onnx`. Raises InputError as `open_file`."""
-    from ssd_mobilenet.formats.onnx import runtimes
+    """(`OnnxFile` of `path` on ONNX Runtime with `threads` threads, its info dict, as `open_file`'s)
+    for `verify --onnx`. Raises InputError as `open_file`."""
+    from ssd_mobilenet.formats.onnx import runner as onnx_runner
     if not os.path.isfile(path):
         raise InputError(f"{path}: no such file (--onnx)")
-    runtime = runtimes.default_runtime(path)
-    file = runtimes.open_file(path, threads=threads, runtime=runtime)
+    file = onnx_runner.OnnxFile(path, threads=threads)
     size = [config.image_height, config.image_width]
     if list(file.image_size) != size:
         h, w = file.image_size
@@ -73,8 +70,7 @@ def open_onnx_file(path: str, config, threads: int | None = None):
     info = {"file": os.path.abspath(path), "bytes": os.path.getsize(path), "nms": "per-class",
             "input_type": meta.get("input"), "input_mode": file.input_mode, "int8": int8, "input_size": size,
             "max_detections": meta.get("max_detections"), "operators": None, "kind": file.kind,
-            "criterion": AGREEMENT if int8 else EXACT, "threads": file.threads,
-            "runtime": "openvino" if runtime == runtimes.OPENVINO else "onnx"}
+            "criterion": AGREEMENT if int8 else EXACT, "threads": file.threads, "runtime": "onnx"}
     return file, info
 
 

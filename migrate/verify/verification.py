@@ -296,8 +296,6 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
     say(f"reading the {kind.file} {path}")
     if file_runtime == "onnx":
         file, info = tflite_file.open_onnx_file(path, config, threads)
-        file_runtime = info["runtime"]  # ONNX Runtime's, or OpenVINO's for an int8 file where it runs faster
-        kind = RUNTIMES[file_runtime]
     else:
         file, info = tflite_file.open_file(path, config, threads)
     if info["criterion"] == tflite_file.AGREEMENT and (atol is not None or rtol is not None):

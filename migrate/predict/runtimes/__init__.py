@@ -1,7 +1,7 @@
 """The runtimes `predict` runs a model on, behind one small interface:
 
     runtime = open_runtime(model, ...)   # a converted directory -> TensorFlow; a .tflite file -> LiteRT;
-                                         # an .onnx file -> ONNX Runtime or OpenVINO
+                                         # an .onnx file -> ONNX Runtime (or OpenVINO)
     runtime.batch_size                   # images per model call
     runtime.results(paths)               # one `base.Result` per path, in order; unreadable images as errors
     runtime.read_image(path)             # uint8 [H, W, 3], decoded as the runtime decodes it (for --png)
@@ -53,7 +53,7 @@ KINDS = {
                         "weight_cache", "trace_dir", "precision"), console.tensorflow_output),
     "litert": Kind("LiteRT", "a .tflite file", "migrate.predict.runtimes.litert:LiteRTRuntime", ("threads",),
                    console.litert_output),
-    "onnx": Kind("ONNX Runtime or OpenVINO", "an .onnx file", "migrate.predict.runtimes.onnx:OnnxRuntime",
+    "onnx": Kind("ONNX Runtime", "an .onnx file", "migrate.predict.runtimes.onnx:OnnxRuntime",
                  ("threads", "runtime"), console.litert_output),
 }
 

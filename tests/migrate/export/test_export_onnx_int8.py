@@ -144,33 +144,26 @@ def test_int8_drift_is_reported_and_the_file_runs(int8_file):
     assert a["reference"] == 100 and a["rate"] > 0.5  # a quantized copy of the same model, not another one
 
 
-def test_an_int8_file_runs_on_openvino_where_the_cpu_has_int8_dot_products(int8_file, monkeypatch):
-    """`ssd_mobilenet.formats.onnx.runtimes`: an int8 file's default runtime is OpenVINO on a CPU
-    with VNNI or AMX where OpenVINO is installed, ONNX Runtime elsewhere and for a float file; on
-    OpenVINO the int8 file is the same model as on ONNX Runtime (its agreement with the float file)."""
+def test_an_int8_file_on_openvino_is_the_same_model(int8_file):
+    """`predict --runtime openvino` (`ssd_mobilenet.formats.onnx.runtimes`): the int8 file on
+    OpenVINO says what it is as on ONNX Runtime and agrees with the float file as it does there
+    (OpenVINO's int8 kernels round otherwise: agreement, not equality)."""
     pytest.importorskip("openvino", reason="OpenVINO is not installed (pip install '.[openvino]')")
     from migrate.export import drift
     from ssd_mobilenet.formats.onnx import runtimes
     from ssd_mobilenet.formats.onnx.openvino_model import OpenVinoFile
     _, float_path, int8_path, _ = int8_file
-    vnni, amx, avx2 = ("flags\t\t: fpu sse4_2 avx2 avx512f avx512_vnni\n", "flags\t\t: avx2 amx_tile amx_int8\n",
-                       "flags\t\t: fpu sse4_2 avx2 fma\n")
-    assert [runtimes.default_runtime(int8_path, cpuinfo) for cpuinfo in (vnni, amx, avx2, "")] == [
-        "openvino", "openvino", "onnxruntime", "onnxruntime"]
-    assert runtimes.default_runtime(float_path, vnni) == "onnxruntime"
     file = runtimes.open_file(int8_path, threads=1, runtime="openvino")
-    on_onnx_runtime = runtimes.open_file(int8_path, threads=1, runtime="onnxruntime")
+    on_onnx_runtime = runtimes.open_file(int8_path, threads=1)
     assert isinstance(file, OpenVinoFile) and (file.runtime, on_onnx_runtime.runtime) == ("OpenVINO", "ONNX Runtime")
     assert file.kind == on_onnx_runtime.kind and "int8 QDQ" in file.kind
     image = np.random.default_rng(3).integers(0, 256, (150, 200, 3)).astype(np.uint8)
     ref = onnx_runner.OnnxFile(float_path, threads=1).detect(image)
-    ours = file.detect(image)
+    ours, theirs = file.detect(image), on_onnx_runtime.detect(image)
     assert ours["detection_boxes"].shape == (1, 100, 4)
-    a = drift.agreement(ref, ours, min_score=0.0)
+    a, b = drift.agreement(ref, ours, min_score=0.0), drift.agreement(ref, theirs, min_score=0.0)
     assert a["reference"] == 100 and a["rate"] > 0.5  # a quantized copy of the same model, not another one
-    # Without OpenVINO installed, ONNX Runtime runs it.
-    monkeypatch.setattr(runtimes.importlib.util, "find_spec", lambda name: None)
-    assert runtimes.default_runtime(int8_path, vnni) == "onnxruntime"
+    print(f"int8 file against the float file: OpenVINO {a['matched']}, ONNX Runtime {b['matched']} of 100 kept")
 
 
 @pytest.mark.slow
@@ -187,12 +180,6 @@ def test_verify_onnx_int8_zoo_file_by_agreement_on_the_shared_photos(zoo_convert
     assert code == 0, printed
     report = json.loads(report_path.read_text())
     assert report["mode"] == "onnx" and report["tolerances"]["criterion"] == "agreement" and report["passed"]
-    # On the runtime `predict` picks for it (OpenVINO where the CPU has int8 dot products).
-    from ssd_mobilenet.formats.onnx import runtimes
-    picked = runtimes.default_runtime(str(path))
-    assert report["tflite"]["runtime"] == {"onnxruntime": "onnx", "openvino": "openvino"}[picked]
-    runner = {"onnxruntime": "on ONNX Runtime, ", "openvino": "on OpenVINO's CPU plugin, "}[picked]
-    assert any(runner in note for note in report["notes"]), report["notes"]
     agreement = report["tflite"]["agreement"]
     assert agreement["reference"] > 0 and agreement["rate"] >= 0.5
     print(f"zoo int8 QDQ file: {agreement['matched']} of {agreement['reference']} TF1 detections scoring >= 0.5 "

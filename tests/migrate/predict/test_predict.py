@@ -322,10 +322,10 @@ print(json.dumps([results, loaded]))
     assert lines[tflite, str(image), "--jit"] == (
         "error: --jit: sets up TensorFlow; a .tflite file runs on LiteRT, one image per call")
     assert lines[onnx, str(image), "--precision"] == (
-        "error: --precision: sets up TensorFlow; an .onnx file runs on ONNX Runtime or OpenVINO, one image per call")
+        "error: --precision: sets up TensorFlow; an .onnx file runs on ONNX Runtime, one image per call")
     assert lines[tflite, str(image), "--runtime"] == "error: --runtime: for .onnx files; a .tflite file runs on LiteRT"
     assert results[-2][1] == "error: --threads: for .tflite and .onnx files; the local runner shares the cores among its workers\n"
-    assert results[-1][1] == "error: --precision: sets up TensorFlow; an .onnx file runs on ONNX Runtime or OpenVINO\n"
+    assert results[-1][1] == "error: --precision: sets up TensorFlow; an .onnx file runs on ONNX Runtime\n"
 
 
 def test_each_runtime_kind_names_its_class_and_its_options_are_the_class_keywords():

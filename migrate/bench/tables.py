@@ -136,7 +136,7 @@ def tflite_settings(report: dict) -> str | None:
     onnx_sides = [side for side in report.get("sides", []) if side in ONNX_SIDES]
     if onnx_sides:
         line += (f"; ONNX sides ({', '.join(onnx_sides)}): the same photos and cells, ONNX Runtime's CPU provider "
-                 f"(intra_op_num_threads={t['threads']}), OpenVINO's CPU plugin (float32, {t['threads']} threads) "
+                 f"(intra_op_num_threads={t['threads']}), OpenVINO's CPU plugin ({t['threads']} threads) "
                  f"or OpenCV's DNN module ({t['threads']} threads)")
     if t.get("quantization_aware"):
         line += ("; the model is quantization-aware: `tflite` is its integer file (int8 convolutions on the "

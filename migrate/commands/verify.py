@@ -43,6 +43,8 @@ def add_parser(sub) -> None:
     p.add_argument("--onnx", metavar="FILE",
                    help="the TF2 side is this .onnx file of `migrate export --onnx` (run by ONNX Runtime, one image "
                         "at a time): detections compared with the TF1 graph's exactly")
+    p.add_argument("--runtime", choices=("onnxruntime", "openvino"),
+                   help="with --onnx: run the file on ONNX Runtime (the default) or OpenVINO, as `predict --runtime`")
     p.add_argument("--threads", type=int, metavar="N",
                    help="the TFLite interpreter's or ONNX Runtime's threads (with --tflite or --onnx; default: the "
                         "CPU count)")
@@ -75,7 +77,8 @@ def run(args) -> int:
                                  json_path=args.json, force=args.force, measure=not args.no_measure,
                                  repeats=args.repeats, precision=args.precision, memory_growth=args.memory_growth,
                                  memory_limit_mb=args.memory_limit, trace_dir=args.trace, progress=progress(args.quiet, wrap=True),
-                                 tflite=args.tflite, threads=args.threads, onnx=args.onnx, warn=warn)
+                                 tflite=args.tflite, threads=args.threads, onnx=args.onnx, runtime=args.runtime,
+                                 warn=warn)
     print(format_report(report))
     # The precision that ran (a SavedModel's own when --precision was not given), for `warn_precision`.
     args.precision = report.precision

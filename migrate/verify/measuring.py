@@ -78,7 +78,8 @@ def _measure_sides(graph_def, converted: str, mode: str, precision: str, memory:
 
 # A model file's side in bench's runner (`migrate.bench.sides.runner`), by runtime (its
 # label: `report.RUNTIMES`): its memory process imports no TensorFlow.
-_FILE_SIDES = {"litert": "tflite", "onnx": "onnx"}
+# (`openvino_int8` runs any `.onnx` file on OpenVINO as `predict --runtime openvino` does.)
+_FILE_SIDES = {"litert": "tflite", "onnx": "onnx", "openvino": "openvino_int8"}
 
 
 def _measure_tflite_sides(graph_def, tflite_path: str, threads: int, pixels, warmup: int, repeats: int, say,

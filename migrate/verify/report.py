@@ -27,9 +27,10 @@ class FileKind(NamedTuple):
 
 # Each file runtime's names (`verify --tflite`: "litert", `verify --onnx`: "onnx").
 RUNTIMES = {"litert": FileKind("tflite", "LiteRT", "LiteRT's interpreter", "TFLite file", "a", "TFLite"),
-            "onnx": FileKind("onnx", "ONNX Runtime", "ONNX Runtime", "ONNX file", "an", "ONNX Runtime")}
-# The same by the report's mode.
-MODES = {kind.mode: kind for kind in RUNTIMES.values()}
+            "onnx": FileKind("onnx", "ONNX Runtime", "ONNX Runtime", "ONNX file", "an", "ONNX Runtime"),
+            "openvino": FileKind("onnx", "OpenVINO", "OpenVINO's CPU plugin", "ONNX file", "an", "OpenVINO")}
+# The same by the report's mode (an ONNX file's names, the same on both its runtimes).
+MODES = {"tflite": RUNTIMES["litert"], "onnx": RUNTIMES["onnx"]}
 
 
 @dataclasses.dataclass
@@ -138,6 +139,8 @@ def format_report(report: VerifyReport) -> str:
     precision = "" if report.precision == "float32" else f", {report.precision}"
     lines = [f"verify {shown(report.src)}", f"    -> {shown(report.converted)}  (mode {report.mode}{precision})"]
     kind = MODES.get(report.mode)  # a model file's names, or None for the converted model
+    if report.tflite and report.tflite.get("runtime") in RUNTIMES:
+        kind = RUNTIMES[report.tflite["runtime"]]  # an ONNX file's on the runtime that ran it
     if report.tflite:
         threads = report.tflite["threads"]
         lines.append(f"    {kind.file} {shown(report.tflite['file'])}, {threads} thread{'s' if threads > 1 else ''}:")

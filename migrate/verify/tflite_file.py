@@ -54,13 +54,15 @@ AGREEMENT_MIN_RATE = 0.5
 EXACT, AGREEMENT = "exact", "agreement"
 
 
-def open_onnx_file(path: str, config, threads: int | None = None):
-    """(`OnnxFile` of `path` on ONNX Runtime with `threads` threads, its info dict, as `open_file`'s)
-    for `verify --onnx`. Raises InputError as `open_file`."""
-    from ssd_mobilenet.formats.onnx import runner as onnx_runner
+def open_onnx_file(path: str, config, threads: int | None = None, runtime: str = "onnx"):
+    """(the `.onnx` file at `path` on ONNX Runtime (`runtime` "onnx") or OpenVINO ("openvino")
+    with `threads` threads, its info dict, as `open_file`'s) for `verify --onnx`. Raises
+    InputError as `open_file`."""
+    from ssd_mobilenet.formats.onnx import runtimes
     if not os.path.isfile(path):
         raise InputError(f"{path}: no such file (--onnx)")
-    file = onnx_runner.OnnxFile(path, threads=threads)
+    named = {"onnx": runtimes.ONNX_RUNTIME, "openvino": runtimes.OPENVINO}[runtime]
+    file = runtimes.open_file(path, threads=threads, runtime=named)
     size = [config.image_height, config.image_width]
     if list(file.image_size) != size:
         h, w = file.image_size
@@ -70,7 +72,7 @@ def open_onnx_file(path: str, config, threads: int | None = None):
     info = {"file": os.path.abspath(path), "bytes": os.path.getsize(path), "nms": "per-class",
             "input_type": meta.get("input"), "input_mode": file.input_mode, "int8": int8, "input_size": size,
             "max_detections": meta.get("max_detections"), "operators": None, "kind": file.kind,
-            "criterion": AGREEMENT if int8 else EXACT, "threads": file.threads, "runtime": "onnx"}
+            "criterion": AGREEMENT if int8 else EXACT, "threads": file.threads, "runtime": runtime}
     return file, info
 
 

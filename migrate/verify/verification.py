@@ -73,7 +73,7 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
            json_path=None, force=False, measure: bool = True, warmup: int = 1, repeats: int = 10,
            precision: str = None, memory_growth: bool = False, memory_limit_mb: int = None,
            trace_dir: str = None, progress=None, tflite: str = None, threads: int = None,
-           onnx: str = None, warn=None) -> VerifyReport:
+           onnx: str = None, runtime: str = None, warn=None) -> VerifyReport:
     """Verifies a converted model against its TF1 source; returns a `VerifyReport`.
 
     Args:
@@ -115,6 +115,8 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
         always passed.
       onnx: an `.onnx` file of `migrate export --onnx` as the TF2 side, run by ONNX Runtime, as
         `tflite` (judged exactly, as a float32 per-class TFLite file). Not with `tflite`.
+      runtime: with `onnx`, "openvino" runs the file on OpenVINO's CPU plugin (`predict --runtime`);
+        None or "onnxruntime": ONNX Runtime.
     Raises:
       InputError (ConfigError, OutputExistsError): bad input (nothing is run or written); also
       when a measurement process cannot apply the memory settings or runs out of memory under
@@ -129,7 +131,10 @@ def verify(src=None, converted=None, images=None, batch: int = None, mode: str =
     given_atol, given_rtol = atol, rtol
     if tflite is not None and onnx is not None:
         raise InputError("--onnx: one file at a time (--tflite is given too)")
-    file_runtime = "onnx" if onnx is not None else "litert"
+    if runtime is not None and onnx is None:
+        raise InputError(f"--runtime {runtime}: for an --onnx file")
+    # `report.RUNTIMES`' key: LiteRT, ONNX Runtime, or OpenVINO (`--runtime openvino`).
+    file_runtime = "litert" if onnx is None else "openvino" if runtime == "openvino" else "onnx"
     if onnx is not None:
         tflite = onnx  # the same path through `_verify_tflite`, with ONNX Runtime as the runtime
     if tflite is not None:
@@ -294,8 +299,8 @@ def _verify_tflite(src, converted, config, path, threads, images, atol, rtol, al
 
     kind = RUNTIMES[file_runtime]
     say(f"reading the {kind.file} {path}")
-    if file_runtime == "onnx":
-        file, info = tflite_file.open_onnx_file(path, config, threads)
+    if file_runtime in ("onnx", "openvino"):
+        file, info = tflite_file.open_onnx_file(path, config, threads, file_runtime)
     else:
         file, info = tflite_file.open_file(path, config, threads)
     if info["criterion"] == tflite_file.AGREEMENT and (atol is not None or rtol is not None):

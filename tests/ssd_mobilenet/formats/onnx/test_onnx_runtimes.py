@@ -187,13 +187,21 @@ def test_every_op_is_in_tensorrts_onnx_parser_support_list(files, input_type):
 def test_verify_onnx_passes_the_2018_zoo_conversions_file_on_the_shared_photos(zoo_converted, tmp_path, capsys):
     """The 2018 zoo graph's conversion (300x300, 90 classes) as an ONNX file, against the TF1 graph
     on the 7 shared photos (300x300 to 1352x900), each at its own size: counts and classes exact,
-    boxes and scores within 1e-5."""
+    boxes and scores within 1e-5; on ONNX Runtime, and on OpenVINO (`--runtime openvino`)."""
+    pytest.importorskip("openvino", reason="OpenVINO is not installed (pip install '.[openvino]')")
     src, converted = zoo_converted
     path, report_path = tmp_path / "zoo.onnx", tmp_path / "report.json"
     assert main(["export", converted, "--onnx", str(path), "--quiet"]) == 0
     capsys.readouterr()
     code = main(["verify", src, converted, "--onnx", str(path), "--images", os.path.join(SHARED, "photos"),
-                 "--no-measure", "--threads", "2", "--json", str(report_path), "--quiet"])
+                 "--no-measure", "--threads", "2", "--json", str(report_path), "--runtime", "openvino", "--quiet"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    on_openvino = json.loads(report_path.read_text())
+    assert on_openvino["passed"] and on_openvino["tflite"]["runtime"] == "openvino"
+    assert any("on OpenVINO's CPU plugin, 2 threads" in note for note in on_openvino["notes"])
+    code = main(["verify", src, converted, "--onnx", str(path), "--images", os.path.join(SHARED, "photos"),
+                 "--no-measure", "--threads", "2", "--json", str(report_path), "--force", "--quiet"])
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert "uint8 input of any size, resized to 300x300 inside, float32, 90 classes" in printed
@@ -209,7 +217,7 @@ def test_verify_onnx_passes_the_2018_zoo_conversions_file_on_the_shared_photos(z
           f"{max(d['max_box_err'] for d in dets):.2e}, scores within {max(d['max_score_err'] for d in dets):.2e}")
 
 
-@pytest.mark.parametrize("case", ["two_files", "batch", "not_ours"])
+@pytest.mark.parametrize("case", ["two_files", "batch", "not_ours", "runtime_without_onnx"])
 def test_verify_onnx_bad_input_is_one_line(files, tmp_path, capsys, case):
     fake_src = tmp_path / "src"
     fake_src.mkdir()
@@ -220,6 +228,8 @@ def test_verify_onnx_bad_input_is_one_line(files, tmp_path, capsys, case):
         "two_files": (["--onnx", files["uint8"], "--tflite", files["uint8"]], "--onnx: one file at a time"),
         "batch": (["--onnx", files["uint8"], "--batch", "2"], "--batch 2: does not apply with --onnx"),
         "not_ours": (["--onnx", str(foreign)], f"{foreign}: ONNX Runtime cannot load it"),
+        "runtime_without_onnx": (["--tflite", files["uint8"], "--runtime", "openvino"],
+                                 "--runtime openvino: for an --onnx file"),
     }[case]
     code = main(["verify", str(fake_src), converted, *args, "--no-measure", "--quiet"])
     err = capsys.readouterr().err.strip()

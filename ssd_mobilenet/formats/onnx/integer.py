@@ -51,6 +51,8 @@ def quantize(model: onnx.ModelProto, feeds) -> onnx.ModelProto:
     Raises:
       ValueError: no calibration input.
     """
+    from ssd_mobilenet.formats.onnx.runner import import_onnxruntime
+    import_onnxruntime()  # first: its telemetry off (`runner.TELEMETRY_ENV`)
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
     feeds = list(feeds)
     if not feeds:

@@ -340,7 +340,7 @@ def run(model: str, inputs, out: str, workers: int | None = None, pipeline_optio
       threads: LiteRT's interpreter or ONNX Runtime's threads per worker (a `.tflite` or `.onnx`
         model; default: on the local runner the CPU count over `workers`).
       precision: the TensorFlow runtime's compute precision.
-      runtime: an `.onnx` file's runtime (`ssd_mobilenet.formats.onnx.runtimes`; None: its default).
+      runtime: an `.onnx` file's runtime (`ssd_mobilenet.formats.onnx.runtimes.RUNTIMES`; None: ONNX Runtime).
     Raises:
       InputError (OutputExistsError): bad input, one line; nothing is written.
       RunError: the pipeline failed; no shard is written.

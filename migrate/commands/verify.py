@@ -41,13 +41,14 @@ def add_parser(sub) -> None:
                         "image at a time): detections compared with the TF1 graph's, exactly for a float32 per-class "
                         "file, by class and IoU for int8 and custom-op files")
     p.add_argument("--onnx", metavar="FILE",
-                   help="the TF2 side is this .onnx file of `migrate export --onnx` (run by ONNX Runtime, one image "
-                        "at a time): detections compared with the TF1 graph's exactly")
+                   help="the TF2 side is this .onnx file of `migrate export --onnx` (run by ONNX Runtime, or "
+                        "OpenVINO with --runtime openvino, one image at a time): detections compared with the TF1 "
+                        "graph's exactly")
     p.add_argument("--runtime", choices=("onnxruntime", "openvino"),
                    help="with --onnx: run the file on ONNX Runtime (the default) or OpenVINO, as `predict --runtime`")
     p.add_argument("--threads", type=int, metavar="N",
-                   help="the TFLite interpreter's or ONNX Runtime's threads (with --tflite or --onnx; default: the "
-                        "CPU count)")
+                   help="the TFLite interpreter's or ONNX Runtime's (OpenVINO's) threads (with --tflite or --onnx; "
+                        "default: the CPU count)")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
     add_verbose(p)
 

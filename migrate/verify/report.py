@@ -25,7 +25,8 @@ class FileKind(NamedTuple):
     side: str     # the file side's column of the measurement table
 
 
-# Each file runtime's names (`verify --tflite`: "litert", `verify --onnx`: "onnx").
+# Each file runtime's names (`verify --tflite`: "litert", `verify --onnx`: "onnx", with `--runtime
+# openvino`: "openvino").
 RUNTIMES = {"litert": FileKind("tflite", "LiteRT", "LiteRT's interpreter", "TFLite file", "a", "TFLite"),
             "onnx": FileKind("onnx", "ONNX Runtime", "ONNX Runtime", "ONNX file", "an", "ONNX Runtime"),
             "openvino": FileKind("onnx", "OpenVINO", "OpenVINO's CPU plugin", "ONNX file", "an", "OpenVINO")}

@@ -9,7 +9,6 @@ import os
 from migrate.bench.inputs import _frozen_graph
 from ssd_mobilenet.detections import DETECTION_OUTPUTS
 from ssd_mobilenet.errors import InputError
-from ssd_mobilenet.formats.onnx import openvino_model
 
 # The TFLite sides: the file `migrate export` writes by default (per-class NMS, uint8 input of any
 # size, resized in the file with the TF1 graph's kernel), float32 and int8 (calibrated on generated
@@ -89,11 +88,8 @@ def runner(side: str, src: str, converted: str, exported: str = None, threads: i
     if side in ONNX_SIDES:
         if not exported:
             raise InputError("an ONNX side needs its exported .onnx file")
-        if side == "openvino":
+        if side in ("openvino", "openvino_int8"):
             return openvino_runner(exported, threads or os.cpu_count())
-        if side == "openvino_int8":  # as `predict --runtime openvino` runs it
-            from migrate.predict.runtimes import onnx  # imports no TensorFlow
-            return onnx.runner(exported, threads or os.cpu_count(), runtime="openvino")
         if side == "opencv":
             return opencv_runner(exported, threads or os.cpu_count())
         from migrate.predict.runtimes import onnx  # imports no TensorFlow
@@ -138,24 +134,11 @@ def runner(side: str, src: str, converted: str, exported: str = None, threads: i
 
 def openvino_runner(path: str, threads: int):
     """`run(images uint8 [1, H, W, 3]) -> the four outputs` of an `.onnx` file of `migrate export
-    --onnx` on OpenVINO's CPU plugin with `threads` inference threads, as
-    `ssd_mobilenet.formats.onnx.openvino_model` compiles it (float32, divisions kept). Imports no
-    TensorFlow."""
-    import numpy as np
-    import openvino as ov
-
-    core = ov.Core()
-    compiled = openvino_model.compile_model(core, path, threads)
-    request = compiled.create_infer_request()
-    outputs = {key: compiled.output(key) for key in DETECTION_OUTPUTS}
-
-    def run(images):
-        images = np.asarray(images)
-        if images.ndim != 4 or images.shape[0] != 1:
-            raise ValueError(f"an OpenVINO side takes one image [1, H, W, 3], got {list(images.shape)}")
-        result = request.infer({0: images})
-        return {key: np.asarray(result[output]) for key, output in outputs.items()}
-    return run
+    --onnx` on OpenVINO's CPU plugin with `threads` inference threads, as `predict --runtime
+    openvino` runs it (`ssd_mobilenet.formats.onnx.openvino_model.OpenVinoFile`: a float32 file in
+    float32 with its divisions kept, an int8 file with `INT8_CONFIG`). Imports no TensorFlow."""
+    from migrate.predict.runtimes import onnx
+    return onnx.runner(path, threads, runtime="openvino")
 
 
 def opencv_runner(path: str, threads: int):
@@ -214,8 +197,10 @@ def export_sides(converted: str, out_dir: str, sides) -> dict:
             onnx_float = proto = onnx_float or onnx_lib.convert(model)
             if ONNX_EXPORTS[side]:  # as `export --onnx --int8` without --calibration
                 from ssd_mobilenet.formats.onnx import integer as onnx_integer
-                images = [image[None] for image in network.generated_images(model.config)]
-                proto = onnx_int8 = onnx_int8 or onnx_integer.quantize(proto, images)
+                if onnx_int8 is None:
+                    onnx_int8 = onnx_integer.quantize(proto, [image[None] for image in
+                                                              network.generated_images(model.config)])
+                proto = onnx_int8
             paths[side] = exported_path(out_dir, side)
             atomic_write.write_bytes(paths[side], proto.SerializeToString())
     return paths

@@ -26,7 +26,8 @@ Sides (`SIDES`), each a runner `run(images uint8 [N, H, W, 3]) -> dict of output
                      (`ssd_mobilenet.formats.tflite.runner.ModelFile.detect`)
   tflite_int8        the same with the `export --int8` file (calibrated on generated images)
   onnx               the `.onnx` file `migrate export --onnx` writes (float32, uint8 input of any size,
-                     one NonMaxSuppression) on ONNX Runtime's CPU provider with N intra-op threads
+                     TF1's NMS in one or two NonMaxSuppression) on ONNX Runtime's CPU provider with N
+                     intra-op threads
   onnx_int8          the same with the `export --onnx --int8` file (QDQ, calibrated on generated images)
   openvino           the `onnx` side's file on OpenVINO's CPU plugin, float32, N threads
   openvino_int8      the `onnx_int8` side's file on OpenVINO, as `predict --runtime openvino` runs it

@@ -59,7 +59,8 @@ _SIDE_TEXT = {
                    "and IoU, not exactly.",
     "onnx": "the `.onnx` file `migrate export --onnx` writes (float32, or int8 QDQ on the checkpoint's ranges for a "
             "quantization-aware model; opset 13, uint8 input [1, H, W, 3] of any "
-            "size resized in the file with the TF1 graph's kernel, one NonMaxSuppression for all classes), "
+            "size resized in the file with the TF1 graph's kernel, one NonMaxSuppression for all classes, two for "
+            "FPN's many anchors), "
             "exported by bench first, run by ONNX Runtime's CPU provider with `intra_op_num_threads` N "
             "(`migrate.predict.runtimes.onnx.runner`, as `predict` runs it: its threads' spinning off, "
             "`ssd_mobilenet.formats.onnx.runner.session_options` says why). "

@@ -18,8 +18,9 @@ or Sequence op:
   the logit scale, and the background slicing of the graph's release), traced as one
   `tf.function` and converted by tf2onnx: each TF op becomes its ONNX counterpart;
 - the post-processing (`onnx_postprocessing`, built with `onnx.helper`): clip, empty boxes
-  dropped as the config's `nms_variant` drops them, one NonMaxSuppression over all classes,
-  the global TopK, the OD API's four outputs padded as TF1 pads them.
+  dropped as the config's `nms_variant` drops them, one NonMaxSuppression over all classes
+  (FPN's many anchors: a first one over each class's best boxes), the global top k, the OD
+  API's four outputs padded as TF1 pads them.
 
 A quantization-aware model (`config.weight_bits`) gets its integer file instead of a float32
 one: QDQ on the checkpoint's ranges around every convolution, the rest as above

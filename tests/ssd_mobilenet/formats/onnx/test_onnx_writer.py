@@ -240,3 +240,30 @@ def test_no_candidate_gives_only_padding(run):
     boxes = [[0.1, 0.1, 0.2, 0.2], [0.3, 0.3, 0.5, 0.5]]
     ref = _compare(_config(), boxes, [[0.9, 0.5, 0.1], [0.9, 0.2, 0.3]], run, max_detections=4)
     assert ref["num_detections"][0] == 0
+
+
+@pytest.mark.parametrize("run", _runtimes())
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_classes_the_first_pass_cannot_settle_go_through_all_their_boxes(run, variant):
+    # Cap 3 a class, so the first NMS pass takes each class's best 12 of 150 anchors. Class 1: a
+    # cluster of 60 nested boxes outscores its other boxes (its best 12 suppress one another: one
+    # kept, the second pass decides). Class 2: disjoint boxes (settled by the first pass). Class 3:
+    # 40 equal scores, cluster and disjoint boxes alike, so its 12th best ties across the cut.
+    rng = np.random.default_rng(3)
+    cluster = np.array([0.3, 0.3, 0.7, 0.7]) + rng.uniform(-0.02, 0.02, (60, 4))
+    yx = np.stack(np.meshgrid(np.arange(10) * 0.1, np.arange(9) * 0.11, indexing="ij"), -1).reshape(-1, 2)
+    disjoint = np.concatenate([yx, yx + 0.05], axis=1)  # 90 boxes apart from one another
+    boxes = np.concatenate([cluster, disjoint]).astype(np.float32)
+    scores = np.zeros([150, 4], np.float32)
+    scores[:60, 1] = rng.uniform(0.9, 1.0, 60)
+    scores[60:, 1] = rng.uniform(0.55, 0.85, 90)
+    scores[60:, 2] = rng.uniform(0.55, 0.95, 90)
+    scores[:, 3] = rng.uniform(0.2, 0.7, 150)
+    scores[rng.choice(150, 40, replace=False), 3] = 0.75
+    config = SSDConfig(num_classes=3, depth_multiplier=0.25, image_height=128, image_width=128, nms_variant=variant,
+                       score_threshold=0.5, iou_threshold=0.5, max_detections_per_class=3)
+    assert np.all(np.argsort(-scores[:, 1], kind="stable")[:12] < 60)  # class 1's best 12: the cluster
+    proto = onnx_postprocessing.graph(config, 150)
+    assert [n.op_type for n in proto.graph.node].count("NonMaxSuppression") == 2
+    ref = _compare(config, boxes, scores, run, max_detections=9)
+    assert ref["num_detections"][0] == 9 and np.sum(ref["detection_classes"] == 2.0) == 3  # class 1 (0-based)

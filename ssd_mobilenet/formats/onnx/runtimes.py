@@ -2,11 +2,14 @@
 the default) or OpenVINO (`openvino_model.OpenVinoFile`), by the name a command line gives
 (`predict --runtime`, `bench`'s `openvino_int8` side). Imports no TensorFlow.
 
-Neither is the faster one for every file. Interleaved in one process on a 2-core Xeon (Ice Lake,
-AVX-512 with VNNI), 480x640 photos, 2 threads (docs/benchmarks_onnx.md): the int8 files of the
-plain model 13.2 ms on OpenVINO against 18.1 on ONNX Runtime, of PPN 28.7 against 29.3, of FPN 640
-471 against 366; the float files give the TF1 graph's detections on both. So ONNX Runtime, the
-smaller install, stays the default, and a user whose file runs faster on OpenVINO names it.
+Interleaved in one process on a 2-core Xeon (Ice Lake, AVX-512 with VNNI), 480x640 photos, 2
+threads (docs/measurements.md): the int8 files of the plain model 8.4 ms on OpenVINO against 11.8
+on ONNX Runtime, of PPN 22.9 against 22.9, of FPN 640 216 against 306. ONNX Runtime stays the
+default all the same, and a user who wants OpenVINO's speed names it: the same file's int8
+detections differ between the two (OpenVINO's kernels round otherwise: on the shared photos the
+plain file kept 674 of the TF1 graph's 700 detections on OpenVINO, 681 on ONNX Runtime), so a
+runtime chosen by the CPU and the packages installed would give one file other detections on
+another machine; and OpenVINO compiles for 0.8-1.7 s where ONNX Runtime loads in 0.1-0.5 s.
 """
 
 from __future__ import annotations

@@ -26,7 +26,8 @@ import tensorflow as tf
 from ssd_mobilenet.config.ssd_config import BACKGROUND_SLICE_LOGITS, NMS_CLIP_BEFORE, SSDConfig
 from ssd_mobilenet.detections import ALL_OUTPUTS
 
-# `_nms_in_order` sorts the best FIRST_TAKE * max_detections_per_class candidates of each class first.
+# `_nms_in_order` sorts the best FIRST_TAKE * max_detections_per_class candidates of each class first;
+# the `.onnx` file's first NMS pass takes as many (`formats/onnx/postprocessing.py`).
 FIRST_TAKE = 4
 
 

@@ -16,7 +16,10 @@ padded form): run on all anchors with the excluded ones masked below the thresho
 selects what the TF1 graph selects on its filtered subset, because the kernel breaks score
 ties by index and filtering keeps index order. Another runtime's NMS kernel may break them
 otherwise (LiteRT's), so a TFLite file sorts each class's candidates first and gives its NMS
-scores that cannot tie (`postprocess_image(..., sort_first=True)`).
+scores that cannot tie (`postprocess_image(..., sort_first=True)`). With many anchors a class
+(FPN's: `first_take_pays`), TensorFlow's NMS too runs over each class's best few hundred
+candidates first (`_per_class_nms`), and over all of them only where those cannot settle the
+class: the same detections in less time than over them all at once.
 """
 
 from __future__ import annotations
@@ -29,6 +32,22 @@ from ssd_mobilenet.detections import ALL_OUTPUTS
 # `_nms_in_order` sorts the best FIRST_TAKE * max_detections_per_class candidates of each class first;
 # the `.onnx` file's first NMS pass takes as many (`formats/onnx/postprocessing.py`).
 FIRST_TAKE = 4
+# That first take is faster than TensorFlow's NMS over every candidate (and than one NMS in the
+# `.onnx` file) where a class has at least FIRST_TAKE_PAYS times as many anchors (`first_take_pays`).
+FIRST_TAKE_PAYS = 8
+
+
+def first_take_pays(num_anchors: int, max_per_class: int) -> bool:
+    """Whether NMS over each class's best FIRST_TAKE x m candidates first (m the per-class cap)
+    beats one NMS over all `num_anchors`: with FPN's many anchors, not PPN's or the plain model's.
+
+    Measured (2-core Xeon, Ice Lake; docs/measurements.md), 90 classes, every anchor a candidate
+    (the zoo configs' 1e-8 threshold), m = 100: TensorFlow's post-processing of one image 113.5 ms
+    -> 45.5 with it at 51,150 anchors (FPN 640), 33.1 -> 29.0 at 12,750, 22.8 -> 17.5 at 6,000,
+    13.3 -> 14.7 at 3,000 (PPN 300); the `.onnx` file's likewise on ONNX Runtime and OpenVINO.
+    """
+    m = min(int(max_per_class), int(num_anchors))
+    return int(num_anchors) >= FIRST_TAKE_PAYS * FIRST_TAKE * m
 
 
 # TensorFlow's float32 sigmoid on x86 CPUs: Eigen's `scalar_logistic_op<float>` packet path (the
@@ -211,6 +230,8 @@ def _per_class_nms(boxes, scores, keep, config: SSDConfig, first: int = 0, sort_
         NMS kernel breaks score ties its own way. The class columns are then the rows of the
         transpose [slots, A], also the cheaper way in TFLite, whose UNPACK along axis 1 copies
         element by element where a TRANSPOSE and an UNPACK of rows move whole blocks.
+        Without it, where `first_take_pays` (FPN's anchors), NMS first runs over each class's
+        best FIRST_TAKE * max_out candidates: the same detections, faster.
     Returns:
       indices int32 [K, M] (anchor indices, NMS order, padded) and valid bool [K, M],
       M = min(max_detections_per_class, A).
@@ -228,24 +249,51 @@ def _per_class_nms(boxes, scores, keep, config: SSDConfig, first: int = 0, sort_
         columns = tf.transpose(scores)[first:]
         selected, counts = _nms_in_order(boxes, columns if keep is None else columns + penalty, threshold,
                                          iou_threshold, max_out)
-    else:
-        # One NMS op per class, unrolled as in the TF1 graph: independent ops the executor runs in
-        # parallel, where a map_fn loop would run them one after the other (docs/measurements.md;
-        # identical outputs). One unstack along the classes gives each class's contiguous column
-        # (a strided slice per class would add one op per class; a transpose first is one more
-        # pass over the scores in TensorFlow, which oneDNN reorders).
-        selected, counts = [], []
-        columns = tf.unstack(scores, axis=1)
-        for k in range(first, scores.shape[1]):
-            column = columns[k] if keep is None else columns[k] + penalty
-            s, c = tf.raw_ops.NonMaxSuppressionV4(
-                boxes=boxes, scores=column, max_output_size=max_out, iou_threshold=iou_threshold,
-                score_threshold=threshold, pad_to_max_output_size=True)
-            selected.append(s)
-            counts.append(c)
-        selected, counts = tf.stack(selected), tf.stack(counts)
+        return _valid(selected, counts, max_out, boxes.shape[0])
+    # One NMS op per class, unrolled as in the TF1 graph: independent ops the executor runs in
+    # parallel, where a map_fn loop would run them one after the other (docs/measurements.md;
+    # identical outputs). One unstack along the classes gives each class's contiguous column
+    # (a strided slice per class would add one op per class; a transpose first is one more
+    # pass over the scores in TensorFlow, which oneDNN reorders).
+    columns = [column if keep is None else column + penalty for column in tf.unstack(scores, axis=1)[first:]]
+
+    if not first_take_pays(boxes.shape[0], max_out):
+        out = [tf.raw_ops.NonMaxSuppressionV4(boxes=boxes, scores=column, max_output_size=max_out,
+                                              iou_threshold=iou_threshold, score_threshold=threshold,
+                                              pad_to_max_output_size=True) for column in columns]
+        return _valid(tf.stack([s for s, _ in out]), tf.stack([c for _, c in out]), max_out, boxes.shape[0])
+    # FPN's many anchors: each class's best FIRST_TAKE * max_out first (top_k: TF1's order of
+    # the candidates, equal scores lower index first), NMS over those in that order, so the
+    # kernel's own tie rule (lower position first) is TF1's. A class whose first take holds every
+    # candidate, or that kept max_out of them, has TF1's selection (its NMS stops there); if one
+    # has neither, every class runs over all its candidates instead.
+    stacked = tf.stack(columns)  # [K, A]
+    values, order = tf.math.top_k(stacked, k=FIRST_TAKE * max_out, sorted=True)  # [K, take]
+    taken_boxes = tf.gather(boxes, order)  # [K, take, 4]
+    out = [tf.raw_ops.NonMaxSuppressionV4(boxes=b, scores=v, max_output_size=max_out, iou_threshold=iou_threshold,
+                                          score_threshold=threshold, pad_to_max_output_size=True)
+           for b, v in zip(tf.unstack(taken_boxes), tf.unstack(values))]
+    selected = tf.gather(order, tf.stack([s for s, _ in out]), batch_dims=1)
+    counts = tf.stack([c for _, c in out])
+    decided = tf.reduce_all((counts >= max_out) | (values[:, -1] <= threshold))
+    # The other case as a loop over the classes: unrolled, its NMS ops cost each process's first
+    # run ~0.5 s of graph optimisation and ~35 MiB more (FPN 640, measured: docs/measurements.md).
+    @tf.autograph.experimental.do_not_convert
+    def one_class(column):
+        return tuple(tf.raw_ops.NonMaxSuppressionV4(boxes=boxes, scores=column, max_output_size=max_out,
+                                                    iou_threshold=iou_threshold, score_threshold=threshold,
+                                                    pad_to_max_output_size=True))
+
+    signature = (tf.TensorSpec([max_out], tf.int32), tf.TensorSpec([], tf.int32))
+    selected, counts = tf.cond(decided, lambda: (selected, counts),
+                               lambda: tf.map_fn(one_class, stacked, fn_output_signature=signature))
+    return _valid(selected, counts, max_out, boxes.shape[0])
+
+
+def _valid(selected, counts, max_out: int, num_anchors: int) -> tuple:
+    """`_per_class_nms`'s outputs from NMS's padded selections [K, max_out] and counts [K]."""
     # The TF1 graph asks NMS for min(max_detections_per_class, candidates) boxes.
-    m = min(max_out, boxes.shape[0])
+    m = min(max_out, num_anchors)
     selected = selected[:, :m]
     valid = tf.range(m)[None, :] < counts[:, None]
     return selected, valid

@@ -22,8 +22,8 @@ What it does, in the order of `postprocessing._postprocess_image`:
    step on each side of it);
 3. NMS on the clipped boxes (`clip_before_nms`) or the unclipped ones (`clip_after_sort`), each
    class capped at m = `max_detections_per_class`, with the config's IoU and score thresholds:
-   one `NonMaxSuppression` over all classes. With many anchors a class (A >= TWO_PASS_ANCHORS x
-   kk, kk = FIRST_TAKE x m: FPN's), a first one over each class's best kk boxes (each
+   one `NonMaxSuppression` over all classes. With many anchors a class (FPN's:
+   `postprocessing.first_take_pays`), a first one over each class's best kk = FIRST_TAKE x m boxes (each
    class a batch of its own), and the second over all boxes of the classes the first cannot
    settle only (`_prefix_pass` says when it can), the others' scores at -inf: a runtime's NMS
    sorts or heaps every candidate of every class (FPN 640: 90 x 51,150, all above its 1e-8
@@ -53,7 +53,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from ssd_mobilenet.config.ssd_config import NMS_CLIP_BEFORE
-from ssd_mobilenet.postprocessing import FIRST_TAKE
+from ssd_mobilenet.postprocessing import FIRST_TAKE, first_take_pays
 
 # ONNX opset of the file: 13 has every op used here (NonMaxSuppression since 10 / 11, TopK's
 # lower-index-first tie order since 11, Split and ReduceSum with their axes as inputs), and
@@ -62,12 +62,6 @@ OPSET = 13
 
 INPUT_BOXES, INPUT_SCORES = "boxes", "scores"
 
-# With at least TWO_PASS_ANCHORS x FIRST_TAKE x max_detections_per_class anchors, a first NMS
-# pass takes each class's best FIRST_TAKE x max_detections_per_class boxes (the `.tflite` file's
-# first take, `postprocessing._nms_in_order`; module docstring, step 3). Measured on ONNX Runtime
-# and OpenVINO (docs/measurements.md): FPN 640's 51,150 anchors gain; PPN's 3,000 and the plain
-# model's 1,917 lose (the TopK costs more than the NMS saves).
-TWO_PASS_ANCHORS = 8
 
 
 class _Builder:
@@ -246,7 +240,7 @@ def graph(config, num_anchors: int, max_detections: int | None = None, prefix: s
     scores_2d = g.op("Reshape", [nms_scores, g.const([c, a], i64, "scores_2d_shape")], "scores_2d")  # [C, A]
     kk = FIRST_TAKE * m
     rows, rest_scores = [], scores_2d
-    if a >= TWO_PASS_ANCHORS * kk:
+    if first_take_pays(a, m):
         first_rows, settled = _prefix_pass(g, scores_2d, nms_boxes, nms, c, kk, threshold, m)
         rows.append(first_rows)
         # The other classes over all their boxes: a settled class's scores at -inf ([C, 1] and a

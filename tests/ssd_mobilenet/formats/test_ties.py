@@ -313,14 +313,17 @@ def test_every_runtime_keeps_the_tf1_graphs_boxes_in_its_order_where_scores_tie(
         np.testing.assert_array_equal(ours[key], ref[key], err_msg=f"{runtime}: {key}")
 
 
-@pytest.mark.parametrize("runtime", ["onnxruntime", "openvino", "opencv"])
+@pytest.mark.parametrize("runtime", ["tensorflow", "onnxruntime", "openvino", "opencv"])
 @pytest.mark.parametrize("variant", [NMS_CLIP_BEFORE, NMS_CLIP_AFTER])
-def test_the_onnx_files_two_nms_passes_keep_the_tf1_graphs_boxes_where_scores_tie(runtime, variant):
-    # 10 boxes a class: the file's first NMS takes each class's best 40 of the 480 anchors, as
-    # FPN's takes 400 of 51,150 (onnx_postprocessing, step 3). The crowd's ties straddle the 40th
-    # score, and the 450 copies of one box leave that class to the second pass.
+def test_the_first_take_keeps_the_tf1_graphs_boxes_where_scores_tie(runtime, variant):
+    # 10 boxes a class: NMS first takes each class's best 40 of the 480 anchors, as FPN's takes
+    # 400 of 51,150 (`postprocessing.first_take_pays`): TensorFlow's post-processing (the
+    # SavedModel's) and the `.onnx` file's first NMS pass (onnx_postprocessing, step 3). The
+    # crowd's ties straddle the 40th score, and the 450 copies of one box leave that class to
+    # the second pass.
     config = _config(variant).replace(max_detections_per_class=10, max_total_detections=30)
     boxes, scores = _images()
+    assert postprocessing.first_take_pays(ANCHORS, 10) and not postprocessing.first_take_pays(ANCHORS, 100)
     assert [n.op_type for n in _onnx_proto(config, boxes).graph.node].count("NonMaxSuppression") == 2
     ours = RUNTIMES[runtime](config, boxes, scores)
     ref = _tf1(config, boxes, scores)

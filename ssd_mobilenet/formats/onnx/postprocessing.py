@@ -23,9 +23,9 @@ What it does, in the order of `postprocessing._postprocess_image`:
 3. NMS on the clipped boxes (`clip_before_nms`) or the unclipped ones (`clip_after_sort`), each
    class capped at m = `max_detections_per_class`, with the config's IoU and score thresholds:
    one `NonMaxSuppression` over all classes. With many anchors a class (FPN's:
-   `postprocessing.first_take_pays`), a first one over each class's best kk = FIRST_TAKE x m boxes (each
-   class a batch of its own), and the second over all boxes of the classes the first cannot
-   settle only (`_prefix_pass` says when it can), the others' scores at -inf: a runtime's NMS
+   `postprocessing.first_take_pays`), a first one over each class's best kk = FIRST_TAKE x m
+   boxes (each class a batch of its own), and the second over all boxes of the classes the first
+   cannot settle only (`_prefix_pass` says when it can), the others' scores at -inf: a runtime's NMS
    sorts or heaps every candidate of every class (FPN 640: 90 x 51,150, all above its 1e-8
    threshold), which the first pass spares it; the detections are the same, by construction
    and measured (tests/ssd_mobilenet/formats/onnx/test_onnx_writer.py). ONNX leaves the order of

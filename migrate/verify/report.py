@@ -30,8 +30,6 @@ class FileKind(NamedTuple):
 RUNTIMES = {"litert": FileKind("tflite", "LiteRT", "LiteRT's interpreter", "TFLite file", "a", "TFLite"),
             "onnx": FileKind("onnx", "ONNX Runtime", "ONNX Runtime", "ONNX file", "an", "ONNX Runtime"),
             "openvino": FileKind("onnx", "OpenVINO", "OpenVINO's CPU plugin", "ONNX file", "an", "OpenVINO")}
-# The same by the report's mode (an ONNX file's names, the same on both its runtimes).
-MODES = {"tflite": RUNTIMES["litert"], "onnx": RUNTIMES["onnx"]}
 
 
 @dataclasses.dataclass
@@ -54,7 +52,8 @@ class VerifyReport:
     postprocessing: dict = None  # `self_check.check_postprocessing`: both post-processings on crafted values
     memory: dict = None          # memory_growth, memory_limit_mb applied in both measurement processes
     trace_dir: str = None        # where the profiler trace of the TF2 side went
-    tflite: dict = None          # mode "tflite" / "onnx": the file, its kind (`tflite_file`), threads, agreement
+    tflite: dict = None          # mode "tflite" / "onnx": the file, its kind (`tflite_file`), threads, runtime
+                                 # (a `RUNTIMES` key), agreement
     skipped: list = dataclasses.field(default_factory=list)  # image files that could not be decoded
 
     def to_dict(self) -> dict:
@@ -139,9 +138,8 @@ def format_report(report: VerifyReport) -> str:
     from migrate.common.console import shown
     precision = "" if report.precision == "float32" else f", {report.precision}"
     lines = [f"verify {shown(report.src)}", f"    -> {shown(report.converted)}  (mode {report.mode}{precision})"]
-    kind = MODES.get(report.mode)  # a model file's names, or None for the converted model
-    if report.tflite and report.tflite.get("runtime") in RUNTIMES:
-        kind = RUNTIMES[report.tflite["runtime"]]  # an ONNX file's on the runtime that ran it
+    # A model file's names on the runtime that ran it, or None for the converted model.
+    kind = RUNTIMES[report.tflite["runtime"]] if report.tflite else None
     if report.tflite:
         threads = report.tflite["threads"]
         lines.append(f"    {kind.file} {shown(report.tflite['file'])}, {threads} thread{'s' if threads > 1 else ''}:")

@@ -165,6 +165,7 @@ def test_verify_report_lines_fit(wide_terminal):
             src="models/ssd_mobilenet_v1_coco_2018_01_28", converted="models/ssd_mobilenet_v1_coco_2018_01_28_tf2",
             mode="onnx", precision="mixed_bfloat16", postprocessing=postprocessing,
             tflite={"file": "models/ssd_mobilenet_v1_coco_2018_01_28.onnx", "kind": kind, "threads": 64,
+                    "runtime": "onnx",
                     "agreement": {"matched": 6399, "reference": 6400, "rate": 0.99984, "mean_iou": 0.98765}})
         text = format_report(report)
         assert not _too_long(text), criterion

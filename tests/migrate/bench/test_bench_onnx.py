@@ -103,10 +103,9 @@ def test_bench_onnx_sides_against_the_tf1_session(small, tmp_path, capsys):
     pytest.importorskip("cv2", reason="OpenCV is not installed (pip install '.[opencv]')")
     src, out, _ = small
     json_path, md_path = tmp_path / "bench.json", tmp_path / "benchmarks.md"
-    assert main(["bench", src, out, "--sides", "tf1_session,onnx,onnx_int8,openvino,openvino_int8,opencv", "--size",
-                 "128x128",
-                 "--batch", "1", "--repeats", "2", "--warmup", "1", "--threads", "2", "--json", str(json_path),
-                 "--markdown", str(md_path), "--quiet"]) == 0
+    assert main(["bench", src, out, "--sides", "tf1_session,onnx,onnx_int8,openvino,openvino_int8,opencv",
+                 "--size", "128x128", "--batch", "1", "--repeats", "2", "--warmup", "1", "--threads", "2",
+                 "--json", str(json_path), "--markdown", str(md_path), "--quiet"]) == 0
     printed = capsys.readouterr().out
     report = json.loads(json_path.read_text())
     rows = {r["side"]: r for r in report["rows"]}
@@ -121,7 +120,8 @@ def test_bench_onnx_sides_against_the_tf1_session(small, tmp_path, capsys):
     assert report["memory"]["onnx_int8"]["runtime"].startswith("ONNX Runtime ")
     assert report["memory"]["opencv"]["runtime"].startswith("OpenCV ")
     assert rows["onnx_int8"]["file_bytes"] == rows["openvino_int8"]["file_bytes"] < rows["onnx"]["file_bytes"] / 2
-    assert "ONNX sides (onnx, onnx_int8, openvino, openvino_int8, opencv)" in unwrapped(printed)  # the settings note, wrapped
+    # The settings note, wrapped.
+    assert "ONNX sides (onnx, onnx_int8, openvino, openvino_int8, opencv)" in unwrapped(printed)
     md = md_path.read_text()
     assert "- `onnx`: " in md and "- `openvino`: " in md and "- `openvino_int8`: " in md and "- `opencv`: " in md
     assert os.path.getsize(md_path) > 0 and np.isfinite(rows["onnx"]["latency_ms"]["median"])

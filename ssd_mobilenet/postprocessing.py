@@ -54,6 +54,7 @@ def first_take_pays(num_anchors: int, max_per_class: int) -> bool:
 # Eigen that TensorFlow 2.21 ships, compiled without fused multiply-adds), its constants as Eigen
 # writes them. S(x) = e / (1 + e), e = exp(x / 2)^2, exp by Cephes' range reduction and a degree-5
 # polynomial.
+SIGMOID_SCOPE = "tensorflow_sigmoid"  # the name scope of `tensorflow_sigmoid`'s ops
 _SIGMOID_ONE_FROM = 16.6355324  # the first x whose result is exactly 1.0
 _SIGMOID_ZERO_BELOW = -104.0  # Eigen returns 0 below it; from there up to -87 the results are subnormal
 _LOG2E = 1.44269504088896341
@@ -79,23 +80,24 @@ def tensorflow_sigmoid(x):
     subnormal, which some runtimes flush to 0, and below -104 exactly 0; here x is clamped at -104
     instead (one op, where a select is seven in ONNX): no score threshold reaches those scores.
     """
-    x = tf.maximum(tf.minimum(x, _SIGMOID_ONE_FROM), _SIGMOID_ZERO_BELOW)
-    half = x * 0.5
-    m = tf.floor(half * _LOG2E + 0.5)  # in [-75, 12] on the clamped range
-    # Each sum whose result is summed again is written as a difference with a negated operand
-    # (negation is exact): TensorFlow's graph optimizer rewrites a tree of adds into one AddN,
-    # which sums in another order (10,216 of 100,000 scores off in a tf.function).
-    r = half - m * -_LN2_HIGH  # m * _LN2_HIGH + half; the product exact (m has 7 bits, the constant 9)
-    r = r - m * -_LN2_LOW  # m * _LN2_LOW + r
-    r2 = r * r
-    p2, p3, p4, p5 = _EXP_POLYNOMIAL
-    minus_even = r2 * -p4 - p2  # -(r2 * p4 + p2)
-    p = r * (r2 * p5 + p3) - minus_even
-    minus_low = -1.0 - r  # -(r + 1)
-    p = r2 * p - minus_low
-    e = p * _power_of_two(m)  # exact, as Eigen's exponent bits
-    e = e * e
-    return e / (1.0 + e)
+    with tf.name_scope(SIGMOID_SCOPE):  # its ops named so that a file can find them (`onnx.integer`)
+        x = tf.maximum(tf.minimum(x, _SIGMOID_ONE_FROM), _SIGMOID_ZERO_BELOW)
+        half = x * 0.5
+        m = tf.floor(half * _LOG2E + 0.5)  # in [-75, 12] on the clamped range
+        # Each sum whose result is summed again is written as a difference with a negated operand
+        # (negation is exact): TensorFlow's graph optimizer rewrites a tree of adds into one AddN,
+        # which sums in another order (10,216 of 100,000 scores off in a tf.function).
+        r = half - m * -_LN2_HIGH  # m * _LN2_HIGH + half; the product exact (m has 7 bits, the constant 9)
+        r = r - m * -_LN2_LOW  # m * _LN2_LOW + r
+        r2 = r * r
+        p2, p3, p4, p5 = _EXP_POLYNOMIAL
+        minus_even = r2 * -p4 - p2  # -(r2 * p4 + p2)
+        p = r * (r2 * p5 + p3) - minus_even
+        minus_low = -1.0 - r  # -(r + 1)
+        p = r2 * p - minus_low
+        e = p * _power_of_two(m)  # exact, as Eigen's exponent bits
+        e = e * e
+        return e / (1.0 + e)
 
 
 def _power_of_two(m):

@@ -77,11 +77,12 @@ DIFFERENCES = {
 }
 
 
-def _per_class(folded, heads, max_detections: int) -> dict:
+def _per_class(folded, heads, max_detections: int, sigmoid) -> dict:
     """The graph's post-processing of `heads`, [(codes [1, A_i, 4], logits [1, A_i, slots])] in
     anchor order (one pair for all anchors, or one per feature map): each pair decoded against
-    its anchors and its logits converted to scores, then concatenated (elementwise, so the same
-    values either way; an integer file dequantizes each map's heads on their own grid)."""
+    its anchors and its logits converted to scores by `sigmoid` (`_Export`'s), then concatenated
+    (elementwise, so the same values either way; an integer file dequantizes each map's heads on
+    their own grid)."""
     config = folded.config.replace(max_total_detections=max_detections)
     boxes, scores, start = [], [], 0
 
@@ -93,8 +94,7 @@ def _per_class(folded, heads, max_detections: int) -> dict:
     for codes, logits in heads:
         count = int(codes.shape[1])
         boxes.append(drop_batch(box_coder.decode(codes, folded.anchors[start:start + count], config.box_coder_scales)))
-        scores.append(drop_batch(postprocessing.convert_scores(logits, config,
-                                                               sigmoid=postprocessing.tensorflow_sigmoid)))
+        scores.append(drop_batch(postprocessing.convert_scores(logits, config, sigmoid=sigmoid)))
         start += count
     boxes, scores = (boxes[0], scores[0]) if len(heads) == 1 else (tf.concat(boxes, 0), tf.concat(scores, 0))
     return per_class_outputs(boxes, scores, config)
@@ -172,7 +172,7 @@ def _with_options(tflite_bytes: bytes, attributes: dict) -> bytes:
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
 
 
-def _custom_op(folded, codes, logits, nms: str, max_detections: int) -> dict:
+def _custom_op(folded, codes, logits, nms: str, max_detections: int, sigmoid) -> dict:
     config = folded.config
     attributes = custom_op_attributes(config, nms, max_detections)
     num_anchors = int(codes.shape[1])
@@ -191,7 +191,7 @@ def _custom_op(folded, codes, logits, nms: str, max_detections: int) -> dict:
 
     # The op converts no scores itself: it takes them after the score converter, background
     # column included (its label offset is the column count minus num_classes).
-    scores = postprocessing.convert_scores(logits, config, sigmoid=postprocessing.tensorflow_sigmoid)
+    scores = postprocessing.convert_scores(logits, config, sigmoid=sigmoid)
     anchors = tf.constant(center_size_anchors(folded.anchors), name="anchors")
     assert anchors.shape[0] == num_anchors
     boxes, classes, scores, num = detection_postprocess(codes, scores, anchors)
@@ -203,7 +203,7 @@ def _custom_op(folded, codes, logits, nms: str, max_detections: int) -> dict:
 class _Export(tf.Module):
     """The traced signature function and what the converter needs beside it."""
 
-    def __init__(self, model, nms: str, input_type: str, max_detections: int):
+    def __init__(self, model, nms: str, input_type: str, max_detections: int, post_training_int8: bool = False):
         super().__init__(name="ssd_mobilenet_v1_tflite")
         if nms not in NMS_MODES:
             raise ValueError(f"nms must be one of {', '.join(NMS_MODES)}, got {nms!r}")
@@ -221,13 +221,18 @@ class _Export(tf.Module):
         else:
             folded, network = network_lib.network(model, input_type)
 
+        # TensorFlow's sigmoid step by step keeps the TF1 graph's ties; a post-training int8
+        # file's logits are on its int8 grid, so LiteRT's LOGISTIC loses it none
+        # (`ssd_mobilenet.formats.onnx.integer` says why and measures it).
+        sigmoid = tf.sigmoid if post_training_int8 else postprocessing.tensorflow_sigmoid
+
         def serve(image):
             if config.weight_bits:
-                return _per_class(folded, network(image), max_detections)
+                return _per_class(folded, network(image), max_detections, sigmoid)
             codes, logits = network(image)
             if nms == NMS_PER_CLASS:
-                return _per_class(folded, [(codes, logits)], max_detections)
-            return _custom_op(folded, codes, logits, nms, max_detections)
+                return _per_class(folded, [(codes, logits)], max_detections, sigmoid)
+            return _custom_op(folded, codes, logits, nms, max_detections, sigmoid)
 
         dtype = tf.uint8 if input_type == UINT8 else tf.float32
         size = [None, None] if any_size(config, input_type) else [config.image_height, config.image_width]
@@ -308,7 +313,8 @@ def convert(model, nms: str = NMS_PER_CLASS, input_type: str = UINT8, max_detect
     """
     if model.config.weight_bits and representative_images is not None:
         raise ValueError("a quantization-aware model is quantized on the ranges its checkpoint holds: no calibration")
-    module = _Export(model, nms, input_type, max_detections or model.config.max_total_detections)
+    module = _Export(model, nms, input_type, max_detections or model.config.max_total_detections,
+                     post_training_int8=representative_images is not None)
     converter = tf.lite.TFLiteConverter.from_concrete_functions([module.concrete_function], module)
     # Builtin ops only: a Flex op would need the TF select runtime, which mobile apps rarely link.
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]

@@ -144,6 +144,34 @@ def test_int8_drift_is_reported_and_the_file_runs(int8_file):
     assert a["reference"] == 100 and a["rate"] > 0.5  # a quantized copy of the same model, not another one
 
 
+def test_int8_file_converts_scores_with_the_runtimes_one_sigmoid(int8_file, tmp_path):
+    """The float file's sigmoid is TensorFlow's step by step (its ties, `postprocessing.tensorflow_sigmoid`);
+    the int8 file's is the runtime's one `Sigmoid` (`integer.runtime_sigmoid`), which ONNX Runtime
+    runs as one kernel: the same detections as the float file's, scores a float32 step or two off."""
+    from migrate.export import drift
+    from ssd_mobilenet.formats.onnx import integer
+    from ssd_mobilenet.postprocessing import SIGMOID_SCOPE
+    _, float_path, int8_path, _ = int8_file
+    float_model, int8_model = onnx.load(float_path), onnx.load(int8_path)
+    scoped = [n.op_type for n in float_model.graph.node if n.name.startswith(SIGMOID_SCOPE + "/")]
+    assert len(scoped) > 20 and {"Floor", "Exp", "Div"} <= set(scoped) and "Sigmoid" not in scoped
+    assert not [n.name for n in int8_model.graph.node if n.name.startswith(SIGMOID_SCOPE + "/")]
+    assert [n.op_type for n in int8_model.graph.node].count("Sigmoid") == 1
+    assert _what_onnx_runtime_runs(int8_path, tmp_path).get("Sigmoid") == 1
+    swapped = integer.runtime_sigmoid(float_model)
+    onnx.checker.check_model(swapped, full_check=True)
+    assert len(swapped.graph.node) == len(float_model.graph.node) - len(scoped) + 1
+    assert len(swapped.graph.initializer) < len(float_model.graph.initializer)  # its constants went with it
+    assert len(float_model.graph.node) == len(onnx.load(float_path).graph.node)  # a copy, the model untouched
+    ours_path = str(tmp_path / "runtime_sigmoid.onnx")
+    onnx.save(swapped, ours_path)
+    ours, reference = onnx_runner.OnnxFile(ours_path, threads=1), onnx_runner.OnnxFile(float_path, threads=1)
+    for seed in range(3):
+        image = np.random.default_rng(seed).integers(0, 256, (150, 200, 3)).astype(np.uint8)
+        a = drift.agreement(reference.detect(image), ours.detect(image), min_score=0.0)
+        assert a["matched"] == a["reference"] == 100 and a["max_score_diff"] < 1e-6, a
+
+
 def test_an_int8_file_on_openvino_is_the_same_model(int8_file):
     """`predict --runtime openvino` (`ssd_mobilenet.formats.onnx.runtimes`): the int8 file on
     OpenVINO says what it is as on ONNX Runtime and agrees with the float file as it does there

@@ -274,6 +274,11 @@ def test_int8_cli_quantizes_on_user_images_and_reports_the_drift(converted, imag
     dtypes = {d["index"]: d["dtype"] for d in details}
     assert len([op for op in interpreter._get_ops_details()
                 if op["op_name"] == "QUANTIZE" and dtypes[op["inputs"][0]] == np.float32]) == 1
+    # Its scores come from LiteRT's float32 LOGISTIC, not from TensorFlow's sigmoid step by step (FLOOR
+    # among its ops: the float file's, for the TF1 graph's ties, which int8 logits do not keep either way).
+    logistic = [op for op in interpreter._get_ops_details() if op["op_name"] == "LOGISTIC"]
+    assert len(logistic) == 1 and dtypes[logistic[0]["outputs"][0]] == np.float32
+    assert "FLOOR" not in {op["op_name"] for op in interpreter._get_ops_details()}
     runner = interpreter.get_signature_runner()
     assert runner.get_input_details()["input_tensor"]["dtype"] == np.uint8
     assert {v["dtype"] for v in runner.get_output_details().values()} == {np.float32}

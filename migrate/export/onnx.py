@@ -83,7 +83,7 @@ class Onnx(pipeline.Format):
             from ssd_mobilenet.formats.onnx import integer as onnx_integer
             float_data = proto.SerializeToString()
             proto = onnx_integer.quantize(proto, [network.file_input(image, job.config, self.input_type)
-                                                  for image in job.images])
+                                                  for image in job.images], verbose=self.verbose)
         return pipeline.File(proto.SerializeToString(), float_data=float_data,
                              fields={"input": self.input_type, "opset": onnx_lib.OPSET,
                                      "operators": onnx_lib.operator_names(proto),

@@ -34,6 +34,7 @@ Ice Lake, 2 threads; OpenVINO, which fuses the ops into one kernel, 10.2 either 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 
@@ -53,10 +54,12 @@ def activations_for(input_type: str) -> str:
     return "uint8" if input_type == UINT8 else "int8"
 
 
-def quantize(model: onnx.ModelProto, feeds) -> onnx.ModelProto:
+def quantize(model: onnx.ModelProto, feeds, verbose: bool = False) -> onnx.ModelProto:
     """The QDQ int8 model of the float `model` calibrated on `feeds` (the file's inputs [1, ...],
     one per image; min/max of every activation over them), its activations as `activations_for`
     the file's input (metadata `input`) gives them; metadata `activations` says which.
+    `verbose`: onnxruntime.quantization's own log lines too (on Python's root logger: its advice
+    to pre-process the model, which would fold ONNX Runtime's optimizations into the file).
 
     Raises:
       ValueError: no calibration input.
@@ -85,10 +88,17 @@ def quantize(model: onnx.ModelProto, feeds) -> onnx.ModelProto:
     with tempfile.TemporaryDirectory() as folder:
         source, target = os.path.join(folder, "float.onnx"), os.path.join(folder, "int8.onnx")
         onnx.save(runtime_sigmoid(model), source)
-        quantize_static(source, target, Reader(), quant_format=QuantFormat.QDQ,
-                        op_types_to_quantize=list(op_types), per_channel=True,
-                        activation_type=QuantType[activation_type], weight_type=QuantType.QInt8,
-                        extra_options={"ActivationSymmetric": symmetric, "WeightSymmetric": True})
+        root = logging.getLogger()
+        level = root.level
+        if not verbose:
+            root.setLevel(logging.ERROR)
+        try:
+            quantize_static(source, target, Reader(), quant_format=QuantFormat.QDQ,
+                            op_types_to_quantize=list(op_types), per_channel=True,
+                            activation_type=QuantType[activation_type], weight_type=QuantType.QInt8,
+                            extra_options={"ActivationSymmetric": symmetric, "WeightSymmetric": True})
+        finally:
+            root.setLevel(level)
         quantized = onnx.load(target)
     entry.update(int8=True, quantization="post-training", activations=activations)
     props[METADATA_NAME] = json.dumps(entry, sort_keys=True)

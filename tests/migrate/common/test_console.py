@@ -82,6 +82,17 @@ def test_convert_prints_only_the_projects_lines(small, tmp_path):
 
 
 @pytest.mark.slow
+def test_int8_onnx_export_prints_only_the_projects_lines(small, tmp_path):
+    # onnxruntime.quantization logs on Python's root logger (its advice to pre-process the model).
+    pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx (pip install '.[onnx-export]')")
+    _, converted = small
+    proc = _cli("export", converted, "--onnx", str(tmp_path / "m.onnx"), "--int8")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "int8 QDQ" in proc.stdout and "[migrate] int8 QDQ calibrated on " in proc.stderr
+    assert _foreign_lines(proc.stderr) == []
+
+
+@pytest.mark.slow
 def test_verify_with_measurement_prints_only_the_projects_lines(small, tmp_path):
     # Measured: the TF1 and TF2 sides run in worker processes of their own.
     src, out = small

@@ -21,7 +21,8 @@ float32: scores, class ids and NMS inputs through int8 would lose what the detec
 TFLite export found the same: `tflite._quantize_network_only`). Detections then agree with the
 float file's by class and IoU, not exactly (`migrate export` reports by how much).
 
-One thing of the float file goes: its sigmoid, TensorFlow's step by step
+One thing of the float file goes (here, and in a quantization-aware model's file,
+`writer`): its sigmoid, TensorFlow's step by step
 (`postprocessing.tensorflow_sigmoid`, 29 elementwise ops over every anchor's every class), becomes
 the runtime's one `Sigmoid` (`runtime_sigmoid`). The float file needs TensorFlow's to keep the TF1
 graph's ties; an int8 file's logits come off the class predictor's uint8 grid, steps of ~0.1 where

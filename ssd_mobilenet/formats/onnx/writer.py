@@ -23,7 +23,8 @@ or Sequence op:
   API's four outputs padded as TF1 pads them.
 
 A quantization-aware model (`config.weight_bits`) gets its integer file instead of a float32
-one: QDQ on the checkpoint's ranges around every convolution, the rest as above
+one: QDQ on the checkpoint's ranges around every convolution, the runtime's sigmoid
+(`onnx_integer.runtime_sigmoid`, as a post-training int8 file's), the rest as above
 (`onnx_aware`; metadata `int8` true, `quantization` "quantization-aware").
 
 `onnx.checker.check_model(full_check=True)` passes on every file `convert` returns.
@@ -42,6 +43,7 @@ from ssd_mobilenet import box_coder, postprocessing
 from ssd_mobilenet.formats import network as network_lib
 from ssd_mobilenet.formats.network import any_size
 from ssd_mobilenet.formats.onnx import aware as onnx_aware
+from ssd_mobilenet.formats.onnx import integer as onnx_integer
 from ssd_mobilenet.formats.onnx import postprocessing as onnx_postprocessing
 from ssd_mobilenet.formats.onnx.file_format import METADATA_NAME, METADATA_VERSION
 from ssd_mobilenet.formats.preprocess import INPUT_NAMES, INPUT_TYPES, UINT8
@@ -133,7 +135,7 @@ def convert(model, input_type: str = UINT8, max_detections: int | None = None, v
     finally:
         restore()
     if ranges is not None:
-        network = onnx_aware.with_checkpoint_ranges(network, ranges)
+        network = onnx_integer.runtime_sigmoid(onnx_aware.with_checkpoint_ranges(network, ranges))
     # tf2onnx names the outputs after the tensors (`decoded_boxes:0`), in the function's order.
     boxes_name, scores_name = [o.name for o in network.graph.output]
     post = onnx_postprocessing.graph(folded.config, int(folded.anchors.shape[0]), max_detections)

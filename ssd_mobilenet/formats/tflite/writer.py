@@ -203,7 +203,7 @@ def _custom_op(folded, codes, logits, nms: str, max_detections: int, sigmoid) ->
 class _Export(tf.Module):
     """The traced signature function and what the converter needs beside it."""
 
-    def __init__(self, model, nms: str, input_type: str, max_detections: int, post_training_int8: bool = False):
+    def __init__(self, model, nms: str, input_type: str, max_detections: int, int8: bool = False):
         super().__init__(name="ssd_mobilenet_v1_tflite")
         if nms not in NMS_MODES:
             raise ValueError(f"nms must be one of {', '.join(NMS_MODES)}, got {nms!r}")
@@ -221,10 +221,10 @@ class _Export(tf.Module):
         else:
             folded, network = network_lib.network(model, input_type)
 
-        # TensorFlow's sigmoid step by step keeps the TF1 graph's ties; a post-training int8
-        # file's logits are on its int8 grid, so LiteRT's LOGISTIC loses it none
-        # (`ssd_mobilenet.formats.onnx.integer` says why and measures it).
-        sigmoid = tf.sigmoid if post_training_int8 else postprocessing.tensorflow_sigmoid
+        # TensorFlow's sigmoid step by step keeps the TF1 graph's ties; an int8 file's logits
+        # (post-training `int8`, or a quantization-aware model's) are on its int8 grid, so
+        # LiteRT's LOGISTIC loses it none (`ssd_mobilenet.formats.onnx.integer` says why, measured).
+        sigmoid = tf.sigmoid if int8 or config.weight_bits else postprocessing.tensorflow_sigmoid
 
         def serve(image):
             if config.weight_bits:
@@ -314,7 +314,7 @@ def convert(model, nms: str = NMS_PER_CLASS, input_type: str = UINT8, max_detect
     if model.config.weight_bits and representative_images is not None:
         raise ValueError("a quantization-aware model is quantized on the ranges its checkpoint holds: no calibration")
     module = _Export(model, nms, input_type, max_detections or model.config.max_total_detections,
-                     post_training_int8=representative_images is not None)
+                     int8=representative_images is not None)
     converter = tf.lite.TFLiteConverter.from_concrete_functions([module.concrete_function], module)
     # Builtin ops only: a Flex op would need the TF select runtime, which mobile apps rarely link.
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]

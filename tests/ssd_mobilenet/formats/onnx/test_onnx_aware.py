@@ -32,6 +32,7 @@ from ssd_mobilenet.formats.onnx import aware as onnx_aware  # noqa: E402
 from ssd_mobilenet.formats.onnx import runner as onnx_runner  # noqa: E402
 from ssd_mobilenet.formats.onnx import writer as onnx_export  # noqa: E402
 from tests.ssd_mobilenet.formats.onnx.test_onnx_runtimes import PHOTOS, TENSORRT_OPS  # noqa: E402
+from ssd_mobilenet.postprocessing import SIGMOID_SCOPE  # noqa: E402
 
 
 def test_only_8_bit_ranges_are_taken():
@@ -150,6 +151,9 @@ def test_file_holds_qdq_on_the_checkpoints_activation_ranges(aware_file):
         assert w.dtype == np.int8 and not w_zero.any() and initializers[weights.input[1]].shape == (w.shape[0],)
         assert initializers[bias.input[0]].dtype == np.int32
     assert_float_postprocessing(model)
+    # The scores by the runtime's sigmoid, as a post-training int8 file's (`integer.runtime_sigmoid`).
+    assert [n.op_type for n in model.graph.node].count("Sigmoid") == 1
+    assert not [n.name for n in model.graph.node if n.name.startswith(SIGMOID_SCOPE + "/")]
     # TensorRT's parser knows every op, but takes int8 QDQ with zero point 0 only: the uint8
     # activations are the documented reason this file is not TensorRT's (docs/guides/deploy.md).
     assert {n.op_type for n in model.graph.node} <= TENSORRT_OPS

@@ -51,10 +51,12 @@ def test_integer_file_holds_int8_convolutions_on_the_checkpoints_ranges(quantize
         params = weights["quantization_parameters"]
         channels = weights["shape"][params["quantized_dimension"]]
         assert not params["zero_points"].any() and len(params["scales"]) == channels > 1
-    # The post-processing stays float32: the score conversion (TensorFlow's sigmoid step by step,
-    # `postprocessing.tensorflow_sigmoid`: FLOOR, the DIV it ends in, no LOGISTIC) and everything after.
-    assert {tensors[op["outputs"][0]]["dtype"] for op in ops if op["op_name"] in ("FLOOR", "DIV")} == {np.float32}
-    assert "LOGISTIC" not in {op["op_name"] for op in ops}
+    # The post-processing stays float32: the score conversion (LiteRT's LOGISTIC, as a post-training
+    # int8 file's: not TensorFlow's sigmoid step by step, whose FLOOR the float file holds), the box
+    # decoding's DIV and everything after.
+    assert {tensors[op["outputs"][0]]["dtype"] for op in ops if op["op_name"] in ("LOGISTIC", "DIV")} == {np.float32}
+    assert "FLOOR" not in {op["op_name"] for op in ops}
+    assert len([op for op in ops if op["op_name"] == "LOGISTIC"]) == len(model.feature_map_shapes)  # one a map
     runner = interpreter.get_signature_runner()
     assert list(runner.get_input_details()["input_tensor"]["shape_signature"]) == [1, -1, -1, 3]
     assert {v["dtype"] for v in runner.get_output_details().values()} == {np.float32}

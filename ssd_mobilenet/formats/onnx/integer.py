@@ -42,8 +42,8 @@ import tempfile
 import onnx
 
 from ssd_mobilenet.formats.onnx.file_format import METADATA_NAME
-from ssd_mobilenet.postprocessing import SIGMOID_SCOPE
 from ssd_mobilenet.formats.preprocess import INPUT_NAMES, UINT8
+from ssd_mobilenet.postprocessing import SIGMOID_SCOPE
 
 # The activations' form (module docstring) -> (ONNX Runtime QuantType name, symmetric, op types quantized).
 ACTIVATIONS = {"uint8": ("QUInt8", False, ("Conv", "Clip")), "int8": ("QInt8", True, ("Conv",))}

@@ -3,9 +3,9 @@ the default) or OpenVINO (`openvino_model.OpenVinoFile`), by the name a command 
 (`predict --runtime`, `bench`'s `openvino_int8` side). Imports no TensorFlow.
 
 Interleaved in one process on a 2-core Xeon (Ice Lake, AVX-512 with VNNI), 480x640 photos, 2
-threads (docs/measurements.md): the int8 files of the plain model 8.4 ms on OpenVINO against 11.8
-on ONNX Runtime, of PPN 22.9 against 22.9, of FPN 640 216 against 306. ONNX Runtime stays the
-default all the same, and a user who wants OpenVINO's speed names it: the same file's int8
+threads (docs/measurements.md, "The int8 files' sigmoid"): the int8 files of the plain model 12.3
+ms on OpenVINO against 15.0 on ONNX Runtime, of PPN 26.6 against 23.8, of FPN 640 197 against 203.
+ONNX Runtime stays the default all the same, and a user who wants OpenVINO's speed names it: the same file's int8
 detections differ between the two (OpenVINO's kernels round otherwise: on the shared photos the
 plain file kept 674 of the TF1 graph's 700 detections on OpenVINO, 681 on ONNX Runtime), so a
 runtime chosen by the CPU and the packages installed would give one file other detections on

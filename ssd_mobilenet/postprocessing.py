@@ -100,6 +100,18 @@ def tensorflow_sigmoid(x):
         return e / (1.0 + e)
 
 
+def file_sigmoid(int8: bool):
+    """The sigmoid a file's score conversion takes (`convert_scores`'s `sigmoid`): for a float file
+    `tensorflow_sigmoid`, TensorFlow's own step by step, which keeps the TF1 graph's ties; for an
+    int8 file (post-training, or a quantization-aware model's) the runtime's one op (`tf.sigmoid`,
+    traced as LiteRT's LOGISTIC and ONNX's Sigmoid): its logits come off the class predictor's int8
+    grid, steps of ~0.1 where the two sigmoids differ by a float32 step, so it keeps no tie of
+    TF1's either way, and the one op is ~2 ms faster a 300x300 photo (docs/measurements.md, "The
+    int8 files' sigmoid"). A post-training int8 `.onnx` file quantizes the float file's graph, so
+    it swaps the sigmoid there instead (`formats.onnx.integer.runtime_sigmoid`)."""
+    return tf.sigmoid if int8 else tensorflow_sigmoid
+
+
 def _power_of_two(m):
     """2^m exactly for whole floats m in [-75, 12], in ops every runtime runs fast: exp(m ln 2)
     rounded to one significant bit (`round_to_one_bit`), which is 2^m for any exp within -25% /

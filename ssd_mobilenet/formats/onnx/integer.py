@@ -21,15 +21,13 @@ float32: scores, class ids and NMS inputs through int8 would lose what the detec
 TFLite export found the same: `tflite._quantize_network_only`). Detections then agree with the
 float file's by class and IoU, not exactly (`migrate export` reports by how much).
 
-One thing of the float file goes (here, and in a quantization-aware model's file,
-`writer`): its sigmoid, TensorFlow's step by step
+One thing of the float file goes: its sigmoid, TensorFlow's step by step
 (`postprocessing.tensorflow_sigmoid`, 29 elementwise ops over every anchor's every class), becomes
-the runtime's one `Sigmoid` (`runtime_sigmoid`). The float file needs TensorFlow's to keep the TF1
-graph's ties; an int8 file's logits come off the class predictor's uint8 grid, steps of ~0.1 where
-the sigmoids differ by a float32 step, so it keeps no tie of TF1's that way and loses none the
-other: the same agreement with the float file on the shared photos (681 of 700 detections, mean IoU
-0.964, either way) in 12.3 against 14.2 ms a 300x300 photo on ONNX Runtime (the plain model, Xeon
-Ice Lake, 2 threads; OpenVINO, which fuses the ops into one kernel, 10.2 either way).
+the runtime's one `Sigmoid` (`runtime_sigmoid`; `postprocessing.file_sigmoid` says why an int8 file
+may, and a quantization-aware model's file traces it so): the same agreement with the float file on
+the shared photos (681 of 700 detections, mean IoU 0.964, either way) in 12.3 against 14.2 ms a
+300x300 photo on ONNX Runtime (the plain model, Xeon Ice Lake, 2 threads; OpenVINO, which fuses the
+ops into one kernel, 10.2 either way).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ or Sequence op:
 
 A quantization-aware model (`config.weight_bits`) gets its integer file instead of a float32
 one: QDQ on the checkpoint's ranges around every convolution, the runtime's sigmoid
-(`onnx_integer.runtime_sigmoid`, as a post-training int8 file's), the rest as above
+(`postprocessing.file_sigmoid`), the rest as above
 (`onnx_aware`; metadata `int8` true, `quantization` "quantization-aware").
 
 `onnx.checker.check_model(full_check=True)` passes on every file `convert` returns.
@@ -43,7 +43,6 @@ from ssd_mobilenet import box_coder, postprocessing
 from ssd_mobilenet.formats import network as network_lib
 from ssd_mobilenet.formats.network import any_size
 from ssd_mobilenet.formats.onnx import aware as onnx_aware
-from ssd_mobilenet.formats.onnx import integer as onnx_integer
 from ssd_mobilenet.formats.onnx import postprocessing as onnx_postprocessing
 from ssd_mobilenet.formats.onnx.file_format import METADATA_NAME, METADATA_VERSION
 from ssd_mobilenet.formats.preprocess import INPUT_NAMES, INPUT_TYPES, UINT8
@@ -76,7 +75,8 @@ def _network_function(model, input_type: str):
         # The anchors become a constant of the traced graph (a tensor made outside it would be a
         # captured input, which tf2onnx turns into a second graph input).
         boxes = box_coder.decode(codes, anchors, config.box_coder_scales)
-        scores = postprocessing.convert_scores(logits, config, sigmoid=postprocessing.tensorflow_sigmoid)
+        scores = postprocessing.convert_scores(logits, config,
+                                               sigmoid=postprocessing.file_sigmoid(bool(config.weight_bits)))
         return tf.identity(boxes, name=_NETWORK_OUTPUTS[0]), tf.identity(scores, name=_NETWORK_OUTPUTS[1])
 
     dtype = tf.uint8 if input_type == UINT8 else tf.float32
@@ -135,7 +135,7 @@ def convert(model, input_type: str = UINT8, max_detections: int | None = None, v
     finally:
         restore()
     if ranges is not None:
-        network = onnx_integer.runtime_sigmoid(onnx_aware.with_checkpoint_ranges(network, ranges))
+        network = onnx_aware.with_checkpoint_ranges(network, ranges)
     # tf2onnx names the outputs after the tensors (`decoded_boxes:0`), in the function's order.
     boxes_name, scores_name = [o.name for o in network.graph.output]
     post = onnx_postprocessing.graph(folded.config, int(folded.anchors.shape[0]), max_detections)

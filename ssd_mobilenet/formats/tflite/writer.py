@@ -221,10 +221,7 @@ class _Export(tf.Module):
         else:
             folded, network = network_lib.network(model, input_type)
 
-        # TensorFlow's sigmoid step by step keeps the TF1 graph's ties; an int8 file's logits
-        # (post-training `int8`, or a quantization-aware model's) are on its int8 grid, so
-        # LiteRT's LOGISTIC loses it none (`ssd_mobilenet.formats.onnx.integer` says why, measured).
-        sigmoid = tf.sigmoid if int8 or config.weight_bits else postprocessing.tensorflow_sigmoid
+        sigmoid = postprocessing.file_sigmoid(int8 or bool(config.weight_bits))
 
         def serve(image):
             if config.weight_bits:

@@ -419,9 +419,9 @@ def test_every_runtime_converts_scores_as_the_tf1_graphs_sigmoid(runtime, tmp_pa
 
 @pytest.mark.parametrize("runtime", ["litert", "onnxruntime"])
 def test_the_runtimes_own_sigmoid_differs_from_the_tf1_graphs_near_1(runtime):
-    # Why the float files do not hold the runtime's sigmoid op (int8 files do: `onnx.integer`): LiteRT's
-    # LOGISTIC and ONNX Runtime's Sigmoid round scores near 1 otherwise, and reach 1.0 at another logit
-    # than TensorFlow's 16.64.
+    # Why the float files do not hold the runtime's sigmoid op (int8 files do:
+    # `postprocessing.file_sigmoid`): LiteRT's LOGISTIC and ONNX Runtime's Sigmoid round scores near 1
+    # otherwise, and reach 1.0 at another logit than TensorFlow's 16.64.
     run, _ = SCORE_RUNTIMES[runtime]
     expected, theirs = tf.sigmoid(LOGITS).numpy(), np.asarray(run(tf.sigmoid)).reshape(LOGITS.shape)
     near_one = LOGITS > 8.0

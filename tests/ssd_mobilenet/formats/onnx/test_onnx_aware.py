@@ -151,7 +151,7 @@ def test_file_holds_qdq_on_the_checkpoints_activation_ranges(aware_file):
         assert w.dtype == np.int8 and not w_zero.any() and initializers[weights.input[1]].shape == (w.shape[0],)
         assert initializers[bias.input[0]].dtype == np.int32
     assert_float_postprocessing(model)
-    # The scores by the runtime's sigmoid, as a post-training int8 file's (`integer.runtime_sigmoid`).
+    # The scores by the runtime's sigmoid, as every int8 file's (`postprocessing.file_sigmoid`).
     assert [n.op_type for n in model.graph.node].count("Sigmoid") == 1
     assert not [n.name for n in model.graph.node if n.name.startswith(SIGMOID_SCOPE + "/")]
     # TensorRT's parser knows every op, but takes int8 QDQ with zero point 0 only: the uint8

@@ -29,9 +29,13 @@ import tensorflow as tf
 from ssd_mobilenet.config.ssd_config import BACKGROUND_SLICE_LOGITS, NMS_CLIP_BEFORE, SSDConfig
 from ssd_mobilenet.detections import ALL_OUTPUTS
 
-# `_nms_in_order` sorts the best FIRST_TAKE * max_detections_per_class candidates of each class first;
-# the `.onnx` file's first NMS pass takes as many (`formats/onnx/postprocessing.py`).
+# With many anchors (`first_take_pays`), TensorFlow's NMS and the `.onnx` file's first NMS pass
+# (`formats/onnx/postprocessing.py`) first take each class's best FIRST_TAKE * max_detections_per_class
+# candidates.
 FIRST_TAKE = 4
+# `_nms_in_order` (LiteRT's) sorts each class's best SORT_TAKE * max_detections_per_class
+# candidates first.
+SORT_TAKE = 1
 # That first take is faster than TensorFlow's NMS over every candidate (and than one NMS in the
 # `.onnx` file) where a class has at least FIRST_TAKE_PAYS times as many anchors (`first_take_pays`).
 FIRST_TAKE_PAYS = 8
@@ -176,29 +180,35 @@ def _sorted_nms(boxes, columns, above, take: int, iou_threshold, max_out: int) -
     each class's count above the threshold, the size of its sort (at least 1: TFLite's kernels
     take no empty tensor; a class without a candidate gives its one box the key 0, which NMS
     drops).
-    Returns selected int32 [K, max_out] (anchor indices, padded) and counts int32 [K].
+    Returns selected int32 [K, max_out] (anchor indices, padded), counts int32 [K] and left float32
+    [K]: of a class with more candidates than `take`, the best score of those it left out (the
+    sort takes one more), an upper bound on the scores of its selections past them.
     """
-    classes = columns.shape[0]
+    classes, a = columns.shape
     # Per class, n sorted and keys m, m - 1, ..., m - n + 1 (m = n, or 0 for a class without a
     # candidate), worked out for all classes at once: each op per class costs LiteRT more than
     # its arithmetic.
     m = tf.minimum(above, take)
     n = tf.maximum(m, 1)
+    sort = tf.maximum(tf.minimum(above, min(take + 1, a)), 1)
     first, last = tf.cast(m, tf.float32), tf.cast(m - n, tf.float32)
-    selected, counts = [], []
-    for column, n_k, first_k, last_k in zip(*(tf.unstack(t, num=classes) for t in (columns, n, first, last))):
-        _, order = tf.math.top_k(column, k=n_k, sorted=True)
+    selected, counts, left = [], [], []
+    for column, n_k, sort_k, first_k, last_k in zip(*(tf.unstack(t, num=classes)
+                                                      for t in (columns, n, sort, first, last))):
+        values, order = tf.math.top_k(column, k=sort_k, sorted=True)
         s, c = tf.raw_ops.NonMaxSuppressionV4(
-            boxes=tf.gather(boxes, order), scores=tf.range(first_k, last_k, -1.0), max_output_size=max_out,
+            boxes=tf.gather(boxes, order[:n_k]), scores=tf.range(first_k, last_k, -1.0), max_output_size=max_out,
             iou_threshold=iou_threshold, score_threshold=tf.constant(0.0), pad_to_max_output_size=True)
         selected.append(tf.gather(order, s))
         counts.append(c)
-    return tf.stack(selected), tf.stack(counts)
+        left.append(values[-1])
+    return tf.stack(selected), tf.stack(counts), tf.stack(left)
 
 
-def _nms_in_order(boxes, columns, threshold, iou_threshold, max_out: int) -> tuple:
+def _nms_in_order(boxes, columns, threshold, iou_threshold, max_out: int, detections) -> tuple:
     """The candidates of each class in TF1's NMS order before the NMS op sees them, so that no
-    kernel's own tie rule decides.
+    kernel's own tie rule decides; `detections(selected, valid)` gives the image's outputs, and
+    the score and class of the k-th detection (`_top_detections`).
 
     TensorFlow's NMS takes equal scores lower index first; LiteRT's NON_MAX_SUPPRESSION_V4 keeps
     its candidates in a heap compared by score alone, so among equal scores (a sigmoid near 1,
@@ -207,12 +217,9 @@ def _nms_in_order(boxes, columns, threshold, iou_threshold, max_out: int) -> tup
     tie rule.
 
     Only the candidates NMS reaches need an order, and a sort costs more than the kernel's heap:
-    each class sorts its own candidates above the threshold, at most `FIRST_TAKE * max_out` of
-    them first. That is TF1's selection for every class that has no more, or that reached
-    `max_out` among them (TF1's NMS stops there); otherwise every class sorts all its candidates
-    (an IF in the file). (The built-in model's raw outputs on a shared photo with a 1e-8
-    threshold, every anchor a candidate of each of 90 classes: 2 * max_out left 29 classes
-    short, 4 * max_out none.)
+    each class sorts its best SORT_TAKE x max_out candidates first. Where that settles every
+    class (`_settled`) the detections are TF1's; otherwise (an IF in the file) the classes it
+    does not settle sort all their candidates, the others keep what they have.
 
     Args:
       boxes: float32 [A, 4] boxes NMS compares; columns: float32 [K, A] each class's scores
@@ -220,32 +227,75 @@ def _nms_in_order(boxes, columns, threshold, iou_threshold, max_out: int) -> tup
         would make that NaN, which TopK may rank first); threshold, iou_threshold: float32
         scalars; max_out: the most boxes NMS keeps of a class.
     Returns:
-      selected int32 [K, max_out] anchor indices (padded), counts int32 [K].
+      `detections`' outputs, those of TF1's selection.
     """
     a = boxes.shape[0]
-    first_take = min(a, FIRST_TAKE * max_out)
+    take = min(a, SORT_TAKE * max_out)
     above = tf.reduce_sum(tf.cast(columns > threshold, tf.int32), axis=1)  # [K]
-    selected, counts = _sorted_nms(boxes, columns, above, first_take, iou_threshold, max_out)
-    if first_take == a:
-        return selected, counts
-    decided = tf.reduce_all((counts >= max_out) | (above <= first_take))
-    return tf.cond(decided, lambda: (selected, counts),
-                   lambda: _sorted_nms(boxes, columns, above, a, iou_threshold, max_out))
+    selected, counts, left = _sorted_nms(boxes, columns, above, take, iou_threshold, max_out)
+    outputs, kth_score, kth_class = detections(*_valid(selected, counts, max_out, a))
+    if take == a:
+        return outputs
+    settled = _settled(counts >= max_out, above <= take, left, kth_score, kth_class)
+
+    def the_rest():
+        # A settled class sorts nothing more: no candidate left, one element sorted and dropped.
+        more, more_counts, _ = _sorted_nms(boxes, columns, tf.where(settled, 0, above), a, iou_threshold, max_out)
+        return detections(*_valid(tf.where(settled[:, None], selected, more), tf.where(settled, counts, more_counts),
+                                  max_out, a))[0]
+
+    return tf.cond(tf.reduce_all(settled), lambda: outputs, the_rest)
 
 
-def _per_class_nms(boxes, scores, keep, config: SSDConfig, first: int = 0, sort_first: bool = False):
-    """NMS of every class on one image.
+def _settled(full, whole, left, kth_score, kth_class):
+    """Which classes NMS over their best candidates first settles (bool [K]): TF1's top k
+    detections hold no other selection of theirs.
+
+    A class's selections from its best candidates, in TF1's order, are the first of TF1's
+    selections for it (NMS is greedy in that order). They are all of them where the class kept
+    max_out boxes (`full` bool [K]: TF1's NMS stops there) or its take held all its candidates
+    (`whole` bool [K]). Otherwise its missing selections score at most `left` float32 [K] (the
+    best score its take left out) and come after its others in its NMS order: none of them
+    enters the top k, in which equal scores go lower class first, if `left` is below
+    `kth_score`, that of the k-th detection of the first take (-inf where those are fewer than
+    k), or equal to it with the class no lower than `kth_class` (int32 scalar); int8 files'
+    scores, a few hundred values, often tie there. Where other classes then add selections, the
+    k-th detection can only move ahead in that order, so a class settled stays settled.
+    """
+    classes = tf.range(tf.shape(full)[0])
+    return full | whole | (left < kth_score) | ((left == kth_score) & (classes >= kth_class))
+
+
+def _penalty(keep):
+    """float32 [A]: 0 where `keep` bool [A, 1] is true, -inf elsewhere. Added to a class's scores it
+    pushes what is not kept to -inf (or NaN from +inf), which NMS's strict `score > threshold`
+    rejects; adding 0 leaves every kept score as it compares (-0.0 becomes 0.0). Added per
+    column, on [A] each, it costs less than one select over [A, slots] (docs/measurements.md)."""
+    return tf.where(keep[:, 0], tf.constant(0.0), tf.constant(-float("inf")))
+
+
+def _sorted_per_class_nms(boxes, scores, keep, config: SSDConfig, first: int, detections):
+    """`_per_class_nms` with each class's candidates sorted first (`_nms_in_order`), for LiteRT,
+    whose NMS kernel breaks score ties its own way: `detections`' outputs (`_nms_in_order`). The
+    class columns are the rows of the transpose [slots, A], the cheaper way in TFLite, whose
+    UNPACK along axis 1 copies element by element where a TRANSPOSE and an UNPACK of rows move
+    whole blocks."""
+    columns = tf.transpose(scores)[first:]
+    if keep is not None:
+        columns = columns + _penalty(keep)
+    return _nms_in_order(boxes, columns, tf.constant(config.score_threshold, tf.float32),
+                         tf.constant(config.iou_threshold, tf.float32), config.max_detections_per_class, detections)
+
+
+def _per_class_nms(boxes, scores, keep, config: SSDConfig, first: int = 0):
+    """NMS of every class on one image, with TensorFlow's kernel. Where `first_take_pays` (FPN's
+    anchors), NMS first runs over each class's best FIRST_TAKE * max_out candidates: the same
+    detections, faster.
 
     Args:
       boxes: float32 [A, 4] boxes NMS compares.
       scores: float32 [A, slots] class scores; columns before `first` (background) are skipped.
       keep: bool [A, 1], or None for all: candidates allowed into NMS besides the score test.
-      sort_first: each class's candidates sorted before NMS (`_nms_in_order`): for LiteRT, whose
-        NMS kernel breaks score ties its own way. The class columns are then the rows of the
-        transpose [slots, A], also the cheaper way in TFLite, whose UNPACK along axis 1 copies
-        element by element where a TRANSPOSE and an UNPACK of rows move whole blocks.
-        Without it, where `first_take_pays` (FPN's anchors), NMS first runs over each class's
-        best FIRST_TAKE * max_out candidates: the same detections, faster.
     Returns:
       indices int32 [K, M] (anchor indices, NMS order, padded) and valid bool [K, M],
       M = min(max_detections_per_class, A).
@@ -254,16 +304,7 @@ def _per_class_nms(boxes, scores, keep, config: SSDConfig, first: int = 0, sort_
     threshold = tf.constant(config.score_threshold, tf.float32)
     iou_threshold = tf.constant(config.iou_threshold, tf.float32)
     if keep is not None:
-        # Anything not kept is pushed to -inf (or NaN from +inf), which the kernel's strict
-        # `score > threshold` rejects; adding 0 leaves every kept score as it compares (-0.0
-        # becomes 0.0). Added per column, on [A] each, it costs less than one select over
-        # [A, slots] (docs/measurements.md).
-        penalty = tf.where(keep[:, 0], tf.constant(0.0), tf.constant(-float("inf")))
-    if sort_first:
-        columns = tf.transpose(scores)[first:]
-        selected, counts = _nms_in_order(boxes, columns if keep is None else columns + penalty, threshold,
-                                         iou_threshold, max_out)
-        return _valid(selected, counts, max_out, boxes.shape[0])
+        penalty = _penalty(keep)
     # One NMS op per class, unrolled as in the TF1 graph: independent ops the executor runs in
     # parallel, where a map_fn loop would run them one after the other (docs/measurements.md;
     # identical outputs). One unstack along the classes gives each class's contiguous column
@@ -314,17 +355,30 @@ def _valid(selected, counts, max_out: int, num_anchors: int) -> tuple:
 
 
 def _postprocess_image(boxes, multiclass_scores, config: SSDConfig, sort_first: bool = False):
-    """One image: decoded boxes [A, 4], scores with background [A, slots]; `sort_first`:
-    `_per_class_nms`'s."""
+    """One image: decoded boxes [A, 4], scores with background [A, slots]; `sort_first`: each
+    class's candidates sorted before its NMS (`_sorted_per_class_nms`)."""
     first = 1 if config.add_background_class else 0  # the background column is not a class
-    num_classes = config.num_classes
     clipped, area = clip_to_unit_window(boxes)
     if config.nms_variant == NMS_CLIP_BEFORE:
-        selected, valid = _per_class_nms(clipped, multiclass_scores, (area > 0.0)[:, None], config, first,
-                                         sort_first)
+        nms_boxes, keep = clipped, (area > 0.0)[:, None]
     else:
-        selected, valid = _per_class_nms(boxes, multiclass_scores, None, config, first,
-                                         sort_first)
+        nms_boxes, keep = boxes, None
+
+    def detections(selected, valid):
+        return _top_detections(selected, valid, clipped, area, multiclass_scores, config)
+
+    if sort_first:
+        return _sorted_per_class_nms(nms_boxes, multiclass_scores, keep, config, first, detections)
+    return detections(*_per_class_nms(nms_boxes, multiclass_scores, keep, config, first))[0]
+
+
+def _top_detections(selected, valid, clipped, area, multiclass_scores, config: SSDConfig):
+    """The image's outputs (`postprocess_image`) from each class's NMS selections: selected int32
+    [K, M] anchor indices in NMS order, valid bool [K, M]; clipped float32 [A, 4] boxes and their
+    area [A]. Also the score and class (0-based, int32) of the k-th detection (k = the outputs'
+    rows that can be detections; the score -inf where they are fewer)."""
+    first = 1 if config.add_background_class else 0
+    num_classes = config.num_classes
     m = selected.shape[1]
     flat_idx = tf.reshape(selected, [-1])
     flat_cls = tf.reshape(tf.tile(tf.range(num_classes)[:, None], [1, m]), [-1])
@@ -337,7 +391,7 @@ def _postprocess_image(boxes, multiclass_scores, config: SSDConfig, sort_first: 
     # sort of the compacted list, ties included (top_k puts the lower position first).
     key = tf.where(flat_valid, flat_scores, tf.constant(-float("inf"), tf.float32))
     k = min(config.max_total_detections, num_classes * m)
-    _, order = tf.math.top_k(key, k=k, sorted=True)
+    top, order = tf.math.top_k(key, k=k, sorted=True)
     num = tf.minimum(tf.reduce_sum(tf.cast(flat_valid, tf.int32)), k)
     real = tf.range(k) < num
     pad = config.max_total_detections - k
@@ -352,10 +406,11 @@ def _postprocess_image(boxes, multiclass_scores, config: SSDConfig, sort_first: 
         v = tf.pad(v, [[0, pad]] + [[0, 0]] * (len(v.shape) - 1))
         return tf.cast(v, dtype)
 
-    return (take(clipped, tf.float32, anchor_idx), take(flat_scores, tf.float32),
-            take(flat_cls, tf.float32), tf.cast(num, tf.float32),
-            take(multiclass_scores, tf.float32, anchor_idx),
-            tf.pad(tf.where(real, anchor_idx, 0), [[0, pad]]))
+    outputs = (take(clipped, tf.float32, anchor_idx), take(flat_scores, tf.float32),
+               take(flat_cls, tf.float32), tf.cast(num, tf.float32),
+               take(multiclass_scores, tf.float32, anchor_idx),
+               tf.pad(tf.where(real, anchor_idx, 0), [[0, pad]]))
+    return outputs, top[-1], flat_cls[order[-1]]
 
 
 def postprocess_image(boxes, multiclass_scores, config: SSDConfig, sort_first: bool = False) -> tuple:

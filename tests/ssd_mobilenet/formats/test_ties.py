@@ -24,7 +24,11 @@ those of the TF1 graph's `multiclass_non_max_suppression` (`migrate.tf1.builder`
   0.5): NMS keeps one of the 450 and must reach past them, beyond the best
   `postprocessing.FIRST_TAKE * max_out` candidates the `.tflite` file sorts first;
 - image 3: pairs of boxes whose IoU is the NMS limit exactly: TF1 suppresses above the limit
-  only, so both of each pair stay (OpenVINO's NMS suppresses at it: `openvino_model`).
+  only, so both of each pair stay (OpenVINO's NMS suppresses at it: `openvino_model`);
+- image 4: the first take's detections tie with what it left out: class 1's best 100 are copies
+  of one box, and 30 disjoint boxes past them score as much as class 2's 99, so the first take's
+  100th detection (class 2) ties with them and TF1's sort puts them (class 1) first: the
+  `.tflite` file must sort on (`postprocessing._first_take_decides`).
 
 The scores NMS compares are TensorFlow's too: each file's score conversion
 (`postprocessing.tensorflow_sigmoid`, TensorFlow's sigmoid kernel step by step) gives `tf.sigmoid`'s
@@ -151,11 +155,24 @@ def _limit_image(rng, limit: float) -> tuple:
     return boxes, scores
 
 
+def _bound_image(rng) -> tuple:
+    """Image 4 (module docstring): one box at anchors 0-199 and 30 disjoint boxes at 200-229, class
+    1, and 99 disjoint boxes at 230-328, class 2, all scoring 0.7."""
+    boxes = rng.uniform(0.0, 1.0, (ANCHORS, 4)).astype(np.float32)  # anchors left at score 0
+    scores = np.zeros((ANCHORS, 4), np.float32)
+    boxes[:200] = [0.9, 0.9, 1.0, 1.0]
+    corners = np.float32([[0.08 * (i // 11), 0.08 * (i % 11)] for i in range(129)])  # 0.05 wide, 0.08 apart
+    boxes[200:329] = np.concatenate([corners, corners + 0.05], axis=1)
+    scores[:230, 1] = 0.7
+    scores[230:329, 2] = 0.7
+    return boxes, scores
+
+
 def _images() -> tuple:
-    """boxes float32 [4, A, 4] and scores float32 [4, A, 4]."""
+    """boxes float32 [5, A, 4] and scores float32 [5, A, 4]."""
     rng = np.random.default_rng(53)
     pairs = [_orders_image(rng)[:2], _crowd_image(rng), _beyond_image(rng),
-             _limit_image(rng, _config(NMS_CLIP_BEFORE).iou_threshold)]
+             _limit_image(rng, _config(NMS_CLIP_BEFORE).iou_threshold), _bound_image(rng)]
     return np.stack([b for b, _ in pairs]), np.stack([s for _, s in pairs])
 
 
@@ -287,7 +304,8 @@ def tf1_detections():
 def test_tf1_keeps_the_lower_index_of_equal_scores_and_the_cases_depend_on_it(variant, tf1_detections):
     # Not vacuous: which boxes of the chains TF1 keeps depends on the order of their indices
     # (the lower index first), the crowd fills the total cap with scores of LEVELS only, and
-    # image 2 keeps one box of the 450 and the 30 behind them.
+    # image 2 keeps one box of the 450 and the 30 behind them, image 4 class 1's first box and the
+    # 30 behind its copies before class 2's boxes of the same score.
     _, _, expected = _orders_image(np.random.default_rng(53))
     out = tf1_detections(variant)
     n = int(out["num_detections"][0])
@@ -298,6 +316,7 @@ def test_tf1_keeps_the_lower_index_of_equal_scores_and_the_cases_depend_on_it(va
     assert set(out["detection_scores"][1].tolist()) <= set(LEVELS.tolist())
     assert int(out["num_detections"][2]) == 31
     assert int(out["num_detections"][3]) == 8  # at the IoU limit, not above it: both of each pair
+    assert out["detection_classes"][4].tolist() == [1.0] * 31 + [2.0] * 69
 
 
 @pytest.mark.parametrize("runtime", sorted(RUNTIMES))
@@ -445,8 +464,8 @@ def test_tensorflow_sigmoid_is_tensorflows_op_on_four_million_logits():
     # Denser than LOGITS, in TensorFlow alone: every normal score equal, on logits spread over the
     # whole range, and every float32 logit from 8 to 8.5 (where a score step spans ~40 logits).
     rng = np.random.default_rng(0)
-    logits = np.concatenate([rng.uniform(-90.0, 20.0, 1 << 21), rng.normal(0.0, 5.0, 1 << 20),
-                             np.arange(np.float32(8.0).view(np.int32), np.float32(8.5).view(np.int32)).view(np.float32)])
+    every_float = np.arange(np.float32(8.0).view(np.int32), np.float32(8.5).view(np.int32)).view(np.float32)
+    logits = np.concatenate([rng.uniform(-90.0, 20.0, 1 << 21), rng.normal(0.0, 5.0, 1 << 20), every_float])
     logits = logits.astype(np.float32)
     expected = tf.sigmoid(logits).numpy()
     ours = postprocessing.tensorflow_sigmoid(tf.constant(logits)).numpy()

@@ -16,10 +16,11 @@ padded form): run on all anchors with the excluded ones masked below the thresho
 selects what the TF1 graph selects on its filtered subset, because the kernel breaks score
 ties by index and filtering keeps index order. Another runtime's NMS kernel may break them
 otherwise (LiteRT's), so a TFLite file sorts each class's candidates first and gives its NMS
-scores that cannot tie (`postprocess_image(..., sort_first=True)`). With many anchors a class
-(FPN's: `first_take_pays`), TensorFlow's NMS too runs over each class's best few hundred
-candidates first (`_per_class_nms`), and over all of them only where those cannot settle the
-class: the same detections in less time than over them all at once.
+scores that cannot tie (`postprocess_image(..., sort_first=True)`), its best 100 first. With
+many anchors a class (FPN's: `first_take_pays`), TensorFlow's NMS too runs over each class's best
+few hundred candidates first (`_per_class_nms`). Either goes over all of a class's candidates
+only where its first take could leave out one of the image's top detections (`_settled`): the
+same detections in less time than over them all at once.
 """
 
 from __future__ import annotations
@@ -233,18 +234,34 @@ def _nms_in_order(boxes, columns, threshold, iou_threshold, max_out: int, detect
     take = min(a, SORT_TAKE * max_out)
     above = tf.reduce_sum(tf.cast(columns > threshold, tf.int32), axis=1)  # [K]
     selected, counts, left = _sorted_nms(boxes, columns, above, take, iou_threshold, max_out)
-    outputs, kth_score, kth_class = detections(*_valid(selected, counts, max_out, a))
     if take == a:
-        return outputs
-    settled = _settled(counts >= max_out, above <= take, left, kth_score, kth_class)
+        return detections(*_valid(selected, counts, max_out, a))[0]
 
-    def the_rest():
+    def the_rest(settled):
         # A settled class sorts nothing more: no candidate left, one element sorted and dropped.
-        more, more_counts, _ = _sorted_nms(boxes, columns, tf.where(settled, 0, above), a, iou_threshold, max_out)
-        return detections(*_valid(tf.where(settled[:, None], selected, more), tf.where(settled, counts, more_counts),
-                                  max_out, a))[0]
+        return _sorted_nms(boxes, columns, tf.where(settled, 0, above), a, iou_threshold, max_out)[:2]
 
-    return tf.cond(tf.reduce_all(settled), lambda: outputs, the_rest)
+    return _first_take_then_rest((selected, counts, left, above <= take), the_rest, detections, max_out, a)
+
+
+def _first_take_then_rest(first, the_rest, detections, max_out: int, num_anchors: int):
+    """The image's outputs (`detections`') from NMS over each class's best candidates first, and
+    over all candidates of the classes that leaves unsettled (`_settled`), if any (a cond).
+
+    `first`: (selected int32 [K, max_out], counts int32 [K], left float32 [K], whole bool [K]) of
+    the first take (`_settled`'s); `the_rest(settled)`: (selected, counts) of NMS over all the
+    candidates of the classes not `settled` (bool [K]), whatever it gives for the others.
+    """
+    selected, counts, left, whole = first
+    outputs, kth_score, kth_class = detections(*_valid(selected, counts, max_out, num_anchors))
+    settled = _settled(counts >= max_out, whole, left, kth_score, kth_class)
+
+    def rest():
+        more, more_counts = the_rest(settled)
+        return detections(*_valid(tf.where(settled[:, None], selected, more), tf.where(settled, counts, more_counts),
+                                  max_out, num_anchors))[0]
+
+    return tf.cond(tf.reduce_all(settled), lambda: outputs, rest)
 
 
 def _settled(full, whole, left, kth_score, kth_class):
@@ -287,20 +304,18 @@ def _sorted_per_class_nms(boxes, scores, keep, config: SSDConfig, first: int, de
                          tf.constant(config.iou_threshold, tf.float32), config.max_detections_per_class, detections)
 
 
-def _per_class_nms(boxes, scores, keep, config: SSDConfig, first: int = 0):
-    """NMS of every class on one image, with TensorFlow's kernel. Where `first_take_pays` (FPN's
-    anchors), NMS first runs over each class's best FIRST_TAKE * max_out candidates: the same
-    detections, faster.
+def _per_class_nms(boxes, scores, keep, config: SSDConfig, first: int, detections):
+    """NMS of every class on one image, with TensorFlow's kernel: `detections(selected, valid)`'s
+    outputs (`_top_detections`). Where `first_take_pays` (FPN's anchors), NMS first runs over
+    each class's best FIRST_TAKE * max_out candidates: the same detections, faster.
 
     Args:
       boxes: float32 [A, 4] boxes NMS compares.
       scores: float32 [A, slots] class scores; columns before `first` (background) are skipped.
       keep: bool [A, 1], or None for all: candidates allowed into NMS besides the score test.
-    Returns:
-      indices int32 [K, M] (anchor indices, NMS order, padded) and valid bool [K, M],
-      M = min(max_detections_per_class, A).
     """
     max_out = config.max_detections_per_class
+    a = boxes.shape[0]
     threshold = tf.constant(config.score_threshold, tf.float32)
     iou_threshold = tf.constant(config.iou_threshold, tf.float32)
     if keep is not None:
@@ -312,37 +327,41 @@ def _per_class_nms(boxes, scores, keep, config: SSDConfig, first: int = 0):
     # pass over the scores in TensorFlow, which oneDNN reorders).
     columns = [column if keep is None else column + penalty for column in tf.unstack(scores, axis=1)[first:]]
 
-    if not first_take_pays(boxes.shape[0], max_out):
+    if not first_take_pays(a, max_out):
         out = [tf.raw_ops.NonMaxSuppressionV4(boxes=boxes, scores=column, max_output_size=max_out,
                                               iou_threshold=iou_threshold, score_threshold=threshold,
                                               pad_to_max_output_size=True) for column in columns]
-        return _valid(tf.stack([s for s, _ in out]), tf.stack([c for _, c in out]), max_out, boxes.shape[0])
+        return detections(*_valid(tf.stack([s for s, _ in out]), tf.stack([c for _, c in out]), max_out, a))[0]
     # FPN's many anchors: each class's best FIRST_TAKE * max_out first (top_k: TF1's order of
-    # the candidates, equal scores lower index first), NMS over those in that order, so the
-    # kernel's own tie rule (lower position first) is TF1's. A class whose first take holds every
-    # candidate, or that kept max_out of them, has TF1's selection (its NMS stops there); if one
-    # has neither, every class runs over all its candidates instead.
+    # the candidates, equal scores lower index first; one more, the best one left out), NMS over
+    # those in that order, so the kernel's own tie rule (lower position first) is TF1's; then
+    # over all candidates of the classes that leaves unsettled.
+    take = FIRST_TAKE * max_out
     stacked = tf.stack(columns)  # [K, A]
-    values, order = tf.math.top_k(stacked, k=FIRST_TAKE * max_out, sorted=True)  # [K, take]
-    taken_boxes = tf.gather(boxes, order)  # [K, take, 4]
+    values, order = tf.math.top_k(stacked, k=take + 1, sorted=True)  # [K, take + 1]
+    taken_boxes = tf.gather(boxes, order[:, :take])  # [K, take, 4]
     out = [tf.raw_ops.NonMaxSuppressionV4(boxes=b, scores=v, max_output_size=max_out, iou_threshold=iou_threshold,
                                           score_threshold=threshold, pad_to_max_output_size=True)
-           for b, v in zip(tf.unstack(taken_boxes), tf.unstack(values))]
+           for b, v in zip(tf.unstack(taken_boxes), tf.unstack(values[:, :take]))]
     selected = tf.gather(order, tf.stack([s for s, _ in out]), batch_dims=1)
     counts = tf.stack([c for _, c in out])
-    decided = tf.reduce_all((counts >= max_out) | (values[:, -1] <= threshold))
-    # The other case as a loop over the classes: unrolled, its NMS ops cost each process's first
-    # run ~0.5 s of graph optimisation and ~35 MiB more (FPN 640, measured: docs/measurements.md).
+    left = values[:, take]
+
+    # The rest as a loop over the classes: unrolled, its NMS ops cost each process's first run
+    # ~0.5 s of graph optimisation and ~35 MiB more (FPN 640, measured: docs/measurements.md).
     @tf.autograph.experimental.do_not_convert
     def one_class(column):
         return tuple(tf.raw_ops.NonMaxSuppressionV4(boxes=boxes, scores=column, max_output_size=max_out,
                                                     iou_threshold=iou_threshold, score_threshold=threshold,
                                                     pad_to_max_output_size=True))
 
-    signature = (tf.TensorSpec([max_out], tf.int32), tf.TensorSpec([], tf.int32))
-    selected, counts = tf.cond(decided, lambda: (selected, counts),
-                               lambda: tf.map_fn(one_class, stacked, fn_output_signature=signature))
-    return _valid(selected, counts, max_out, boxes.shape[0])
+    def the_rest(settled):
+        # A settled class's scores at -inf: its NMS finds no candidate.
+        unsettled = stacked + tf.where(settled, -float("inf"), 0.0)[:, None]
+        signature = (tf.TensorSpec([max_out], tf.int32), tf.TensorSpec([], tf.int32))
+        return tf.map_fn(one_class, unsettled, fn_output_signature=signature)
+
+    return _first_take_then_rest((selected, counts, left, left <= threshold), the_rest, detections, max_out, a)
 
 
 def _valid(selected, counts, max_out: int, num_anchors: int) -> tuple:
@@ -369,7 +388,7 @@ def _postprocess_image(boxes, multiclass_scores, config: SSDConfig, sort_first: 
 
     if sort_first:
         return _sorted_per_class_nms(nms_boxes, multiclass_scores, keep, config, first, detections)
-    return detections(*_per_class_nms(nms_boxes, multiclass_scores, keep, config, first))[0]
+    return _per_class_nms(nms_boxes, multiclass_scores, keep, config, first, detections)
 
 
 def _top_detections(selected, valid, clipped, area, multiclass_scores, config: SSDConfig):

@@ -365,7 +365,8 @@ def _per_class_nms(boxes, scores, keep, config: SSDConfig, first: int, detection
 
 
 def _valid(selected, counts, max_out: int, num_anchors: int) -> tuple:
-    """`_per_class_nms`'s outputs from NMS's padded selections [K, max_out] and counts [K]."""
+    """(selected int32 [K, M], valid bool [K, M]) from NMS's padded selections [K, max_out] and counts
+    [K], M = min(max_out, A): what `_top_detections` takes."""
     # The TF1 graph asks NMS for min(max_detections_per_class, candidates) boxes.
     m = min(max_out, num_anchors)
     selected = selected[:, :m]

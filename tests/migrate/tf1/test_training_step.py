@@ -303,3 +303,33 @@ def test_losses_of_a_second_step(sides):
     assert second[tf1_step.TOTAL_LOSS] < first[tf1_step.TOTAL_LOSS]
     for name, want in second.items():
         np.testing.assert_allclose(sides["tf2"]["second"][name], want, rtol=SECOND_LOSS_RTOL, err_msg=name)
+
+
+def _ancestors(op) -> set:
+    """The names of `op` and of every op it waits for, by data or control edges."""
+    seen, pending = set(), [op]
+    while pending:
+        op = pending.pop()
+        if op.name not in seen:
+            seen.add(op.name)
+            pending.extend([t.op for t in op.inputs] + list(op.control_inputs))
+    return seen
+
+
+def test_no_update_of_the_tf1_step_runs_before_what_it_reports():
+    # The TF1 session runs independent ops side by side, and its ref variables are updated in
+    # place: the losses and each regularization term `run_step` reports must be computed before
+    # any variable is updated, or they may read weights partly updated (a second step's
+    # regularization loss 1.6e-5 relative off, once in a whole suite's run). (The gradients
+    # read no variable once computed, and `GATE_GRAPH` computes them all before any update.)
+    # PPN's config: depthwise kernels, whose slim regularization terms are built lazily.
+    text, fields = CASES["ppn_focal_momentum_cosine_fused"]
+    config, training = SSDConfig(**fields), TrainingConfig.from_pipeline_config(text())
+    step = tf1_step.build_training_step(config, training, BATCH, ROWS)
+    updates = [op for op in step.graph.get_operations() if op.type.startswith(("Apply", "ResourceApply"))]
+    reported = [*step.losses.values(), *step.regularization_terms.values()]
+    assert len(updates) == len(step.gradients) and any("depthwise" in n for n in step.regularization_terms)
+    for update in updates:
+        before = _ancestors(update)
+        late = [t.name for t in reported if t.op.name not in before]
+        assert not late, f"{update.name} may run before {late[:3]}"

@@ -137,9 +137,10 @@ def run(args, default_name: str) -> int:
 
 
 def write_pages(report: dict, args, default_name: str, say) -> None:
-    """NAME.md, NAME.json (and NAME.png with two batches or more, where matplotlib is installed)
-    where `publish.destination` says, the FPN and PPN section of that folder's benchmarks.md
-    refreshed; nothing, and a line that says so, without --out or --publish."""
+    """NAME.md, NAME.json (and NAME.png with two batches or more, where matplotlib is installed;
+    otherwise an earlier run's NAME.png there is removed) where `publish.destination` says, the
+    FPN and PPN section of that folder's benchmarks.md refreshed; nothing, and a line that says
+    so, without --out or --publish."""
     from migrate.bench import publish, tables
     from migrate.bench.plot import plot_available, write_plot
     out_dir = publish.destination(args, publish.DOCS)
@@ -163,6 +164,9 @@ def write_pages(report: dict, args, default_name: str, say) -> None:
     if plot_available() and len(report["batches"]) > 1:  # matplotlib: the optional `plot` extra
         plot = f"{args.name}.png"
         write_plot(report, os.path.join(out_dir, plot), force=True)
+    elif os.path.exists(os.path.join(out_dir, f"{args.name}.png")):
+        # A plot of an earlier run would outlive the page that showed it.
+        os.remove(os.path.join(out_dir, f"{args.name}.png"))
     tables.write_markdown(report, os.path.join(out_dir, f"{args.name}.md"), command, force=True, plot=plot)
     # docs/benchmarks.md lists the FPN and PPN pages' rows: after their runs, and again after its own.
     tables.refresh_family_section(os.path.join(out_dir, "benchmarks.md"))

@@ -466,7 +466,7 @@ def test_bench_measures_fpn_and_ppn_beside_their_tf1_session(odapi_converted, tm
 def test_script_writes_its_pages_only_where_told(tmp_path):
     """scripts/bench.py's pages go into --out's folder, or nowhere without --out or --publish (a line
     says so), and docs/, where --publish writes them, stays as it was. The report is the published
-    one (docs/benchmarks.json: batches 1 and 8, so a plot too)."""
+    one (docs/benchmarks.json: batches 1 and 8, so a plot too), then its batch 1 alone (no plot)."""
     import importlib.util
     spec = importlib.util.spec_from_file_location("bench_script", SCRIPT)
     script = importlib.util.module_from_spec(spec)
@@ -484,6 +484,13 @@ def test_script_writes_its_pages_only_where_told(tmp_path):
     assert os.listdir(tmp_path) == ["pages"]
     assert sorted(os.listdir(tmp_path / "pages")) == ["benchmarks.json", "benchmarks.md", "benchmarks.png"]
     assert f"--src tf1_dir --no-cold --out {tmp_path / 'pages'}\n" in (tmp_path / "pages" / "benchmarks.md").read_text()
+    # A run of one batch has no plot: the earlier run's does not stay beside its page.
+    one_batch = {**report, "batches": [1], "rows": [r for r in report["rows"] if r["batch"] == 1]}
+    args, default_name = script.parse_args(["--src", "tf1_dir", "--batch", "1", "--no-cold", "--out",
+                                            str(tmp_path / "pages")])
+    script.write_pages(one_batch, args, default_name, said.append)
+    assert sorted(os.listdir(tmp_path / "pages")) == ["benchmarks.json", "benchmarks.md"]
+    assert ".png" not in (tmp_path / "pages" / "benchmarks.md").read_text()
     assert tree() == before
     with pytest.raises(SystemExit):
         script.parse_args(["--out", str(tmp_path), "--publish"])

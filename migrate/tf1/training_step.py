@@ -496,10 +496,10 @@ def _train_op(total_loss, training, global_step):
         with tf1.name_scope("clip_grads"):
             grads_and_vars = _clip_by_global_norm(grads_and_vars, training.train.gradient_clipping_by_norm)
     # The losses read the weights too (the regularizer's `l2_loss(weights)` is no ancestor of any
-    # gradient: the gradient of a sum needs no forward value), so without this a session with
-    # more than one inter-op thread may run a loss's read of a ref variable during or after its
-    # in-place update, and report a regularization loss of weights partly updated (seen once:
-    # a second step's 1.6e-5 relative from the TF2 trainer's, on a 2-core Xeon).
+    # gradient: the gradient of a sum needs no forward value), so without this the session may
+    # run a loss's read of a ref variable after its in-place update (or, on several inter-op
+    # threads, during it) and report a regularization loss of weights partly updated (the likely
+    # cause of a second step's 1.6e-5 relative from the TF2 trainer's, seen once on a 2-core Xeon).
     with tf.control_dependencies([total_loss]):
         update = optimizer.apply_gradients(grads_and_vars, global_step=global_step)
     averages = {}

@@ -160,13 +160,12 @@ def write_pages(report: dict, args, default_name: str, say) -> None:
                   ("" if args.photos == PHOTOS else f" --photos {args.photos}")
                   + ("" if args.cold_runs == 3 else f" --cold-runs {args.cold_runs}"))
                + publish.option(args))
-    plot = None
+    plot, plot_path = None, os.path.join(out_dir, f"{args.name}.png")
     if plot_available() and len(report["batches"]) > 1:  # matplotlib: the optional `plot` extra
-        plot = f"{args.name}.png"
-        write_plot(report, os.path.join(out_dir, plot), force=True)
-    elif os.path.exists(os.path.join(out_dir, f"{args.name}.png")):
-        # A plot of an earlier run would outlive the page that showed it.
-        os.remove(os.path.join(out_dir, f"{args.name}.png"))
+        plot = os.path.basename(plot_path)
+        write_plot(report, plot_path, force=True)
+    elif os.path.exists(plot_path):  # an earlier run's plot would outlive the page that showed it
+        os.remove(plot_path)
     tables.write_markdown(report, os.path.join(out_dir, f"{args.name}.md"), command, force=True, plot=plot)
     # docs/benchmarks.md lists the FPN and PPN pages' rows: after their runs, and again after its own.
     tables.refresh_family_section(os.path.join(out_dir, "benchmarks.md"))

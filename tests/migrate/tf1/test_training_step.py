@@ -317,8 +317,8 @@ def _ancestors(op) -> set:
 
 
 def test_no_update_of_the_tf1_step_runs_before_what_it_reports():
-    # The TF1 session runs independent ops side by side, and its ref variables are updated in
-    # place: the losses and each regularization term `run_step` reports must be computed before
+    # The TF1 session may run independent ops in any order or side by side, and its ref variables
+    # are updated in place: the losses and each regularization term `run_step` reports must be computed before
     # any variable is updated, or they may read weights partly updated (a second step's
     # regularization loss 1.6e-5 relative off, once in a whole suite's run). (The gradients
     # read no variable once computed, and `GATE_GRAPH` computes them all before any update.)
